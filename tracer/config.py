@@ -1,0 +1,96 @@
+"""The model's shape and the switches that choose its block (follows nanoGPT's `GPTConfig`).
+
+One decoder runs both the seed article's simplified block (explicit positions, no layer
+norm, no MLP, no residual, unscaled scores) and a real GPT-2 block; `Config` says which.
+Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from .errors import TracerError
+
+POSITIONAL = ("learned", "sinusoidal", "explicit", "none")
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Config:
+    d_vocab: int = 50257  # tokens in the vocabulary (GPT-2's 50,257: the article's "50,000")
+    n_ctx: int = 1024  # longest sequence; rows of W_pos
+    d_model: int = 768  # width of the residual stream (the article's 5, "in reality 2048")
+    n_heads: int = 12  # attention heads per layer (the article's "like 12")
+    d_head: int | None = None  # width of one head's Q, K, V; default d_model // n_heads
+    d_mlp: int | None = None  # hidden width of the MLP; default 4 * d_model
+    n_layers: int = 12  # blocks (the article's 24 is GPT-2 medium)
+    dtype: str = "float32"  # float64 for hand-checkable toys, float32 for real models
+    positional: str = "learned"  # learned | sinusoidal | explicit (given vectors) | none
+    layer_norm: bool = True  # pre-LN before attention and MLP, plus the final LN (GPT-2)
+    mlp: bool = True  # the GELU MLP after attention (GPT-2's gelu_new, tanh approximation)
+    residual: bool = True  # add each sublayer's output to its input
+    scale_scores: bool = True  # divide Q·K by sqrt(d_head); the article does not
+    tied_unembed: bool = True  # W_U is W_E transposed (GPT-2); false: W_U is its own matrix
+    ln_eps: float = 1e-5  # layer norm's epsilon (GPT-2's layer_norm_epsilon)
+
+    def __post_init__(self) -> None:
+        if self.d_head is None:
+            object.__setattr__(self, "d_head", self.d_model // max(self.n_heads, 1))
+        if self.d_mlp is None:
+            object.__setattr__(self, "d_mlp", 4 * self.d_model)
+        for name in ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
+        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
+            raise TracerError(f"config: n_layers must be a whole number ≥ 0, got {self.n_layers!r}")
+        if self.dtype not in DTYPES:
+            raise TracerError(f"config: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.positional not in POSITIONAL:
+            raise TracerError(
+                f"config: positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}"
+            )
+        for name in ("layer_norm", "mlp", "residual", "scale_scores", "tied_unembed"):
+            if not isinstance(getattr(self, name), bool):
+                raise TracerError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.ln_eps, (int, float)) or isinstance(self.ln_eps, bool) or not self.ln_eps > 0:
+            raise TracerError(f"config: ln_eps must be a number > 0, got {self.ln_eps!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            from .errors import near
+
+            raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
+        return cls(**d)
+
+    def n_params(self) -> int:
+        """Parameters the decoder multiplies by (W_U counted once even when tied)."""
+        from .weights import param_shapes
+
+        total = 0
+        for shape in param_shapes(self).values():
+            n = 1
+            for s in shape:
+                n *= s
+            total += n
+        return total
+
+
+# GPT-2's published shapes. The article's "24 layers … 1024 dimensions" is gpt2-medium.
+GPT2_SHAPES = {
+    "gpt2": dict(n_layers=12, d_model=768, n_heads=12),
+    "gpt2-medium": dict(n_layers=24, d_model=1024, n_heads=16),
+    "gpt2-large": dict(n_layers=36, d_model=1280, n_heads=20),
+    "gpt2-xl": dict(n_layers=48, d_model=1600, n_heads=25),
+    "distilgpt2": dict(n_layers=6, d_model=768, n_heads=12),
+}
+
+# The model `tracer trace` uses out of the box: the GPT-2 block and tokenizer, the article's
+# 24 layers, and a width small enough to read every number. Its weights are seeded, untrained.
+TINY = Config(d_model=8, n_heads=2, n_layers=24, dtype="float64")

@@ -1,0 +1,229 @@
+"""The decoder: one small function per equation, vectorized over positions and heads.
+
+Reads like the seed article (and like picoGPT / nanoGPT): `embed` looks a token up in the
+embedding matrix, `add_positions` adds its position vector, `project_qkv` makes each head's
+Query, Key and Value, `attention_scores` takes Q·K, `causal_softmax` hides later tokens and
+turns scores into weights, `attend` takes the weighted sum of values, `project_out` concatenates
+the heads and applies W_O, then the residual, `layer_norm` and `mlp`, and `unembed` maps the last
+vector to one score per vocabulary token.
+
+Every intermediate is recorded under TransformerLens's hook names, without the batch axis, by
+passing it through `rec(name, value)`. Two extras that teaching needs and TransformerLens lacks:
+`blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and before the mask) and
+`blocks.{l}.attn.hook_result` (each head's output after W_O, before the heads are summed).
+
+`forward` takes an optional `KVCache`: then only the new positions are computed and the keys and
+values of earlier positions are reused, as generation does. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import Config
+from .record import Recorder
+from .weights import Params, unembedding
+
+# --------------------------------------------------------------------------- one equation each
+
+
+def embed(W_E: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    return W_E[tokens]  # [pos, d_model]
+
+
+def position_vectors(W_pos: np.ndarray, start: int, n: int) -> np.ndarray:
+    return W_pos[start : start + n]  # [pos, d_model]
+
+
+def normalize(x: np.ndarray, eps: float) -> np.ndarray:
+    """Layer norm before its weight and bias: zero mean, unit variance per position."""
+    centred = x - x.mean(axis=-1, keepdims=True)  # [pos, d_model]
+    return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)  # [pos, d_model]
+
+
+def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return normalized * w + b  # [pos, d_model]
+
+
+def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:
+    """[head, d_model, d_head] ×3 → one [d_model, 3·head·d_head] matrix (GPT-2's c_attn layout)."""
+    return np.concatenate(
+        [W.transpose(1, 0, 2).reshape(W.shape[1], -1) for W in (W_Q, W_K, W_V)], axis=1
+    )  # [d_model, 3 * head * d_head]
+
+
+def project_qkv(x: np.ndarray, W_qkv: np.ndarray, b_qkv: np.ndarray, n_heads: int):
+    """Each position's Query, Key and Value for every head, in one matrix product."""
+    qkv = x @ W_qkv + b_qkv  # [pos, 3 * head * d_head]
+    q, k, v = np.split(qkv.reshape(x.shape[0], 3, n_heads, -1), 3, axis=1)  # [pos, 1, head, d_head]
+    return q[:, 0], k[:, 0], v[:, 0]  # [pos, head, d_head] each
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Q·K for every head, query and key: how much each query position matches each key."""
+    return np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0))  # [head, query_pos, key_pos]
+
+
+def causal_mask(n_query: int, n_key: int) -> np.ndarray:
+    """True where a key is later than its query (hidden). Queries are the last n_query keys."""
+    query_pos = np.arange(n_key - n_query, n_key)[:, None]  # [query_pos, 1]
+    return np.arange(n_key)[None, :] > query_pos  # [query_pos, key_pos]
+
+
+def mask_scores(scores: np.ndarray) -> np.ndarray:
+    """Later keys get -inf, so softmax gives them exactly 0 (in place on a fresh array)."""
+    n_query, n_key = scores.shape[-2:]
+    if n_query > 1:
+        scores[:, causal_mask(n_query, n_key)] = -np.inf  # [head, query_pos, key_pos]
+    return scores
+
+
+def causal_softmax(scores: np.ndarray) -> np.ndarray:
+    """Softmax over keys, subtracting each row's maximum first so exp never overflows."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # [head, query_pos, key_pos]
+    return e / e.sum(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+
+
+def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The weighted sum of values: e.g. 0.4×A_V + 0.6×B_V for B in the article."""
+    z = np.matmul(pattern, v.transpose(1, 0, 2))  # [head, query_pos, d_head]
+    return z.transpose(1, 0, 2)  # [pos, head, d_head]
+
+
+def head_results(z: np.ndarray, W_O: np.ndarray) -> np.ndarray:
+    """Each head's output after its slice of W_O, before the heads are summed."""
+    return np.matmul(z.transpose(1, 0, 2), W_O).transpose(1, 0, 2)  # [pos, head, d_model]
+
+
+def project_out(z: np.ndarray, W_O_flat: np.ndarray, b_O: np.ndarray) -> np.ndarray:
+    """Concatenate the heads and apply W_O: [pos, head·d_head] @ [head·d_head, d_model]."""
+    return z.reshape(z.shape[0], -1) @ W_O_flat + b_O  # [pos, d_model]
+
+
+def gelu_new(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (GPT-2's `gelu_new`)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))  # [pos, d_mlp]
+
+
+def unembed(x: np.ndarray, W_U: np.ndarray, b_U: np.ndarray) -> np.ndarray:
+    """One score (logit) per vocabulary token, at every position."""
+    return x @ W_U + b_U  # [pos, d_vocab]
+
+
+# --------------------------------------------------------------------------- fused weights, cache
+
+
+@dataclass
+class Fused:
+    """Per-layer matrices in the layout matrix products want, built once per set of weights."""
+
+    W_qkv: list  # [d_model, 3 * head * d_head] per layer
+    b_qkv: list  # [3 * head * d_head] per layer
+    W_O: list  # [head * d_head, d_model] per layer
+    W_U: np.ndarray  # [d_model, d_vocab]
+
+
+def fuse(cfg: Config, params: Params, W_qkv: list | None = None) -> Fused:
+    """`W_qkv` may be passed when a loader already has it (GPT-2's c_attn), to avoid a copy."""
+    Wq, bq, Wo = [], [], []
+    for l in range(cfg.n_layers):
+        a = f"blocks.{l}.attn."
+        Wq.append(W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"]))
+        bq.append(np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"]))
+        Wo.append(params[a + "W_O"].reshape(-1, cfg.d_model))
+    return Fused(Wq, bq, Wo, unembedding(cfg, params))
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, per layer, reused by later steps."""
+
+    def __init__(self, cfg: Config, capacity: int):
+        shape = (cfg.n_layers, capacity, cfg.n_heads, cfg.d_head)
+        self.k = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, head, d_head]
+        self.v = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, head, d_head]
+        self.length = 0  # positions filled
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[1]
+
+
+# --------------------------------------------------------------------------- the forward pass
+
+
+def forward(
+    cfg: Config,
+    params: Params,
+    tokens,
+    rec: Recorder | None = None,
+    cache: KVCache | None = None,
+    fused: Fused | None = None,
+) -> np.ndarray:
+    """Logits [pos, d_vocab] for `tokens` (the new tokens only, when a cache holds earlier ones)."""
+    rec = rec if rec is not None else Recorder(names=[])
+    fused = fused if fused is not None else fuse(cfg, params)
+    tokens = np.asarray(tokens, dtype=np.int64)  # [pos]
+    start = cache.length if cache is not None else 0
+    n = tokens.shape[0]
+    dt = cfg.dtype
+
+    x = rec("hook_embed", embed(params["W_E"], tokens).astype(dt, copy=False))  # [pos, d_model]
+    if cfg.positional != "none":
+        x = x + rec("hook_pos_embed", position_vectors(params["W_pos"], start, n))  # [pos, d_model]
+    scale = 1.0 / np.sqrt(cfg.d_head) if cfg.scale_scores else None
+
+    for l in range(cfg.n_layers):
+        r = rec.scope(f"blocks.{l}")
+        p = f"blocks.{l}."
+        resid_pre = r("hook_resid_pre", x)  # [pos, d_model]
+        h = resid_pre
+        if cfg.layer_norm:
+            h = scale_and_shift(r("ln1.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln1.w"], params[p + "ln1.b"])
+        q, k, v = project_qkv(h, fused.W_qkv[l], fused.b_qkv[l], cfg.n_heads)  # [pos, head, d_head]
+        r("attn.hook_q", q)
+        r("attn.hook_k", k)
+        r("attn.hook_v", v)
+        if cache is not None:
+            cache.k[l, start : start + n] = k
+            cache.v[l, start : start + n] = v
+            k = cache.k[l, : start + n]  # [key_pos, head, d_head]
+            v = cache.v[l, : start + n]  # [key_pos, head, d_head]
+        dots = r("attn.hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
+        scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos]
+        scores = r("attn.hook_attn_scores", mask_scores(scores))  # [head, query_pos, key_pos]
+        pattern = r("attn.hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
+        z = r("attn.hook_z", attend(pattern, v))  # [pos, head, d_head]
+        if r.wants("attn.hook_result"):
+            r("attn.hook_result", head_results(z, params[p + "attn.W_O"]))  # [pos, head, d_model]
+        attn_out = r("hook_attn_out", project_out(z, fused.W_O[l], params[p + "attn.b_O"]))  # [pos, d_model]
+        x = resid_pre + attn_out if cfg.residual else attn_out  # [pos, d_model]
+        if cfg.mlp:
+            resid_mid = r("hook_resid_mid", x)  # [pos, d_model]
+            h = resid_mid
+            if cfg.layer_norm:
+                h = scale_and_shift(r("ln2.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln2.w"], params[p + "ln2.b"])
+            pre = r("mlp.hook_pre", h @ params[p + "mlp.W_in"] + params[p + "mlp.b_in"])  # [pos, d_mlp]
+            post = r("mlp.hook_post", gelu_new(pre))  # [pos, d_mlp]
+            mlp_out = r("hook_mlp_out", post @ params[p + "mlp.W_out"] + params[p + "mlp.b_out"])  # [pos, d_model]
+            x = resid_mid + mlp_out if cfg.residual else mlp_out  # [pos, d_model]
+        x = r("hook_resid_post", x)  # [pos, d_model]
+
+    if cache is not None:
+        cache.length = start + n
+    if cfg.layer_norm:
+        x = scale_and_shift(rec("ln_final.hook_normalized", normalize(x, cfg.ln_eps)), params["ln_final.w"], params["ln_final.b"])
+    x = rec("unembed.hook_in", x)  # [pos, d_model]
+    return rec("logits", unembed(x, fused.W_U, params["b_U"]))  # [pos, d_vocab]
+
+
+def hook_names(cfg: Config) -> list[str]:
+    """Every name `forward` records for `cfg`, in order (from a one-token run, so it is exact)."""
+    from .weights import init_weights
+
+    shape = dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=1, d_mlp=1)
+    small = Config(**{**cfg.to_dict(), **shape})
+    rec = Recorder()
+    forward(small, init_weights(small, 0), [0], rec)
+    return list(rec.store)

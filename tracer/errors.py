@@ -1,0 +1,24 @@
+"""The project's own error type.
+
+Every problem with what a user gave us (a prompt, an option, a file) is a `TracerError`:
+the CLI prints its message as one line on stderr and exits with code 2. Anything else
+that escapes is a bug in tracer and exits with code 1.
+"""
+
+from __future__ import annotations
+
+
+class TracerError(Exception):
+    """Bad input: a prompt, option, scenario, weights file or trace file that cannot be used."""
+
+    exit_code = 2
+
+
+def near(word: str, choices, n: int = 3) -> str:
+    """' (did you mean X?)' for the closest of `choices`, or '' when nothing is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"

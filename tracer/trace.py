@@ -1,0 +1,170 @@
+"""The recorded forward pass (`Trace`), a generation run (`Generation`), and their `.npz` file.
+
+A `Trace` is one pass of the decoder: an ordered mapping of hook name → array (TransformerLens
+names, no batch axis), the token ids it saw, and where the pass started (positions before
+`start` came from the KV cache). A `Generation` is the prompt pass followed by one pass per
+generated token; each pass carries its sampling draw under `sample.*` names.
+
+File layout (`numpy.load(path, allow_pickle=False)` reads it in any numpy program):
+  - `tokens`: int64 [n], the whole sequence (prompt, then generated tokens);
+  - `meta`: a JSON string: format, version, tracer version, config, tokenizer, model, prompt,
+    seed, settings, prompt_ids, generated_ids, token strings, and `steps` (start and length of
+    every pass);
+  - step 0 (the prompt pass): one array per recorded name, under the name itself;
+  - step n ≥ 1 (the pass that reads generated token n-1): under `steps.{n}.{name}`.
+So a plain trace (no generation) is exactly the hook names plus `tokens` and `meta`.
+Loading refuses pickled objects without unpickling them. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import Config
+from .errors import TracerError
+from .weights import load_npz, save_npz
+
+FORMAT = "tracer-trace"
+FORMAT_VERSION = 1
+STEP_PREFIX = "steps."
+
+
+@dataclass
+class Trace(Mapping):
+    """One forward pass: name → array in recording order, plus what it ran on."""
+
+    arrays: dict
+    tokens: np.ndarray  # [pos] ids of every position this pass could see
+    config: Config
+    token_strs: list = field(default_factory=list)  # text of each token in `tokens`
+    meta: dict = field(default_factory=dict)  # model, tokenizer spec, prompt, seed, version
+    start: int = 0  # first position computed by this pass; earlier ones came from the KV cache
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            from .errors import near
+
+            raise KeyError(f"{name!r} was not recorded{near(name, self.arrays)}") from None
+
+    def __iter__(self):
+        return iter(self.arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays)
+
+    @property
+    def n_new(self) -> int:
+        """Positions this pass computed."""
+        return len(self.tokens) - self.start
+
+    def save(self, path) -> None:
+        Generation(steps=[self], meta=dict(self.meta)).save(path)
+
+    @staticmethod
+    def load(path) -> "Trace":
+        return Generation.load(path).steps[0]
+
+
+@dataclass
+class Generation:
+    """The prompt pass and one pass per generated token."""
+
+    steps: list  # [Trace], step 0 is the prompt
+    prompt_ids: list = field(default_factory=list)
+    generated_ids: list = field(default_factory=list)
+    text: str = ""  # the generated text
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.prompt_ids and self.steps:
+            self.prompt_ids = [int(t) for t in self.steps[0].tokens]
+
+    @property
+    def trace(self) -> Trace:
+        return self.steps[0]
+
+    @property
+    def tokens(self) -> list[int]:
+        return list(self.prompt_ids) + list(self.generated_ids)
+
+    def save(self, path) -> None:
+        save_npz(path, to_arrays(self))
+
+    @staticmethod
+    def load(path) -> "Generation":
+        return from_arrays(load_npz(path), str(path))
+
+
+def to_arrays(gen: Generation) -> dict[str, np.ndarray]:
+    first = gen.steps[0]
+    tokens = np.asarray(gen.tokens, dtype=np.int64)
+    token_strs = list(gen.steps[-1].token_strs)
+    meta = {
+        **gen.meta,
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "config": first.config.to_dict(),
+        "prompt_ids": [int(i) for i in gen.prompt_ids],
+        "generated_ids": [int(i) for i in gen.generated_ids],
+        "text": gen.text,
+        "token_strs": token_strs,
+        "steps": [{"start": int(s.start), "n_tokens": int(len(s.tokens))} for s in gen.steps],
+        "step_meta": [{k: v for k, v in s.meta.items() if k not in gen.meta} for s in gen.steps],
+    }
+    out: dict[str, np.ndarray] = {"tokens": tokens, "meta": np.array(json.dumps(meta))}
+    for n, step in enumerate(gen.steps):
+        prefix = "" if n == 0 else f"{STEP_PREFIX}{n}."
+        for name, arr in step.arrays.items():
+            out[prefix + name] = np.asarray(arr)
+    return out
+
+
+def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generation:
+    if "meta" not in arrays:
+        raise TracerError(f"{where}: not a tracer trace (no 'meta' entry)")
+    try:
+        meta = json.loads(str(arrays.pop("meta")))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise TracerError(f"{where}: its 'meta' entry is not JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise TracerError(f"{where}: not a tracer trace ('meta' does not say format {FORMAT!r})")
+    version = meta.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise TracerError(
+            f"{where}: trace format version {version!r} is newer than this tracer reads ({FORMAT_VERSION}); upgrade tracer"
+        )
+    if "tokens" not in arrays:
+        raise TracerError(f"{where}: not a tracer trace (no 'tokens' entry)")
+    try:
+        config = Config.from_dict(meta.pop("config"))
+        tokens = np.asarray(arrays.pop("tokens"))
+        steps_info = meta.pop("steps")
+        step_meta = meta.pop("step_meta", [{} for _ in steps_info])
+        token_strs = meta.pop("token_strs")
+        prompt_ids = meta.pop("prompt_ids")
+        generated_ids = meta.pop("generated_ids")
+        text = meta.pop("text", "")
+        if tokens.dtype.kind not in "iu" or tokens.ndim != 1:
+            raise TracerError(f"{where}: 'tokens' must be a 1-D integer array")
+        by_step: list[dict] = [{} for _ in steps_info]
+        for name, arr in arrays.items():
+            n = 0
+            if name.startswith(STEP_PREFIX):
+                num, _, name = name[len(STEP_PREFIX) :].partition(".")
+                n = int(num)
+            by_step[n][name] = arr
+        steps = []
+        for n, (info, smeta) in enumerate(zip(steps_info, step_meta)):
+            k = int(info["n_tokens"])
+            steps.append(Trace(by_step[n], tokens[:k], config, token_strs[:k], {**meta, **smeta}, int(info["start"])))
+    except TracerError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError) as e:
+        raise TracerError(f"{where}: damaged trace metadata ({type(e).__name__}: {e})") from None
+    return Generation(steps, list(prompt_ids), list(generated_ids), text, meta)

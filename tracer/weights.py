@@ -1,0 +1,302 @@
+"""Parameters: their names and shapes, seeded initialisation, and `.npz` / safetensors files.
+
+Names and shapes follow TransformerLens (`W_E [d_vocab, d_model]`, `blocks.{l}.attn.W_Q
+[head, d_model, d_head]`, …). Loaders of other layouts (HF GPT-2's `c_attn`, `wte`) translate
+to these names at their boundary, once. Any parameter not given is drawn from a generator
+seeded by (seed, name), with GPT-2's initialisation: normal(0, 0.02) for matrices, zeros for
+biases, ones for layer-norm weights; so the same seed gives the same weights on every machine
+and giving one matrix does not change the others.
+
+safetensors is read and written here with numpy alone (the format is an 8-byte length, a JSON
+header and raw little-endian bytes), so that the core stays numpy-only and large files are
+memory-mapped rather than copied; the tests check this code against the `safetensors` library.
+Core module: imports numpy only. Nothing here ever unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .errors import TracerError
+
+Params = dict  # name -> np.ndarray, TransformerLens names
+
+
+def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
+    """Every parameter the config uses, in a fixed order, with its shape."""
+    H, dm, dh, dmlp = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_mlp
+    shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm)}
+    if cfg.positional != "none":
+        shapes["W_pos"] = (cfg.n_ctx, dm)
+    for l in range(cfg.n_layers):
+        b = f"blocks.{l}."
+        if cfg.layer_norm:
+            shapes[b + "ln1.w"] = (dm,)
+            shapes[b + "ln1.b"] = (dm,)
+        for m in "QKV":
+            shapes[b + f"attn.W_{m}"] = (H, dm, dh)
+        for m in "QKV":
+            shapes[b + f"attn.b_{m}"] = (H, dh)
+        shapes[b + "attn.W_O"] = (H, dh, dm)
+        shapes[b + "attn.b_O"] = (dm,)
+        if cfg.mlp:
+            if cfg.layer_norm:
+                shapes[b + "ln2.w"] = (dm,)
+                shapes[b + "ln2.b"] = (dm,)
+            shapes[b + "mlp.W_in"] = (dm, dmlp)
+            shapes[b + "mlp.b_in"] = (dmlp,)
+            shapes[b + "mlp.W_out"] = (dmlp, dm)
+            shapes[b + "mlp.b_out"] = (dm,)
+    if cfg.layer_norm:
+        shapes["ln_final.w"] = (dm,)
+        shapes["ln_final.b"] = (dm,)
+    if not cfg.tied_unembed:
+        shapes["W_U"] = (dm, cfg.d_vocab)
+    shapes["b_U"] = (cfg.d_vocab,)
+    return shapes
+
+
+def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:
+    """The sin/cos table of "Attention Is All You Need" §3.5."""
+    pos = np.arange(n_ctx)[:, None]  # [pos, 1]
+    i = np.arange(d_model)[None, :]  # [1, d_model]
+    angle = pos / np.power(10000.0, (2 * (i // 2)) / d_model)  # [pos, d_model]
+    return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))  # [pos, d_model]
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode())])
+
+
+def init_param(name: str, shape: tuple[int, ...], seed: int, dtype: str) -> np.ndarray:
+    """GPT-2's initialisation for one parameter, seeded by (seed, name)."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in ("w",):  # layer-norm gain
+        return np.ones(shape, dtype=dtype)
+    if leaf.startswith("b"):  # biases (b_Q, b_in, ln.b, b_U, …)
+        return np.zeros(shape, dtype=dtype)
+    return (_rng(seed, name).standard_normal(shape) * 0.02).astype(dtype)
+
+
+def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str = "weights") -> np.ndarray:
+    """A given parameter as an array of the right shape and dtype, or a TracerError naming it."""
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # ragged nested lists
+        raise TracerError(f"{where}: {name!r} is not a rectangular array of numbers ({e})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TracerError(f"{where}: {name!r} must hold numbers, got {arr.dtype}")
+    if tuple(arr.shape) != tuple(shape):
+        raise TracerError(f"{where}: {name!r}: expected {list(shape)}, got {list(arr.shape)}")
+    arr = arr.astype(dtype, copy=False)
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0].tolist()
+        raise TracerError(f"{where}: {name!r} holds NaN or infinite values (first at index {bad})")
+    return arr
+
+
+def init_weights(cfg: Config, seed: int = 0, given: Params | None = None, where: str = "weights") -> Params:
+    """All parameters of `cfg`: the given ones checked, the rest seeded."""
+    given = dict(given or {})
+    shapes = param_shapes(cfg)
+    unknown = [k for k in given if k not in shapes]
+    if unknown:
+        from .errors import near
+
+        hint = near(unknown[0], shapes)
+        if unknown[0] == "W_U" and cfg.tied_unembed:
+            hint = " (tied_unembed is true, so W_U is W_E transposed; set tied_unembed = false to give W_U)"
+        elif unknown[0] == "W_pos" and cfg.positional == "none":
+            hint = " (positional is 'none')"
+        raise TracerError(f"{where}: unknown parameter {unknown[0]!r}{hint}")
+    if cfg.positional == "sinusoidal" and "W_pos" in given:
+        raise TracerError(f"{where}: 'W_pos' is computed when positional = 'sinusoidal'; use 'explicit' to give it")
+    params: Params = {}
+    for name, shape in shapes.items():
+        if name in given:
+            params[name] = check_param(name, given[name], shape, cfg.dtype, where)
+        elif name == "W_pos" and cfg.positional == "sinusoidal":
+            params[name] = sinusoidal_positions(*shape).astype(cfg.dtype)
+        else:
+            params[name] = init_param(name, shape, seed, cfg.dtype)
+    return params
+
+
+def unembedding(cfg: Config, params: Params) -> np.ndarray:
+    """W_U [d_model, d_vocab]: its own matrix, or W_E transposed when tied (a view, no copy)."""
+    return params["W_E"].T if cfg.tied_unembed else params["W_U"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def _atomic_write(path: str | os.PathLike, write) -> None:
+    """Write through a temporary name in the same folder and rename, so no partial file is left."""
+    path = Path(path)
+    if not path.parent.exists():
+        raise TracerError(f"{path}: folder {str(path.parent)!r} does not exist")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise TracerError(f"{path}: cannot write ({e.strerror or e})") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_npz(path, arrays: dict[str, np.ndarray]) -> None:
+    _atomic_write(path, lambda f: np.savez(f, **arrays))
+
+
+def load_npz(path) -> dict[str, np.ndarray]:
+    """Every array of an `.npz`, refusing pickled objects (never unpickled)."""
+    path = Path(path)
+    if not path.is_file():
+        raise TracerError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except ValueError as e:
+        if "pickle" in str(e).lower():
+            raise TracerError(f"{path}: holds a pickled object; refused (tracer never unpickles)") from None
+        raise TracerError(f"{path}: not a readable .npz file ({e})") from None
+    except Exception as e:  # zipfile.BadZipFile, EOFError, OSError on truncated files
+        raise TracerError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+
+
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+              "I8": "i1", "U8": "u1", "BOOL": "?", "BF16": "<u2"}
+_NP_TO_ST = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32", np.dtype("<f2"): "F16",
+             np.dtype("<i8"): "I64", np.dtype("<i4"): "I32", np.dtype("u1"): "U8"}
+
+
+def save_safetensors(path, arrays: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    offset = 0
+    blobs = []
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.newbyteorder("<") not in _NP_TO_ST and arr.dtype not in _NP_TO_ST:
+            raise TracerError(f"{path}: cannot store {name!r} of dtype {arr.dtype} in safetensors")
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        header[name] = {"dtype": _NP_TO_ST[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+        blobs.append(arr)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+
+    def write(f):
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for arr in blobs:
+            f.write(arr.tobytes())
+
+    _atomic_write(path, write)
+
+
+def read_safetensors_header(path) -> tuple[dict, int]:
+    """The JSON header and where the data starts; a TracerError for anything malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise TracerError(f"{path}: no such file")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise TracerError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(size - 8, 100_000_000):
+            raise TracerError(f"{path}: not a safetensors file (header length {n} does not fit a {size}-byte file)")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise TracerError(f"{path}: not a safetensors file (header is not JSON: {e})") from None
+    if not isinstance(header, dict):
+        raise TracerError(f"{path}: not a safetensors file (header is not a JSON object)")
+    start = 8 + n
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (a, b) = info["dtype"], info["shape"], info["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            raise TracerError(f"{path}: tensor {name!r} has a malformed header entry") from None
+        if dtype not in _ST_DTYPES:
+            raise TracerError(f"{path}: tensor {name!r} has unsupported dtype {dtype}")
+        count = math.prod(shape)
+        if b - a != count * np.dtype(_ST_DTYPES[dtype]).itemsize or a < 0:
+            raise TracerError(f"{path}: tensor {name!r}: offsets {a}..{b} do not match shape {shape} of {dtype}")
+        if start + b > size:
+            raise TracerError(
+                f"{path}: truncated: tensor {name!r} needs bytes up to {start + b}, the file has {size}"
+            )
+    return header, start
+
+
+def load_safetensors(path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays (memory-mapped, read-only, where the dtype allows) and the `__metadata__`."""
+    header, start = read_safetensors_header(path)
+    meta = header.pop("__metadata__", {}) or {}
+    out: dict[str, np.ndarray] = {}
+    if not header:
+        return out, meta
+    if mmap:
+        buf = np.memmap(path, dtype=np.uint8, mode="r")
+    else:
+        buf = np.fromfile(path, dtype=np.uint8)
+    for name, info in header.items():
+        a, b = info["data_offsets"]
+        raw = buf[start + a : start + b]
+        arr = raw.view(_ST_DTYPES[info["dtype"]]).reshape(info["shape"])
+        if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[name] = arr
+    return out, meta
+
+
+def save_weights(path, cfg: Config, params: Params, seed: int | None = None) -> None:
+    """`.npz` or `.safetensors` by suffix; the config travels in the file as JSON."""
+    meta = {"format": "tracer-weights", "config": json.dumps(cfg.to_dict())}
+    if seed is not None:
+        meta["seed"] = str(seed)
+    suffix = Path(path).suffix
+    if suffix == ".safetensors":
+        save_safetensors(path, params, meta)
+    elif suffix == ".npz":
+        save_npz(path, {**params, "__meta__": np.array(json.dumps(meta))})
+    else:
+        raise TracerError(f"{path}: weights are saved as .npz or .safetensors, not {suffix or 'no suffix'}")
+
+
+def load_weights_file(path) -> tuple[dict[str, np.ndarray], Config | None]:
+    """Arrays of a weights file (`.npz` or `.safetensors`) and the config stored in it, if any."""
+    path = Path(path)
+    suffix = path.suffix
+    if suffix == ".safetensors":
+        arrays, meta = load_safetensors(path)
+        cfg_json = meta.get("config")
+    elif suffix == ".npz":
+        arrays = load_npz(path)
+        meta_arr = arrays.pop("__meta__", None)
+        cfg_json = json.loads(str(meta_arr)).get("config") if meta_arr is not None else None
+    elif suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
+        raise TracerError(f"{path}: pickled checkpoints are never loaded; tracer needs .safetensors or .npz")
+    else:
+        raise TracerError(f"{path}: not a weights file (expected .npz or .safetensors)")
+    cfg = Config.from_dict(json.loads(cfg_json)) if cfg_json else None
+    return arrays, cfg
