@@ -1,0 +1,35 @@
+"""A stated value checked against the recorded one (a scenario's `[[expect]]`).
+
+Scenarios make them (`tracer.scenario`); the walkthrough renderer shows each beside the step
+that computed it, with ✓ or ✗ and the difference. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Check:
+    name: str  # hook name, e.g. "blocks.0.attn.hook_attn_scores"
+    index: tuple  # into the recorded array (no batch axis)
+    expected: object  # number or nested list, as stated
+    computed: object  # number or nested list, as recorded
+    tolerance: float  # absolute
+    label: str = ""  # where the value comes from, e.g. "article: Q·A_K for B"
+    step: int = 0  # which pass of a generation (0: the prompt pass)
+    ok: bool = field(init=False)
+    diff: float = field(init=False)  # largest absolute difference
+
+    def __post_init__(self):
+        e = np.asarray(self.expected, dtype=float)
+        c = np.asarray(self.computed, dtype=float)
+        self.diff = float(np.max(np.abs(e - c))) if e.shape == c.shape else float("inf")
+        self.ok = bool(self.diff <= self.tolerance)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "index": list(self.index), "label": self.label, "expected": self.expected,
+                "computed": self.computed, "ok": self.ok, "diff": self.diff, "tolerance": self.tolerance,
+                "step": self.step}
