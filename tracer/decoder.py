@@ -18,6 +18,7 @@ values of earlier positions are reused, as generation does. Core module: imports
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +105,7 @@ def project_out(z: np.ndarray, W_O_flat: np.ndarray, b_O: np.ndarray) -> np.ndar
 
 def gelu_new(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (GPT-2's `gelu_new`)."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))  # [pos, d_mlp]
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))  # [pos, d_mlp]
 
 
 def unembed(x: np.ndarray, W_U: np.ndarray, b_U: np.ndarray) -> np.ndarray:
@@ -172,7 +173,7 @@ def forward(
     x = rec("hook_embed", embed(params["W_E"], tokens).astype(dt, copy=False))  # [pos, d_model]
     if cfg.positional != "none":
         x = x + rec("hook_pos_embed", position_vectors(params["W_pos"], start, n))  # [pos, d_model]
-    scale = 1.0 / np.sqrt(cfg.d_head) if cfg.scale_scores else None
+    scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None  # a Python float keeps float32 float32
 
     for l in range(cfg.n_layers):
         r = rec.scope(f"blocks.{l}")

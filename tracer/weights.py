@@ -165,6 +165,11 @@ def load_npz(path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise TracerError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"PK\x03\x04":  # an .npz is a zip archive; np.load would try other formats
+        what = "a pickle; refused (tracer never unpickles)" if magic[:1] == b"\x80" else "not a zip archive"
+        raise TracerError(f"{path}: not a readable .npz file ({what})")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

@@ -1,0 +1,145 @@
+"""The vectorized decoder against the naive reference, its recorded names, and its invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracer.config import Config
+from tracer.decoder import KVCache, forward, hook_names
+from tracer.record import Recorder
+from tracer.weights import init_weights, param_shapes
+
+from .reference import naive_forward
+
+
+def random_params(cfg: Config, seed: int = 1) -> dict:
+    """Every parameter drawn at random (biases and layer-norm weights too, unlike GPT-2's init)."""
+    rng = np.random.default_rng(seed)
+    given = {name: rng.normal(0, 0.5, shape) for name, shape in param_shapes(cfg).items()}
+    if cfg.positional == "sinusoidal":
+        del given["W_pos"]  # computed, not given
+    for name in given:
+        if name.endswith(".w"):
+            given[name] = 1 + given[name]
+    return init_weights(cfg, 0, given)
+
+
+SWITCHES = [
+    dict(),  # GPT-2 block
+    dict(layer_norm=False),
+    dict(mlp=False),
+    dict(residual=False),
+    dict(scale_scores=False),
+    dict(layer_norm=False, mlp=False, residual=False, scale_scores=False, positional="explicit"),  # the article's block
+    dict(positional="sinusoidal"),
+    dict(positional="none", tied_unembed=False),
+]
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 4])
+@pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "gpt2")
+def test_decoder_matches_naive_reference(n_heads, switches):
+    cfg = Config(d_vocab=11, n_ctx=9, d_model=8, n_heads=n_heads, d_mlp=12, n_layers=2, dtype="float64", **switches)
+    params = random_params(cfg)
+    tokens = [3, 1, 4, 1, 5, 9, 2]
+    rec = Recorder()
+    logits = forward(cfg, params, tokens, rec)
+    ref = naive_forward(cfg, params, tokens)
+    for name, want in ref.items():
+        np.testing.assert_allclose(rec.store[name], want, rtol=0, atol=1e-10, err_msg=name)  # float64: 1e-10
+    np.testing.assert_allclose(logits, ref["logits"], rtol=0, atol=1e-10)
+
+
+def test_recorded_names_for_a_two_layer_gpt2_config():
+    cfg = Config(d_vocab=10, n_ctx=8, d_model=4, n_heads=2, n_layers=2, dtype="float64")
+    block = [
+        "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_dots",
+        "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out",
+        "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
+    ]
+    want = ["hook_embed", "hook_pos_embed"]
+    for l in range(2):
+        want += [f"blocks.{l}.{n}" for n in block]
+    want += ["ln_final.hook_normalized", "unembed.hook_in", "logits"]
+    rec = Recorder()
+    forward(cfg, init_weights(cfg, 0), [1, 2, 3], rec)
+    assert list(rec.store) == want
+    assert hook_names(cfg) == want
+
+
+def test_switched_off_steps_are_absent():
+    cfg = Config(d_vocab=10, n_ctx=8, d_model=4, n_heads=1, n_layers=1, layer_norm=False, mlp=False,
+                 positional="none", dtype="float64")
+    names = hook_names(cfg)
+    assert not [n for n in names if "ln" in n or "mlp" in n or "resid_mid" in n or "pos_embed" in n]
+    assert "blocks.0.attn.hook_pattern" in names
+
+
+def test_invariants_of_a_recorded_pass():
+    cfg = Config(d_vocab=13, n_ctx=10, d_model=8, n_heads=2, n_layers=2, dtype="float64")
+    params = random_params(cfg, seed=7)
+    rec = Recorder()
+    forward(cfg, params, [0, 5, 2, 7, 7, 1], rec)
+    s = rec.store
+    for l in range(2):
+        b = f"blocks.{l}."
+        pattern = s[b + "attn.hook_pattern"]  # [head, query_pos, key_pos]
+        np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-12)
+        upper = np.triu_indices(6, k=1)
+        assert (pattern[:, upper[0], upper[1]] == 0.0).all()  # exactly zero above the diagonal
+        assert np.isneginf(s[b + "attn.hook_attn_scores"][:, upper[0], upper[1]]).all()
+        v = s[b + "attn.hook_v"]
+        for h in range(2):  # hook_z is pattern × V, head by head
+            np.testing.assert_allclose(s[b + "attn.hook_z"][:, h], pattern[h] @ v[:, h], atol=1e-12)
+        np.testing.assert_allclose(s[b + "attn.hook_dots"] / np.sqrt(cfg.d_head),
+                                   np.where(np.isneginf(s[b + "attn.hook_attn_scores"]), s[b + "attn.hook_dots"] / np.sqrt(cfg.d_head), s[b + "attn.hook_attn_scores"]), atol=1e-12)
+        np.testing.assert_allclose(s[b + "attn.hook_result"].sum(1) + params[b + "attn.b_O"], s[b + "hook_attn_out"], atol=1e-12)
+        np.testing.assert_allclose(s[b + "hook_resid_mid"], s[b + "hook_resid_pre"] + s[b + "hook_attn_out"], atol=0)
+        np.testing.assert_allclose(s[b + "hook_resid_post"], s[b + "hook_resid_mid"] + s[b + "hook_mlp_out"], atol=0)
+        normed = s[b + "ln1.hook_normalized"]
+        np.testing.assert_allclose(normed.mean(-1), 0, atol=1e-12)
+
+
+def test_names_filter_keeps_only_what_is_asked_and_changes_no_number():
+    cfg = Config(d_vocab=13, n_ctx=10, d_model=8, n_heads=2, n_layers=3, dtype="float64")
+    params = random_params(cfg)
+    all_rec, some = Recorder(), Recorder(["blocks.*.attn.hook_pattern", "logits"])
+    a = forward(cfg, params, [1, 2, 3], all_rec)
+    b = forward(cfg, params, [1, 2, 3], some)
+    assert list(some.store) == [f"blocks.{l}.attn.hook_pattern" for l in range(3)] + ["logits"]
+    assert np.array_equal(a, b)
+    nothing = Recorder([])
+    assert np.array_equal(forward(cfg, params, [1, 2, 3], nothing), a) and nothing.store == {}
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_kv_cache_gives_the_same_logits_as_the_full_pass(dtype, tol):
+    cfg = Config(d_vocab=17, n_ctx=12, d_model=8, n_heads=2, n_layers=2, dtype=dtype)
+    params = init_weights(cfg, 3, {k: v for k, v in random_params(Config(**{**cfg.to_dict(), "dtype": "float64"})).items()})
+    tokens = [4, 8, 15, 16, 2, 3]
+    full = forward(cfg, params, tokens)
+    cache = KVCache(cfg, len(tokens))
+    forward(cfg, params, tokens[:3], cache=cache)
+    rows = [forward(cfg, params, [t], cache=cache)[0] for t in tokens[3:]]
+    np.testing.assert_allclose(np.array(rows), full[3:], atol=tol)
+    assert cache.length == len(tokens)
+
+
+def test_float64_and_float32_are_what_they_say():
+    for dtype in ("float32", "float64"):
+        cfg = Config(d_vocab=7, n_ctx=4, d_model=4, n_heads=2, n_layers=1, dtype=dtype)
+        rec = Recorder()
+        forward(cfg, init_weights(cfg, 0), [1, 2], rec)
+        assert {a.dtype for a in rec.store.values()} == {np.dtype(dtype)}
+
+
+def test_sinusoidal_positions_follow_the_formula():
+    cfg = Config(d_vocab=5, n_ctx=6, d_model=4, n_heads=1, n_layers=0, positional="sinusoidal", dtype="float64")
+    W_pos = init_weights(cfg, 0)["W_pos"]
+    import math
+
+    for pos in range(6):
+        want = [math.sin(pos / 10000 ** (0 / 4)), math.cos(pos / 10000 ** (0 / 4)),
+                math.sin(pos / 10000 ** (2 / 4)), math.cos(pos / 10000 ** (2 / 4))]
+        np.testing.assert_allclose(W_pos[pos], want, atol=1e-15)

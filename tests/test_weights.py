@@ -1,0 +1,85 @@
+"""Seeded initialisation, parameter checks, and the .npz / safetensors files."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from tracer.config import Config
+from tracer.errors import TracerError
+from tracer.weights import (init_weights, load_safetensors, load_weights_file, param_shapes, save_safetensors,
+                            save_weights)
+
+CFG = Config(d_vocab=11, n_ctx=6, d_model=4, n_heads=2, n_layers=2, dtype="float64")
+
+
+def test_initialisation_is_gpt2s_and_seeded_by_name():
+    p = init_weights(CFG, seed=5)
+    # Independent recomputation of the documented rule: PCG64 seeded by (seed, crc32(name)), N(0, 0.02).
+    want = np.random.default_rng([5, zlib.crc32(b"blocks.1.attn.W_K")]).standard_normal((2, 4, 2)) * 0.02
+    np.testing.assert_array_equal(p["blocks.1.attn.W_K"], want)
+    assert (p["blocks.0.attn.b_Q"] == 0).all() and (p["blocks.0.ln1.w"] == 1).all() and (p["ln_final.b"] == 0).all()
+    assert 0.015 < init_weights(Config(d_model=64, n_heads=4, n_layers=0, d_vocab=500, n_ctx=8), 0)["W_E"].std() < 0.025
+
+
+def test_giving_one_matrix_does_not_change_the_others():
+    a = init_weights(CFG, 1)
+    b = init_weights(CFG, 1, {"W_E": np.ones((11, 4))})
+    assert (b["W_E"] == 1).all()
+    assert all(np.array_equal(a[k], b[k]) for k in a if k != "W_E")
+
+
+def test_shape_and_nan_errors_name_the_parameter():
+    with pytest.raises(TracerError, match=r"'blocks.0.attn.W_Q': expected \[2, 4, 2\], got \[4, 4\]"):
+        init_weights(CFG, 0, {"blocks.0.attn.W_Q": np.zeros((4, 4))})
+    with pytest.raises(TracerError, match="'W_E' holds NaN"):
+        init_weights(CFG, 0, {"W_E": np.full((11, 4), np.nan)})
+    with pytest.raises(TracerError, match="tied_unembed is true"):
+        init_weights(CFG, 0, {"W_U": np.zeros((4, 11))})
+    with pytest.raises(TracerError, match="did you mean 'W_E'"):
+        init_weights(CFG, 0, {"W_e": np.zeros((11, 4))})
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_weights_round_trip_bit_exact(tmp_path, suffix):
+    p = init_weights(CFG, 2)
+    path = tmp_path / f"w{suffix}"
+    save_weights(path, CFG, p, seed=2)
+    arrays, cfg = load_weights_file(path)
+    assert cfg == CFG
+    assert set(arrays) == set(param_shapes(CFG))
+    for k in p:
+        assert arrays[k].dtype == p[k].dtype and np.array_equal(arrays[k], p[k]), k
+
+
+def test_our_safetensors_agree_with_the_safetensors_library(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    arrays = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.linspace(0, 1, 5), "c": np.arange(3, dtype=np.int64)}
+    ours = tmp_path / "ours.safetensors"
+    theirs = tmp_path / "theirs.safetensors"
+    save_safetensors(ours, arrays, {"k": "v"})
+    st.save_file(arrays, str(theirs), metadata={"k": "v"})
+    back = st.load_file(str(ours))
+    mine, meta = load_safetensors(theirs)
+    assert meta == {"k": "v"}
+    for k, v in arrays.items():
+        assert np.array_equal(back[k], v) and np.array_equal(mine[k], v) and mine[k].dtype == v.dtype
+
+
+def test_truncated_safetensors_is_a_clear_error(tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_safetensors(path, {"W_E": np.zeros((100, 10), dtype=np.float32)})
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-100])
+    with pytest.raises(TracerError, match="truncated: tensor 'W_E'"):
+        load_safetensors(path)
+    path.write_bytes(b"\x05\x00")
+    with pytest.raises(TracerError, match="not a safetensors file"):
+        load_safetensors(path)
+
+
+def test_pickled_checkpoints_are_refused(tmp_path):
+    with pytest.raises(TracerError, match="never loaded"):
+        load_weights_file(tmp_path / "pytorch_model.bin")
