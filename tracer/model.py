@@ -23,7 +23,7 @@ from .config import GPT2_SHAPES, TINY, Config
 from .decoder import Fused, forward, fuse
 from .errors import TracerError, near
 from .record import Recorder
-from .tokens import Tokenizer, get_tokenizer
+from .tokens import Tokenizer, check_prompt, get_tokenizer
 from .trace import Generation, Trace
 from .weights import Params, init_weights, load_weights_file
 
@@ -52,12 +52,20 @@ class Model:
         return {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
                 "trained": self.trained, "tracer_version": __version__}
 
-    def tokenize(self, prompt_or_ids) -> list[int]:
-        """Token ids for a prompt string, a list of words (word-list vocabularies) or a list of ids."""
+    def tokenize(self, prompt_or_ids, truncate: str | None = None, room: int = 0) -> list[int]:
+        """Token ids for a prompt string, a list of words (word-list vocabularies) or a list of ids.
+
+        A prompt longer than the context (less `room` positions kept free for new tokens) is an
+        error, or with `truncate="left"` keeps its last tokens, with `"right"` its first.
+        """
+        ids, _ = self._tokenize(prompt_or_ids, truncate, room)
+        return ids
+
+    def _tokenize(self, prompt_or_ids, truncate: str | None, room: int) -> tuple[list[int], dict | None]:
+        if truncate not in (None, "left", "right"):
+            raise TracerError(f"truncate must be 'left' (keep the end) or 'right' (keep the start), got {truncate!r}")
         if isinstance(prompt_or_ids, str):
-            if not prompt_or_ids.strip():
-                raise TracerError("prompt: empty; give at least one token")
-            ids = self.tokenizer.encode(prompt_or_ids)
+            ids = self.tokenizer.encode(check_prompt(prompt_or_ids))
         else:
             items = list(prompt_or_ids)
             if items and all(isinstance(t, str) for t in items) and hasattr(self.tokenizer, "ids"):
@@ -72,39 +80,70 @@ class Model:
                     ids.append(int(t))
         if not ids:
             raise TracerError("prompt: empty; give at least one token")
-        if len(ids) > self.config.n_ctx:
-            raise TracerError(f"prompt: {len(ids)} tokens, longer than the model's context of {self.config.n_ctx}")
-        return ids
+        n_ctx = self.config.n_ctx
+        fits = n_ctx - room  # prompt tokens that leave room for the new ones
+        if len(ids) <= fits:
+            return ids, None
+        if fits < 1:
+            raise TracerError(f"max-new-tokens {room} leaves no room for the prompt in the model's context of {n_ctx:,}")
+        if truncate is None:
+            raise TracerError(
+                f"prompt: {len(ids):,} tokens, longer than the model's context of {n_ctx:,} tokens; shorten it, "
+                f"or truncate it (--truncate left keeps its end, --truncate right its start)"
+            )
+        kept = ids[-fits:] if truncate == "left" else ids[:fits]
+        note = {"side": truncate, "prompt_tokens": len(ids), "kept": fits, "dropped": len(ids) - fits}
+        return kept, note
 
-    def run(self, prompt_or_ids, names=None) -> Trace:
+    def run(self, prompt_or_ids, names=None, truncate: str | None = None) -> Trace:
         """One recorded forward pass. `names`: globs of hook names to keep (None: everything)."""
-        ids = self.tokenize(prompt_or_ids)
+        ids, note = self._tokenize(prompt_or_ids, truncate, 0)
         rec = Recorder(names)
         forward(self.config, self.params, ids, rec, fused=self.fused)
         meta = self.meta()
         if isinstance(prompt_or_ids, str):
             meta["prompt"] = prompt_or_ids
+        if note:
+            meta["truncated"] = note
         return Trace(rec.store, np.asarray(ids, dtype=np.int64), self.config,
                      [self.tokenizer.token_str(t) for t in ids], meta, 0)
 
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
-                 on_step=None) -> Generation:
-        """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded."""
+                 on_step=None, truncate: str | None = None) -> Generation:
+        """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
+
+        With `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
+        (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
+        """
         from .generate import generate
 
-        ids = self.tokenize(prompt_or_ids)
+        check_seed(seed)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+            raise TracerError(f"max-new-tokens must be a whole number ≥ 0, got {max_new_tokens!r}")
+        ids, note = self._tokenize(prompt_or_ids, truncate, int(max_new_tokens) if truncate else 0)
         gen = generate(self, ids, max_new_tokens, temperature, top_k, top_p, seed, cache, stop, names, on_step)
+        extra = {}
         if isinstance(prompt_or_ids, str):
-            gen.meta["prompt"] = prompt_or_ids
-            for s in gen.steps:
-                s.meta["prompt"] = prompt_or_ids
+            extra["prompt"] = prompt_or_ids
+        if note:
+            extra["truncated"] = note
+        gen.meta.update(extra)
+        for s in gen.steps:
+            s.meta.update(extra)
         return gen
 
     def __repr__(self) -> str:
         c = self.config
         return (f"Model({self.name!r}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, "
                 f"vocab {c.d_vocab}, {self.tokenizer.name} tokenizer)")
+
+
+def check_seed(seed) -> int:
+    """Seeds are whole numbers ≥ 0 (numpy's generators take no negative seed)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise TracerError(f"seed must be a whole number ≥ 0, got {seed!r}")
+    return int(seed)
 
 
 def tiny(seed: int = 0) -> Model:
@@ -114,9 +153,18 @@ def tiny(seed: int = 0) -> Model:
 def load(name_or_path: str = "tiny", seed: int = 0) -> Model:
     """A model by name or path; see the module docstring for what is understood."""
     name = str(name_or_path)
+    check_seed(seed)
     if name == "tiny":
         return tiny(seed)
-    path = Path(name).expanduser()
+    if not name.strip() or "\x00" in name:
+        raise TracerError(f"model {name!r}: not a model name or path; try 'tiny' (the default) or 'gpt2'")
+    try:
+        return _load_path(name, Path(name).expanduser(), seed)
+    except OSError as e:  # a name too long for a path, a folder we may not read, …
+        raise TracerError(f"model {name[:80]!r}: cannot read it ({e.strerror or e})") from None
+
+
+def _load_path(name: str, path: Path, seed: int) -> Model:
     if path.suffix == ".toml":
         from .scenario import load_scenario
 
@@ -129,8 +177,14 @@ def load(name_or_path: str = "tiny", seed: int = 0) -> Model:
         arrays, cfg = load_weights_file(path)
         if cfg is None:
             raise TracerError(f"{path}: holds no tracer config; load a Hugging Face folder or a scenario instead")
+        from .weights import param_shapes
+
+        missing = [k for k in param_shapes(cfg) if k not in arrays]
+        if missing:  # a weights file is the whole model; a scenario may seed what it leaves out
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise TracerError(f"{path}: parameter {missing[0]!r}{more} is missing; its config needs it")
         return Model(cfg, init_weights(cfg, seed, arrays, where=str(path)), get_tokenizer("gpt2"), path.name, seed)
-    if name in GPT2_SHAPES or name.startswith("openai-community/"):
+    if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
         from .hf import load_hf_name
 
         return load_hf_name(name)

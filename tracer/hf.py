@@ -1,0 +1,398 @@
+"""Hugging Face GPT-2 checkpoints → `tracer.Model`, offline, translated to TransformerLens names once.
+
+A GPT-2 folder holds `config.json` and `model.safetensors` (or shards listed in
+`model.safetensors.index.json`). Two key layouts exist in the wild and both load:
+- transformers' `save_pretrained`: `transformer.wte.weight`, `transformer.h.0.attn.c_attn.weight`, …
+  (`lm_head.weight` only when the unembedding is not tied);
+- the Hub's openai-community/gpt2 file: `wte.weight`, `h.0.attn.c_attn.weight`, … plus the
+  `h.{l}.attn.bias` / `h.{l}.attn.masked_bias` causal-mask buffers, which are not weights.
+
+GPT-2's Conv1D weights are stored [in, out], so `x @ W` needs no transpose. The translation
+(TransformerLens's `convert_gpt2_weights`, without the batch of copies):
+    wte → W_E [d_vocab, d_model]           wpe → W_pos [n_ctx, d_model]
+    ln_1 → ln1.w/b   ln_2 → ln2.w/b       ln_f → ln_final.w/b
+    c_attn.weight [d_model, 3·d_model] = [ Q | K | V ], each block heads side by side
+        → W_Q/W_K/W_V [head, d_model, d_head];  c_attn.bias → b_Q/b_K/b_V [head, d_head]
+    attn.c_proj → W_O [head, d_head, d_model], b_O
+    mlp.c_fc → W_in [d_model, d_mlp], b_in   mlp.c_proj → W_out [d_mlp, d_model], b_out
+    W_U = W_E.T (tied), b_U = 0
+Every translated array is a view of the memory-mapped file when it is float32 (no copy of a
+1.4 GB gpt2-medium), and `c_attn` itself is handed to the decoder as its fused Q|K|V matrix.
+
+Names (`gpt2`, `gpt2-medium`, `gpt2-large`, `gpt2-xl`, `distilgpt2`, `openai-community/…`) are
+looked up in the local Hugging Face cache, never on the network. Pickled checkpoints
+(`pytorch_model.bin`) are never loaded. Core module: numpy and the standard library; rich is
+imported lazily, only to draw a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from .config import GPT2_SHAPES, Config
+from .errors import TracerError, near
+from .weights import load_safetensors
+
+GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
+MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
+LAYER_KEY = re.compile(r"^h\.(\d+)\.")
+PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
+BIG_FILE = 100 * 2**20  # files larger than this get a progress bar (on a terminal)
+CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory
+
+
+# --------------------------------------------------------------------------- config.json
+
+
+def _config_value(raw: dict, key: str, where: Path, default=None, kind=int):
+    value = raw.get(key, default)
+    if value is None:
+        raise TracerError(f"{where}: missing {key!r} (a GPT-2 config.json has n_layer, n_head, n_embd, n_positions, vocab_size)")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1, got {value!r}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise TracerError(f"{where}: {key!r} must be a number > 0, got {value!r}")
+    return value
+
+
+def read_config(folder: Path) -> Config:
+    """A GPT-2 `config.json` as a tracer `Config` (float32, the GPT-2 block)."""
+    where = folder / "config.json"
+    if not where.is_file():
+        raise TracerError(f"{folder}: no config.json (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
+    try:
+        raw = json.loads(where.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise TracerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TracerError(f"{where}: cannot read ({e})") from None
+    if not isinstance(raw, dict):
+        raise TracerError(f"{where}: not a JSON object")
+    model_type = raw.get("model_type", "gpt2")
+    if model_type != "gpt2":
+        raise TracerError(f"{where}: model_type is {model_type!r}; tracer loads GPT-2 checkpoints (model_type 'gpt2')")
+    act = raw.get("activation_function", "gelu_new")
+    if act not in GELU_TANH:
+        raise TracerError(f"{where}: activation_function {act!r} is not supported; tracer computes GPT-2's gelu_new (tanh GELU)")
+    if raw.get("scale_attn_by_inverse_layer_idx"):
+        raise TracerError(f"{where}: scale_attn_by_inverse_layer_idx is not supported (GPT-2 divides scores by sqrt(d_head) only)")
+    n_embd = _config_value(raw, "n_embd", where)
+    n_head = _config_value(raw, "n_head", where)
+    if n_embd % n_head:
+        raise TracerError(f"{where}: n_embd {n_embd} is not divisible by n_head {n_head}")
+    n_inner = raw.get("n_inner")
+    try:
+        return Config(
+            d_vocab=_config_value(raw, "vocab_size", where),
+            n_ctx=_config_value(raw, "n_positions", where, raw.get("n_ctx")),
+            d_model=n_embd,
+            n_heads=n_head,
+            n_layers=_config_value(raw, "n_layer", where),
+            d_mlp=_config_value(raw, "n_inner", where) if n_inner is not None else 4 * n_embd,
+            dtype="float32",
+            ln_eps=float(_config_value(raw, "layer_norm_epsilon", where, 1e-5, kind=float)),
+            scale_scores=bool(raw.get("scale_attn_weights", True)),
+            tied_unembed=bool(raw.get("tie_word_embeddings", True)),
+        )
+    except TracerError as e:
+        raise TracerError(f"{where}: {e}") from None
+
+
+def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor a GPT-2 file must hold for `cfg`, by its name without `transformer.`."""
+    V, P, E, M = cfg.d_vocab, cfg.n_ctx, cfg.d_model, cfg.d_mlp
+    shapes: dict[str, tuple[int, ...]] = {"wte.weight": (V, E), "wpe.weight": (P, E)}
+    for l in range(cfg.n_layers):
+        h = f"h.{l}."
+        shapes.update({
+            h + "ln_1.weight": (E,), h + "ln_1.bias": (E,),
+            h + "attn.c_attn.weight": (E, 3 * E), h + "attn.c_attn.bias": (3 * E,),
+            h + "attn.c_proj.weight": (E, E), h + "attn.c_proj.bias": (E,),
+            h + "ln_2.weight": (E,), h + "ln_2.bias": (E,),
+            h + "mlp.c_fc.weight": (E, M), h + "mlp.c_fc.bias": (M,),
+            h + "mlp.c_proj.weight": (M, E), h + "mlp.c_proj.bias": (E,),
+        })
+    shapes["ln_f.weight"] = (E,)
+    shapes["ln_f.bias"] = (E,)
+    if not cfg.tied_unembed:
+        shapes["lm_head.weight"] = (V, E)
+    return shapes
+
+
+# --------------------------------------------------------------------------- the weights files
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """model.safetensors, or the shards its index lists; a clear error for pickled-only folders."""
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return [single]
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            return [folder / f for f in sorted(set(weight_map.values()))]
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, OSError, UnicodeDecodeError) as e:
+            raise TracerError(f"{index}: not a readable safetensors index ({type(e).__name__}: {e})") from None
+    pickled = [f for f in PICKLED if (folder / f).exists()]
+    if pickled:
+        raise TracerError(
+            f"{folder}: holds only {pickled[0]}; pickled checkpoints are never loaded; tracer needs model.safetensors "
+            f"(huggingface-cli download openai-community/gpt2 config.json model.safetensors, for example)"
+        )
+    raise TracerError(f"{folder}: no model.safetensors (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
+
+
+def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
+    """Every tensor of the files, memory-mapped, and the file each came from."""
+    tensors: dict[str, np.ndarray] = {}
+    origin: dict[str, Path] = {}
+    for f in files:
+        arrays, _ = load_safetensors(f)  # checks the header, offsets and truncation
+        for k, v in arrays.items():
+            tensors[k] = v
+            origin[k] = f
+    return tensors, origin
+
+
+def strip_prefix(tensors: dict[str, np.ndarray], origin: dict[str, Path]):
+    """Names without transformers' `transformer.` prefix (the Hub's layout has none)."""
+    if not any(k.startswith("transformer.") for k in tensors):
+        return tensors, origin
+    p = "transformer."
+    return ({k.removeprefix(p): v for k, v in tensors.items()}, {k.removeprefix(p): v for k, v in origin.items()})
+
+
+def check_names(cfg: Config, tensors: dict, origin: dict, folder: Path) -> None:
+    """Every tensor present with config.json's shape; no layer beyond n_layer."""
+    files = ", ".join(sorted({p.name for p in origin.values()})) or "model.safetensors"
+    for name, shape in hf_shapes(cfg).items():
+        if name not in tensors:
+            hint = near(name, [k for k in tensors if not MASK_BUFFERS.match(k)])
+            raise TracerError(f"{folder / files}: missing tensor {name!r}{hint}")
+        got = tuple(tensors[name].shape)
+        if got != shape:
+            raise TracerError(
+                f"{origin[name]}: tensor {name!r} has shape {list(got)} but config.json implies {list(shape)}"
+            )
+    for name in tensors:
+        m = LAYER_KEY.match(name)
+        if m and int(m.group(1)) >= cfg.n_layers:
+            raise TracerError(
+                f"{origin[name]}: tensor {name!r} is in layer {m.group(1)} but config.json says n_layer {cfg.n_layers}"
+            )
+
+
+def as_float32(name: str, arr: np.ndarray, where: Path) -> np.ndarray:
+    """The array as float32: the memory-mapped view itself when it already is (no copy)."""
+    if arr.dtype.kind != "f":
+        raise TracerError(f"{where}: tensor {name!r} has dtype {arr.dtype}, expected floating point weights")
+    arr = arr.view(np.ndarray)  # a plain array over the same mapped bytes, not an np.memmap
+    return arr if arr.dtype == np.float32 else arr.astype(np.float32)
+
+
+def check_finite(name: str, arr: np.ndarray, where: Path, advance=None) -> None:
+    """A TracerError naming the tensor if it holds NaN or inf; reads it in bounded chunks.
+
+    This is the one pass over the file's bytes, so it drives the progress bar (`advance(n_elements)`)."""
+    flat = arr.reshape(-1)  # [n] a view: the file's arrays are contiguous
+    for start in range(0, flat.size, CHECK_CHUNK):
+        chunk = flat[start : start + CHECK_CHUNK]  # [chunk]
+        ok = np.isfinite(chunk)  # [chunk]
+        if not ok.all():
+            first = start + int(np.argmin(ok))
+            index = list(np.unravel_index(first, arr.shape)) if arr.ndim else []
+            raise TracerError(f"{where}: tensor {name!r} holds NaN or infinite values (first at index {[int(i) for i in index]})")
+        if advance is not None:
+            advance(chunk.size)
+
+
+@contextmanager
+def progress(total_bytes: int, label: str):
+    """A callback `advance(n_bytes)`; draws a Rich bar on stderr for big files on a terminal."""
+    bar = None
+    if total_bytes > BIG_FILE and sys.stderr.isatty():
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                           console=Console(stderr=True), transient=True)
+        except ImportError:
+            bar = None
+    if bar is None:
+        yield lambda n: None
+        return
+    with bar:
+        task = bar.add_task(label, total=total_bytes)
+        yield lambda n: bar.advance(task, n)
+
+
+# --------------------------------------------------------------------------- translation
+
+
+def split_qkv(c_attn_w: np.ndarray, c_attn_b: np.ndarray, n_heads: int):
+    """c_attn [d_model, 3·d_model] = [Q | K | V] → W_Q, W_K, W_V [head, d_model, d_head] (views)."""
+    d_model = c_attn_w.shape[0]
+    W = c_attn_w.reshape(d_model, 3, n_heads, -1)  # [d_model, qkv, head, d_head]
+    b = c_attn_b.reshape(3, n_heads, -1)  # [qkv, head, d_head]
+    Ws = [W[:, i].transpose(1, 0, 2) for i in range(3)]  # [head, d_model, d_head] each
+    return Ws, [b[i] for i in range(3)]  # [head, d_head] each
+
+
+def translate(cfg: Config, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """GPT-2 names (no `transformer.` prefix) → TransformerLens names, as views where possible."""
+    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+    params = {"W_E": t["wte.weight"], "W_pos": t["wpe.weight"]}
+    for l in range(cfg.n_layers):
+        h, b = f"h.{l}.", f"blocks.{l}."
+        params[b + "ln1.w"] = t[h + "ln_1.weight"]
+        params[b + "ln1.b"] = t[h + "ln_1.bias"]
+        (W_Q, W_K, W_V), (b_Q, b_K, b_V) = split_qkv(t[h + "attn.c_attn.weight"], t[h + "attn.c_attn.bias"], H)
+        params.update({b + "attn.W_Q": W_Q, b + "attn.W_K": W_K, b + "attn.W_V": W_V,
+                       b + "attn.b_Q": b_Q, b + "attn.b_K": b_K, b + "attn.b_V": b_V})
+        params[b + "attn.W_O"] = t[h + "attn.c_proj.weight"].reshape(H, dh, dm)  # [head, d_head, d_model]
+        params[b + "attn.b_O"] = t[h + "attn.c_proj.bias"]
+        params[b + "ln2.w"] = t[h + "ln_2.weight"]
+        params[b + "ln2.b"] = t[h + "ln_2.bias"]
+        params[b + "mlp.W_in"] = t[h + "mlp.c_fc.weight"]  # [d_model, d_mlp]
+        params[b + "mlp.b_in"] = t[h + "mlp.c_fc.bias"]
+        params[b + "mlp.W_out"] = t[h + "mlp.c_proj.weight"]  # [d_mlp, d_model]
+        params[b + "mlp.b_out"] = t[h + "mlp.c_proj.bias"]
+    params["ln_final.w"] = t["ln_f.weight"]
+    params["ln_final.b"] = t["ln_f.bias"]
+    if not cfg.tied_unembed:
+        params["W_U"] = t["lm_head.weight"].T  # [d_model, d_vocab]
+    params["b_U"] = np.zeros(cfg.d_vocab, dtype=np.float32)  # GPT-2 has no unembedding bias
+    return params
+
+
+def load_hf_dir(path, name: str | None = None):
+    """A `Model` from a folder with config.json and model.safetensors (either key layout)."""
+    from .decoder import fuse
+    from .model import Model
+    from .tokens import get_tokenizer
+
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise TracerError(f"{folder}: not a folder")
+    cfg = read_config(folder)
+    files = weight_files(folder)
+    tensors, origin = strip_prefix(*read_tensors(files))
+    check_names(cfg, tensors, origin, folder)
+    needed = hf_shapes(cfg)
+    total = sum(tensors[k].nbytes for k in needed)
+    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
+    t: dict[str, np.ndarray] = {}
+    with progress(total, label) as advance:
+        for k in needed:
+            arr = as_float32(k, tensors[k], origin[k])  # [...] a view when the file is float32
+            check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
+            t[k] = arr
+    params = translate(cfg, t)
+    W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer
+    fused = fuse(cfg, params, W_qkv=W_qkv)
+    return Model(cfg, params, get_tokenizer("gpt2"), name or str(path), trained=True, fused=fused, source=str(folder))
+
+
+# --------------------------------------------------------------------------- the local HF cache
+
+
+def hub_repos(name: str) -> tuple[str, list[str]]:
+    """The short name (gpt2-medium) and the repo ids it is cached under, newest naming first."""
+    short = name.split("/", 1)[1] if name.startswith(("openai-community/", "distilbert/")) else name
+    if short not in GPT2_SHAPES:
+        raise TracerError(f"model {name!r}: not a GPT-2 name{near(short, GPT2_SHAPES)}; known: {', '.join(GPT2_SHAPES)}")
+    if short == "distilgpt2":
+        return short, ["distilbert/distilgpt2", "distilgpt2"]
+    return short, [f"openai-community/{short}", short]
+
+
+def cache_dirs() -> list[Path]:
+    """Where huggingface_hub keeps downloads: HF_HUB_CACHE, HF_HOME/hub, then the default."""
+    found: list[Path] = []
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        found.append(Path(env["HF_HUB_CACHE"]))
+    if env.get("HF_HOME"):
+        found.append(Path(env["HF_HOME"]) / "hub")
+    if env.get("XDG_CACHE_HOME"):
+        found.append(Path(env["XDG_CACHE_HOME"]) / "huggingface" / "hub")
+    found.append(Path("~/.cache/huggingface/hub"))
+    out: list[Path] = []
+    for p in found:
+        p = p.expanduser()
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _snapshots(repo_dir: Path) -> list[Path]:
+    """The repo's snapshots, the one refs/main names first, then the newest."""
+    snaps = repo_dir / "snapshots"
+    if not snaps.is_dir():
+        return []
+    found = sorted((p for p in snaps.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    main = repo_dir / "refs" / "main"
+    if main.is_file():
+        ref = main.read_text(encoding="utf-8", errors="replace").strip()
+        found.sort(key=lambda p: p.name != ref)
+    return found
+
+
+def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
+    """(snapshot folder or None, the places searched, notes on snapshots that lacked files)."""
+    _, repos = hub_repos(name)
+    searched: list[str] = []
+    notes: list[str] = []
+    for cache in cache_dirs():
+        for repo in repos:
+            repo_dir = cache / ("models--" + repo.replace("/", "--"))
+            searched.append(f"{repo_dir}/snapshots/*/")
+            for snap in _snapshots(repo_dir):
+                has_weights = (snap / "model.safetensors").is_file() or (snap / "model.safetensors.index.json").is_file()
+                if (snap / "config.json").is_file() and has_weights:
+                    return snap, searched, notes
+                lacks = [f for f in ("config.json", "model.safetensors") if not (snap / f).is_file()]
+                pickled = " (it has pytorch_model.bin, which tracer never loads)" if (snap / "pytorch_model.bin").exists() else ""
+                notes.append(f"{snap} lacks {' and '.join(lacks)}{pickled}")
+    return None, searched, notes
+
+
+def how_to_get(short: str) -> str:
+    repo = hub_repos(short)[1][0]
+    return (f"get them with: huggingface-cli download {repo} config.json model.safetensors, "
+            f"or: pip install 'tracer[download]' && tracer download {short}")
+
+
+def load_hf_name(name: str):
+    """A GPT-2 by name from the local Hugging Face cache; never touches the network."""
+    short, _ = hub_repos(name)
+    snap, searched, notes = find_cached(name)
+    if snap is None:
+        extra = f"; {'; '.join(notes)}" if notes else ""
+        raise TracerError(
+            f"model {name!r}: weights not found in the local Hugging Face cache (searched {', '.join(searched)}){extra}; "
+            + how_to_get(short)
+        )
+    return load_hf_dir(snap, name=short)
+
+
+def download(name: str, fetch) -> Path:
+    """Fetch config.json and model.safetensors with `fetch` (huggingface_hub's `hf_hub_download`,
+    passed in by the CLI so that this module never imports it) and return the snapshot folder."""
+    _, repos = hub_repos(name)
+    paths = []
+    for f in ("config.json", "model.safetensors"):
+        try:
+            paths.append(Path(fetch(repo_id=repos[0], filename=f)))
+        except Exception as e:  # network, authentication, disk: one line, no traceback
+            raise TracerError(f"download {repos[0]}/{f}: {type(e).__name__}: {e}") from None
+    return paths[0].parent
