@@ -31,5 +31,7 @@ class Check:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "index": list(self.index), "label": self.label, "expected": self.expected,
-                "computed": self.computed, "ok": self.ok, "diff": self.diff, "tolerance": self.tolerance,
+                "computed": self.computed, "ok": self.ok,
+                "diff": self.diff if np.isfinite(self.diff) else None,  # JSON has no Infinity
+                "tolerance": self.tolerance,
                 "step": self.step}
