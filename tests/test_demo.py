@@ -1,0 +1,356 @@
+"""Classroom mode (`tracer demo`): the screens' numbers, the quiz, paging, non-TTY runs, the HTML deck.
+
+The reference is hand arithmetic on a tiny article-shaped model (one head, identity Q/K/V
+matrices, no residual, no layer norm, no scaling), so Q·K is the dot product of two position-added
+embeddings that the test writes out itself. The interactive terminal is tested with tmux in
+`test_demo_tmux.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from tracer import demo
+from tracer.cli import app
+from tracer.config import Config
+from tracer.model import Model
+from tracer.tokens import WordTokenizer
+from tracer.trace import Generation
+from tracer.weights import init_weights
+
+VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
+E_ROWS = [  # the article's E_A and E_B (the article gives both the same numbers), then made-up C–F
+    [0.8, -0.2, 0.4, -0.5, 0.1],
+    [0.8, -0.2, 0.4, -0.5, 0.1],
+    [0.1, 0.3, -0.2, 0.4, 0.0],
+    [-0.3, 0.2, 0.5, 0.1, -0.4],
+    [0.2, -0.4, 0.1, 0.3, 0.6],
+    [0.5, 0.1, -0.3, -0.2, 0.2],
+    [0.0, 0.0, 0.1, 0.0, 0.0],
+    [0.0, 0.1, 0.0, 0.0, 0.0],
+    [0.1, 0.0, 0.0, 0.0, 0.0],
+]
+
+
+def article_like(n_layers: int = 2) -> Model:
+    cfg = Config(d_vocab=len(VOCAB), n_ctx=10, d_model=5, n_heads=1, n_layers=n_layers, positional="explicit",
+                 layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False,
+                 dtype="float64")
+    eye = np.eye(5)[None]  # [head, d_model, d_head]
+    given = {"W_E": np.array(E_ROWS), "W_pos": 0.1 * np.arange(1, 11)[:, None] * np.ones((10, 5))}
+    for l in range(n_layers):
+        for m in "QKVO":
+            given[f"blocks.{l}.attn.W_{m}"] = eye
+    return Model(cfg, init_weights(cfg, 0, given), WordTokenizer(VOCAB), "article-like")
+
+
+@pytest.fixture(scope="module")
+def run():
+    m = article_like()
+    gen = m.generate(["A", "B", "C", "D", "E", "F"], max_new_tokens=2)
+    d = demo.Demo(gen, m.tokenizer, title="article-like")
+    return d, demo.build_steps(d)
+
+
+def text_of(renderable, width: int = 100) -> str:
+    c = Console(record=True, width=width, color_system=None, file=open("/dev/null", "w"))
+    c.print(renderable)
+    return c.export_text()
+
+
+def page_text(d, steps, step: int, quiz: bool = False, width: int = 100) -> str:
+    return text_of(demo.screen(d, steps, demo.Page(step - 1, quiz)), width)
+
+
+# -------------------------------------------------------------------------- hand arithmetic
+
+X_A = [0.9, -0.1, 0.5, -0.4, 0.2]  # E_A + P1 (0.1 each)
+X_B = [1.0, 0.0, 0.6, -0.3, 0.3]  # E_B + P2 (0.2 each), as the article writes it
+QK_BA = sum(a * b for a, b in zip(X_B, X_A))  # 0.9 + 0 + 0.30 + 0.12 + 0.06 = 1.38
+QK_BB = sum(b * b for b in X_B)  # 1 + 0 + 0.36 + 0.09 + 0.09 = 1.54
+W_A = 1 / (1 + math.exp(QK_BB - QK_BA))
+W_B = 1 - W_A
+
+
+def test_hand_arithmetic_is_what_the_test_thinks():
+    assert QK_BA == pytest.approx(1.38) and QK_BB == pytest.approx(1.54)
+    assert W_A == pytest.approx(0.4601, abs=1e-4)
+
+
+def test_fourteen_steps_in_the_articles_order(run):
+    d, steps = run
+    assert [s.name for s in steps] == [
+        "Tokens", "Embedding lookup", "Position vector", "Query, Key and Value", "Scores and the mask",
+        "Softmax: scores become weights", "Weighted sum of values", "Multi-head: concat and W_O",
+        "The other layers", "Unembedding: one score per token", "Softmax and temperature", "The chosen token",
+        "Append and repeat", "The KV cache"]
+    t = page_text(d, steps, 5)
+    assert t.startswith("Step 5 of 14 · Scores and the mask")
+
+
+def test_embedding_and_position_screens_show_the_articles_vectors(run):
+    d, steps = run
+    emb = page_text(d, steps, 2)
+    assert "[ 0.800, -0.200,  0.400, -0.500,  0.100]" in emb
+    pos = page_text(d, steps, 3)
+    assert re.search(r"\+ P2\s+\[ 0\.200,  0\.200,  0\.200,  0\.200,  0\.200\]", pos)
+    assert re.search(r"= x_B\s+\[ 1\.000,  0\.000,  0\.600, -0\.300,  0\.300\]", pos)  # the article's new E_B
+
+
+def test_focus_token_is_marked_by_a_character_not_only_by_color(run):
+    d, steps = run
+    for n in (1, 2, 3, 4, 5, 6, 7):
+        lines = page_text(d, steps, n).splitlines()
+        marked = [l for l in lines if l.startswith("▶")]
+        assert marked and all(re.match(r"▶\s+B(\b|_[KV])", l) for l in marked), (n, marked)
+
+
+def test_scores_screen_matches_hand_dot_products_and_shows_the_mask(run):
+    d, steps = run
+    t = page_text(d, steps, 5)
+    row_a = next(l for l in t.splitlines() if re.match(r"\s+A\s+\[", l))
+    row_b = next(l for l in t.splitlines() if re.match(r"▶\s+B\s+\[", l))
+    assert row_a.split()[-1] == f"{QK_BA:.3f}"
+    assert row_b.split()[-1] == f"{QK_BB:.3f}"
+    assert "hidden by the mask" in next(l for l in t.splitlines() if re.match(r"\s+C\s", l))
+    grid = [l for l in t.splitlines() if re.match(r"^[▶ ]\s+[A-F]\s+[●·]", l)]
+    assert [l.split()[-6:] for l in grid][1] == ["●", "●", "·", "·", "·", "·"]  # B sees A and B only
+    assert [l.count("●") for l in grid] == [1, 2, 3, 4, 5, 6]
+
+
+def test_softmax_screen_matches_hand_softmax_and_sums_to_one(run):
+    d, steps = run
+    t = page_text(d, steps, 6)
+    weights = {re.match(r"^[▶ ]\s+([AB])\s", l)[1]: l.split()[-1] for l in t.splitlines()
+               if re.match(r"^[▶ ]\s+[AB]\s", l)}
+    assert weights == {"A": f"{W_A:.3f}", "B": f"{W_B:.3f}"}
+    assert re.search(r"sum\s+\S+\s+1\.000", t)
+    assert "[0.450, 0.550]" in t  # the narration's check of the article's rounding
+
+
+def test_weighted_sum_line_reads_like_the_article(run):
+    d, steps = run
+    t = page_text(d, steps, 7)
+    assert f"B's new vector = {W_A:.3f}×A_V + {W_B:.3f}×B_V" in t
+    z = [W_A * a + W_B * b for a, b in zip(X_A, X_B)]  # identity W_V: V is x itself
+    assert ", ".join(f"{v:6.3f}" for v in z) in t
+
+
+def test_prediction_screens_read_the_recorded_logits(run):
+    d, steps = run
+    logits = d.gen.steps[0]["logits"][-1]
+    ranked = sorted(range(len(VOCAB)), key=lambda i: -logits[i])
+    t = page_text(d, steps, 10)
+    rows = [l.split() for l in t.splitlines() if re.match(r"\s+\d\s+\S+\s+\d+\s+-?\d", l)]
+    assert [r[1] for r in rows] == [VOCAB[i] for i in ranked[:len(rows)]]
+    chosen = page_text(d, steps, 12)
+    top = VOCAB[ranked[0]]
+    assert f"F predicts  ▶ {'G' if top == 'G' else 'G = ' + top}   (id {ranked[0]}," in chosen
+    p = math.exp(logits[ranked[0]]) / sum(math.exp(x) for x in logits)
+    assert f"probability {p:.3f}" in chosen
+
+
+def test_append_and_cache_screens_follow_every_pass(run):
+    d, steps = run
+    t = page_text(d, steps, 13)
+    g, h = (VOCAB[i] for i in d.gen.generated_ids)
+    assert re.search(rf"1\s+ABCDEF\s+ABCDEF\s+G{'' if g == 'G' else ' = ' + g}\s", t)
+    assert re.search(rf"2\s+G \(new\)\s+ABCDEFG\s+H{'' if h == 'H' else ' = ' + h}\s", t)
+    kv = page_text(d, steps, 14)
+    assert re.search(r"2\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
+
+
+def test_cache_screen_without_the_cache_recomputes_everything():
+    m = article_like()
+    gen = m.generate(["A", "B", "C", "D", "E", "F"], max_new_tokens=2, cache=False)
+    d = demo.Demo(gen, m.tokenizer)
+    kv = page_text(d, demo.build_steps(d), 14)
+    assert "did not use the cache" in kv
+    assert re.search(r"2\s+G\s+ABCDEFG\s+—\s", kv)  # all seven computed, none reused
+    assert re.search(r"2\s+G \(new\)", page_text(d, demo.build_steps(d), 13)) is None
+
+
+def test_screens_never_run_the_model(run, monkeypatch):
+    import tracer.decoder
+    import tracer.generate
+
+    def boom(*a, **k):
+        raise AssertionError("the demo ran the model")
+
+    monkeypatch.setattr(tracer.decoder, "forward", boom)
+    monkeypatch.setattr(tracer.generate, "forward", boom)
+    monkeypatch.setattr(Model, "generate", boom)
+    d, _ = run
+    steps = demo.build_steps(demo.Demo(d.gen, d.tokenizer))
+    text_of(demo.screen(d, steps, demo.Page(0, False)))
+
+
+def test_a_saved_and_loaded_trace_gives_the_same_screens(run, tmp_path):
+    d, steps = run
+    d.gen.save(tmp_path / "t.npz")
+    loaded = demo.Demo(Generation.load(tmp_path / "t.npz"), d.tokenizer, title="article-like")
+    again = demo.build_steps(loaded)
+    for n in range(1, 15):
+        assert page_text(loaded, again, n) == page_text(d, steps, n)
+
+
+# -------------------------------------------------------------------------- quiz
+
+
+def test_quiz_hides_the_answer_then_reveals_it(run):
+    d, steps = run
+    pages = demo.pages_of(steps, quiz=True)
+    assert len(pages) == 14 + 3
+    assert [p.step + 1 for p in pages if p.quiz] == [5, 6, 12]
+    q5, a5 = page_text(d, steps, 5, quiz=True), page_text(d, steps, 5)
+    assert "your turn" in q5 and "Predict, then press Enter" in q5
+    assert "[ 0.900, -0.100,  0.500, -0.400,  0.200]" in q5  # the inputs: A's key
+    assert f"{QK_BA:.3f}" not in q5 and f"{QK_BA:.3f}" in a5
+    q6 = page_text(d, steps, 6, quiz=True)
+    assert f"{W_A:.3f}" not in q6 and f"softmax({QK_BA:.3f}, {QK_BB:.3f})" in q6
+    q12 = page_text(d, steps, 12, quiz=True)
+    assert "▶" not in q12 and "predicts" not in q12
+
+
+def test_sampling_shows_the_draw_and_the_band_that_holds_it():
+    m = article_like()
+    gen = m.generate(["A", "B", "C"], max_new_tokens=1, temperature=2.0, seed=3)
+    d = demo.Demo(gen, m.tokenizer)
+    steps = demo.build_steps(d)
+    t = page_text(d, steps, 12)
+    s = gen.steps[0]
+    u = float(s["sample.uniform"])
+    assert f"random draw u = {u:.4f}" in t
+    marked = next(l for l in t.splitlines() if l.startswith("▶") and "–" in l)
+    lo, hi = (float(x) for x in re.findall(r"(\d\.\d{3}) – (\d\.\d{3})", marked)[0])
+    assert lo - 5e-4 <= u <= hi + 5e-4
+    assert marked.split()[1] == VOCAB[int(s["sample.token"])]
+
+
+# -------------------------------------------------------------------------- paging logic
+
+
+def test_pager_next_back_jump_and_quit(run):
+    _, steps = run
+    pager = demo.Pager(steps, demo.pages_of(steps, quiz=True))
+    for key in ("next", "enter", "next"):
+        pager.press(key)
+    assert pager.page.step == 3
+    pager.press("back")
+    assert pager.page.step == 2
+    pager.press("1")
+    pager.press("2")
+    assert pager.status() == "go to step 12_  (Enter)"
+    pager.press("enter")
+    assert pager.page == demo.Page(11, True)  # a jump lands on the question first
+    pager.press("9")
+    pager.press("9")
+    pager.press("enter")
+    assert pager.page.step == 11 and "no step 99" in pager.status()
+    pager.press("1")
+    pager.press("4")
+    pager.press("enter")
+    pager.press("next")
+    assert pager.page.step == 13 and "last step" in pager.status()
+    pager.press(None)  # the --auto timer does nothing at the end
+    assert pager.page.step == 13 and not pager.done
+    pager.press("quit")
+    assert pager.done
+
+
+def test_key_names():
+    assert [demo.key_name(c) for c in ("\r", "\n", " ", "b", "q", "7", "\x7f", "x")] == [
+        "enter", "enter", "next", "back", "quit", "7", "backspace", ""]
+
+
+# -------------------------------------------------------------------------- the command
+
+runner = CliRunner()
+PROMPT = ["demo", "--prompt", "A B C D E F"]
+
+
+def test_cli_non_tty_prints_every_step_in_order_and_exits_0():
+    r = runner.invoke(app, PROMPT, env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    heads = re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M)
+    assert heads == [str(i) for i in range(1, 15)]
+    assert max(len(l) for l in r.output.splitlines()) <= 100
+
+
+def test_cli_quiz_prints_question_then_answer():
+    r = runner.invoke(app, PROMPT + ["--quiz"])
+    assert r.exit_code == 0, r.output
+    heads = re.findall(r"^Step (\d+) of 14 · (.*)$", r.output, flags=re.M)
+    assert [n for n, rest in heads if "your turn" in rest] == ["5", "6", "12"]
+    assert len(heads) == 17
+
+
+def test_cli_export_writes_one_self_contained_page(tmp_path):
+    out = tmp_path / "deck.html"
+    r = runner.invoke(app, PROMPT + ["--export", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "Step 1 of 14" not in r.stdout and f"wrote {out}" in r.output  # the deck instead of the screens
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert page.count("<section") == 14
+    for n in range(1, 15):
+        assert f'id="step-{n}"' in page
+    assert "Scores and the mask" in page and "▶" in page
+    for remote in ("<script", "<link", "src=", "url(", "@import", "http://", "https://"):
+        assert remote not in page, remote
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--export", "/no/such/folder/deck.html"], "does not exist"),
+    (["--export", "deck.txt"], "must end in .html"),
+    (["--auto", "0"], "--auto must be"),
+    (["--auto", "-1"], "--auto must be"),
+])
+def test_cli_bad_options_are_one_line_errors(args, message):
+    r = runner.invoke(app, PROMPT + args)
+    assert r.exit_code == 2
+    assert message in r.output and "Traceback" not in r.output
+
+
+def test_cli_unknown_scenario_is_a_clear_error():
+    r = runner.invoke(app, ["demo", "no-such-scenario"])
+    assert r.exit_code == 2
+    assert "no-such-scenario" in r.output and "Traceback" not in r.output
+
+
+def test_subprocess_with_stdin_from_dev_null_prints_everything():
+    with open("/dev/null") as null:
+        p = subprocess.run([sys.executable, "-m", "tracer", "demo", "--prompt", "A B C"], stdin=null,
+                           capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert re.findall(r"^Step (\d+) of 14", p.stdout, flags=re.M) == [str(i) for i in range(1, 15)]
+    assert "\x1b[2J" not in p.stdout  # no screen clearing when not a terminal
+
+
+# -------------------------------------------------------------------------- the shipped article scenario
+
+
+def test_default_demo_is_the_article_scenario_with_its_checks_beside_the_steps():
+    scenario = pytest.importorskip("tracer.scenario")
+    path = scenario.find_scenario("article")
+    if path is None:
+        pytest.skip("scenarios/article.toml is not shipped yet")
+    sc = scenario.load_scenario(path)
+    checks = sc.check(sc.run())
+    r = runner.invoke(app, ["demo"])
+    assert r.exit_code == 0, r.output
+    assert re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M) == [str(i) for i in range(1, 15)]
+    assert sc.title[:30] in r.output
+    flat = re.sub(r"\s+", " ", r.output)  # labels may wrap
+    for c in checks:
+        assert f"{'✓' if c.ok else '✗'} {c.label}" in flat, c.label
+    assert flat.count("✗ ") == sum(not c.ok for c in checks)

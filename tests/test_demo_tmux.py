@@ -1,0 +1,134 @@
+"""`tracer demo` in a real terminal: tmux runs it, sends keys and reads the screen back.
+
+Next (Enter, space, →), back (b, ←), jump (a number then Enter), quiz reveal, quit, and that the
+terminal is restored afterwards (echo and line mode back on). Skipped when tmux is not installed
+(`apt-get install -y tmux`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Pane:
+    """One detached tmux session running a command, on its own tmux server (-S socket), 100 × 60."""
+
+    def __init__(self, command: str, socket: str):
+        self.socket = socket
+        self.name = "demo"
+        done = ("rc=$?; echo; echo EXITED $rc; "
+                "echo TTY $(stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '); sleep 60")
+        self.tmux("new-session", "-d", "-s", self.name, "-x", "100", "-y", "60",
+                  f"cd {shlex.quote(ROOT)} && {command}; {done}")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.name)
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def wait_for(self, pattern: str, timeout: float = 20.0) -> str:
+        end = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if re.search(pattern, text, flags=re.M):
+                return text
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {pattern!r}; screen:\n{text}")
+            time.sleep(0.1)
+
+    def heading(self, n: int, name: str = "") -> str:
+        return self.wait_for(rf"^Step {n} of 14 · {re.escape(name)}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def demo_cmd(*args: str) -> str:
+    return shlex.join([sys.executable, "-m", "tracer", "demo", "--prompt", "A B C D E F", *args])
+
+
+@pytest.fixture
+def pane_factory(tmp_path):
+    panes = []
+
+    def make(command: str) -> Pane:
+        p = Pane(command, str(tmp_path / f"tmux-{len(panes)}"))
+        panes.append(p)
+        return p
+
+    yield make
+    for p in panes:
+        p.close()
+
+
+def test_next_back_jump_and_quit_in_a_real_terminal(pane_factory):
+    p = pane_factory(demo_cmd())
+    first = p.heading(1, "Tokens")
+    assert first.splitlines()[0].startswith("Step 1 of 14 · Tokens")  # the screen was cleared: heading on top
+    assert "q quit" in first
+    assert re.search(r"^▶\s+B\s", first, flags=re.M)  # the followed token, marked
+    p.keys("Enter")
+    p.heading(2, "Embedding lookup")
+    p.keys("Space")
+    p.heading(3, "Position vector")
+    p.keys("Right")
+    p.heading(4, "Query, Key and Value")
+    p.keys("b")
+    p.heading(3, "Position vector")
+    p.keys("Left")
+    screen = p.heading(2, "Embedding lookup")
+    assert "Step 3 of 14" not in screen  # one step per screen
+    p.keys("1", "2")
+    p.wait_for(r"go to step 12_")
+    p.keys("Enter")
+    p.heading(12, "The chosen token")
+    p.keys("9", "9", "Enter")
+    p.wait_for(r"There is no step 99")
+    p.heading(12)
+    p.keys("1", "4", "Enter")
+    p.heading(14, "The KV cache")
+    p.keys("Enter")
+    p.wait_for(r"This is the last step")
+    p.keys("q")
+    after = p.wait_for(r"^TTY ")
+    assert re.search(r"^EXITED 0$", after, flags=re.M)
+    assert re.search(r"^TTY icanon echo", after, flags=re.M), after  # the terminal is back to normal
+
+
+def test_quiz_pauses_before_the_answer(pane_factory):
+    p = pane_factory(demo_cmd("--quiz"))
+    p.heading(1)
+    p.keys("5", "Enter")
+    q = p.heading(5, "Scores and the mask — your turn")
+    assert "Predict, then press Enter" in q and "Q·K" not in q
+    p.keys("Enter")
+    a = p.wait_for(r"^Step 5 of 14 · Scores and the mask ━")
+    assert "Q·K" in a and "your turn" not in a
+    p.keys("q")
+    p.wait_for(r"^EXITED 0$")
+
+
+def test_auto_advances_and_ctrl_c_restores_the_terminal(pane_factory):
+    p = pane_factory(demo_cmd("--auto", "0.3"))
+    p.heading(3)  # reached without a key
+    p.keys("C-c")
+    after = p.wait_for(r"^TTY ")
+    assert re.search(r"^EXITED 130$", after, flags=re.M)
+    assert re.search(r"^TTY icanon echo", after, flags=re.M), after
