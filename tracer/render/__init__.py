@@ -1,6 +1,7 @@
 """Renderers: they take a recorded trace and return Rich renderables; they never recompute the model.
 
-`show_generation` is what the CLI calls for `trace`, `show` and `replay`.
+`show_generation` is what the CLI calls for `trace`, `show` and `replay`: the walkthrough of
+`walkthrough.py`, printed, and written to `--export` from Rich's recording of exactly that.
 """
 
 from __future__ import annotations
@@ -8,12 +9,17 @@ from __future__ import annotations
 
 def show_generation(gen, tokenizer, view, export: str | None = None, console=None) -> None:
     """Print the walkthrough of `gen` (and write it to `export`: .html, .svg or .txt)."""
-    from rich.console import Console
+    from rich.console import Console, Group
 
-    from .summary import summary
+    from .walkthrough import Trimmed, walkthrough
 
+    if export:
+        from .export import check_export_path
+
+        check_export_path(export)
     console = console or Console(record=bool(export))
-    console.print(summary(gen, tokenizer))
+    parts = walkthrough(gen, tokenizer, view, width=console.width)  # validates --token/--layer/--head first
+    console.print(Trimmed(Group(*parts)))
     if export:
         from .export import export_console
 

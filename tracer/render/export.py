@@ -1,7 +1,13 @@
-"""Writing exactly what was shown: Rich's console recording as HTML, SVG or text."""
+"""Writing exactly what was shown: Rich's console recording as HTML, SVG or text.
+
+The files are self-contained and fetch nothing from the network: Rich's SVG template loads
+the Fira Code font from a CDN, so its `@font-face` rules are dropped (the SVG falls back to
+the reader's monospace font) and its generator comment with a URL is removed.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import TracerError
@@ -12,19 +18,32 @@ FORMATS = (".html", ".svg", ".txt")
 
 def check_export_path(path: str) -> None:
     p = Path(path)
-    if p.suffix not in FORMATS:
+    if p.suffix.lower() not in FORMATS:
         raise TracerError(f"--export {path}: the file must end in {', '.join(FORMATS)}")
     if not p.parent.exists():
         raise TracerError(f"--export {path}: folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise TracerError(f"--export {path}: is a folder, not a file")
+
+
+def offline_svg_format() -> str:
+    """Rich's SVG template without its web-font rules and URL comment."""
+    from rich._export_format import CONSOLE_SVG_FORMAT
+
+    fmt = re.sub(r"@font-face \{\{.*?\}\}\s*", "", CONSOLE_SVG_FORMAT, flags=re.S)
+    fmt = re.sub(r"<!--.*?-->\s*", "", fmt, flags=re.S)
+    return fmt.replace("font-family: Fira Code, monospace;",
+                       "font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace;")
 
 
 def export_console(console, path: str) -> None:
+    """Write what `console` (made with record=True) has printed to `path`."""
     check_export_path(path)
-    suffix = Path(path).suffix
+    suffix = Path(path).suffix.lower()
     if suffix == ".html":
-        text = console.export_html(inline_styles=True)
+        text = console.export_html(inline_styles=True, clear=False)
     elif suffix == ".svg":
-        text = console.export_svg(title="tracer")
+        text = console.export_svg(title="tracer", code_format=offline_svg_format(), clear=False)
     else:
-        text = console.export_text()
+        text = console.export_text(clear=False)
     _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
