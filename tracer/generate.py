@@ -9,9 +9,13 @@ context every step, as the seed Q&A assumes generation must.
 Sampling, one recorded stage at a time: logits ÷ temperature (`sample.scaled`) → softmax
 (`sample.probs`) → top-k cut → top-p cut → renormalise (`sample.final`) → one seeded uniform
 draw (`sample.uniform`) → the token whose band of the cumulative distribution, in order of
-probability, holds the draw (`sample.token`). Temperature 0 is greedy: the most likely token,
-no draw. numpy's PCG64 generator makes the draws the same on every machine.
-Core module: imports numpy only.
+probability, holds the draw (`sample.token`). `sample.kept_top_k` and `sample.kept_top_p` count
+the candidates left after each cut (the most likely ones, ties by id). Temperature 0 is greedy:
+the most likely token, no draw. numpy's PCG64 generator makes the draws the same on every machine.
+
+Each pass also records what every position predicts (`predict.*`, `loss.per_position`) and the
+logit lens (`lens.*`), see `tracer.lens`. `verify_cache` reruns a generation with the other cache
+setting and compares the logits and tokens. Core module: imports numpy only.
 """
 
 from __future__ import annotations
@@ -20,17 +24,31 @@ import numpy as np
 
 from .decoder import KVCache, forward
 from .errors import TracerError
+from .lens import logit_lens, position_predictions
 from .record import Recorder
 from .trace import Generation, Trace
 
 
+def _number(x) -> float | None:
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if not np.isfinite(temperature) or temperature < 0:
-        raise TracerError(f"temperature must be a number ≥ 0 (0 is greedy), got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
-        raise TracerError(f"top-k must be a whole number ≥ 1, got {top_k}")
-    if top_p is not None and not (0 < top_p <= 1):
-        raise TracerError(f"top-p must be in (0, 1], got {top_p}")
+    """One clear message for a temperature, top-k or top-p that sampling cannot use."""
+    t = _number(temperature)
+    if t is None or not np.isfinite(t) or t < 0:
+        raise TracerError(f"temperature must be a number ≥ 0 (0 is greedy), got {temperature!r}")
+    k = _number(top_k) if top_k is not None else 1.0
+    if k is None or not np.isfinite(k) or int(k) != k or k < 1:
+        raise TracerError(f"top-k must be a whole number ≥ 1, got {top_k!r}")
+    p = _number(top_p) if top_p is not None else 1.0
+    if p is None or not (0 < p <= 1):
+        raise TracerError(f"top-p must be in (0, 1], got {top_p!r}")
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -38,30 +56,53 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()  # [d_vocab]
 
 
+def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Logits ÷ temperature (1 for greedy, where the temperature only picks the argmax)."""
+    with np.errstate(over="ignore"):
+        return logits / (1.0 if temperature == 0 else temperature)  # [d_vocab]
+
+
+def tempered_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(logits / T), shifting by the maximum before dividing so a tiny T cannot overflow."""
+    t = 1.0 if temperature == 0 else temperature
+    with np.errstate(over="ignore"):
+        e = np.exp((logits - logits.max()) / t)  # [d_vocab]
+    return e / e.sum()  # [d_vocab]
+
+
+def top_k_count(n_vocab: int, top_k) -> int:
+    """Candidates left after the top-k cut."""
+    return n_vocab if top_k is None else min(int(top_k), n_vocab)
+
+
+def top_p_count(sorted_probs: np.ndarray, top_p) -> int:
+    """Smallest number of the most likely candidates whose renormalised probabilities reach `top_p`."""
+    if top_p is None or top_p >= 1:
+        return len(sorted_probs)
+    cum = np.cumsum(sorted_probs / sorted_probs.sum())  # [n_keep]
+    return min(len(sorted_probs), int(np.searchsorted(cum, top_p, side="left")) + 1)
+
+
 def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.Generator, rec: Recorder) -> int:
     """Choose the next token from the last position's logits [d_vocab], recording each stage."""
     greedy = temperature == 0
-    scaled = rec("sample.scaled", logits / (1.0 if greedy else temperature))  # [d_vocab]
-    probs = rec("sample.probs", softmax(scaled))  # [d_vocab]
+    rec("sample.scaled", scale_logits(logits, temperature))  # [d_vocab]
+    probs = rec("sample.probs", tempered_softmax(logits, temperature))  # [d_vocab]
     order = np.argsort(-probs, kind="stable")  # [d_vocab] most likely first, ties by id
-    if greedy:
-        n_keep = 1
-    else:
-        n_keep = len(probs) if top_k is None else min(int(top_k), len(probs))
-        if top_p is not None and top_p < 1:
-            kept = probs[order[:n_keep]]  # [n_keep]
-            cum = np.cumsum(kept / kept.sum())  # [n_keep]
-            n_keep = min(n_keep, int(np.searchsorted(cum, top_p, side="left")) + 1)
+    n_k = 1 if greedy else top_k_count(len(probs), top_k)
+    n_p = 1 if greedy else top_p_count(probs[order[:n_k]], top_p)
+    rec("sample.kept_top_k", np.array(n_k))
+    rec("sample.kept_top_p", np.array(n_p))
     final = np.zeros_like(probs)  # [d_vocab]
-    final[order[:n_keep]] = probs[order[:n_keep]]
-    final = rec("sample.final", final / final.sum())  # [d_vocab]
+    final[order[:n_p]] = probs[order[:n_p]]
+    final = rec("sample.final", final / final.sum())  # [d_vocab] renormalised
     if greedy:
         token = int(order[0])
     else:
         u = float(rng.random())
         rec("sample.uniform", np.array(u))
-        cum = np.cumsum(final[order[:n_keep]])  # [n_keep]
-        token = int(order[min(int(np.searchsorted(cum, u, side="right")), n_keep - 1)])
+        cum = np.cumsum(final[order[:n_p]])  # [n_keep] upper edge of each candidate's band
+        token = int(order[min(int(np.searchsorted(cum, u, side="right")), n_p - 1)])
     rec("sample.token", np.array(token))
     return token
 
@@ -78,12 +119,24 @@ def pass_macs(cfg, n_new: int, n_seen: int) -> int:
     return cfg.n_layers * per_layer + n_new * dm * cfg.d_vocab
 
 
+def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
+                       lens: bool) -> None:
+    """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
+    if rec.wants("loss.per_position"):
+        rec.store.update(position_predictions(logits, seq, start, token))
+    if lens and rec.wants("lens.top_token"):
+        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.fused.W_U)
+        if found is not None:
+            rec.store.update(found)
+
+
 def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float = 0.0, top_k=None, top_p=None,
-             seed: int = 0, cache: bool = True, stop=None, names=None, on_step=None) -> Generation:
+             seed: int = 0, cache: bool = True, stop=None, names=None, on_step=None, lens: bool = True) -> Generation:
     """Run the prompt, then generate up to `max_new_tokens` tokens, one recorded pass each.
 
     With `max_new_tokens=0` the prompt pass still predicts (and records) the next token, but
-    nothing is appended.
+    nothing is appended. `on_step(done, total)` is called after each pass (a progress bar).
+    `lens=False` skips the logit lens (it needs the residual streams recorded).
     """
     cfg = model.config
     check_sampling(temperature, top_k, top_p)
@@ -98,6 +151,7 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
     rng = np.random.default_rng(seed)
     kv = KVCache(cfg, len(ids) + max(max_new_tokens, 1)) if cache else None
     seq = list(ids)
+    strs = [model.tokenizer.token_str(t) for t in seq]  # grows with seq: each pass gets a copy
     generated: list[int] = []
     steps: list[Trace] = []
     stopped = "max_new_tokens"
@@ -108,8 +162,8 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
         logits = forward(cfg, model.params, new, rec, cache=kv, fused=model.fused)  # [pos, d_vocab]
         token = sample(logits[-1], temperature, top_k, top_p, rng, Recorder(prefix="", store=rec.store, _wanted=lambda n: True))
         step_start = start if kv is not None else 0
-        steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg,
-                           [model.tokenizer.token_str(t) for t in seq], {}, step_start))
+        record_predictions(model, rec, logits, seq, step_start, token, lens)
+        steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg, list(strs), {}, step_start))
         if on_step is not None:
             on_step(len(steps), max(max_new_tokens, 1))
         if len(generated) >= max_new_tokens:
@@ -117,6 +171,7 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
         generated.append(token)
         start = len(seq)
         seq.append(token)
+        strs.append(model.tokenizer.token_str(token))
         if model.tokenizer.end_id is not None and token == model.tokenizer.end_id:
             stopped = "end_token"
             break
@@ -135,3 +190,59 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
     for s in steps:
         s.meta = dict(meta)
     return Generation(steps, list(ids), generated, model.tokenizer.decode(generated) if generated else "", meta)
+
+
+# --------------------------------------------------------------------------- verifying the KV cache
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12}  # per unit of the logits' scale (see `verify_cache`)
+
+
+def last_logits(gen: Generation) -> list[np.ndarray]:
+    """The last position's logits of every pass: the row generation uses."""
+    return [np.asarray(s["logits"][-1], dtype=np.float64) for s in gen.steps]  # [d_vocab] each
+
+
+def rerun(model, gen: Generation, cache: bool, on_step=None) -> Generation:
+    """`gen` again from its prompt with its settings, recording only the logits."""
+    s = gen.meta.get("settings") or {}
+    return generate(model, list(gen.prompt_ids), max_new_tokens=int(s.get("max_new_tokens", len(gen.generated_ids))),
+                    temperature=float(s.get("temperature", 0.0)), top_k=s.get("top_k"), top_p=s.get("top_p"),
+                    seed=int(s.get("seed", 0)), cache=cache, stop=s.get("stop"), names=["logits"],
+                    on_step=on_step, lens=False)
+
+
+def verify_cache(model, gen: Generation, on_step=None) -> dict:
+    """Rerun `gen` with the other cache setting (same seed and settings) and compare.
+
+    Compares the last position's logits of every pass and the generated tokens. The logits agree
+    when their largest absolute difference is within `tolerance` (1e-5 in float32, 1e-12 in
+    float64) times `scale` = max(1, largest |logit|): the same arithmetic in a different order
+    (one row instead of all rows) differs by a few units in the last place of the largest numbers.
+    Returns a JSON-able dict.
+    """
+    s = gen.meta.get("settings") or {}
+    cached = bool(s.get("cache", True))
+    if not all("logits" in st for st in gen.steps):
+        gen = rerun(model, gen, cached, on_step)
+    other = rerun(model, gen, not cached, on_step)
+    with_cache, without = (gen, other) if cached else (other, gen)
+    a, b = last_logits(with_cache), last_logits(without)
+    diffs = [float(np.max(np.abs(x - y))) for x, y in zip(a, b)]  # per pass
+    scale = max([1.0] + [float(np.max(np.abs(x))) for x in a + b])
+    tol = TOLERANCE.get(model.config.dtype, 1e-5)
+    max_diff = max(diffs) if diffs else 0.0
+    tokens_equal = list(with_cache.generated_ids) == list(without.generated_ids) and len(a) == len(b)
+    return {
+        "compared": "KV cache vs full recompute",
+        "dtype": model.config.dtype,
+        "steps": len(diffs),
+        "per_step_max_abs_diff": diffs,
+        "max_abs_diff": max_diff,
+        "tolerance": tol,
+        "scale": scale,
+        "bound": tol * scale,
+        "generated_cache": [int(t) for t in with_cache.generated_ids],
+        "generated_no_cache": [int(t) for t in without.generated_ids],
+        "tokens_equal": bool(tokens_equal),
+        "ok": bool(tokens_equal and max_diff <= tol * scale),
+    }

@@ -1,0 +1,482 @@
+"""The generation loop (`tracer.generate`), the recorded predictions and the logit lens (`tracer.lens`).
+
+References are independent of the code under test: the naive per-number decoder in
+`tests/reference.py`, log-softmax written with `math`, a layer norm written from its definition,
+a chi-square test of the sampler against the distribution it should follow, and transformers'
+own greedy continuation (`tests/data/gpt2-tiny/reference.npz`, when present).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import tracer
+from tracer.cli import app
+from tracer.config import Config
+from tracer.errors import TracerError
+from tracer.generate import generate, pass_macs, sample, verify_cache
+from tracer.lens import record_logit_lens
+from tracer.model import Model
+from tracer.record import Recorder
+from tracer.tokens import WordTokenizer
+from tracer.weights import param_shapes
+
+from .reference import naive_forward
+
+runner = CliRunner()
+FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
+
+
+def word_model(seed: int = 0, vocab=None, end=None, scale: float = 0.5, given=None, **cfg) -> Model:
+    """A small model over a word list, with weights large enough that its tokens differ by position."""
+    vocab = vocab or [f"w{i}" for i in range(23)]
+    c = Config(**{"d_vocab": len(vocab), "n_ctx": 16, "d_model": 8, "n_heads": 2, "n_layers": 2, "dtype": "float64",
+                  **cfg})
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in param_shapes(c).items():
+        if name == "W_pos" and c.positional == "sinusoidal":
+            continue
+        base = 1.0 if name.endswith(".w") else 0.0  # layer-norm gains around 1
+        params[name] = base + scale * rng.standard_normal(shape)
+    params.update(given or {})
+    return Model(c, tracer.weights.init_weights(c, seed, params), WordTokenizer(vocab, end), "words", seed)
+
+
+def log_softmax_row(row) -> list[float]:
+    m = max(float(x) for x in row)
+    total = sum(math.exp(float(x) - m) for x in row)
+    return [float(x) - m - math.log(total) for x in row]
+
+
+# --------------------------------------------------------------------------- KV cache versus full recompute
+
+CONFIGS = {
+    "gpt2-block": {},
+    "no-layer-norm": {"layer_norm": False},
+    "no-mlp": {"mlp": False},
+    "no-residual": {"residual": False},
+    "unscaled": {"scale_scores": False},
+    "one-head": {"n_heads": 1},
+    "four-heads": {"n_heads": 4},
+    "sinusoidal": {"positional": "sinusoidal"},
+    "explicit": {"positional": "explicit"},
+    "no-positions": {"positional": "none"},
+    "article-block": {"layer_norm": False, "mlp": False, "residual": False, "scale_scores": False,
+                      "positional": "explicit", "n_layers": 1},
+    "untied": {"tied_unembed": False, "n_layers": 3},
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("n_prompt,n_new", [(1, 5), (4, 3), (9, 7)])
+def test_cache_and_no_cache_agree_and_match_the_naive_decoder(name, n_prompt, n_new):
+    m = word_model(seed=len(name), **CONFIGS[name])
+    prompt = [int(t) for t in np.random.default_rng(n_prompt).integers(0, m.config.d_vocab, n_prompt)]
+    kw = dict(max_new_tokens=n_new, temperature=0.8, top_k=10, seed=5)
+    a = m.generate(prompt, cache=True, **kw)
+    b = m.generate(prompt, cache=False, **kw)
+    assert a.generated_ids == b.generated_ids and len(a.generated_ids) == n_new
+    assert len(a.steps) == len(b.steps) == n_new
+    seq = a.tokens
+    for n, (sa, sb) in enumerate(zip(a.steps, b.steps)):
+        assert sa.start == (0 if n == 0 else n_prompt + n - 1) and sb.start == 0
+        assert sa["logits"].shape[0] == (n_prompt if n == 0 else 1)  # with the cache: only the new row
+        np.testing.assert_allclose(sa["logits"][-1], sb["logits"][-1], rtol=0, atol=1e-12)  # float64
+    # the naive loop decoder over the whole final context: every step's last row (atol: float64 sums reordered)
+    ref = naive_forward(m.config, m.params, seq[: len(seq) - 1])["logits"]  # [pos, d_vocab]
+    for n, sa in enumerate(a.steps):
+        np.testing.assert_allclose(sa["logits"][-1], ref[n_prompt - 1 + n], rtol=0, atol=1e-10)
+    result = verify_cache(m, a)
+    assert result["ok"] and result["tokens_equal"] and result["max_abs_diff"] <= 1e-12
+    json.dumps(result)  # JSON-able, as --json prints it
+
+
+def test_cache_and_no_cache_agree_in_float32():
+    m = word_model(dtype="float32", n_layers=3)
+    kw = dict(max_new_tokens=8, temperature=0, seed=0)
+    a, b = m.generate([1, 2, 3], cache=True, **kw), m.generate([1, 2, 3], cache=False, **kw)
+    assert a.generated_ids == b.generated_ids
+    for sa, sb in zip(a.steps, b.steps):
+        assert sa["logits"].dtype == np.float32
+        np.testing.assert_allclose(sa["logits"][-1], sb["logits"][-1], rtol=0, atol=1e-5)  # float32
+    r = verify_cache(m, a)
+    assert r["ok"] and r["tolerance"] == 1e-5 and r["dtype"] == "float32"
+
+
+def test_verify_cache_catches_a_difference():
+    m = word_model()
+    gen = m.generate([1, 2], max_new_tokens=3)
+    assert verify_cache(m, gen)["ok"]
+    gen.steps[1].arrays["logits"] = gen.steps[1]["logits"] + 1e-9  # more than 1e-12 off
+    r = verify_cache(m, gen)
+    assert not r["ok"] and r["tokens_equal"] and r["max_abs_diff"] == pytest.approx(1e-9, rel=1e-3)
+    assert r["per_step_max_abs_diff"][0] <= 1e-12 and r["per_step_max_abs_diff"][1] > 1e-10
+
+
+def test_verify_cache_reruns_a_generation_recorded_without_logits():
+    m = word_model()
+    gen = m.generate([3], max_new_tokens=4, names=["blocks.0.*"], cache=False)
+    assert "logits" not in gen.steps[0]
+    r = verify_cache(m, gen)
+    assert r["ok"] and r["steps"] == 4 and r["generated_cache"] == gen.generated_ids
+
+
+def test_pass_macs_counts_like_a_loop():
+    cfg = Config(d_vocab=11, n_ctx=16, d_model=6, n_heads=3, n_layers=2, d_mlp=10)
+    for n_seen in range(1, 8):
+        for n_new in range(1, n_seen + 1):
+            macs = 0
+            for _ in range(cfg.n_layers):
+                for q in range(n_seen - n_new, n_seen):  # each computed position
+                    macs += 3 * cfg.d_model * cfg.n_heads * cfg.d_head  # its q, k, v
+                    macs += (q + 1) * cfg.n_heads * cfg.d_head * 2  # q·k and weights × v over keys 0..q
+                    macs += cfg.n_heads * cfg.d_head * cfg.d_model  # W_O
+                    macs += 2 * cfg.d_model * cfg.d_mlp  # the MLP's two matrices
+            macs += n_new * cfg.d_model * cfg.d_vocab  # the unembedding
+            assert pass_macs(cfg, n_new, n_seen) == macs
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def test_same_seed_same_tokens_and_the_draw_is_pcg64s_first_number():
+    m = word_model()
+    kw = dict(max_new_tokens=6, temperature=1.3, top_p=0.95)
+    a = m.generate([1, 2], seed=42, **kw)
+    b = m.generate([1, 2], seed=42, **kw)
+    assert a.generated_ids == b.generated_ids
+    others = {tuple(m.generate([1, 2], seed=s, **kw).generated_ids) for s in range(5)}
+    assert len(others) > 1  # the seed matters
+    rng = np.random.default_rng(42)
+    assert [float(s["sample.uniform"]) for s in a.steps] == [rng.random() for _ in a.steps]
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
+def test_top_k_1_equals_greedy(temperature):
+    m = word_model(seed=3)
+    greedy = m.generate([4, 5, 6], max_new_tokens=6, temperature=0)
+    top1 = m.generate([4, 5, 6], max_new_tokens=6, temperature=temperature, top_k=1, seed=9)
+    assert top1.generated_ids == greedy.generated_ids
+    assert greedy.generated_ids[0] == int(np.argmax(naive_forward(m.config, m.params, [4, 5, 6])["logits"][-1]))
+    assert "sample.uniform" not in greedy.steps[0]  # greedy draws nothing
+
+
+def test_one_draw_lands_in_the_band_that_holds_u():
+    logits = np.log(np.array([0.1, 0.4, 0.2, 0.3]))
+    for seed in range(20):
+        rec = Recorder()
+        token = sample(logits, 1.0, None, None, np.random.default_rng(seed), rec)
+        u = np.random.default_rng(seed).random()
+        # by hand: most likely first (B 0.4, D 0.3, C 0.2, A 0.1), bands [0, .4) [.4, .7) [.7, .9) [.9, 1)
+        expected = 1 if u < 0.4 else 3 if u < 0.7 else 2 if u < 0.9 else 0
+        assert token == expected and float(rec.store["sample.uniform"]) == u
+
+
+def chi2_critical(df: int, alpha: float) -> float:
+    """The chi-square quantile for 1 - alpha, by bisection on the CDF written for odd df = 3:
+    F(x) = erf(sqrt(x/2)) - sqrt(2x/π)·exp(-x/2). (Tables give 16.266 for alpha = 0.001.)"""
+    assert df == 3
+
+    def cdf(x):
+        return math.erf(math.sqrt(x / 2)) - math.sqrt(2 * x / math.pi) * math.exp(-x / 2)
+
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < 1 - alpha else (lo, mid)
+    return lo
+
+
+def test_chi2_critical_value_matches_the_table():
+    assert chi2_critical(3, 0.001) == pytest.approx(16.266, abs=1e-3)
+    assert chi2_critical(3, 0.05) == pytest.approx(7.815, abs=1e-3)
+
+
+P = np.array([0.1, 0.4, 0.2, 0.3])  # a fixed small distribution over 4 tokens
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p,expected", [
+    (1.0, None, None, P),
+    (2.0, None, None, np.sqrt(P) / np.sqrt(P).sum()),  # softmax(log p / 2) ∝ p^(1/2)
+    (1.0, 3, None, np.array([0, 0.4, 0.2, 0.3]) / 0.9),  # drops A, the least likely
+    (1.0, None, 0.65, np.array([0, 0.4, 0, 0.3]) / 0.7),  # B + D = 0.7 is the first sum ≥ 0.65
+])
+def test_seeded_sampling_follows_the_distribution_chi_square(temperature, top_k, top_p, expected):
+    rng = np.random.default_rng(2024)  # fixed seed: the statistic is the same on every run
+    N = 8000
+    counts = np.zeros(4)
+    logits = np.log(P)
+    for _ in range(N):
+        counts[sample(logits, temperature, top_k, top_p, rng, Recorder(names=[]))] += 1
+    support = expected > 0
+    assert counts[~support].sum() == 0  # cut tokens are never drawn
+    exp_counts = N * expected[support]
+    chi2 = float(((counts[support] - exp_counts) ** 2 / exp_counts).sum())
+    df = int(support.sum()) - 1
+    if df == 3:
+        assert chi2 < chi2_critical(3, 0.001), (counts, exp_counts, chi2)
+    elif df == 2:
+        assert chi2 < -2 * math.log(0.001), (counts, exp_counts, chi2)  # df 2: F(x) = 1 - exp(-x/2)
+    else:
+        assert df == 1 and chi2 < 10.828  # df 1 at alpha 0.001 (table)
+    # and it is not a fluke of a lenient test: a wrong distribution is rejected by the same statistic
+    wrong = N * np.full(support.sum(), 1 / support.sum())
+    assert float(((counts[support] - wrong) ** 2 / wrong).sum()) > 50
+
+
+def test_sampling_records_every_stage():
+    m = word_model()
+    s = m.generate([1, 2, 3], max_new_tokens=1, temperature=0.7, top_k=5, top_p=0.8, seed=1).steps[0]
+    logits = s["logits"][-1]
+    np.testing.assert_allclose(s["sample.scaled"], logits / 0.7, atol=1e-12)
+    e = np.exp(logits / 0.7 - (logits / 0.7).max())
+    np.testing.assert_allclose(s["sample.probs"], e / e.sum(), atol=1e-12)
+    order = np.argsort(-e, kind="stable")
+    assert int(s["sample.kept_top_k"]) == 5
+    kept = e[order[:5]] / e[order[:5]].sum()
+    n_p = next(i + 1 for i in range(5) if kept[: i + 1].sum() >= 0.8)
+    assert int(s["sample.kept_top_p"]) == n_p
+    final = np.zeros_like(e)
+    final[order[:n_p]] = kept[:n_p] / kept[:n_p].sum()
+    np.testing.assert_allclose(s["sample.final"], final, atol=1e-12)
+    assert s["sample.final"].sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_tiny_temperature_is_greedy_not_nan():
+    m = word_model()
+    g = m.generate([1, 2], max_new_tokens=3, temperature=1e-300, seed=0)
+    assert g.generated_ids == m.generate([1, 2], max_new_tokens=3, temperature=0).generated_ids
+    assert np.isfinite(g.steps[0]["sample.probs"]).all()
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(temperature=-0.5), "temperature must be a number ≥ 0"),
+    (dict(temperature=float("nan")), "temperature must be a number ≥ 0"),
+    (dict(top_p=0.0), "top-p must be in (0, 1]"),
+    (dict(top_p=1.5), "top-p must be in (0, 1]"),
+    (dict(top_k=0), "top-k must be a whole number ≥ 1"),
+    (dict(max_new_tokens=16), "overflows the context"),
+    (dict(max_new_tokens=-1), "max-new-tokens must be a whole number ≥ 0"),
+])
+def test_bad_values_raise_a_clear_error(kw, message):
+    m = word_model()
+    with pytest.raises(TracerError, match=None) as e:
+        m.generate([1], **kw)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--temperature", "-1"], "temperature must be a number ≥ 0"),
+    (["--top-p", "0"], "top-p must be in (0, 1]"),
+    (["--top-p", "1.01"], "top-p must be in (0, 1]"),
+    (["--top-k", "0"], "top-k must be a whole number ≥ 1"),
+    (["--max-new-tokens", "1100"], "overflows the context"),
+])
+def test_bad_values_on_the_command_line_exit_2_with_one_line(args, message):
+    r = runner.invoke(app, ["trace", "A B C", *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_stops_at_the_end_token():
+    vocab = ["A", "B", "C", "<end>"]
+    b_U = np.array([0.0, 0.0, 0.0, 50.0])  # the end token always wins
+    m = word_model(vocab=vocab, given={"b_U": b_U})
+    g = m.generate("A B", max_new_tokens=5)
+    assert g.generated_ids == [3] and g.meta["settings"]["stopped"] == "end_token"
+    assert len(g.steps) == 1  # nothing runs after the end token
+
+
+def test_stops_at_a_stop_string():
+    vocab = ["A", "B", "C", "<end>"]
+    m = word_model(vocab=vocab, given={"b_U": np.array([0.0, 0.0, 50.0, -50.0])})  # always C
+    g = m.generate("A B", max_new_tokens=6, stop=["C C"])
+    assert g.text == "C C" and g.meta["settings"]["stopped"] == "stop_string"
+    g = m.generate("A B", max_new_tokens=3, stop=["B"])  # never generated: runs to the limit
+    assert g.text == "C C C" and g.meta["settings"]["stopped"] == "max_new_tokens"
+
+
+def test_stop_and_json_on_the_command_line():
+    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    full = json.loads(r.stdout)
+    assert len(full["generated_ids"]) == 4 and full["prompt_ids"] == tracer.load("tiny").tokenizer.encode("A B C")
+    first = tracer.load("tiny").tokenizer.decode(full["generated_ids"][:1])
+    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json", "--stop", first.strip()])
+    got = json.loads(r.stdout)
+    assert got["generated_ids"] == full["generated_ids"][:1] and got["text"] == first
+    assert got["settings"]["stopped"] == "stop_string"
+
+
+def test_verify_cache_on_the_command_line():
+    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--verify-cache", "--json"])
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.stdout)["verify_cache"]
+    assert v["ok"] and v["steps"] == 3 and v["tokens_equal"] and v["tolerance"] == 1e-12
+
+
+# --------------------------------------------------------------------------- every position's prediction
+
+
+def test_per_position_loss_is_minus_log_softmax_of_the_next_token():
+    m = word_model(seed=4)
+    g = m.generate([5, 1, 7, 2, 9], max_new_tokens=3, temperature=1.0, seed=2, cache=True)
+    seq = g.tokens
+    for n, s in enumerate(g.steps):
+        rows = s["logits"]  # [pos, d_vocab] of the positions this pass computed
+        assert s["loss.per_position"].shape == (rows.shape[0],)
+        for r, row in enumerate(rows):
+            pos = s.start + r
+            nxt = seq[pos + 1] if pos + 1 < len(seq) else int(s["sample.token"])
+            lp = log_softmax_row(row)
+            assert int(s["predict.next_token"][r]) == nxt
+            assert float(s["loss.per_position"][r]) == pytest.approx(-lp[nxt], abs=1e-12)
+            assert float(s["predict.next_prob"][r]) == pytest.approx(math.exp(lp[nxt]), abs=1e-12)
+            assert int(s["predict.top_token"][r]) == max(range(len(lp)), key=lambda i: lp[i])
+            assert float(s["predict.top_prob"][r]) == pytest.approx(math.exp(max(lp)), abs=1e-12)
+    # the last row of every pass is judged against the token the sampler chose
+    assert [int(s["predict.next_token"][-1]) for s in g.steps] == g.generated_ids
+
+
+# --------------------------------------------------------------------------- logit lens
+
+
+def final_ln_unembed(m: Model, x: np.ndarray) -> np.ndarray:
+    """The final layer norm and W_U written from their definitions, one position at a time."""
+    p, c = m.params, m.config
+    out = []
+    for v in x:
+        if c.layer_norm:
+            mu = sum(v) / len(v)
+            var = sum((a - mu) ** 2 for a in v) / len(v)
+            v = np.array([(a - mu) / math.sqrt(var + c.ln_eps) for a in v]) * p["ln_final.w"] + p["ln_final.b"]
+        W_U = p["W_E"].T if c.tied_unembed else p["W_U"]
+        out.append([sum(v[i] * W_U[i, t] for i in range(c.d_model)) + p["b_U"][t] for t in range(c.d_vocab)])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("cfg", [{}, {"layer_norm": False}, {"n_layers": 3, "residual": False}])
+def test_logit_lens_matches_a_hand_written_final_layer_norm_and_unembedding(cfg):
+    m = word_model(seed=7, **cfg)
+    g = m.generate([1, 2, 3, 4], max_new_tokens=2, temperature=0)
+    s = g.steps[0]
+    L = m.config.n_layers
+    ref = naive_forward(m.config, m.params, [1, 2, 3, 4])
+    streams = [ref[f"blocks.{l}.hook_resid_pre"] for l in range(L)] + [ref[f"blocks.{L - 1}.hook_resid_post"]]
+    assert s["lens.top_token"].shape == (L + 1, 4)
+    assert s["lens.positions"].tolist() == [0, 1, 2, 3]
+    target = [2, 3, 4, g.generated_ids[0]]
+    assert s["lens.target"].tolist() == target
+    for r, x in enumerate(streams):
+        logits = final_ln_unembed(m, x)  # [pos, d_vocab]
+        for c in range(4):
+            lp = log_softmax_row(logits[c])
+            best = max(range(len(lp)), key=lambda i: lp[i])
+            assert int(s["lens.top_token"][r, c]) == best
+            assert float(s["lens.top_prob"][r, c]) == pytest.approx(math.exp(lp[best]), abs=1e-9)
+            assert float(s["lens.target_prob"][r, c]) == pytest.approx(math.exp(lp[target[c]]), abs=1e-9)
+            assert int(s["lens.target_rank"][r, c]) == sum(1 for v in logits[c] if v > logits[c][target[c]])
+
+
+def test_logit_lens_last_row_is_the_final_prediction():
+    m = word_model(seed=11, n_layers=4)
+    g = m.generate([0, 6, 2], max_new_tokens=3, temperature=0)
+    for s in g.steps:
+        top = np.argmax(s["logits"], axis=-1)  # [pos]
+        cols = s["lens.positions"] - s.start
+        assert s["lens.top_token"][-1].tolist() == top[cols].tolist()
+        assert int(s["lens.top_token"][-1, -1]) == int(s["sample.token"])  # greedy: the top-1 is chosen
+        assert int(s["lens.target_rank"][-1, -1]) == 0
+
+
+def test_logit_lens_on_a_model_without_layers():
+    m = word_model(n_layers=0)
+    s = m.generate([1, 2], max_new_tokens=1).steps[0]
+    assert s["lens.top_token"].shape == (1, 2)
+    assert s["lens.top_token"][0].tolist() == np.argmax(s["logits"], axis=-1).tolist()
+
+
+def test_logit_lens_keeps_to_its_budget_on_large_vocabularies(monkeypatch):
+    import tracer.lens as lens
+
+    m = word_model()
+    per_position = (m.config.n_layers + 1) * m.config.d_model * m.config.d_vocab
+    monkeypatch.setattr(lens, "LENS_BUDGET", 2 * per_position)
+    monkeypatch.setattr(lens.lens_width, "__defaults__", (2 * per_position,))
+    s = m.generate([1, 2, 3, 4, 5], max_new_tokens=1).steps[0]
+    assert s["lens.positions"].tolist() == [3, 4]  # the last two positions only
+    assert s["lens.top_token"].shape == (3, 2)
+
+
+def test_record_logit_lens_on_a_plain_run():
+    m = word_model(seed=2)
+    t = m.run([3, 1, 4])
+    assert record_logit_lens(m, t)
+    assert t["lens.top_token"][-1].tolist() == np.argmax(t["logits"], axis=-1).tolist()
+    assert t["predict.next_token"].tolist() == [1, 4, int(np.argmax(t["logits"][-1]))]
+
+
+def test_lens_is_skipped_without_the_residual_streams():
+    m = word_model()
+    s = m.generate([1, 2], max_new_tokens=1, names=["logits"]).steps[0]
+    assert "lens.top_token" not in s and "loss.per_position" not in s and "logits" in s
+
+
+def test_saved_generation_keeps_every_step_with_lens_and_loss(tmp_path):
+    m = word_model()
+    g = m.generate([1, 2, 3], max_new_tokens=3, temperature=1.0, seed=3)
+    path = tmp_path / "g.npz"
+    g.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        names = set(z.files)
+    assert {"lens.top_token", "loss.per_position", "steps.1.lens.top_token", "steps.2.loss.per_position",
+            "steps.2.sample.uniform"} <= names
+    back = tracer.trace.Generation.load(path)
+    for a, b in zip(g.steps, back.steps):
+        np.testing.assert_array_equal(a["lens.top_token"], b["lens.top_token"])
+        np.testing.assert_array_equal(a["loss.per_position"], b["loss.per_position"])
+        assert a.start == b.start
+
+
+# --------------------------------------------------------------------------- transformers parity (fixture)
+
+
+@pytest.mark.skipif(not (FIXTURE / "reference.npz").exists(), reason="GPT-2 fixture not built")
+def test_greedy_continuation_matches_transformers_and_the_cache_verifies_in_float32():
+    with np.load(FIXTURE / "reference.npz", allow_pickle=False) as z:
+        ids, greedy = z["input_ids"].tolist(), z["greedy_ids"].tolist()
+    m = tracer.load(str(FIXTURE / "transformers"))
+    g = m.generate(ids, max_new_tokens=len(greedy), temperature=0)
+    assert g.generated_ids == greedy
+    r = verify_cache(m, g)
+    assert r["ok"] and r["dtype"] == "float32" and r["max_abs_diff"] <= 1e-5 * r["scale"]
+    # the lens's last row is transformers' greedy choice, for every pass
+    assert [int(s["lens.top_token"][-1, -1]) for s in g.steps] == greedy
+
+
+def test_logit_lens_in_chunks_and_without_recorded_logits_agrees(monkeypatch):
+    import tracer.lens as lens
+
+    m = word_model(seed=5, n_layers=3)
+    whole = m.generate([1, 2, 3, 4], max_new_tokens=2).steps[0]
+    monkeypatch.setattr(lens, "LENS_CHUNK", 1)  # one layer's rows per chunk
+    chunked = m.generate([1, 2, 3, 4], max_new_tokens=2).steps[0]
+    no_logits = m.generate([1, 2, 3, 4], max_new_tokens=2, names=["blocks.*", "hook_*", "lens.*"]).steps[0]
+    assert "logits" not in no_logits  # so the last row went through the lens too
+    for name in ("lens.top_token", "lens.target_rank", "lens.target"):
+        np.testing.assert_array_equal(chunked[name], whole[name])
+        np.testing.assert_array_equal(no_logits[name], whole[name])
+    for name in ("lens.top_prob", "lens.target_prob"):
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(no_logits[name], whole[name], rtol=0, atol=1e-12)
