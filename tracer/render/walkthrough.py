@@ -418,7 +418,7 @@ def token_at_layer(ctx: Ctx, t: int, layer: int) -> list[RenderableType]:
     if cfg.layer_norm:
         ln = ctx.at(b + "ln1.hook_normalized", t)
         if ln is not None:
-            body.append(eq(ctx, f"layer norm: (x_{L} − mean) ÷ std, later × ln1.w + ln1.b, before W_Q, W_K, W_V",
+            body.append(eq(ctx, f"layer norm: (x_{L} − mean) ÷ std; then ln1(x_{L}) = LN(x_{L}) × ln1.w + ln1.b meets W_Q, W_K, W_V",
                            f"LN(x_{L})", ctx.v(ln)))
             body += ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
@@ -466,12 +466,13 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int) -> list[RenderableType]:
     else:
         out.append(line(f"W_Q, W_K, W_V: {wshape} each"))
     sl = f"[{h}]" if H > 1 else ""
+    src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
     have = {}
     for m in "QKV":
         row = ctx.at(a + f"hook_{m.lower()}", t)
         have[m] = row is not None
         if row is not None:
-            out.append(eq(ctx, "", f"{L}_{m} = x_{L}·W_{m}{sl} + b_{m}", ctx.v(row[h])))
+            out.append(eq(ctx, "", f"{L}_{m} = {src}·W_{m}{sl} + b_{m}", ctx.v(row[h])))
             out += ctx.checks_at(a + f"hook_{m.lower()}", t, h)
     n_keys = t + 1
     cached = [ctx.cached_from(j, t) for j in range(n_keys)]
