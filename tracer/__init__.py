@@ -2,11 +2,29 @@
 
 The Python API (see README): `tracer.load(name_or_path)` → `Model`; `model.run(prompt)` →
 `Trace` (hook name → array); `model.generate(prompt, max_new_tokens=…)` → `Generation`.
+
+The names below numpy (`Model`, `load`, `Trace`, `Generation`) are imported on first use
+(PEP 562), so that `tracer --help` and other commands that never touch an array do not pay
+for importing numpy.
 """
 
 from .config import Config
 from .errors import TracerError
-from .model import Model, __version__, load
-from .trace import Generation, Trace
 
 __all__ = ["Config", "Generation", "Model", "Trace", "TracerError", "load", "__version__"]
+
+_LAZY = {"Model": ".model", "load": ".model", "__version__": ".model", "Generation": ".trace", "Trace": ".trace"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tracer' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

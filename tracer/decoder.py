@@ -45,7 +45,16 @@ def normalize(x: np.ndarray, eps: float) -> np.ndarray:
 
 
 def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return normalized * w + b  # [pos, d_model]
+    out = normalized * w  # [pos, d_model]
+    out += b
+    return out
+
+
+def affine(x: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x @ W + b, the bias added in place (no second output-sized array)."""
+    out = x @ W  # [pos, d_out]
+    out += b
+    return out
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:
@@ -57,7 +66,8 @@ def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:
 
 def project_qkv(x: np.ndarray, W_qkv: np.ndarray, b_qkv: np.ndarray, n_heads: int):
     """Each position's Query, Key and Value for every head, in one matrix product."""
-    qkv = x @ W_qkv + b_qkv  # [pos, 3 * head * d_head]
+    qkv = x @ W_qkv  # [pos, 3 * head * d_head]
+    qkv += b_qkv  # in place: no second [pos, 3 * head * d_head] array
     q, k, v = np.split(qkv.reshape(x.shape[0], 3, n_heads, -1), 3, axis=1)  # [pos, 1, head, d_head]
     return q[:, 0], k[:, 0], v[:, 0]  # [pos, head, d_head] each
 
@@ -76,15 +86,17 @@ def causal_mask(n_query: int, n_key: int) -> np.ndarray:
 def mask_scores(scores: np.ndarray) -> np.ndarray:
     """Later keys get -inf, so softmax gives them exactly 0 (in place on a fresh array)."""
     n_query, n_key = scores.shape[-2:]
-    if n_query > 1:
-        scores[:, causal_mask(n_query, n_key)] = -np.inf  # [head, query_pos, key_pos]
+    if n_query > 1:  # copyto with a broadcast mask: far faster than boolean indexing
+        np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key))  # [head, query_pos, key_pos]
     return scores
 
 
 def causal_softmax(scores: np.ndarray) -> np.ndarray:
     """Softmax over keys, subtracting each row's maximum first so exp never overflows."""
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # [head, query_pos, key_pos]
-    return e / e.sum(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+    e = scores - scores.max(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+    np.exp(e, out=e)  # in place, as are the steps below: one [head, query_pos, key_pos] array
+    e /= e.sum(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+    return e
 
 
 def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -98,19 +110,49 @@ def head_results(z: np.ndarray, W_O: np.ndarray) -> np.ndarray:
     return np.matmul(z.transpose(1, 0, 2), W_O).transpose(1, 0, 2)  # [pos, head, d_model]
 
 
+def merge_heads(result: np.ndarray, b_O: np.ndarray) -> np.ndarray:
+    """The heads' outputs summed, plus the bias: the attention's output.
+
+    The same sum as `project_out` (concatenating the heads and applying W_O splits into one
+    product per head), so the decoder computes the per-head results once and sums them: then
+    `hook_attn_out` has the same value whether or not `hook_result` is recorded, and recording
+    the heads costs no second product with W_O.
+    """
+    out = result.sum(axis=1)  # [pos, d_model]
+    out += b_O
+    return out
+
+
 def project_out(z: np.ndarray, W_O_flat: np.ndarray, b_O: np.ndarray) -> np.ndarray:
     """Concatenate the heads and apply W_O: [pos, head·d_head] @ [head·d_head, d_model]."""
-    return z.reshape(z.shape[0], -1) @ W_O_flat + b_O  # [pos, d_model]
+    out = z.reshape(z.shape[0], -1) @ W_O_flat  # [pos, d_model]
+    out += b_O
+    return out
 
 
 def gelu_new(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation (GPT-2's `gelu_new`)."""
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))  # [pos, d_mlp]
+    """GELU, tanh approximation (GPT-2's `gelu_new`): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+
+    Built in place on one array; x³ is x·x·x because numpy's float32 `x**3` calls powf per
+    element (about 300× slower: it was half of a GPT-2-small prefill before this was changed).
+    """
+    t = x * x  # [pos, d_mlp]
+    t *= x  # x³
+    t *= 0.044715
+    t += x
+    t *= math.sqrt(2.0 / math.pi)
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= 0.5  # exact (a power of two), so the order of the products does not matter
+    return t  # [pos, d_mlp]
 
 
 def unembed(x: np.ndarray, W_U: np.ndarray, b_U: np.ndarray) -> np.ndarray:
     """One score (logit) per vocabulary token, at every position."""
-    return x @ W_U + b_U  # [pos, d_vocab]
+    logits = x @ W_U  # [pos, d_vocab]
+    logits += b_U  # in place: the [pos, d_vocab] array is the largest of a pass
+    return logits
 
 
 # --------------------------------------------------------------------------- fused weights, cache
@@ -191,23 +233,28 @@ def forward(
             cache.v[l, start : start + n] = v
             k = cache.k[l, : start + n]  # [key_pos, head, d_head]
             v = cache.v[l, : start + n]  # [key_pos, head, d_head]
-        dots = r("attn.hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-        scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos]
+        dots = attention_scores(q, k)  # [head, query_pos, key_pos]
+        if r.wants("attn.hook_dots"):  # kept: scale and mask a copy
+            r("attn.hook_dots", dots)
+            scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos]
+        else:  # not kept: scale and mask in place (the same products, no second array)
+            scores = dots
+            if scale is not None:
+                scores *= scale
         scores = r("attn.hook_attn_scores", mask_scores(scores))  # [head, query_pos, key_pos]
         pattern = r("attn.hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
         z = r("attn.hook_z", attend(pattern, v))  # [pos, head, d_head]
-        if r.wants("attn.hook_result"):
-            r("attn.hook_result", head_results(z, params[p + "attn.W_O"]))  # [pos, head, d_model]
-        attn_out = r("hook_attn_out", project_out(z, fused.W_O[l], params[p + "attn.b_O"]))  # [pos, d_model]
+        result = r("attn.hook_result", head_results(z, params[p + "attn.W_O"]))  # [pos, head, d_model]
+        attn_out = r("hook_attn_out", merge_heads(result, params[p + "attn.b_O"]))  # [pos, d_model]
         x = resid_pre + attn_out if cfg.residual else attn_out  # [pos, d_model]
         if cfg.mlp:
             resid_mid = r("hook_resid_mid", x)  # [pos, d_model]
             h = resid_mid
             if cfg.layer_norm:
                 h = scale_and_shift(r("ln2.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln2.w"], params[p + "ln2.b"])
-            pre = r("mlp.hook_pre", h @ params[p + "mlp.W_in"] + params[p + "mlp.b_in"])  # [pos, d_mlp]
+            pre = r("mlp.hook_pre", affine(h, params[p + "mlp.W_in"], params[p + "mlp.b_in"]))  # [pos, d_mlp]
             post = r("mlp.hook_post", gelu_new(pre))  # [pos, d_mlp]
-            mlp_out = r("hook_mlp_out", post @ params[p + "mlp.W_out"] + params[p + "mlp.b_out"])  # [pos, d_model]
+            mlp_out = r("hook_mlp_out", affine(post, params[p + "mlp.W_out"], params[p + "mlp.b_out"]))  # [pos, d_model]
             x = resid_mid + mlp_out if cfg.residual else mlp_out  # [pos, d_model]
         x = r("hook_resid_post", x)  # [pos, d_model]
 

@@ -58,13 +58,13 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """Logits ÷ temperature (1 for greedy, where the temperature only picks the argmax)."""
-    with np.errstate(over="ignore"):
-        return logits / (1.0 if temperature == 0 else temperature)  # [d_vocab]
+    with np.errstate(over="ignore"):  # float64: a temperature like 1e-320 is 0 in float32
+        return logits / np.float64(1.0 if temperature == 0 else temperature)  # [d_vocab]
 
 
 def tempered_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / T), shifting by the maximum before dividing so a tiny T cannot overflow."""
-    t = 1.0 if temperature == 0 else temperature
+    t = np.float64(1.0 if temperature == 0 else temperature)  # float64: 1e-320 is 0 in float32
     with np.errstate(over="ignore"):
         e = np.exp((logits - logits.max()) / t)  # [d_vocab]
     return e / e.sum()  # [d_vocab]
@@ -88,7 +88,8 @@ def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.
     greedy = temperature == 0
     rec("sample.scaled", scale_logits(logits, temperature))  # [d_vocab]
     probs = rec("sample.probs", tempered_softmax(logits, temperature))  # [d_vocab]
-    order = np.argsort(-probs, kind="stable")  # [d_vocab] most likely first, ties by id
+    # [d_vocab] most likely first, ties by id; greedy needs only the first (argmax: no 50k sort per step)
+    order = np.argmax(probs, keepdims=True) if greedy else np.argsort(-probs, kind="stable")
     n_k = 1 if greedy else top_k_count(len(probs), top_k)
     n_p = 1 if greedy else top_p_count(probs[order[:n_k]], top_p)
     rec("sample.kept_top_k", np.array(n_k))
@@ -130,13 +131,19 @@ def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int],
             rec.store.update(found)
 
 
+LENS_EVERY_PASS_MAX = 50_000_000  # parameters
+
+
 def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float = 0.0, top_k=None, top_p=None,
-             seed: int = 0, cache: bool = True, stop=None, names=None, on_step=None, lens: bool = True) -> Generation:
+             seed: int = 0, cache: bool = True, stop=None, names=None, on_step=None, lens: bool | None = None) -> Generation:
     """Run the prompt, then generate up to `max_new_tokens` tokens, one recorded pass each.
 
     With `max_new_tokens=0` the prompt pass still predicts (and records) the next token, but
     nothing is appended. `on_step(done, total)` is called after each pass (a progress bar).
-    `lens=False` skips the logit lens (it needs the residual streams recorded).
+    `lens=False` skips the logit lens (it needs the residual streams recorded); `True` records it
+    for every pass; None (the default) records it for the prompt pass, and for every later pass only
+    on models under LENS_EVERY_PASS_MAX parameters, because on GPT-2 sizes the lens (all layers
+    through the 50,257-wide W_U) costs more than the decode step itself (BENCHMARKS.md).
     """
     cfg = model.config
     check_sampling(temperature, top_k, top_p)
@@ -148,6 +155,7 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
             f"and the model reads at most {cfg.n_ctx} (so at most {cfg.n_ctx - len(ids)} new tokens)"
         )
     stops = [stop] if isinstance(stop, str) else list(stop or [])
+    lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     rng = np.random.default_rng(seed)
     kv = KVCache(cfg, len(ids) + max(max_new_tokens, 1)) if cache else None
     seq = list(ids)
@@ -162,7 +170,7 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
         logits = forward(cfg, model.params, new, rec, cache=kv, fused=model.fused)  # [pos, d_vocab]
         token = sample(logits[-1], temperature, top_k, top_p, rng, Recorder(prefix="", store=rec.store, _wanted=lambda n: True))
         step_start = start if kv is not None else 0
-        record_predictions(model, rec, logits, seq, step_start, token, lens)
+        record_predictions(model, rec, logits, seq, step_start, token, lens_every_pass or (lens is not False and not steps))
         steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg, list(strs), {}, step_start))
         if on_step is not None:
             on_step(len(steps), max(max_new_tokens, 1))

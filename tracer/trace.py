@@ -13,6 +13,14 @@ File layout (`numpy.load(path, allow_pickle=False)` reads it in any numpy progra
   - step 0 (the prompt pass): one array per recorded name, under the name itself;
   - step n ≥ 1 (the pass that reads generated token n-1): under `steps.{n}.{name}`.
 So a plain trace (no generation) is exactly the hook names plus `tokens` and `meta`.
+
+Storage is one plain array per name, as recorded (float32 in float32 models, float64 in
+float64 ones), deliberately without packing: the [head, query_pos, key_pos] arrays keep their
+masked upper half (0 in `hook_pattern`, -inf in `hook_attn_scores`; `hook_dots` has real values
+there), and a name that aliases another in memory (`blocks.{l+1}.hook_resid_pre` is the same
+array as `blocks.{l}.hook_resid_post`) is written under each name. Packing would save at most a
+quarter of a 1,024-token GPT-2-small file (BENCHMARKS.md) and would make every other numpy
+program unpack before reading; memory holds each aliased array once.
 Loading refuses pickled objects without unpickling them. Core module: imports numpy only.
 """
 
@@ -163,8 +171,8 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
         for n, (info, smeta) in enumerate(zip(steps_info, step_meta)):
             k = int(info["n_tokens"])
             steps.append(Trace(by_step[n], tokens[:k], config, token_strs[:k], {**meta, **smeta}, int(info["start"])))
+        return Generation(steps, list(prompt_ids), list(generated_ids), text, meta)
     except TracerError:
         raise
-    except (KeyError, ValueError, TypeError, IndexError) as e:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
         raise TracerError(f"{where}: damaged trace metadata ({type(e).__name__}: {e})") from None
-    return Generation(steps, list(prompt_ids), list(generated_ids), text, meta)

@@ -86,6 +86,20 @@ def init_param(name: str, shape: tuple[int, ...], seed: int, dtype: str) -> np.n
     return (_rng(seed, name).standard_normal(shape) * 0.02).astype(dtype)
 
 
+def all_finite(arr: np.ndarray) -> bool:
+    """Whether every number is finite, in one read of the array and no array of booleans.
+
+    A NaN or an infinity anywhere makes the sum NaN or infinite (nothing cancels them), so a
+    finite sum proves every element finite; only a sum that overflows is checked element-wise.
+    """
+    if arr.dtype.kind != "f":
+        return True
+    with np.errstate(all="ignore"):
+        if np.isfinite(arr.sum()):
+            return True
+    return bool(np.isfinite(arr).all())
+
+
 def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str = "weights") -> np.ndarray:
     """A given parameter as an array of the right shape and dtype, or a TracerError naming it."""
     try:
@@ -97,7 +111,7 @@ def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str
     if tuple(arr.shape) != tuple(shape):
         raise TracerError(f"{where}: {name!r}: expected {list(shape)}, got {list(arr.shape)}")
     arr = arr.astype(dtype, copy=False)
-    if not np.isfinite(arr).all():
+    if not all_finite(arr):
         bad = np.argwhere(~np.isfinite(arr))[0].tolist()
         raise TracerError(f"{where}: {name!r} holds NaN or infinite values (first at index {bad})")
     return arr
@@ -236,11 +250,16 @@ def read_safetensors_header(path) -> tuple[dict, int]:
     start = 8 + n
     for name, info in header.items():
         if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise TracerError(f"{path}: not a safetensors file (__metadata__ is not a table of strings)")
             continue
         try:
             dtype, shape, (a, b) = info["dtype"], info["shape"], info["data_offsets"]
         except (TypeError, KeyError, ValueError):
             raise TracerError(f"{path}: tensor {name!r} has a malformed header entry") from None
+        if not (isinstance(dtype, str) and isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+                and type(a) is int and type(b) is int):
+            raise TracerError(f"{path}: tensor {name!r} has a malformed header entry (dtype, shape or offsets)")
         if dtype not in _ST_DTYPES:
             raise TracerError(f"{path}: tensor {name!r} has unsupported dtype {dtype}")
         count = math.prod(shape)
@@ -298,10 +317,16 @@ def load_weights_file(path) -> tuple[dict[str, np.ndarray], Config | None]:
     elif suffix == ".npz":
         arrays = load_npz(path)
         meta_arr = arrays.pop("__meta__", None)
-        cfg_json = json.loads(str(meta_arr)).get("config") if meta_arr is not None else None
+        try:
+            cfg_json = json.loads(str(meta_arr)).get("config") if meta_arr is not None else None
+        except (ValueError, AttributeError):
+            raise TracerError(f"{path}: its '__meta__' entry is not a JSON object") from None
     elif suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
         raise TracerError(f"{path}: pickled checkpoints are never loaded; tracer needs .safetensors or .npz")
     else:
         raise TracerError(f"{path}: not a weights file (expected .npz or .safetensors)")
-    cfg = Config.from_dict(json.loads(cfg_json)) if cfg_json else None
+    try:
+        cfg = Config.from_dict(json.loads(cfg_json)) if cfg_json else None
+    except (ValueError, TypeError, AttributeError) as e:
+        raise TracerError(f"{path}: its stored config is damaged ({type(e).__name__}: {e})") from None
     return arrays, cfg
