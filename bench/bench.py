@@ -426,7 +426,7 @@ def case_generate(cfg, params, fused, torch_w, rounds: int, new: int, prompt_len
 
     has_lens = "lens" in inspect.signature(generate).parameters
 
-    def run(names, lens=True):
+    def run(names, lens=None):  # None: generate's default (the lens on the prompt pass only, at this size)
         t0 = time.perf_counter()
         kw = {"lens": lens} if has_lens else {}
         gen = generate(model, prompt, max_new_tokens=new, names=names, **kw)  # what Model.generate runs
@@ -449,7 +449,7 @@ def case_generate(cfg, params, fused, torch_w, rounds: int, new: int, prompt_len
     r = {"prompt_tokens": prompt_len, "new_tokens": new, "tracer_all_tok_s": median(tps_all),
          "tracer_none_tok_s": median(tps_none), "tracer_generated": len(got["ids"])}
     print(f"\ngenerate(): prompt {prompt_len} tokens, {new} new tokens, greedy, KV cache")
-    print(f"  tracer, everything recorded {median(tps_all):6.1f} tokens/s   (the default: hooks, sampling, predictions, logit lens)")
+    print(f"  tracer, everything recorded {median(tps_all):6.1f} tokens/s   (the default: hooks, sampling, predictions, logit lens on the prompt pass)")
     if tps_nolens:
         r["tracer_all_but_lens_tok_s"] = median(tps_nolens)
         print(f"  tracer, all but the lens    {median(tps_nolens):6.1f} tokens/s")
