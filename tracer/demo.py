@@ -197,13 +197,7 @@ def _pairs(rows: list[tuple]) -> Table:
 
 
 def _line(*parts: tuple[str, str] | str) -> Text:
-    t = Text()
-    for p in parts:
-        if isinstance(p, tuple):
-            t.append(*p)
-        else:
-            t.append(p)
-    return t
+    return Text.assemble(*parts)
 
 
 # --------------------------------------------------------------------------- the steps, in order

@@ -256,13 +256,7 @@ def section(title: str) -> Rule:
 
 def line(*parts) -> Text:
     """A sentence of (text, style) pieces or plain strings."""
-    t = Text()
-    for part in parts:
-        if isinstance(part, tuple):
-            t.append(*part)
-        else:
-            t.append(part)
-    return t
+    return Text.assemble(*parts)
 
 
 def indent(*items, by: int = 2) -> Padding:
