@@ -1,7 +1,12 @@
 """The `tracer` command: thin typer commands that parse, call the core, and print.
 
 Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other exception
-is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback).
+is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback). Ctrl-C
+exits 130; a closed pipe (`tracer … | head`) exits 141 quietly. What can be checked before the
+model runs (prompt, sampling options, seed, output paths) is checked first, and output goes
+through a console that shows control characters from prompts and trace files (␛) instead of
+sending them to the terminal. A trace file that loads but cannot be shown is examined
+(`_damage`): if it is damaged, that is bad input (2); if it looks sound, a bug of ours (1).
 Heavy modules are imported inside the commands so that `tracer --help` stays fast.
 """
 
@@ -32,6 +37,14 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             _echo_err("interrupted")
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # `tracer trace … | head`: the reader left; not an error of ours
+            _quiet_stdout()
+            raise typer.Exit(141) from None
+        except MemoryError:
+            if STATE["debug"]:
+                raise
+            _echo_err("out of memory: the model or trace is too large for this machine")
+            raise typer.Exit(1) from None
         except Exception as e:
             if STATE["debug"]:
                 raise
@@ -73,6 +86,149 @@ BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-
 ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write exactly what was shown to FILE.html, .svg or .txt.")]
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit flush does not fail again on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _check_output(path: str, option: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse an output path before any work is done: wrong suffix, missing or read-only folder."""
+    import os
+    from pathlib import Path
+
+    from .errors import TracerError
+
+    p = Path(path)
+    if p.suffix not in suffixes:
+        raise TracerError(f"{option} {path}: the file must end in {', '.join(suffixes)}")
+    folder = p.parent
+    if not folder.is_dir():
+        raise TracerError(f"{option} {path}: folder {str(folder)!r} does not exist")
+    if p.is_dir():
+        raise TracerError(f"{option} {path}: is a folder; give a file name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TracerError(f"{option} {path}: folder {str(folder)!r} is not writable")
+
+
+def _expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None):
+    """The shape `forward`, `sample` and the lens record under `name`, or None for names it does not know."""
+    leaf = name.split("blocks.", 1)[-1].split(".", 1)[-1] if name.startswith("blocks.") else name
+    dm, H, dh = cfg.d_model, cfg.n_heads, cfg.d_head
+    shapes = {
+        "hook_embed": (n_new, dm), "hook_pos_embed": (n_new, dm), "hook_resid_pre": (n_new, dm),
+        "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
+        "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
+        "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
+        "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, H, dh), "attn.hook_v": (n_new, H, dh),
+        "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),
+        "attn.hook_dots": (H, n_new, n_keys), "attn.hook_attn_scores": (H, n_new, n_keys),
+        "attn.hook_pattern": (H, n_new, n_keys), "mlp.hook_pre": (n_new, cfg.d_mlp),
+        "mlp.hook_post": (n_new, cfg.d_mlp), "logits": (n_new, cfg.d_vocab),
+        "sample.scaled": (cfg.d_vocab,), "sample.probs": (cfg.d_vocab,), "sample.final": (cfg.d_vocab,),
+        "sample.uniform": (), "sample.token": (), "sample.kept_top_k": (), "sample.kept_top_p": (),
+        "predict.top_token": (n_new,), "predict.top_prob": (n_new,), "predict.next_token": (n_new,),
+        "predict.next_prob": (n_new,), "loss.per_position": (n_new,),
+    }
+    if n_lens is not None:
+        shapes.update({"lens.target": (n_lens,), **{f"lens.{k}": (cfg.n_layers + 1, n_lens)
+                                                    for k in ("top_token", "top_prob", "target_prob", "target_rank")}})
+    return shapes.get(leaf)
+
+
+_META_TYPES = {  # what `generate` writes into a trace's metadata, by key
+    "model": str, "prompt": str, "text": str, "trained": bool, "seed": (int, type(None)),
+    "settings": dict, "tokenizer": (dict, str), "truncated": dict,
+}
+_SETTING_TYPES = {
+    "max_new_tokens": int, "temperature": (int, float), "top_k": (int, type(None)), "top_p": (int, float, type(None)),
+    "seed": int, "cache": bool, "stop": list, "stopped": str,
+}
+
+
+def _damage(gen, tokenizer) -> str | None:
+    """What is wrong with a loaded trace (metadata of the wrong type, an array that does not fit its
+    config, a token id out of range), or None when it looks sound. Asked only after showing it
+    failed, so that a bug of ours on a sound file is still reported as one."""
+    import numpy as np
+
+    if not gen.steps:
+        return "it holds no passes ('steps' is empty)"
+    for key, kinds in _META_TYPES.items():
+        for where, meta in [("meta", gen.meta)] + [(f"step {n} meta", s.meta) for n, s in enumerate(gen.steps)]:
+            if key in meta and meta[key] is not None and not isinstance(meta[key], kinds):
+                return f"{where}: {key!r} is {type(meta[key]).__name__}"
+            settings = meta.get("settings")
+            if key == "settings" and isinstance(settings, dict):
+                for k, v in settings.items():
+                    if k in _SETTING_TYPES and (isinstance(v, bool) and _SETTING_TYPES[k] is not bool
+                                                or not isinstance(v, _SETTING_TYPES[k])):
+                        return f"{where}: settings {k!r} is {type(v).__name__} ({v!r})"
+    ids = [gen.prompt_ids, gen.generated_ids]
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for part in ids for i in part):
+        return "prompt_ids / generated_ids hold something other than token ids"
+    if not gen.prompt_ids or list(gen.prompt_ids) != [int(t) for t in gen.steps[0].tokens]:
+        return "prompt_ids do not match the tokens of the first pass"
+    cfg = gen.steps[0].config
+    n_vocab = min(cfg.d_vocab, tokenizer.n_vocab)
+    for n, step in enumerate(gen.steps):
+        where_step = "the first pass" if n == 0 else f"pass {n}"
+        bad = [int(t) for t in np.asarray(step.tokens).ravel() if not 0 <= int(t) < n_vocab]
+        if bad:
+            return f"token id {bad[0]} is outside the vocabulary 0..{n_vocab - 1}"
+        if not 0 <= step.start < max(len(step.tokens), 1) or not step.tokens.size:
+            return f"{where_step} starts at {step.start} but sees {len(step.tokens)} tokens"
+        if len(step.token_strs) != len(step.tokens) or not all(isinstance(t, str) for t in step.token_strs):
+            return f"{where_step}: token_strs do not match its {len(step.tokens)} tokens"
+        lens = np.asarray(step.arrays.get("lens.positions", np.zeros(0, dtype=np.int64)))
+        if lens.ndim != 1 or lens.dtype.kind not in "iu" or not ((lens >= 0) & (lens < len(step.tokens))).all():
+            return f"{where_step}: 'lens.positions' is not a list of its positions"
+        n_lens = len(lens)
+        for name, arr in step.arrays.items():
+            want = _expected_shape(name, cfg, step.n_new, len(step.tokens), n_lens)
+            arr = np.asarray(arr)
+            where = name if n == 0 else f"steps.{n}.{name}"
+            if arr.dtype.kind not in "biuf":
+                return f"{where!r} holds {arr.dtype}, not numbers"
+            if want is not None and tuple(arr.shape) != want:
+                return f"{where!r} has shape {list(arr.shape)}, its config needs {list(want)}"
+            if arr.dtype.kind == "f" and np.isnan(arr).any():  # a forward pass never makes NaN (see test_properties)
+                return f"{where!r} holds NaN"
+            if name in _WHOLE_NUMBERS and arr.size and not (np.isfinite(arr).all() and (arr == np.round(arr)).all()):
+                return f"{where!r} must hold whole numbers"
+            if name in _TOKEN_IDS and arr.size and not ((arr >= 0) & (arr < n_vocab)).all():
+                return f"{where!r} holds a token id outside the vocabulary 0..{n_vocab - 1}"
+    return None
+
+
+_TOKEN_IDS = ("sample.token", "predict.top_token", "predict.next_token", "lens.top_token", "lens.target")
+_WHOLE_NUMBERS = _TOKEN_IDS + ("sample.kept_top_k", "sample.kept_top_p", "lens.target_rank", "lens.positions")
+
+
+def _console(record: bool, **options):
+    """The console commands print through: one that never writes control characters from the data."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    from .tokens import show_invisible
+
+    class SafeConsole(Console):
+        # Text from a prompt or a trace file reaches the terminal only through here: an escape
+        # sequence in it is shown (␛[31m), never obeyed. Rich's own styling is added later.
+        def render(self, renderable, options=None):
+            for seg in super().render(renderable, options):
+                if seg.control is None and not seg.text.isprintable() and seg.text != "\n":
+                    seg = Segment(show_invisible(seg.text), seg.style, seg.control)
+                yield seg
+
+    return SafeConsole(record=record, **options)
+
+
 def _view(token, layer, head, dims, precision, brief, checks=()):
     from .errors import TracerError
     from .render.view import View
@@ -88,7 +244,7 @@ def _view(token, layer, head, dims, precision, brief, checks=()):
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
     model: ModelOpt = "tiny",
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate after the prompt (0: only predict the next one).")] = 1,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens before the draw.")] = None,
     top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
@@ -105,6 +261,7 @@ def trace(
     precision: PrecisionOpt = 3,
     brief: BriefOpt = True,
     export: ExportOpt = None,
+    truncate: Annotated[Optional[str], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
@@ -112,18 +269,42 @@ def trace(
     """
     import tracer as api
 
-    view = _view(token, layer, head, dims, precision, brief)
-    if export:
-        from .render.export import check_export_path
+    from .errors import TracerError
+    from .generate import check_sampling
+    from .model import check_seed
+    from .tokens import check_prompt
 
-        check_export_path(export)
+    view = _view(token, layer, head, dims, precision, brief)
+    # Everything that can be checked without the model is checked before it loads.
+    check_prompt(prompt)
+    check_seed(seed)
+    check_sampling(temperature, top_k, top_p)
+    if max_new_tokens < 0:
+        raise TracerError(f"--max-new-tokens must be a whole number ≥ 0, got {max_new_tokens}")
+    if truncate is not None and truncate not in ("left", "right"):
+        raise TracerError(f"--truncate {truncate}: give 'left' (keep the end of the prompt) or 'right' (keep its start)")
+    if save:
+        _check_output(save, "--save", (".npz",))
+    if export:
+        from .render.export import FORMATS
+
+        _check_output(export, "--export", FORMATS)
     m = api.load(model, seed=seed)
-    gen = m.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                     seed=seed, cache=cache, stop=stop)
+    from .render.generation import generation_progress
+
+    with generation_progress(m, max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
+        gen = m.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                         seed=seed, cache=cache, stop=stop, truncate=truncate, on_step=on_step)
+    note = gen.meta.get("truncated")
+    if note:
+        kept = "end" if note["side"] == "left" else "start"
+        _echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
+                  f"kept its {kept}, {note['kept']:,} tokens (--truncate {note['side']}), dropped {note['dropped']:,}")
     if verify_cache:
         from .generate import verify_cache as verify
 
-        gen.meta["verify_cache"] = verify(m, gen)
+        with generation_progress(m, max_new_tokens, "verifying the KV cache") as on_step:
+            gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
     if save:
         gen.save(save)
     if json_out:
@@ -133,7 +314,7 @@ def trace(
         return
     from .render import show_generation
 
-    show_generation(gen, m.tokenizer, view, export=export)
+    show_generation(gen, m.tokenizer, view, export=export, console=_console(bool(export)))
     if save:
         typer.echo(f"saved {save}", err=True)
 
@@ -167,13 +348,30 @@ def show(
 
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
+    from .errors import TracerError
     from .render import show_generation
     from .tokens import get_tokenizer
     from .trace import Generation
 
     view = _view(token, layer, head, dims, precision, brief)
+    if export:
+        from .render.export import FORMATS
+
+        _check_output(export, "--export", FORMATS)
     gen = Generation.load(path)
-    show_generation(gen, get_tokenizer(gen.meta.get("tokenizer")), view, export=export)
+    try:
+        tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
+    except TracerError as e:
+        raise TracerError(f"{path}: {e}") from None
+    try:
+        show_generation(gen, tokenizer, view, export=export, console=_console(bool(export)))
+    except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
+        raise
+    except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
+        damage = _damage(gen, tokenizer)
+        if damage is None or STATE["debug"]:
+            raise  # the file is sound: a bug of ours, reported as one
+        raise TracerError(f"{path}: damaged trace: {damage} ({type(e).__name__} while showing it)") from None
 
 
 @app.command()
@@ -194,7 +392,8 @@ def replay(
     """
     from .scenario import replay_command
 
-    replay_command(scenario, json_out=json_out, view=_view(token, layer, head, dims, precision, brief), export=export)
+    replay_command(scenario, json_out=json_out, view=_view(token, layer, head, dims, precision, brief), export=export,
+                   console=_console(bool(export)))
 
 
 @app.command()
@@ -222,9 +421,12 @@ def demo(
     Keys: Enter/space/→ next, b/← back, a number then Enter jumps, q quits.
     Example: tracer demo article --quiz
     """
-    from .demo import demo_command
+    from .demo import MAX_WIDTH, demo_command
 
-    demo_command(scenario=scenario, prompt=prompt, model=model, auto=auto, quiz=quiz, export=export)
+    console = _console(False)
+    if console.width > MAX_WIDTH:  # legible on a projector
+        console = _console(False, width=MAX_WIDTH)
+    demo_command(scenario=scenario, prompt=prompt, model=model, auto=auto, quiz=quiz, export=export, console=console)
 
 
 @app.command()
@@ -237,21 +439,49 @@ def tokens(
     Example: tracer tokens "building a house" --encoding gpt2
     """
     from .render.summary import token_table
-    from .tokens import get_tokenizer
+    from .tokens import check_prompt, get_tokenizer
 
+    check_prompt(prompt)
     tok = get_tokenizer(encoding)
-    if not prompt.strip():
-        from .errors import TracerError
-
-        raise TracerError("prompt: empty; give at least one token")
-    _print(token_table(tok.encode(prompt), tok))
+    _console(False).print(token_table(tok.encode(prompt), tok))
 
 
-def _print(renderable) -> None:
-    from rich.console import Console
+@app.command()
+def download(
+    name: Annotated[str, typer.Argument(help="gpt2, gpt2-medium, gpt2-large, gpt2-xl or distilgpt2.")],
+) -> None:
+    """Fetch a GPT-2's config.json and model.safetensors into the Hugging Face cache (the only command that uses the network; needs `pip install 'tracer[download]'`).
 
-    Console().print(renderable)
+    Example: tracer download gpt2-medium && tracer trace "Hello" --model gpt2-medium
+    """
+    from .errors import TracerError
+    from .hf import download as fetch_files, hub_repos, load_hf_dir
+
+    short = hub_repos(name)[0]
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise TracerError(f"download: needs the optional package huggingface_hub: pip install 'tracer[download]', then run "
+                          f"this again (or put config.json and model.safetensors of {hub_repos(name)[1][0]} in a folder "
+                          f"and pass --model FOLDER)") from None
+    folder = fetch_files(name, hf_hub_download)
+    m = load_hf_dir(folder, name=short)  # reads every tensor once: checks the files are whole
+    typer.echo(f"{short}: {m.config.n_layers} layers, d_model {m.config.d_model}, {m.config.n_heads} heads, in {folder}")
+    typer.echo(f'try: tracer trace --model {short} "The capital of France is"')
 
 
 def main() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, an old code page) gets '?'
+        # for the characters it cannot show (─, ␣, ·) rather than a crash.
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding not in ("utf8", "utf8sig") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
+    if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h", "tokens", "scenarios"):
+        from .record import retain_freed_memory
+
+        retain_freed_memory()  # reuse freed arrays instead of faulting fresh pages in (issue 8)
     app()

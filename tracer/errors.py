@@ -3,6 +3,12 @@
 Every problem with what a user gave us (a prompt, an option, a file) is a `TracerError`:
 the CLI prints its message as one line on stderr and exits with code 2. Anything else
 that escapes is a bug in tracer and exits with code 1.
+
+Exit codes of the `tracer` command: 0 success (a replay whose checks fail still succeeds),
+1 an internal error (a bug: one line asks for a report; `tracer --debug …` shows the traceback),
+2 bad input (this error, and command-line usage errors), 130 interrupted (Ctrl-C), 141 the
+reader of a pipe left early. A message names the input first, then what is wrong with it:
+"prompt: …", "--layer 30: …", "FILE.npz: …", "FILE.toml:12: model.d_model: …".
 """
 
 from __future__ import annotations

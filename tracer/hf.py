@@ -101,8 +101,8 @@ def read_config(folder: Path) -> Config:
             scale_scores=bool(raw.get("scale_attn_weights", True)),
             tied_unembed=bool(raw.get("tie_word_embeddings", True)),
         )
-    except TracerError as e:
-        raise TracerError(f"{where}: {e}") from None
+    except TracerError as e:  # Config's own errors lack the file; _config_value's already name it
+        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {e}") from None
 
 
 def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:

@@ -199,4 +199,11 @@ def _load_path(name: str, path: Path, seed: int) -> Model:
     if path.exists():
         raise TracerError(f"{path}: not a model (expected a folder with config.json, a .toml scenario or a weights file)")
     known = list(BUILTIN) + list(GPT2_SHAPES)
-    raise TracerError(f"model {name!r}: not found{near(name, known)}; known names: {', '.join(known)}, a scenario, or a path")
+    try:
+        from .scenario import shipped
+
+        scenarios = list(shipped())
+    except (ImportError, OSError):
+        scenarios = []
+    raise TracerError(f"model {name!r}: not found{near(name, known + scenarios)}; known names: {', '.join(known)}, "
+                      f"a scenario ({', '.join(scenarios) or 'a .toml file'}), or a path")

@@ -151,7 +151,7 @@ def written_tolerance(raw: str | None, value) -> float:
         for m in _NUMBER.finditer(_strip_strings_and_comments(raw)):
             decimals = len((m.group(2) or "").replace("_", ""))
             exponent = int(m.group(3) or 0)
-            units.append(10.0 ** (exponent - decimals))
+            units.append(10.0 ** min(exponent - decimals, 308))  # 1e999 would overflow; the value check refuses it
     if not units:
         for x in np.asarray(value, dtype=float).ravel():
             m = _NUMBER.search(repr(float(x))) if math.isfinite(x) else None
@@ -914,12 +914,12 @@ def replay_json(scn: Scenario, gen, checks: list[Check]) -> dict:
         "notes": scn.notes,
     }
     for c in out["checks"]:
-        if not math.isfinite(c["diff"]):
+        if c["diff"] is not None and not math.isfinite(c["diff"]):  # Check.to_dict may already give None
             c["diff"] = None
     return _json_safe(out)
 
 
-def replay_command(scenario: str, json_out: bool = False, view=None, export: str | None = None) -> None:
+def replay_command(scenario: str, json_out: bool = False, view=None, export: str | None = None, console=None) -> None:
     """`tracer replay`: run a scenario, show the walkthrough with every check, or print JSON.
 
     Exits 0 whether the checks hold or not: a ✗ is a stated value that disagrees with the
@@ -943,7 +943,7 @@ def replay_command(scenario: str, json_out: bool = False, view=None, export: str
     from .render.view import View
 
     view = view if view is not None else View()
-    console = Console(record=bool(export))
+    console = console or Console(record=bool(export))  # the CLI passes one that shows control characters
     _print_header(console, scn, checks)
     show_generation(gen, scn.model.tokenizer, dataclasses.replace(view, checks=tuple(checks)), console=console)
     if export:

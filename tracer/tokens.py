@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,9 +43,61 @@ def label(i: int) -> str:
     return s
 
 
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
+
+
+def _visible_char(ch: str) -> str:
+    if ch in _VISIBLE:
+        return _VISIBLE[ch]
+    if ch < " ":
+        return chr(0x2400 + ord(ch))  # control pictures: ␀ … ␟ (␛ for ESC)
+    if not ch.isprintable():  # C1 controls, zero-width and bidi controls, other spaces, unassigned
+        return f"⟨U+{ord(ch):04X}⟩"
+    return ch
+
+
 def show_token(text: str) -> str:
-    """Token text with its whitespace made visible: '␣are', '↵'."""
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+    """Token text with whitespace and invisible characters made visible: '␣are', '↵', '␛', '⟨U+200B⟩'.
+
+    Control characters in a prompt are accepted (the tokenizer reads them like any text) and
+    always shown this way, never sent raw to the terminal: a prompt or a trace file cannot move
+    the cursor, retitle the window or hide text. Emoji and right-to-left letters print as they are.
+    """
+    if text.isprintable():  # fast path: only plain spaces to mark
+        return text.replace(" ", "␣")
+    return "".join(_visible_char(ch) for ch in text)
+
+
+def show_invisible(text: str) -> str:
+    """Text with control and invisible characters made visible (as `show_token`), but spaces and
+    line breaks kept: for whole lines of output rather than single tokens."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\n" or ch.isprintable() else _visible_char(ch) for ch in text)
+
+
+def check_prompt(text: str) -> str:
+    """The prompt, or a TracerError when it is empty, only whitespace or not valid text.
+
+    Control characters, emoji, right-to-left letters and zero-width characters are all accepted:
+    the tokenizer reads them like any other text and `show_token` makes the invisible ones visible.
+    """
+    if not isinstance(text, str):
+        raise TracerError(f"prompt: expected text, got {type(text).__name__}")
+    if not text:
+        raise TracerError("prompt: empty; give at least one token of text")
+    if not text.strip():
+        shown = show_token(text[:12]) + ("…" if len(text) > 12 else "")
+        raise TracerError(f"prompt: empty but for whitespace ({len(text)} characters: {shown}); give some text")
+    bad = _SURROGATE.search(text)  # undecodable bytes of a command-line argument arrive as lone surrogates
+    if bad:
+        ch = bad.group()
+        byte = f" 0x{ord(ch) - 0xDC00:02x}" if ch >= "\udc80" else ""
+        raise TracerError(f"prompt: not valid UTF-8 text (an undecodable byte{byte} at character {bad.start()})")
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer:
@@ -94,7 +148,9 @@ class WordTokenizer(Tokenizer):
         out = []
         for w in words:
             if w not in self.index:
-                raise TracerError(f"prompt: token {w!r} is not in the vocabulary{near(w, self.vocab)}")
+                words = ", ".join(self.vocab[:12]) + (f", … ({len(self.vocab)} words)" if len(self.vocab) > 12 else "")
+                raise TracerError(f"prompt: token {w!r} is not in the vocabulary{near(w, self.vocab)}; "
+                                  f"this model's words: {words}")
             out.append(self.index[w])
         return out
 
@@ -124,7 +180,9 @@ class TiktokenTokenizer(Tokenizer):
         return self.enc.decode([int(i) for i in ids])
 
     def token_str(self, i: int) -> str:
-        return self.enc.decode_single_token_bytes(int(i)).decode("utf-8", errors="replace")
+        """The token's text; a token holding part of a character (emoji are split into byte
+        pieces) shows those bytes as \\xf0\\x9f rather than as '�'."""
+        return self.enc.decode_single_token_bytes(int(i)).decode("utf-8", errors="backslashreplace")
 
     def spec(self) -> dict:
         return {"kind": "tiktoken", "encoding": self.name}
@@ -150,7 +208,77 @@ def _checked(path: Path, sha256: str) -> bytes:
 
 
 def gpt2_mergeable_ranks(files: dict[str, Path] | None = None) -> dict[bytes, int]:
-    files = files or _gpt2_files()
+    """GPT-2's token bytes → rank (= id). From the cache when it is there and verified, else
+    built from the package's two files (and then cached); given `files` are always read."""
+    if files is not None:
+        return _build_gpt2_ranks(files)
+    path = ranks_cache_path()
+    ranks = _read_ranks_cache(path)
+    if ranks is None:
+        ranks = _build_gpt2_ranks(_gpt2_files())
+        _write_ranks_cache(path, ranks)
+    return ranks
+
+
+# The built ranks are cached because building them (two sha256 checks, parsing a 1 MB JSON and
+# decoding 50,256 byte aliases) takes about 0.3 s, most of a short command's run. The cache file
+# is every token's bytes in rank order after a header and one length byte per token; its sha256
+# must equal GPT2_RANKS_CACHE_SHA256, so a damaged or foreign file is rebuilt, never trusted.
+# Where the cache folder cannot be written, the ranks are built every time, as before.
+_RANKS_MAGIC = b"tracer gpt2 ranks v1\n"
+GPT2_RANKS_CACHE_SHA256 = "05796484e0b75a64038f203434bf158000d45f67016afe81b1ba861710294f9a"
+
+
+def ranks_cache_path() -> Path:
+    """`$XDG_CACHE_HOME/tracer/gpt2-ranks.bin`, else `~/.cache/tracer/gpt2-ranks.bin`."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracer" / "gpt2-ranks.bin"
+
+
+def _ranks_blob(ranks: dict[bytes, int]) -> bytes:
+    tokens = sorted(ranks, key=ranks.__getitem__)
+    if [ranks[t] for t in tokens] != list(range(len(tokens))) or max(map(len, tokens)) > 255:
+        raise ValueError("ranks are not 0..n-1 or a token is longer than 255 bytes")
+    return _RANKS_MAGIC + bytes(map(len, tokens)) + b"".join(tokens)
+
+
+def _read_ranks_cache(path: Path) -> dict[bytes, int] | None:
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    if not raw.startswith(_RANKS_MAGIC) or hashlib.sha256(raw).hexdigest() != GPT2_RANKS_CACHE_SHA256:
+        return None
+    n = 50256  # GPT-2's mergeable tokens (the 50,257th is <|endoftext|>, a special token)
+    lengths = raw[len(_RANKS_MAGIC) : len(_RANKS_MAGIC) + n]
+    data = raw[len(_RANKS_MAGIC) + n :]
+    ranks, at = {}, 0
+    for i, length in enumerate(lengths):
+        ranks[data[at : at + length]] = i
+        at += length
+    return ranks
+
+
+def _write_ranks_cache(path: Path, ranks: dict[bytes, int]) -> None:
+    try:
+        blob = _ranks_blob(ranks)
+    except ValueError:
+        return
+    if hashlib.sha256(blob).hexdigest() != GPT2_RANKS_CACHE_SHA256:
+        return  # not the ranks the constant was made from: never cache them
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def _build_gpt2_ranks(files: dict[str, Path]) -> dict[bytes, int]:
     bpe = _checked(files["vocab.bpe"], GPT2_SHA256["vocab.bpe"])
     encoder = json.loads(_checked(files["encoder.json"], GPT2_SHA256["encoder.json"]))
     # GPT-2 writes each byte as a printable character: printable Latin-1 bytes as themselves,
@@ -202,7 +330,20 @@ def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
         spec = "gpt2"
     if isinstance(spec, str):
         spec = {"kind": "tiktoken", "encoding": spec}
-    if spec.get("kind") == "words":
-        return WordTokenizer(spec["vocab"], spec.get("end"))
-    return TiktokenTokenizer(_encoding(spec.get("encoding", "gpt2")))
+    if not isinstance(spec, dict):
+        raise TracerError(f"tokenizer: expected an encoding name or a table, got {type(spec).__name__}")
+    kind = spec.get("kind") or ("words" if "vocab" in spec else "tiktoken")
+    if kind == "words":
+        vocab, end = spec.get("vocab"), spec.get("end")
+        if not isinstance(vocab, list) or not all(isinstance(w, str) for w in vocab):
+            raise TracerError("tokenizer: 'vocab' must be a list of words")
+        if end is not None and not isinstance(end, str):
+            raise TracerError(f"tokenizer: 'end' must be a word of the vocabulary, got {end!r}")
+        return WordTokenizer(vocab, end)
+    if kind != "tiktoken":
+        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken' or 'words'")
+    encoding = spec.get("encoding", "gpt2")
+    if not isinstance(encoding, str):
+        raise TracerError(f"tokenizer: 'encoding' must be a name such as 'gpt2', got {encoding!r}")
+    return TiktokenTokenizer(_encoding(encoding))
 
