@@ -176,3 +176,98 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
         raise
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
         raise TracerError(f"{where}: damaged trace metadata ({type(e).__name__}: {e})") from None
+
+
+# --------------------------------------------------------------------------- a damaged file
+
+
+def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None):
+    """The shape `forward`, `sample` and the lens record under `name`, or None for names it does not know."""
+    leaf = name.split("blocks.", 1)[-1].split(".", 1)[-1] if name.startswith("blocks.") else name
+    dm, H, dh = cfg.d_model, cfg.n_heads, cfg.d_head
+    shapes = {
+        "hook_embed": (n_new, dm), "hook_pos_embed": (n_new, dm), "hook_resid_pre": (n_new, dm),
+        "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
+        "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
+        "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
+        "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, H, dh), "attn.hook_v": (n_new, H, dh),
+        "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),
+        "attn.hook_dots": (H, n_new, n_keys), "attn.hook_attn_scores": (H, n_new, n_keys),
+        "attn.hook_pattern": (H, n_new, n_keys), "mlp.hook_pre": (n_new, cfg.d_mlp),
+        "mlp.hook_post": (n_new, cfg.d_mlp), "logits": (n_new, cfg.d_vocab),
+        "sample.scaled": (cfg.d_vocab,), "sample.probs": (cfg.d_vocab,), "sample.final": (cfg.d_vocab,),
+        "sample.uniform": (), "sample.token": (), "sample.kept_top_k": (), "sample.kept_top_p": (),
+        "predict.top_token": (n_new,), "predict.top_prob": (n_new,), "predict.next_token": (n_new,),
+        "predict.next_prob": (n_new,), "loss.per_position": (n_new,),
+    }
+    if n_lens is not None:
+        shapes.update({"lens.target": (n_lens,), **{f"lens.{k}": (cfg.n_layers + 1, n_lens)
+                                                    for k in ("top_token", "top_prob", "target_prob", "target_rank")}})
+    return shapes.get(leaf)
+
+
+_META_TYPES = {  # what `generate` writes into a trace's metadata, by key
+    "model": str, "prompt": str, "text": str, "trained": bool, "seed": (int, type(None)),
+    "settings": dict, "tokenizer": (dict, str), "truncated": dict,
+}
+_SETTING_TYPES = {
+    "max_new_tokens": int, "temperature": (int, float), "top_k": (int, type(None)), "top_p": (int, float, type(None)),
+    "seed": int, "cache": bool, "stop": list, "stopped": str,
+}
+
+
+def damage(gen: "Generation", n_vocab: int) -> str | None:
+    """What is wrong with a loaded trace (metadata of the wrong type, an array that does not fit its
+    config, a token id out of range), or None when it looks sound. `tracer show` asks only after
+    rendering failed, so that a bug of ours on a sound file is still reported as one."""
+    if not gen.steps:
+        return "it holds no passes ('steps' is empty)"
+    for key, kinds in _META_TYPES.items():
+        for where, meta in [("meta", gen.meta)] + [(f"step {n} meta", s.meta) for n, s in enumerate(gen.steps)]:
+            if key in meta and meta[key] is not None and not isinstance(meta[key], kinds):
+                return f"{where}: {key!r} is {type(meta[key]).__name__}"
+            settings = meta.get("settings")
+            if key == "settings" and isinstance(settings, dict):
+                for k, v in settings.items():
+                    if k in _SETTING_TYPES and (isinstance(v, bool) and _SETTING_TYPES[k] is not bool
+                                                or not isinstance(v, _SETTING_TYPES[k])):
+                        return f"{where}: settings {k!r} is {type(v).__name__} ({v!r})"
+    ids = [gen.prompt_ids, gen.generated_ids]
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for part in ids for i in part):
+        return "prompt_ids / generated_ids hold something other than token ids"
+    if not gen.prompt_ids or list(gen.prompt_ids) != [int(t) for t in gen.steps[0].tokens]:
+        return "prompt_ids do not match the tokens of the first pass"
+    cfg = gen.steps[0].config
+    n_vocab = min(cfg.d_vocab, n_vocab)
+    for n, step in enumerate(gen.steps):
+        where_step = "the first pass" if n == 0 else f"pass {n}"
+        bad = [int(t) for t in np.asarray(step.tokens).ravel() if not 0 <= int(t) < n_vocab]
+        if bad:
+            return f"token id {bad[0]} is outside the vocabulary 0..{n_vocab - 1}"
+        if not 0 <= step.start < max(len(step.tokens), 1) or not step.tokens.size:
+            return f"{where_step} starts at {step.start} but sees {len(step.tokens)} tokens"
+        if len(step.token_strs) != len(step.tokens) or not all(isinstance(t, str) for t in step.token_strs):
+            return f"{where_step}: token_strs do not match its {len(step.tokens)} tokens"
+        lens = np.asarray(step.arrays.get("lens.positions", np.zeros(0, dtype=np.int64)))
+        if lens.ndim != 1 or lens.dtype.kind not in "iu" or not ((lens >= 0) & (lens < len(step.tokens))).all():
+            return f"{where_step}: 'lens.positions' is not a list of its positions"
+        n_lens = len(lens)
+        for name, arr in step.arrays.items():
+            want = expected_shape(name, cfg, step.n_new, len(step.tokens), n_lens)
+            arr = np.asarray(arr)
+            where = name if n == 0 else f"steps.{n}.{name}"
+            if arr.dtype.kind not in "biuf":
+                return f"{where!r} holds {arr.dtype}, not numbers"
+            if want is not None and tuple(arr.shape) != want:
+                return f"{where!r} has shape {list(arr.shape)}, its config needs {list(want)}"
+            if arr.dtype.kind == "f" and np.isnan(arr).any():  # a forward pass never makes NaN (see test_properties)
+                return f"{where!r} holds NaN"
+            if name in _WHOLE_NUMBERS and arr.size and not (np.isfinite(arr).all() and (arr == np.round(arr)).all()):
+                return f"{where!r} must hold whole numbers"
+            if name in _TOKEN_IDS and arr.size and not ((arr >= 0) & (arr < n_vocab)).all():
+                return f"{where!r} holds a token id outside the vocabulary 0..{n_vocab - 1}"
+    return None
+
+
+_TOKEN_IDS = ("sample.token", "predict.top_token", "predict.next_token", "lens.top_token", "lens.target")
+_WHOLE_NUMBERS = _TOKEN_IDS + ("sample.kept_top_k", "sample.kept_top_p", "lens.target_rank", "lens.positions")
