@@ -439,3 +439,13 @@ def test_count_params_matches_config(shape):
 
     cfg = Config(**shape)
     assert count_params(cfg) == cfg.n_params()
+
+
+def test_a_bad_view_option_prints_nothing_before_the_error():
+    from typer.testing import CliRunner
+
+    from tracer.cli import app
+
+    r = CliRunner().invoke(app, ["replay", "article", "--layer", "99"])
+    assert r.exit_code == 2 and "--layer 99: the model has layers 0–23" in r.stderr
+    assert r.stdout == ""  # not even the scenario's title

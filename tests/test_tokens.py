@@ -64,3 +64,16 @@ def test_word_tokenizer():
         tok.encode("A D")
     with pytest.raises(TracerError, match="appears twice"):
         WordTokenizer(["A", "A"])
+
+
+def test_without_a_home_folder_the_ranks_are_built_not_cached(monkeypatch):
+    import tracer.tokens as tk
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(tk.Path, "home", staticmethod(no_home))
+    assert tk.ranks_cache_path() is None
+    assert len(tk.gpt2_mergeable_ranks()) == 50256

@@ -110,7 +110,7 @@ class Model:
 
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
-                 on_step=None, truncate: str | None = None) -> Generation:
+                 on_step=None, truncate: str | None = None, lens: bool | None = None) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
         With `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
@@ -122,7 +122,7 @@ class Model:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
             raise TracerError(f"max-new-tokens must be a whole number ≥ 0, got {max_new_tokens!r}")
         ids, note = self._tokenize(prompt_or_ids, truncate, int(max_new_tokens) if truncate else 0)
-        gen = generate(self, ids, max_new_tokens, temperature, top_k, top_p, seed, cache, stop, names, on_step)
+        gen = generate(self, ids, max_new_tokens, temperature, top_k, top_p, seed, cache, stop, names, on_step, lens)
         extra = {}
         if isinstance(prompt_or_ids, str):
             extra["prompt"] = prompt_or_ids

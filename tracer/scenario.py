@@ -944,24 +944,25 @@ def replay_command(scenario: str, json_out: bool = False, view=None, export: str
 
     view = view if view is not None else View()
     console = console or Console(record=bool(export))  # the CLI passes one that shows control characters
-    _print_header(console, scn, checks)
-    show_generation(gen, scn.model.tokenizer, dataclasses.replace(view, checks=tuple(checks)), console=console)
+    show_generation(gen, scn.model.tokenizer, dataclasses.replace(view, checks=tuple(checks)), console=console,
+                    before=_header(scn))  # printed only once the view options are known to be valid
     if export:
         from .render.export import export_console
 
         export_console(console, export)
 
 
-def _print_header(console, scn: Scenario, checks) -> None:
+def _header(scn: Scenario) -> list:
     from rich.text import Text
 
-    console.print(Text(scn.title, style="bold"))
+    out = [Text(scn.title, style="bold")]
     if scn.description:
-        console.print(" ".join(scn.description.split()))
+        out.append(Text(" ".join(scn.description.split())))
     for note in scn.notes:
-        console.print(Text("Note" + (f" ({note['label']})" if note["label"] else "") + ": ", style="bold")
-                      + Text(note["text"]))
-    console.print()
+        out.append(Text("Note" + (f" ({note['label']})" if note["label"] else "") + ": ", style="bold")
+                   + Text(note["text"]))
+    out.append(Text())
+    return out
 
 
 def list_command() -> None:

@@ -213,10 +213,11 @@ def gpt2_mergeable_ranks(files: dict[str, Path] | None = None) -> dict[bytes, in
     if files is not None:
         return _build_gpt2_ranks(files)
     path = ranks_cache_path()
-    ranks = _read_ranks_cache(path)
+    ranks = _read_ranks_cache(path) if path is not None else None
     if ranks is None:
         ranks = _build_gpt2_ranks(_gpt2_files())
-        _write_ranks_cache(path, ranks)
+        if path is not None:
+            _write_ranks_cache(path, ranks)
     return ranks
 
 
@@ -229,9 +230,14 @@ _RANKS_MAGIC = b"tracer gpt2 ranks v1\n"
 GPT2_RANKS_CACHE_SHA256 = "05796484e0b75a64038f203434bf158000d45f67016afe81b1ba861710294f9a"
 
 
-def ranks_cache_path() -> Path:
+def ranks_cache_path() -> Path | None:
     """`$XDG_CACHE_HOME/tracer/gpt2-ranks.bin`, else `~/.cache/tracer/gpt2-ranks.bin`."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no HOME and no password entry: use no cache
+            return None
     return Path(base) / "tracer" / "gpt2-ranks.bin"
 
 

@@ -7,8 +7,11 @@
 from __future__ import annotations
 
 
-def show_generation(gen, tokenizer, view, export: str | None = None, console=None) -> None:
-    """Print the walkthrough of `gen` (and write it to `export`: .html, .svg or .txt)."""
+def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=()) -> None:
+    """Print the walkthrough of `gen` (and write it to `export`: .html, .svg or .txt).
+
+    `before`: renderables printed first (a scenario's title), once the view is known to be valid.
+    """
     from rich.console import Console, Group
 
     from .walkthrough import Trimmed, walkthrough
@@ -19,7 +22,7 @@ def show_generation(gen, tokenizer, view, export: str | None = None, console=Non
         check_export_path(export)
     console = console or Console(record=bool(export))
     parts = walkthrough(gen, tokenizer, view, width=console.width)  # validates --token/--layer/--head first
-    console.print(Trimmed(Group(*parts)))
+    console.print(Trimmed(Group(*before, *parts)))
     if export:
         from .export import export_console
 
