@@ -1,11 +1,13 @@
 """The decoder: one small function per equation, vectorized over positions and heads.
 
 Reads like the seed article (and like picoGPT / nanoGPT): `embed` looks a token up in the
-embedding matrix, `add_positions` adds its position vector, `project_qkv` makes each head's
-Query, Key and Value, `attention_scores` takes Q·K, `causal_softmax` hides later tokens and
-turns scores into weights, `attend` takes the weighted sum of values, `project_out` concatenates
-the heads and applies W_O, then the residual, `layer_norm` and `mlp`, and `unembed` maps the last
-vector to one score per vocabulary token.
+embedding matrix, `position_vectors` gives the position vectors to add, `normalize` and
+`scale_and_shift` are the layer norm, `project_qkv` makes each head's Query, Key and Value,
+`attention_scores` takes Q·K, `mask_scores` and `causal_softmax` hide later tokens and turn
+scores into weights, `attend` takes the weighted sum of values, `head_results` applies each
+head's slice of W_O and `merge_heads` sums them (the same as concatenating the heads and applying
+W_O), then the residual, the MLP (`affine`, `gelu_new`, `affine`), and `unembed` maps every
+final vector to one score per vocabulary token.
 
 Every intermediate is recorded under TransformerLens's hook names, without the batch axis, by
 passing it through `rec(name, value)`. Two extras that teaching needs and TransformerLens lacks:
@@ -113,19 +115,13 @@ def head_results(z: np.ndarray, W_O: np.ndarray) -> np.ndarray:
 def merge_heads(result: np.ndarray, b_O: np.ndarray) -> np.ndarray:
     """The heads' outputs summed, plus the bias: the attention's output.
 
-    The same sum as `project_out` (concatenating the heads and applying W_O splits into one
-    product per head), so the decoder computes the per-head results once and sums them: then
+    The same sum as concatenating the heads and applying W_O ([pos, head·d_head] @ [head·d_head,
+    d_model] splits into one product per head), so the decoder computes the per-head results once
+    and sums them: then
     `hook_attn_out` has the same value whether or not `hook_result` is recorded, and recording
     the heads costs no second product with W_O.
     """
     out = result.sum(axis=1)  # [pos, d_model]
-    out += b_O
-    return out
-
-
-def project_out(z: np.ndarray, W_O_flat: np.ndarray, b_O: np.ndarray) -> np.ndarray:
-    """Concatenate the heads and apply W_O: [pos, head·d_head] @ [head·d_head, d_model]."""
-    out = z.reshape(z.shape[0], -1) @ W_O_flat  # [pos, d_model]
     out += b_O
     return out
 
@@ -164,19 +160,17 @@ class Fused:
 
     W_qkv: list  # [d_model, 3 * head * d_head] per layer
     b_qkv: list  # [3 * head * d_head] per layer
-    W_O: list  # [head * d_head, d_model] per layer
     W_U: np.ndarray  # [d_model, d_vocab]
 
 
 def fuse(cfg: Config, params: Params, W_qkv: list | None = None) -> Fused:
     """`W_qkv` may be passed when a loader already has it (GPT-2's c_attn), to avoid a copy."""
-    Wq, bq, Wo = [], [], []
+    Wq, bq = [], []
     for l in range(cfg.n_layers):
         a = f"blocks.{l}.attn."
         Wq.append(W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"]))
         bq.append(np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"]))
-        Wo.append(params[a + "W_O"].reshape(-1, cfg.d_model))
-    return Fused(Wq, bq, Wo, unembedding(cfg, params))
+    return Fused(Wq, bq, unembedding(cfg, params))
 
 
 class KVCache:
