@@ -79,3 +79,10 @@ def test_cli_errors_are_one_line_with_exit_2():
 def test_python_dash_m_works():
     r = subprocess.run([sys.executable, "-m", "tracer", "tokens", "Hi"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "17250" in r.stdout
+
+
+def test_a_prompt_that_fits_but_leaves_no_room_names_max_new_tokens():
+    r = runner.invoke(app, ["trace", "hello " * 1000, "-n", "100"])
+    assert r.exit_code == 2
+    assert "max-new-tokens 100 overflows the context" in r.stderr and "at most 23 new tokens" in r.stderr
+    assert "longer than the model's context" not in r.stderr

@@ -87,9 +87,14 @@ class Model:
         if fits < 1:
             raise TracerError(f"max-new-tokens {room} leaves no room for the prompt in the model's context of {n_ctx:,}")
         if truncate is None:
+            if len(ids) > n_ctx:
+                raise TracerError(
+                    f"prompt: {len(ids):,} tokens, longer than the model's context of {n_ctx:,} tokens; shorten it, "
+                    f"or truncate it (--truncate left keeps its end, --truncate right its start)"
+                )
             raise TracerError(
-                f"prompt: {len(ids):,} tokens, longer than the model's context of {n_ctx:,} tokens; shorten it, "
-                f"or truncate it (--truncate left keeps its end, --truncate right its start)"
+                f"max-new-tokens {room:,} overflows the context: the prompt has {len(ids):,} tokens and the model reads "
+                f"at most {n_ctx:,} (so at most {n_ctx - len(ids):,} new tokens, or --truncate left|right)"
             )
         kept = ids[-fits:] if truncate == "left" else ids[:fits]
         note = {"side": truncate, "prompt_tokens": len(ids), "kept": fits, "dropped": len(ids) - fits}
