@@ -252,19 +252,3 @@ def test_no_color_codes_when_not_a_terminal():
     assert "B's new representation" in buf.getvalue()
 
 
-def test_own_sections_when_the_generation_views_are_absent(monkeypatch):
-    """Without tracer.render.generation's views, the walkthrough still shows every position's
-    prediction and the loop (its own simple versions)."""
-    import tracer.render.walkthrough as w
-
-    monkeypatch.setattr(w, "_optional", lambda name: None)
-    m = toy()
-    gen = m.generate("cat sat", max_new_tokens=2)
-    out = render(gen, m.tokenizer, View(), 100)
-    # position A: z_A = A_V = [0.5, 0], logits z_A·W_U = [0.5, 0, 0.25] → cat
-    p_cat = math.exp(0.5) / (math.exp(0.5) + 1 + math.exp(0.25))
-    assert re.search(rf"│\s+0 │ A cat\s+│ cat\s+│\s+{p_cat:.3f} │ sat", out)
-    assert re.search(r"│\s+1 │ B sat\s+│ sat .*← generation uses this row", out)
-    flat = squash(out)
-    assert "7 · After predicting C: the loop" in flat
-    assert re.search(r"│\s+1 │ ABC\s+│ C\s+│ A and B\s+│ D ", out)

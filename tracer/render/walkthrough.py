@@ -28,6 +28,7 @@ from rich.text import Text
 
 from ..errors import TracerError
 from ..tokens import label, show_token
+from . import generation as gv  # the generation views (issue 6): loop, KV cache, every position, lens
 from .fmt import bar, integer, letters, num, prob, shape, value, vec
 from .heatmap import heatmaps
 
@@ -667,15 +668,6 @@ def layers_section(ctx: Ctx, number: str) -> list[RenderableType]:
 # --------------------------------------------------------------------------- 4 predicting the next token
 
 
-def _optional(name: str):
-    """A renderer from issue 6's `tracer.render.generation`, when that module provides it."""
-    try:
-        from . import generation
-    except ImportError:
-        return None
-    return getattr(generation, name, None)
-
-
 def _top(probs: np.ndarray, k: int) -> np.ndarray:
     k = min(k, probs.shape[-1])
     idx = np.argpartition(-probs, k - 1)[:k]  # [k]
@@ -729,16 +721,12 @@ def predict_section(ctx: Ctx, number: str) -> list[RenderableType]:
     scaled = ctx.get("sample.scaled")
     probs = ctx.get("sample.probs")
     chosen = step.arrays.get("sample.token")
-    stages = _optional("sampling_stages") if temp != 0 else None
     if temp == 0:
         body.append(line("softmax(logits) = probabilities, which sum to 1; ", ("temperature 0: greedy", "bold"),
                          ", the most likely token is chosen, no random draw"))
-    elif stages is None:
-        body.append(line(f"softmax(logits ÷ temperature {temp:g}) = probabilities, which sum to 1 "
-                         f"(a temperature above 1 flattens them, below 1 sharpens them)"))
     body += ctx.checks("sample.probs", ())
-    if stages is not None:
-        body.append(stages(step, ctx.tok, ctx.view))
+    if temp != 0:  # every stage of the draw: ÷ temperature, softmax, top-k, top-p, the uniform number
+        body.append(gv.sampling_stages(step, ctx.tok, ctx.view))
     elif probs is not None:
         body.append(top_table(ctx, probs, logits[-1] if logits is not None else None,
                               scaled if temp != 0 else None, step.arrays.get("sample.final") if temp != 0 else None,
@@ -799,37 +787,8 @@ def top_table(ctx: Ctx, probs, logits, scaled, final, chosen: int | None, temp: 
 # --------------------------------------------------------------------------- 5 every position predicts
 
 
-def _softmax_rows(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))  # [pos, d_vocab]
-    return e / e.sum(axis=-1, keepdims=True)  # [pos, d_vocab]
-
-
 def every_position_section(ctx: Ctx, number: str) -> list[RenderableType]:
-    out: list[RenderableType] = [section(f"{number} · Every position predicts")]
-    fn = _optional("every_position")
-    if fn is not None:
-        out.append(fn(ctx.step, ctx.tok, ctx.view))
-        return out
-    logits = ctx.get("logits")
-    if logits is None:
-        out.append(Text("(logits were not recorded)", style="dim"))
-        return out
-    out.append(line("The last layer's output goes through W_U at every position, so every position predicts its next "
-                    "token (training uses them all); generation uses only the last row."))
-    probs = _softmax_rows(np.asarray(logits, dtype=float))  # [pos, d_vocab]
-    seq = ctx.gen.tokens
-    tab = Table(padding=(0, 1))
-    for col, j in (("pos", "right"), ("token", "left"), ("predicts next", "left"), ("probability", "right"),
-                   ("actual next", "left"), ("", "left")):
-        tab.add_column(col, justify=j)
-    for s in range(ctx.n):
-        top = int(np.argmax(probs[s]))
-        actual = ctx.text(seq[s + 1]) if s + 1 < len(seq) else "—"
-        mark = "← generation uses this row" if s == ctx.n - 1 else ""
-        tab.add_row(str(s), f"{ctx.labels[s]} {ctx.text(ctx.ids[s])}", ctx.text(top), prob(probs[s, top], ctx.p), actual,
-                    mark, style="bold" if mark else None)
-    out.append(tab)
-    return out
+    return [section(f"{number} · Every position predicts"), gv.every_position(ctx.step, ctx.tok, ctx.view)]
 
 
 # --------------------------------------------------------------------------- 6 attention heatmaps
@@ -857,47 +816,13 @@ def heatmap_section(ctx: Ctx, number: str) -> list[RenderableType]:
 
 
 def loop_section(ctx: Ctx, number: str) -> list[RenderableType]:
-    gen = ctx.gen
-    extra: list[RenderableType] = []
-    for name in ("generation_steps", "kv_cache_view"):
-        fn = _optional(name)
-        if fn is not None:
-            extra.append(fn(gen, ctx.tok, ctx.view))
-    if len(gen.steps) <= 1 and not extra:
-        return []
-    out: list[RenderableType] = [section(f"{number} · After predicting {ctx.labels[ctx.n]}: the loop")]
-    if extra:
-        out += extra
-    else:
-        out.append(line(f"Append the chosen token and run again: each new token is one more pass through all "
-                        f"{ctx.cfg.n_layers} layers."))
-        tab = Table(padding=(0, 1))
-        for col, j in (("step", "right"), ("sequence", "left"), ("computed", "left"), ("from KV cache", "left"),
-                       ("chose", "left"), ("probability", "right")):
-            tab.add_column(col, justify=j)
-        for n, st in enumerate(gen.steps):
-            k = len(st.tokens)
-            c = st.arrays.get("sample.token")
-            pr = st.arrays.get("sample.probs")
-            computed = letters(ctx.labels[st.start:k])
-            reused = letters(ctx.labels[: st.start]) if st.start else "—"
-            choice = f"{ctx.labels[k]} {ctx.text(int(c))}" if c is not None else "—"
-            tab.add_row(str(n), sequence_line(ctx, k, None), computed, reused, choice,
-                        prob(pr[int(c)], ctx.p) if pr is not None and c is not None else "—")
-        out.append(tab)
-        stopped = (gen.meta.get("settings") or {}).get("stopped")
-        if stopped:
-            why = {"end_token": "the end token", "stop_string": "a stop string",
-                   "max_new_tokens": "--max-new-tokens"}.get(stopped, stopped)
-            out.append(Text(f"stopped by {why}; generated: {gen.text!r}", style="dim"))
-    return out
+    return [section(f"{number} · After predicting {ctx.labels[ctx.n]}: the loop"),
+            gv.generation_steps(ctx.gen, ctx.tok, ctx.view), gv.kv_cache_view(ctx.gen, ctx.tok, ctx.view)]
 
 
 def lens_section(ctx: Ctx, number: str) -> list[RenderableType]:
-    fn = _optional("logit_lens_view")
-    if fn is None:
-        return []
-    return [section(f"{number} · Logit lens: when does the prediction appear?"), fn(ctx.step, ctx.tok, ctx.view)]
+    return [section(f"{number} · Logit lens: when does the prediction appear?"),
+            gv.logit_lens_view(ctx.step, ctx.tok, ctx.view)]
 
 
 # --------------------------------------------------------------------------- checks and what is missing
