@@ -97,25 +97,6 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _check_output(path: str, option: str, suffixes: tuple[str, ...]) -> None:
-    """Refuse an output path before any work is done: wrong suffix, missing or read-only folder."""
-    import os
-    from pathlib import Path
-
-    from .errors import TracerError
-
-    p = Path(path)
-    if p.suffix not in suffixes:
-        raise TracerError(f"{option} {path}: the file must end in {', '.join(suffixes)}")
-    folder = p.parent
-    if not folder.is_dir():
-        raise TracerError(f"{option} {path}: folder {str(folder)!r} does not exist")
-    if p.is_dir():
-        raise TracerError(f"{option} {path}: is a folder; give a file name")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise TracerError(f"{option} {path}: folder {str(folder)!r} is not writable")
-
-
 def _console(record: bool, **options):
     """The console commands print through: one that never writes control characters from the data."""
     from rich.console import Console
@@ -178,7 +159,9 @@ def trace(
     from .errors import TracerError
     from .generate import check_sampling
     from .model import check_seed
+    from .render.export import check_export_path
     from .tokens import check_prompt
+    from .weights import check_output_path
 
     view = _view(token, layer, head, dims, precision, brief)
     # Everything that can be checked without the model is checked before it loads.
@@ -190,11 +173,9 @@ def trace(
     if truncate is not None and truncate not in ("left", "right"):
         raise TracerError(f"--truncate {truncate}: give 'left' (keep the end of the prompt) or 'right' (keep its start)")
     if save:
-        _check_output(save, "--save", (".npz",))
+        check_output_path(save, "--save", (".npz",))
     if export:
-        from .render.export import FORMATS
-
-        _check_output(export, "--export", FORMATS)
+        check_export_path(export)
     m = api.load(model, seed=seed)
     from .render.generation import generation_progress
 
@@ -257,13 +238,12 @@ def show(
     from .errors import TracerError
     from .render import show_generation
     from .tokens import get_tokenizer
+    from .render.export import check_export_path
     from .trace import Generation, damage as trace_damage
 
     view = _view(token, layer, head, dims, precision, brief)
     if export:
-        from .render.export import FORMATS
-
-        _check_output(export, "--export", FORMATS)
+        check_export_path(export)
     gen = Generation.load(path)
     try:
         tokenizer = get_tokenizer(gen.meta.get("tokenizer"))

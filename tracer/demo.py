@@ -1049,15 +1049,9 @@ def run_interactive(d: Demo, steps: list[Step], pages: list[Page], console: Cons
 
 
 def check_deck_path(path: str) -> None:
-    from pathlib import Path
+    from .weights import check_output_path
 
-    p = Path(path)
-    if p.suffix.lower() not in (".html", ".htm"):
-        raise TracerError(f"--export {path}: the deck is an HTML page; the file must end in .html")
-    if p.is_dir():
-        raise TracerError(f"--export {path}: is a folder; give a file name ending in .html")
-    if not p.parent.exists():
-        raise TracerError(f"--export {path}: folder {str(p.parent)!r} does not exist")
+    check_output_path(path, "--export", (".html", ".htm"))  # the deck is one HTML page
 
 
 DECK_CSS = """

@@ -153,6 +153,19 @@ def unembedding(cfg: Config, params: Params) -> np.ndarray:
 # Files
 
 
+def check_output_path(path, option: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse an output path before any work is done: wrong suffix, a folder, a missing or read-only folder."""
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise TracerError(f"{option} {path}: the file must end in {', '.join(suffixes)}")
+    if not p.parent.is_dir():
+        raise TracerError(f"{option} {path}: folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise TracerError(f"{option} {path}: is a folder; give a file name")
+    if not os.access(p.parent, os.W_OK | os.X_OK):
+        raise TracerError(f"{option} {path}: folder {str(p.parent)!r} is not writable")
+
+
 def _atomic_write(path: str | os.PathLike, write) -> None:
     """Write through a temporary name in the same folder and rename, so no partial file is left."""
     path = Path(path)

@@ -10,20 +10,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import TracerError
-from ..weights import _atomic_write
+from ..weights import _atomic_write, check_output_path
 
 FORMATS = (".html", ".svg", ".txt")
 
 
 def check_export_path(path: str) -> None:
-    p = Path(path)
-    if p.suffix.lower() not in FORMATS:
-        raise TracerError(f"--export {path}: the file must end in {', '.join(FORMATS)}")
-    if not p.parent.exists():
-        raise TracerError(f"--export {path}: folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise TracerError(f"--export {path}: is a folder, not a file")
+    check_output_path(path, "--export", FORMATS)
 
 
 def offline_svg_format() -> str:
