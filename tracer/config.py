@@ -70,15 +70,17 @@ class Config:
         return cls(**d)
 
     def n_params(self) -> int:
-        """Parameters the decoder multiplies by (W_U counted once even when tied)."""
-        from .weights import param_shapes
-
-        total = 0
-        for shape in param_shapes(self).values():
-            n = 1
-            for s in shape:
-                n *= s
-            total += n
+        """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
+        that a huge config is cheap to refuse before anything is allocated."""
+        V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
+        per_layer = 3 * H * d * dh + 3 * H * dh + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
+        if self.layer_norm:
+            per_layer += 2 * d
+        if self.mlp:
+            per_layer += 2 * d * dm + dm + d + (2 * d if self.layer_norm else 0)
+        total = V * d + (C * d if self.positional != "none" else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
+        total += 2 * d if self.layer_norm else 0  # ln_final
+        total += d * V if not self.tied_unembed else 0  # W_U
         return total
 
 

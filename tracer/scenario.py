@@ -469,27 +469,13 @@ def _config(t: dict, tok, given: dict, file_arrays: dict, file_cfg, w: _Where) -
     if cfg.d_vocab < tok.n_vocab:
         raise w.error("model.d_vocab", f"{cfg.d_vocab} is smaller than the tokenizer's {tok.n_vocab} tokens",
                       "model", 0, "d_vocab")
-    n = count_params(cfg)
+    n = cfg.n_params()
     nbytes = n * np.dtype(cfg.dtype).itemsize
     if nbytes > MAX_WEIGHT_BYTES:
         raise w.error("model", f"too large to allocate: {n:,} parameters × {np.dtype(cfg.dtype).itemsize} bytes "
                       f"= {nbytes / 1e9:.1f} GB of weights; tracer refuses more than {MAX_WEIGHT_BYTES / 1e9:.0f} GB",
                       "model")
     return cfg, seed
-
-
-def count_params(cfg: Config) -> int:
-    """`Config.n_params()` in closed form (no loop over layers, so huge configs are cheap to refuse)."""
-    V, C, d, H, dh, dm = cfg.d_vocab, cfg.n_ctx, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
-    per_layer = 3 * H * d * dh + 3 * H * dh + H * dh * d + d
-    if cfg.layer_norm:
-        per_layer += 2 * d
-    if cfg.mlp:
-        per_layer += 2 * d * dm + dm + d + (2 * d if cfg.layer_norm else 0)
-    total = V * d + (C * d if cfg.positional != "none" else 0) + cfg.n_layers * per_layer + V
-    total += 2 * d if cfg.layer_norm else 0
-    total += d * V if not cfg.tied_unembed else 0
-    return total
 
 
 def _params(cfg: Config, seed: int, given: dict, file_arrays: dict, w: _Where) -> dict:
