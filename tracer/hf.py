@@ -38,14 +38,14 @@ import numpy as np
 
 from .config import GPT2_SHAPES, Config
 from .errors import TracerError, near
-from .weights import load_safetensors
+from .weights import first_non_finite, load_safetensors
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
 LAYER_KEY = re.compile(r"^h\.(\d+)\.")
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
 BIG_FILE = 100 * 2**20  # files larger than this get a progress bar (on a terminal)
-CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory
+CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory (tests make it small)
 
 
 # --------------------------------------------------------------------------- config.json
@@ -202,16 +202,9 @@ def check_finite(name: str, arr: np.ndarray, where: Path, advance=None) -> None:
     """A TracerError naming the tensor if it holds NaN or inf; reads it in bounded chunks.
 
     This is the one pass over the file's bytes, so it drives the progress bar (`advance(n_elements)`)."""
-    flat = arr.reshape(-1)  # [n] a view: the file's arrays are contiguous
-    for start in range(0, flat.size, CHECK_CHUNK):
-        chunk = flat[start : start + CHECK_CHUNK]  # [chunk]
-        ok = np.isfinite(chunk)  # [chunk]
-        if not ok.all():
-            first = start + int(np.argmin(ok))
-            index = list(np.unravel_index(first, arr.shape)) if arr.ndim else []
-            raise TracerError(f"{where}: tensor {name!r} holds NaN or infinite values (first at index {[int(i) for i in index]})")
-        if advance is not None:
-            advance(chunk.size)
+    bad = first_non_finite(arr, advance, CHECK_CHUNK)
+    if bad is not None:
+        raise TracerError(f"{where}: tensor {name!r} holds NaN or infinite values (first at index {bad})")
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from .checks import Check
 from .config import Config
 from .errors import TracerError, near
 from .model import Model
+from .weights import first_non_finite
 
 MAX_WEIGHT_BYTES = 8 * 10**9  # refuse to allocate more than this for the weights
 SAMPLE_NAMES = ("sample.scaled", "sample.probs", "sample.final", "sample.uniform", "sample.token")
@@ -404,8 +405,8 @@ def _array(name: str, value, w: _Where, keypath: str) -> np.ndarray:
                           "weights", 0, name) from None
     if arr.dtype.kind not in "biuf":
         raise w.error(keypath, f"expected numbers, got an array of {arr.dtype}", "weights", 0, name)
-    if arr.size and not np.isfinite(arr).all():
-        first = np.argwhere(~np.isfinite(arr))[0].tolist()
+    first = first_non_finite(arr)
+    if first is not None:
         raise w.error(keypath, f"holds NaN or infinite values (first at index {first}); weights must be finite numbers",
                       "weights", 0, name)
     return arr

@@ -86,18 +86,40 @@ def init_param(name: str, shape: tuple[int, ...], seed: int, dtype: str) -> np.n
     return (_rng(seed, name).standard_normal(shape) * 0.02).astype(dtype)
 
 
-def all_finite(arr: np.ndarray) -> bool:
-    """Whether every number is finite, in one read of the array and no array of booleans.
+FINITE_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory
 
-    A NaN or an infinity anywhere makes the sum NaN or infinite (nothing cancels them), so a
-    finite sum proves every element finite; only a sum that overflows is checked element-wise.
+
+def first_non_finite(arr: np.ndarray, advance=None, chunk: int = FINITE_CHUNK) -> list[int] | None:
+    """The index of the first NaN or infinity, or None when every number is finite.
+
+    One read of the array, in chunks, with no array of booleans as large as it: a NaN or an
+    infinity anywhere makes a chunk's sum NaN or infinite (nothing cancels them), so a finite sum
+    proves the chunk finite; only a chunk whose sum is not finite is looked at element-wise (an
+    overflowing sum of finite numbers is then found finite). `advance(n_elements)` is called after
+    each chunk (a progress bar).
     """
     if arr.dtype.kind != "f":
-        return True
-    with np.errstate(all="ignore"):
-        if np.isfinite(arr.sum()):
-            return True
-    return bool(np.isfinite(arr).all())
+        if advance is not None:
+            advance(arr.size)
+        return None
+    flat = arr.reshape(-1)  # [n] a view for contiguous arrays
+    for start in range(0, flat.size, chunk):
+        part = flat[start : start + chunk]  # [chunk]
+        with np.errstate(all="ignore"):
+            suspect = not np.isfinite(part.sum())
+        if suspect:
+            ok = np.isfinite(part)  # [chunk]
+            if not ok.all():
+                first = start + int(np.argmin(ok))
+                return [int(i) for i in np.unravel_index(first, arr.shape)] if arr.ndim else []
+        if advance is not None:
+            advance(part.size)
+    return None
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """Whether every number is finite (see `first_non_finite`)."""
+    return first_non_finite(arr) is None
 
 
 def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str = "weights") -> np.ndarray:
@@ -111,8 +133,8 @@ def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str
     if tuple(arr.shape) != tuple(shape):
         raise TracerError(f"{where}: {name!r}: expected {list(shape)}, got {list(arr.shape)}")
     arr = arr.astype(dtype, copy=False)
-    if not all_finite(arr):
-        bad = np.argwhere(~np.isfinite(arr))[0].tolist()
+    bad = first_non_finite(arr)
+    if bad is not None:
         raise TracerError(f"{where}: {name!r} holds NaN or infinite values (first at index {bad})")
     return arr
 
