@@ -38,7 +38,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import TracerError
-from .generate import softmax
+from .generate import tempered_softmax
 from .tokens import label, show_token
 
 MAX_WIDTH = 100  # columns: legible on a projector
@@ -566,7 +566,7 @@ def step_temperature(d: Demo) -> Step:
     logits = d.trace["logits"][d.last]  # [d_vocab]
     probs = d.trace["sample.probs"]  # [d_vocab] recorded
     scaled = d.trace["sample.scaled"]  # [d_vocab] recorded
-    what_if = {t: softmax(logits / t) for t in (0.5, 2.0)}  # arithmetic on recorded logits
+    what_if = {t: tempered_softmax(logits, t) for t in (0.5, 2.0)}  # arithmetic on recorded logits
     t = _table("token", "logit", f"÷ T", "probability", "if T = 0.5", "if T = 2",
                right=("logit", "÷ T", "probability", "if T = 0.5", "if T = 2"))
     for i in _top(probs, TOP):

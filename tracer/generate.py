@@ -51,11 +51,6 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -
         raise TracerError(f"top-p must be in (0, 1], got {top_p!r}")
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())  # [d_vocab]
-    return e / e.sum()  # [d_vocab]
-
-
 def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """Logits ÷ temperature (1 for greedy, where the temperature only picks the argmax)."""
     with np.errstate(over="ignore"):  # float64: a temperature like 1e-320 is 0 in float32
