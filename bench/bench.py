@@ -372,44 +372,65 @@ def case_first_pass(weights: Path, runs: int, malloc: str, results: dict) -> Non
 
 
 def case_decode(cfg, params, fused, rounds: int, steps: int, prompt_len: int, results: dict) -> None:
+    """One-token steps with the KV cache, each followed by the bandwidth probe: the ratio is taken
+    step by step (step time / the probe's time just after it), so a change in the machine's memory
+    bandwidth during the run (other tenants of the host) moves both sides of each ratio alike."""
+    import dataclasses
+
     from tracer.decoder import KVCache, forward
     from tracer.record import Recorder
 
     wbytes = weight_bytes_per_token(cfg, params)
     by_sum, by_gemv, big = bandwidth_probes(wbytes)
     prompt = np.random.default_rng(6).integers(0, cfg.d_vocab, prompt_len)  # [pos]
+    plain = dataclasses.replace(fused, W_out_rows={})  # the same matrices, no transposed W_out
+    rows = dataclasses.replace(fused, W_out_rows={})
+    t0 = time.perf_counter()
+    rows.add_out_rows(cfg, params)  # what generate() does for long generations
+    t_rows = time.perf_counter() - t0
 
-    def steps_of(names) -> list[float]:
+    def steps_of(names, fz, out: list, ratios: list, bws: list) -> None:
         kv = KVCache(cfg, prompt_len + steps + 1)
-        forward(cfg, params, prompt, Recorder([]), cache=kv, fused=fused)
+        forward(cfg, params, prompt, Recorder([]), cache=kv, fused=fz)
         tok = [int(prompt[-1])]
-        out = []
-        for _ in range(steps):
+        for i in range(steps):
             t0 = time.perf_counter()
-            logits = forward(cfg, params, tok, Recorder(names), cache=kv, fused=fused)  # [1, d_vocab]
-            out.append(time.perf_counter() - t0)
+            logits = forward(cfg, params, tok, Recorder(names), cache=kv, fused=fz)  # [1, d_vocab]
+            dt = time.perf_counter() - t0
             tok = [int(logits[-1].argmax())]
-        return out[1:]  # the first step after the prefill is the warm-up
+            bw = by_gemv()
+            if i:  # the first step after the prefill is the warm-up
+                out.append(dt)
+                ratios.append(dt * bw * 1e9 / wbytes)
+                bws.append(bw)
 
     by_sum(), by_gemv()
-    t_all, t_none, bw_sum, bw_gemv = [], [], [], []
+    t = {k: [] for k in ("all", "none", "plain")}
+    q = {k: [] for k in t}
+    bw_gemv, bw_sum = [], []
     for _ in range(rounds):
         bw_sum += [by_sum() for _ in range(3)]
-        bw_gemv += [by_gemv() for _ in range(3)]
-        t_all += steps_of(None)
-        t_none += steps_of([])
+        steps_of(None, rows, t["all"], q["all"], bw_gemv)
+        steps_of([], rows, t["none"], q["none"], bw_gemv)
+        steps_of(None, plain, t["plain"], q["plain"], bw_gemv)
     del big
-    bw = max(median(bw_sum), median(bw_gemv))
+    bw = median(bw_gemv)
     stream = wbytes / (bw * 1e9)
-    r = {"weight_bytes": wbytes, "bandwidth_sum_gbs": median(bw_sum), "bandwidth_gemv_gbs": median(bw_gemv),
-         "stream_s": stream, "step_all_s": median(t_all), "step_none_s": median(t_none),
-         "step_all_over_stream": median(t_all) / stream, "step_none_over_stream": median(t_none) / stream,
+    r = {"weight_bytes": wbytes, "bandwidth_sum_gbs": median(bw_sum), "bandwidth_gemv_gbs": bw,
+         "bandwidth_gemv_range_gbs": [min(bw_gemv), max(bw_gemv)], "stream_s": stream,
+         "step_all_s": median(t["all"]), "step_none_s": median(t["none"]), "step_plain_w_out_s": median(t["plain"]),
+         "step_all_over_stream": median(q["all"]), "step_none_over_stream": median(q["none"]),
+         "step_plain_w_out_over_stream": median(q["plain"]), "w_out_rows_build_s": t_rows,
          "context": f"{prompt_len}..{prompt_len + steps}"}
     results["decode"] = r
     print(f"\ndecode step with the KV cache (context {r['context']}; {wbytes / 1e6:.0f} MB of weights per token)")
-    print(f"  bandwidth: sum {median(bw_sum):.1f} GB/s, gemv {median(bw_gemv):.1f} GB/s → streaming the weights once {ms(stream)}")
+    print(f"  bandwidth: sum {median(bw_sum):.1f} GB/s; gemv {bw:.1f} GB/s (range {min(bw_gemv):.1f}–{max(bw_gemv):.1f} over the run)"
+          f" → streaming the weights once {ms(stream)}")
+    print(f"  each ratio: a step's time / the gemv probe's time right after it, median over {len(q['all'])} steps")
     print(f"  tracer step, everything recorded {ms(r['step_all_s'])}  ({r['step_all_over_stream']:.2f}× the stream time)")
     print(f"  tracer step, nothing recorded    {ms(r['step_none_s'])}  ({r['step_none_over_stream']:.2f}× the stream time)")
+    print(f"  … everything, W_out not transposed {ms(r['step_plain_w_out_s'])}  ({r['step_plain_w_out_over_stream']:.2f}×;"
+          f" the transposed copies took {t_rows * 1e3:.0f} ms to build, once)")
 
 
 def case_generate(cfg, params, fused, torch_w, rounds: int, new: int, prompt_len: int, results: dict) -> None:

@@ -20,14 +20,21 @@ import pytest
 
 from tracer import tokens as tk
 from tracer.config import Config
+from tracer import decoder
 from tracer.decoder import (
+    KVCache,
+    affine,
+    affine_one,
     causal_softmax,
     forward,
+    fuse,
     gelu_new,
     head_results,
     hook_names,
     mask_scores,
     merge_heads,
+    normalize,
+    transposed,
 )
 from tracer.errors import TracerError
 from tracer.generate import sample
@@ -96,6 +103,81 @@ def test_recording_a_subset_gives_the_same_bits_as_recording_everything(switches
         for name, value in part.store.items():
             assert np.array_equal(value, full.store[name]), name
     assert list(full.store) == hook_names(cfg)
+
+
+def test_normalize_gives_the_bits_of_the_mean_based_formula():
+    rng = np.random.default_rng(5)
+    for dt in (np.float32, np.float64):
+        x = (rng.standard_normal((7, 768)) * 3 + 1).astype(dt)  # [pos, d_model]
+        c = x - x.mean(axis=-1, keepdims=True)
+        want = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)  # the formula as first written
+        got = normalize(x, 1e-5)
+        assert got.dtype == dt and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(3072, 768), (5, 3), (130, 257)])
+def test_blocked_transpose_is_the_transpose(shape):
+    W = np.random.default_rng(6).standard_normal(shape).astype(np.float32)  # [d_in, d_out]
+    T = transposed(W, block=128)
+    assert T.flags.c_contiguous and np.array_equal(T, W.T)
+
+
+def test_one_position_product_on_transposed_rows_equals_affine():
+    rng = np.random.default_rng(7)
+    W = rng.standard_normal((96, 40))  # [d_in, d_out] float64
+    b = rng.standard_normal(40)
+    x = rng.standard_normal((1, 96))  # [1, d_in]
+    want = np.array([[sum(x[0, i] * W[i, j] for i in range(96)) + b[j] for j in range(40)]])  # by hand
+    got = affine_one(x, transposed(W), b)
+    assert got.shape == (1, 40)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, affine(x, W, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 2e-5)])
+def test_cached_steps_with_the_transposed_w_out_match_the_plain_product(dtype, tol):
+    cfg = Config(n_layers=3, d_model=16, n_heads=4, d_head=4, d_mlp=64, d_vocab=50, n_ctx=16, dtype=dtype)
+    params = init_weights(cfg, 3)
+    plain, rows = fuse(cfg, params), fuse(cfg, params)
+    assert rows.add_out_rows(cfg, params) and len(rows.W_out_rows) == 3 and not plain.W_out_rows
+    prompt = [1, 5, 9, 2]
+    caches = [KVCache(cfg, 10), KVCache(cfg, 10)]
+    for f, kv in zip((plain, rows), caches):
+        forward(cfg, params, prompt, Recorder([]), cache=kv, fused=f)
+    for tok in (3, 7, 11, 4):
+        r0, r1 = Recorder(), Recorder()
+        a = forward(cfg, params, [tok], r0, cache=caches[0], fused=plain)
+        b = forward(cfg, params, [tok], r1, cache=caches[1], fused=rows)
+        scale = max(1.0, float(np.abs(a).max()))
+        np.testing.assert_allclose(b, a, rtol=0, atol=tol * scale)
+        for name in r0.store:  # everything before the first W_out product is bit-identical
+            if name.startswith("blocks.0.") and not name.startswith("blocks.0.hook_mlp_out") and "resid_post" not in name:
+                assert np.array_equal(r0.store[name], r1.store[name]), name
+
+
+def test_transposed_w_out_is_refused_over_its_memory_budget(monkeypatch):
+    cfg = Config(n_layers=2, d_model=8, n_heads=2, d_head=4, d_mlp=32, d_vocab=20, n_ctx=8)
+    params = init_weights(cfg, 0)
+    f = fuse(cfg, params)
+    need = 2 * 32 * 8 * np.dtype(cfg.dtype).itemsize  # two layers' [d_model, d_mlp]
+    monkeypatch.setattr(decoder, "ROWS_MAX_BYTES", need - 1)  # one byte short of the two copies
+    assert not f.add_out_rows(cfg, params) and not f.W_out_rows
+    monkeypatch.setattr(decoder, "ROWS_MAX_BYTES", need)
+    assert f.add_out_rows(cfg, params) and len(f.W_out_rows) == 2
+
+
+def test_long_generations_build_the_transposed_w_out_and_keep_the_tokens(monkeypatch):
+    import tracer
+    from tracer import generate as gen
+
+    m = tracer.load("tiny")
+    short = m.generate("A B C", max_new_tokens=6, names=[])
+    assert not m.fused.W_out_rows  # below OUT_ROWS_MIN_NEW: no copies
+    monkeypatch.setattr(gen, "OUT_ROWS_MIN_NEW", 6)
+    m2 = tracer.load("tiny")
+    long = m2.generate("A B C", max_new_tokens=6, names=[])
+    assert len(m2.fused.W_out_rows) == m2.config.n_layers
+    assert long.generated_ids == short.generated_ids
 
 
 def test_float32_pass_stays_float32_and_close_to_float64():
@@ -245,3 +327,39 @@ def test_retained_memory_stays_with_the_process_for_reuse():
 
     assert returned("default") > 150  # glibc unmaps a freed 200 MB block at once
     assert returned("retain") < 10  # kept for the next arrays: no page faults to get it back
+
+
+def test_top_and_target_without_log_probabilities_matches_float64_log_softmax():
+    from tracer.lens import top_and_target
+
+    rng = np.random.default_rng(8)
+    logits = (rng.standard_normal((4, 50257)) * 6).astype(np.float32)  # [rows, d_vocab] GPT-2's width
+    logits[2, 7] = logits[2, 9] = logits[2].max() + 1  # a tie: the first index wins, as argmax does
+    target = np.array([0, 5, 9, 50256])
+    x = logits.astype(np.float64)
+    want = x - x.max(axis=-1, keepdims=True)
+    want -= np.log(np.exp(want).sum(axis=-1, keepdims=True))  # float64 log-softmax
+    for arr in (logits, np.asfortranarray(logits)):  # unembed returns Fortran order: same answers
+        best, top_lp, tgt_lp, rank = top_and_target(arr, target)
+        assert best.tolist() == want.argmax(axis=-1).tolist() and best[2] == 7
+        rows = np.arange(4)
+        np.testing.assert_allclose(top_lp, want[rows, best], rtol=0, atol=1e-6)  # float32 exp, float64 sum
+        np.testing.assert_allclose(tgt_lp, want[rows, target], rtol=0, atol=1e-6)
+        assert rank.tolist() == [int((logits[r] > logits[r, target[r]]).sum()) for r in range(4)]
+        assert np.all(arr == logits)  # input untouched
+
+
+def test_unembed_gives_the_products_in_either_memory_order():
+    from tracer.decoder import unembed
+
+    rng = np.random.default_rng(9)
+    W_E = rng.standard_normal((300, 16))  # [d_vocab, d_model]
+    b = rng.standard_normal(300)
+    x = rng.standard_normal((5, 16))  # [pos, d_model]
+    got = unembed(x, W_E.T, b)  # tied: W_U is W_E transposed
+    want = np.array([[sum(x[p, i] * W_E[v, i] for i in range(16)) + b[v] for v in range(300)] for p in range(5)])
+    assert got.shape == (5, 300)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    untied = np.ascontiguousarray(W_E.T)  # [d_model, d_vocab], C order
+    np.testing.assert_allclose(unembed(x, untied, b), want, rtol=1e-12, atol=1e-12)
+    assert unembed(x[:1], W_E.T, b).flags.c_contiguous  # one position: plain row

@@ -21,7 +21,7 @@ values of earlier positions are reused, as generation does. Core module: imports
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,8 +42,10 @@ def position_vectors(W_pos: np.ndarray, start: int, n: int) -> np.ndarray:
 
 def normalize(x: np.ndarray, eps: float) -> np.ndarray:
     """Layer norm before its weight and bias: zero mean, unit variance per position."""
-    centred = x - x.mean(axis=-1, keepdims=True)  # [pos, d_model]
-    return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)  # [pos, d_model]
+    d = x.shape[-1]  # add.reduce / d is what ndarray.mean computes, without its Python wrapper
+    centred = x - np.add.reduce(x, axis=-1, keepdims=True) / d  # [pos, d_model]
+    var = np.add.reduce(centred * centred, axis=-1, keepdims=True) / d  # [pos, 1]
+    return centred / np.sqrt(var + eps)  # [pos, d_model]
 
 
 def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -57,6 +59,18 @@ def affine(x: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = x @ W  # [pos, d_out]
     out += b
     return out
+
+
+def affine_one(x: np.ndarray, W_rows: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x @ W + b for a single position, with W given transposed ([d_out, d_in], rows contiguous).
+
+    The same sum as `affine`; one-position products only read memory, and OpenBLAS streams a
+    [d_out, d_in] matrix faster than a [d_in, d_out] one when d_out is the small side (GPT-2's
+    W_out: 27 against 22 GB/s on the benchmark machine, BENCHMARKS.md).
+    """
+    out = W_rows @ x[0]  # [d_out]
+    out += b
+    return out[None]  # [1, d_out]
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:
@@ -145,8 +159,13 @@ def gelu_new(x: np.ndarray) -> np.ndarray:
 
 
 def unembed(x: np.ndarray, W_U: np.ndarray, b_U: np.ndarray) -> np.ndarray:
-    """One score (logit) per vocabulary token, at every position."""
-    logits = x @ W_U  # [pos, d_vocab]
+    """One score (logit) per vocabulary token, at every position.
+
+    Computed as (W_U.T @ x.T).T: the same products, but with GPT-2's tied W_U (W_E, [d_vocab,
+    d_model] rows) as the left operand OpenBLAS runs them 5–40% faster (fewer rows, more so).
+    The result is the transpose of a [d_vocab, pos] array: Fortran-ordered, same values.
+    """
+    logits = np.matmul(W_U.T, x.T).T  # [pos, d_vocab]
     logits += b_U  # in place: the [pos, d_vocab] array is the largest of a pass
     return logits
 
@@ -154,13 +173,41 @@ def unembed(x: np.ndarray, W_U: np.ndarray, b_U: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- fused weights, cache
 
 
+ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
+
+
+def transposed(W: np.ndarray, block: int = 128) -> np.ndarray:
+    """A C-contiguous copy of W.T, copied in blocks of rows that stay in cache (2× numpy's copy)."""
+    out = np.empty(W.shape[::-1], dtype=W.dtype)  # [d_out, d_in]
+    for i in range(0, W.shape[0], block):
+        out[:, i : i + block] = W[i : i + block].T
+    return out
+
+
 @dataclass
 class Fused:
-    """Per-layer matrices in the layout matrix products want, built once per set of weights."""
+    """Per-layer matrices in the layout matrix products want, built once per set of weights.
+
+    `W_out_rows` holds each layer's W_out transposed, used by one-position passes (`affine_one`)
+    once `add_out_rows` has built them. It is a trade: on GPT-2 small the copies take 113 MB and
+    35–290 ms to build once (the most when the memory is new to the process) and save about 2 ms per
+    generated token, so `tracer.generate` builds them only for long generations
+    (`OUT_ROWS_MIN_NEW` tokens or more).
+    """
 
     W_qkv: list  # [d_model, 3 * head * d_head] per layer
     b_qkv: list  # [3 * head * d_head] per layer
     W_U: np.ndarray  # [d_model, d_vocab]
+    W_out_rows: dict = field(default_factory=dict)  # layer → [d_model, d_mlp]
+
+    def add_out_rows(self, cfg: Config, params: Params) -> bool:
+        """Build every layer's transposed W_out, unless they would take over ROWS_MAX_BYTES."""
+        if not cfg.mlp or cfg.n_layers * cfg.d_mlp * cfg.d_model * np.dtype(cfg.dtype).itemsize > ROWS_MAX_BYTES:
+            return False
+        for l in range(cfg.n_layers):
+            if l not in self.W_out_rows:
+                self.W_out_rows[l] = transposed(params[f"blocks.{l}.mlp.W_out"])  # [d_model, d_mlp]
+        return True
 
 
 def fuse(cfg: Config, params: Params, W_qkv: list | None = None) -> Fused:
@@ -248,7 +295,9 @@ def forward(
                 h = scale_and_shift(r("ln2.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln2.w"], params[p + "ln2.b"])
             pre = r("mlp.hook_pre", affine(h, params[p + "mlp.W_in"], params[p + "mlp.b_in"]))  # [pos, d_mlp]
             post = r("mlp.hook_post", gelu_new(pre))  # [pos, d_mlp]
-            mlp_out = r("hook_mlp_out", affine(post, params[p + "mlp.W_out"], params[p + "mlp.b_out"]))  # [pos, d_model]
+            W_out, b_out = params[p + "mlp.W_out"], params[p + "mlp.b_out"]
+            rows = fused.W_out_rows.get(l) if n == 1 else None  # [d_model, d_mlp]
+            mlp_out = r("hook_mlp_out", affine(post, W_out, b_out) if rows is None else affine_one(post, rows, b_out))  # [pos, d_model]
             x = resid_mid + mlp_out if cfg.residual else mlp_out  # [pos, d_model]
         x = r("hook_resid_post", x)  # [pos, d_model]
 

@@ -127,6 +127,7 @@ def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int],
 
 
 LENS_EVERY_PASS_MAX = 50_000_000  # parameters
+OUT_ROWS_MIN_NEW = 200  # new tokens from which the one-position W_out layout pays for itself (tracer.decoder.Fused)
 
 
 def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float = 0.0, top_k=None, top_p=None,
@@ -151,6 +152,8 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
         )
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
+    if cache and max_new_tokens >= OUT_ROWS_MIN_NEW:  # see tracer.decoder.Fused
+        model.fused.add_out_rows(cfg, model.params)
     rng = np.random.default_rng(seed)
     kv = KVCache(cfg, len(ids) + max(max_new_tokens, 1)) if cache else None
     seq = list(ids)
