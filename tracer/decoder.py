@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -105,6 +106,11 @@ def mask_scores(scores: np.ndarray) -> np.ndarray:
     if n_query > 1:  # copyto with a broadcast mask: far faster than boolean indexing
         np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key))  # [head, query_pos, key_pos]
     return scores
+
+
+def scaled_and_masked(dots: np.ndarray, scale: float | None) -> np.ndarray:
+    """Q·K ÷ √d_head (when the model scales), later keys -inf: a new array, `dots` untouched."""
+    return mask_scores(dots * scale if scale is not None else dots.copy())  # [head, query_pos, key_pos]
 
 
 def causal_softmax(scores: np.ndarray) -> np.ndarray:
@@ -275,15 +281,16 @@ def forward(
             k = cache.k[l, : start + n]  # [key_pos, head, d_head]
             v = cache.v[l, : start + n]  # [key_pos, head, d_head]
         dots = attention_scores(q, k)  # [head, query_pos, key_pos]
-        if r.wants("attn.hook_dots"):  # kept: scale and mask a copy
+        if r.wants("attn.hook_dots"):  # kept: scale and mask a copy; the scores are kept as a recipe
             r("attn.hook_dots", dots)
-            scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos]
+            scores = r.derived("attn.hook_attn_scores", scaled_and_masked(dots, scale), "attn.hook_dots",
+                               partial(scaled_and_masked, scale=scale))  # [head, query_pos, key_pos]
         else:  # not kept: scale and mask in place (the same products, no second array)
             scores = dots
             if scale is not None:
                 scores *= scale
-        scores = r("attn.hook_attn_scores", mask_scores(scores))  # [head, query_pos, key_pos]
-        pattern = r("attn.hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
+            scores = r.causal("attn.hook_attn_scores", mask_scores(scores), -np.inf)  # [head, query_pos, key_pos]
+        pattern = r.causal("attn.hook_pattern", causal_softmax(scores), 0.0)  # [head, query_pos, key_pos]
         z = r("attn.hook_z", attend(pattern, v))  # [pos, head, d_head]
         result = r("attn.hook_result", head_results(z, params[p + "attn.W_O"]))  # [pos, head, d_model]
         attn_out = r("hook_attn_out", merge_heads(result, params[p + "attn.b_O"]))  # [pos, d_model]

@@ -12,18 +12,139 @@ next pass faults the same memory in again page by page. On the 2-core benchmark 
 more than the arithmetic: a 1,024-token pass took 5.4 s instead of 2.1 s, and a 128-token pass
 with everything recorded paid about 30,000 page faults (see BENCHMARKS.md). The `tracer`
 command asks malloc to keep freed memory for reuse; a program using the API may do the same.
+
+`Store` (what a Recorder fills, and a Trace's `arrays`) keeps two kinds of value in a smaller
+form, with no value lost, and rebuilds them on access (the last few rebuilt are kept):
+  - `CausalHalf`: a [head, query, key] array whose entries above the causal diagonal all hold
+    one value (0 in `hook_pattern`, -inf in `hook_attn_scores`), kept as its lower part: about
+    half the memory for long prompts;
+  - `Derived`: a value the store can recompute exactly from another one it holds
+    (`hook_attn_scores` from `hook_dots`: the same scaling and mask, the same bits).
+Reading `store[name]` always gives the whole array, bit for bit what the decoder computed.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections import OrderedDict
+from collections.abc import MutableMapping
+
+import numpy as np
+
+PACK_MIN_QUERIES = 256  # causal arrays of passes with fewer query positions are kept whole
+REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
+
+
+class CausalHalf:
+    """A [head, query, key] array with one value (`fill`) above the causal diagonal, kept as the
+    rows' visible parts one after another: query i (absolute position key - query + i) sees keys
+    0..n_key - n_query + i."""
+
+    def __init__(self, a: np.ndarray, fill: float):
+        H, n_q, n_k = a.shape
+        self.shape, self.dtype, self.fill = a.shape, a.dtype, fill
+        self.ends = np.arange(n_k - n_q + 1, n_k + 1)  # [query] visible keys per row
+        self.offsets = np.concatenate([[0], np.cumsum(self.ends)])  # [query + 1]
+        self.data = np.empty((H, int(self.offsets[-1])), dtype=a.dtype)  # [head, visible entries]
+        for i, (o, e) in enumerate(zip(self.offsets, self.ends)):
+            self.data[:, o : o + e] = a[:, i, :e]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    def rebuild(self, store=None) -> np.ndarray:
+        out = np.full(self.shape, self.fill, dtype=self.dtype)  # [head, query, key]
+        for i, (o, e) in enumerate(zip(self.offsets, self.ends)):
+            out[:, i, :e] = self.data[:, o : o + e]
+        return out
+
+    @staticmethod
+    def packable(a: np.ndarray, fill: float) -> bool:
+        """Whether packing `a` loses nothing, checked cheaply for the arrays the decoder makes:
+        long enough to be worth it, and (for softmax weights) no row that went NaN, since a NaN
+        row is NaN above the diagonal too."""
+        if a.ndim != 3 or a.shape[1] < PACK_MIN_QUERIES or a.shape[1] > a.shape[2]:
+            return False
+        if fill == 0.0:
+            first = a.shape[2] - a.shape[1]
+            diag = a[:, np.arange(a.shape[1]), first + np.arange(a.shape[1])]  # [head, query]
+            return not np.isnan(diag).any()
+        return True
+
+
+class Derived:
+    """A value recomputed from another entry of the same store: `fn(store[source])`."""
+
+    def __init__(self, source: str, fn, like: np.ndarray):
+        self.source, self.fn, self.shape, self.dtype = source, fn, like.shape, like.dtype
+
+    nbytes = 0
+
+    def rebuild(self, store) -> np.ndarray:
+        return self.fn(store[self.source])
+
+
+class Store(MutableMapping):
+    """Recorded name → array, in recording order; `CausalHalf` and `Derived` entries are rebuilt
+    on access (read-only arrays; the last REBUILT_KEPT are kept)."""
+
+    def __init__(self, items=()):
+        self._d: dict = {}
+        self._rebuilt: OrderedDict = OrderedDict()
+        self.update(items)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        v = self._d[name]
+        if not isinstance(v, (CausalHalf, Derived)):
+            return v
+        hit = self._rebuilt.get(name)
+        if hit is None:
+            hit = v.rebuild(self)
+            hit.flags.writeable = False
+            self._rebuilt[name] = hit
+            while len(self._rebuilt) > REBUILT_KEPT:
+                self._rebuilt.popitem(last=False)
+        else:
+            self._rebuilt.move_to_end(name)
+        return hit
+
+    def __setitem__(self, name: str, value) -> None:
+        self._d[name] = value
+        self._rebuilt.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        del self._d[name]
+        self._rebuilt.pop(name, None)
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"Store({len(self._d)} names)"
+
+    def raw(self, name: str):
+        """The entry as held: an array, a CausalHalf or a Derived."""
+        return self._d[name]
+
+    def nbytes(self) -> int:
+        """Bytes held, each array once however many names share it (rebuilt copies not counted)."""
+        seen, total = set(), 0
+        for v in self._d.values():
+            if id(v) not in seen:
+                seen.add(id(v))
+                total += int(v.nbytes)
+        return total
 
 
 class Recorder:
     def __init__(self, names=None, prefix: str = "", store: dict | None = None, _wanted=None):
         self.prefix = prefix
-        self.store: dict = {} if store is None else store
+        self.store: MutableMapping = Store() if store is None else store
         if _wanted is not None:
             self._wanted = _wanted
         else:
@@ -33,6 +154,24 @@ class Recorder:
         full = self.prefix + name
         if self._wanted(full):
             self.store[full] = value
+        return value
+
+    def causal(self, name: str, value: np.ndarray, fill: float) -> np.ndarray:
+        """Record a [head, query, key] array whose masked entries all equal `fill`; a Store keeps
+        only its causal half when that loses nothing (`CausalHalf.packable`)."""
+        full = self.prefix + name
+        if self._wanted(full):
+            packed = isinstance(self.store, Store) and CausalHalf.packable(value, fill)
+            self.store[full] = CausalHalf(value, fill) if packed else value
+        return value
+
+    def derived(self, name: str, value: np.ndarray, source: str, fn) -> np.ndarray:
+        """Record `value`, which equals `fn(<source>)` bit for bit: a Store that holds `source`
+        keeps only the recipe."""
+        full, src = self.prefix + name, self.prefix + source
+        if self._wanted(full):
+            keep = isinstance(self.store, Store) and src in self.store
+            self.store[full] = Derived(src, fn, value) if keep else value
         return value
 
     def wants(self, name: str) -> bool:

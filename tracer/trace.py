@@ -14,13 +14,14 @@ File layout (`numpy.load(path, allow_pickle=False)` reads it in any numpy progra
   - step n ≥ 1 (the pass that reads generated token n-1): under `steps.{n}.{name}`.
 So a plain trace (no generation) is exactly the hook names plus `tokens` and `meta`.
 
-Storage is one plain array per name, as recorded (float32 in float32 models, float64 in
-float64 ones), deliberately without packing: the [head, query_pos, key_pos] arrays keep their
-masked upper half (0 in `hook_pattern`, -inf in `hook_attn_scores`; `hook_dots` has real values
-there), and a name that aliases another in memory (`blocks.{l+1}.hook_resid_pre` is the same
-array as `blocks.{l}.hook_resid_post`) is written under each name. Packing would save at most a
-quarter of a 1,024-token GPT-2-small file (BENCHMARKS.md) and would make every other numpy
-program unpack before reading; memory holds each aliased array once.
+The file holds one plain array per name, as recorded (float32 in float32 models, float64 in
+float64 ones): the [head, query_pos, key_pos] arrays keep their masked upper half (0 in
+`hook_pattern`, -inf in `hook_attn_scores`; `hook_dots` has real values there), and a name that
+aliases another in memory (`blocks.{l+1}.hook_resid_pre` is the same array as
+`blocks.{l}.hook_resid_post`) is written under each name, so any numpy program reads it without
+unpacking. In memory a recorded pass is smaller (`tracer.record.Store`): long causal arrays are
+held as their lower half and the scores as a recipe over `hook_dots`, rebuilt bit for bit on
+access; saving writes them whole, one array at a time.
 Loading refuses pickled objects without unpickling them. Core module: imports numpy only.
 """
 
@@ -109,7 +110,8 @@ class Generation:
         return from_arrays(load_npz(path), str(path))
 
 
-def to_arrays(gen: Generation) -> dict[str, np.ndarray]:
+def to_arrays(gen: Generation):
+    """The file's entries as (name, array) pairs, made one at a time (see `save_npz`)."""
     first = gen.steps[0]
     tokens = np.asarray(gen.tokens, dtype=np.int64)
     token_strs = list(gen.steps[-1].token_strs)
@@ -125,12 +127,12 @@ def to_arrays(gen: Generation) -> dict[str, np.ndarray]:
         "steps": [{"start": int(s.start), "n_tokens": int(len(s.tokens))} for s in gen.steps],
         "step_meta": [{k: v for k, v in s.meta.items() if k not in gen.meta} for s in gen.steps],
     }
-    out: dict[str, np.ndarray] = {"tokens": tokens, "meta": np.array(json.dumps(meta))}
+    yield "tokens", tokens
+    yield "meta", np.array(json.dumps(meta))
     for n, step in enumerate(gen.steps):
         prefix = "" if n == 0 else f"{STEP_PREFIX}{n}."
-        for name, arr in step.arrays.items():
-            out[prefix + name] = np.asarray(arr)
-    return out
+        for name in step.arrays:
+            yield prefix + name, np.asarray(step.arrays[name])
 
 
 def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generation:

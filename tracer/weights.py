@@ -205,8 +205,21 @@ def _atomic_write(path: str | os.PathLike, write) -> None:
             tmp.unlink()
 
 
-def save_npz(path, arrays: dict[str, np.ndarray]) -> None:
-    _atomic_write(path, lambda f: np.savez(f, **arrays))
+def save_npz(path, arrays) -> None:
+    """Write an `.npz` as `np.savez` does (the same bytes), from a mapping or from (name, array)
+    pairs, one array at a time: a lazily rebuilt array (`tracer.record.Store`) is made, written
+    and dropped before the next one."""
+    import zipfile
+
+    pairs = arrays.items() if hasattr(arrays, "items") else arrays
+
+    def write(f):
+        with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, arr in pairs:
+                with z.open(name + ".npy", "w", force_zip64=True) as out:
+                    np.lib.format.write_array(out, np.asanyarray(arr), allow_pickle=False)
+
+    _atomic_write(path, write)
 
 
 def load_npz(path) -> dict[str, np.ndarray]:

@@ -1,0 +1,122 @@
+"""The recording store keeps long causal arrays as their lower half and the attention scores as a
+recipe over Q·K, and gives back every value bit for bit (issue 8's "no value lost").
+
+Each test compares against the same pass recorded into a plain dict (nothing packed), or against
+arrays built by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracer import record
+from tracer.config import Config
+from tracer.decoder import KVCache, forward
+from tracer.record import CausalHalf, Derived, Recorder, Store
+from tracer.trace import Generation, Trace
+from tracer.weights import init_weights
+
+
+def small(n_ctx=320, dtype="float32", **kw):
+    return Config(n_layers=2, d_model=8, n_heads=2, d_head=4, d_mlp=16, d_vocab=40, n_ctx=n_ctx, dtype=dtype, **kw)
+
+
+def passes(cfg, T, names=None):
+    params = init_weights(cfg, 1)
+    tokens = np.random.default_rng(2).integers(0, cfg.d_vocab, T)  # [pos]
+    packed, plain = Recorder(names), Recorder(names, store={})
+    forward(cfg, params, tokens, packed)
+    forward(cfg, params, tokens, plain)
+    return packed.store, plain.store
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("names", [None, ["*hook_attn_scores", "*hook_pattern", "logits"]])
+def test_a_long_pass_gives_back_every_value_bit_for_bit(dtype, names):
+    T = record.PACK_MIN_QUERIES + 11
+    store, plain = passes(small(dtype=dtype), T, names)
+    assert isinstance(store, Store) and list(store) == list(plain)
+    for name in plain:
+        got = store[name]
+        assert got.dtype == plain[name].dtype and got.shape == plain[name].shape, name
+        assert np.array_equal(got, plain[name], equal_nan=True), name
+    kinds = {n: type(store.raw(n)).__name__ for n in store}
+    assert kinds["blocks.1.attn.hook_pattern"] == "CausalHalf"
+    # with Q·K recorded the scores are its recipe; without it they are packed like the pattern
+    assert kinds["blocks.1.attn.hook_attn_scores"] == ("Derived" if names is None else "CausalHalf")
+    held = store.nbytes()
+    whole = sum(plain[n].nbytes for n in {id(v): n for n, v in plain.items()}.values())
+    assert held < whole
+
+
+def test_short_passes_and_cached_steps_stay_whole_arrays():
+    store, _ = passes(small(), 12)
+    assert isinstance(store.raw("blocks.0.attn.hook_pattern"), np.ndarray)  # below PACK_MIN_QUERIES
+    cfg = small()
+    params = init_weights(cfg, 1)
+    kv = KVCache(cfg, 300)
+    forward(cfg, params, np.arange(290) % 40, Recorder([]), cache=kv)
+    step = Recorder()
+    forward(cfg, params, [3], step, cache=kv)  # one query sees every key: nothing is masked
+    assert isinstance(step.store.raw("blocks.0.attn.hook_pattern"), np.ndarray)
+
+
+def test_causal_half_by_hand_including_a_chunk_after_the_cache():
+    rng = np.random.default_rng(3)
+    for n_q, n_k in ((5, 5), (3, 7)):  # a prompt pass; three queries after four cached keys
+        a = rng.standard_normal((2, n_q, n_k))  # [head, query, key]
+        for i in range(n_q):
+            a[:, i, n_k - n_q + i + 1 :] = -np.inf
+        c = CausalHalf(a, -np.inf)
+        assert c.data.shape == (2, sum(n_k - n_q + i + 1 for i in range(n_q)))
+        assert np.array_equal(c.rebuild(), a)
+
+
+def test_a_nan_row_is_not_packed_because_it_is_nan_above_the_diagonal_too(monkeypatch):
+    monkeypatch.setattr(record, "PACK_MIN_QUERIES", 2)
+    p = np.tril(np.full((1, 3, 3), 0.5))  # [head, query, key]
+    assert CausalHalf.packable(p, 0.0)
+    p[0, 1, :] = np.nan  # softmax of a row with an overflow: NaN everywhere in the row
+    assert not CausalHalf.packable(p, 0.0)
+    rec = Recorder()
+    rec.causal("x", p, 0.0)
+    assert rec.store.raw("x") is p
+
+
+def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
+    store = Store()
+    base = np.arange(6.0)
+    for i in range(record.REBUILT_KEPT + 3):
+        store[f"d{i}"] = Derived("base", lambda b, i=i: b + i, base)
+    store["base"] = base
+    first = store["d0"]
+    assert not first.flags.writeable and np.array_equal(first, base)
+    assert store["d0"] is first  # kept: a second read costs nothing
+    for i in range(1, record.REBUILT_KEPT + 3):
+        assert np.array_equal(store[f"d{i}"], base + i)
+    assert len(store._rebuilt) == record.REBUILT_KEPT
+    assert store["d0"] is not first and np.array_equal(store["d0"], first)  # rebuilt again, same values
+    store["d0"] = np.zeros(6)  # replacing an entry drops its rebuilt copy
+    assert np.array_equal(store["d0"], np.zeros(6))
+
+
+def test_derived_needs_its_source_in_the_same_store():
+    rec = Recorder(["b"])  # the source "a" is not recorded: the value itself is kept
+    v = np.ones(3)
+    rec.derived("b", v, "a", lambda a: a)
+    assert rec.store.raw("b") is v
+
+
+def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
+    cfg = small()
+    T = record.PACK_MIN_QUERIES + 5
+    store, plain = passes(cfg, T)
+    tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
+    a, b = tmp_path / "packed.npz", tmp_path / "plain.npz"
+    Trace(store, tokens, cfg, ["x"] * T, {"model": "m"}).save(a)
+    Trace(plain, tokens, cfg, ["x"] * T, {"model": "m"}).save(b)
+    assert a.read_bytes() == b.read_bytes()  # one plain array per name, as before
+    back = Generation.load(a).steps[0]
+    for name in plain:
+        assert np.array_equal(back[name], plain[name], equal_nan=True), name
