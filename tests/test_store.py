@@ -88,7 +88,7 @@ def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
     store = Store()
     base = np.arange(6.0)
     for i in range(record.REBUILT_KEPT + 3):
-        store[f"d{i}"] = Derived("base", lambda b, i=i: b + i, base)
+        store[f"d{i}"] = Derived(lambda b, i=i: b + i, ("base",), base)
     store["base"] = base
     first = store["d0"]
     assert not first.flags.writeable and np.array_equal(first, base)
@@ -101,11 +101,43 @@ def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
     assert np.array_equal(store["d0"], np.zeros(6))
 
 
-def test_derived_needs_its_source_in_the_same_store():
-    rec = Recorder(["b"])  # the source "a" is not recorded: the value itself is kept
+def test_a_recipe_needs_its_sources_in_the_same_store_and_the_same_bits():
+    rec = Recorder(["b", "c", "d", "e"])  # the source "a" is not recorded: the value itself is kept
     v = np.ones(3)
-    rec.derived("b", v, "a", lambda a: a)
+    rec.recipe("b", v, lambda a: a, "a")
     assert rec.store.raw("b") is v
+    rec("c", np.arange(3.0))
+    w = np.array([0.1, 0.2, 0.3])  # [3] a weight, passed as an array
+    rec.recipe("d", np.arange(3.0) * w, np.multiply, "c", w)
+    assert isinstance(rec.store.raw("d"), Derived) and np.array_equal(rec.store["d"], np.arange(3.0) * w)
+    near = np.arange(3.0) * w
+    near[1] = np.nextafter(near[1], 1.0)  # one ulp away from what the recipe computes
+    rec.recipe("e", near, np.multiply, "c", w)
+    assert rec.store.raw("e") is near  # verification failed: the array is kept
+
+
+def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less():
+    T = record.PACK_MIN_QUERIES + 11
+    store, plain = passes(small(), T)
+    kinds = {n: type(store.raw(n)).__name__ for n in store}
+    for name in ("attn.hook_dots", "attn.hook_attn_scores", "attn.hook_result", "mlp.hook_post"):
+        assert kinds[f"blocks.0.{name}"] == "Derived", name
+    for name in plain:
+        assert np.array_equal(store[name], plain[name]), name
+    whole = sum(v.nbytes for v in {id(v): v for v in plain.values()}.values())
+    assert store.nbytes() < 0.6 * whole
+
+
+def test_the_prompt_pass_of_a_generation_holds_recipes_too():
+    cfg = small(n_ctx=400)
+    params = init_weights(cfg, 1)
+    tokens = np.random.default_rng(4).integers(0, cfg.d_vocab, record.PACK_MIN_QUERIES + 3)
+    with_cache, without = Recorder(), Recorder(store={})
+    forward(cfg, params, tokens, with_cache, cache=KVCache(cfg, 400))
+    forward(cfg, params, tokens, without)
+    assert isinstance(with_cache.store.raw("blocks.1.attn.hook_dots"), Derived)
+    for name in without.store:  # from position 0 the cache's keys are the new keys: the same bits
+        assert np.array_equal(with_cache.store[name], without.store[name]), name
 
 
 def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):

@@ -27,7 +27,7 @@ from functools import partial
 import numpy as np
 
 from .config import Config
-from .record import Recorder
+from .record import PACK_MIN_QUERIES, Recorder
 from .weights import Params, unembedding
 
 # --------------------------------------------------------------------------- one equation each
@@ -263,6 +263,7 @@ def forward(
     if cfg.positional != "none":
         x = x + rec("hook_pos_embed", position_vectors(params["W_pos"], start, n))  # [pos, d_model]
     scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None  # a Python float keeps float32 float32
+    long = n >= PACK_MIN_QUERIES  # a long pass keeps what it can recompute as recipes (tracer.record.Store)
 
     for l in range(cfg.n_layers):
         r = rec.scope(f"blocks.{l}")
@@ -278,13 +279,17 @@ def forward(
         if cache is not None:
             cache.k[l, start : start + n] = k
             cache.v[l, start : start + n] = v
-            k = cache.k[l, : start + n]  # [key_pos, head, d_head]
-            v = cache.v[l, : start + n]  # [key_pos, head, d_head]
+            if start:  # earlier keys and values come from the cache (from position 0: the same as k, v)
+                k = cache.k[l, : start + n]  # [key_pos, head, d_head]
+                v = cache.v[l, : start + n]  # [key_pos, head, d_head]
         dots = attention_scores(q, k)  # [head, query_pos, key_pos]
         if r.wants("attn.hook_dots"):  # kept: scale and mask a copy; the scores are kept as a recipe
-            r("attn.hook_dots", dots)
-            scores = r.derived("attn.hook_attn_scores", scaled_and_masked(dots, scale), "attn.hook_dots",
-                               partial(scaled_and_masked, scale=scale))  # [head, query_pos, key_pos]
+            if long and not start:
+                r.recipe("attn.hook_dots", dots, attention_scores, "attn.hook_q", "attn.hook_k")
+            else:
+                r("attn.hook_dots", dots)
+            scores = r.recipe("attn.hook_attn_scores", scaled_and_masked(dots, scale), partial(scaled_and_masked, scale=scale),
+                              "attn.hook_dots", verify=False)  # [head, query_pos, key_pos] exact: a product by one number, a mask
         else:  # not kept: scale and mask in place (the same products, no second array)
             scores = dots
             if scale is not None:
@@ -292,7 +297,9 @@ def forward(
             scores = r.causal("attn.hook_attn_scores", mask_scores(scores), -np.inf)  # [head, query_pos, key_pos]
         pattern = r.causal("attn.hook_pattern", causal_softmax(scores), 0.0)  # [head, query_pos, key_pos]
         z = r("attn.hook_z", attend(pattern, v))  # [pos, head, d_head]
-        result = r("attn.hook_result", head_results(z, params[p + "attn.W_O"]))  # [pos, head, d_model]
+        W_O = params[p + "attn.W_O"]  # [head, d_head, d_model]
+        result = head_results(z, W_O)  # [pos, head, d_model]
+        result = r.recipe("attn.hook_result", result, head_results, "attn.hook_z", W_O) if long else r("attn.hook_result", result)
         attn_out = r("hook_attn_out", merge_heads(result, params[p + "attn.b_O"]))  # [pos, d_model]
         x = resid_pre + attn_out if cfg.residual else attn_out  # [pos, d_model]
         if cfg.mlp:
@@ -301,7 +308,8 @@ def forward(
             if cfg.layer_norm:
                 h = scale_and_shift(r("ln2.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln2.w"], params[p + "ln2.b"])
             pre = r("mlp.hook_pre", affine(h, params[p + "mlp.W_in"], params[p + "mlp.b_in"]))  # [pos, d_mlp]
-            post = r("mlp.hook_post", gelu_new(pre))  # [pos, d_mlp]
+            post = gelu_new(pre)  # [pos, d_mlp]
+            post = r.recipe("mlp.hook_post", post, gelu_new, "mlp.hook_pre") if long else r("mlp.hook_post", post)
             W_out, b_out = params[p + "mlp.W_out"], params[p + "mlp.b_out"]
             rows = fused.W_out_rows.get(l) if n == 1 else None  # [d_model, d_mlp]
             mlp_out = r("hook_mlp_out", affine(post, W_out, b_out) if rows is None else affine_one(post, rows, b_out))  # [pos, d_model]

@@ -18,8 +18,11 @@ form, with no value lost, and rebuilds them on access (the last few rebuilt are 
   - `CausalHalf`: a [head, query, key] array whose entries above the causal diagonal all hold
     one value (0 in `hook_pattern`, -inf in `hook_attn_scores`), kept as its lower part: about
     half the memory for long prompts;
-  - `Derived`: a value the store can recompute exactly from another one it holds
-    (`hook_attn_scores` from `hook_dots`: the same scaling and mask, the same bits).
+  - `Derived`: a recipe, for a value the store can recompute from others it holds (and weights):
+    `hook_attn_scores` from `hook_dots` (the same scaling and mask: exact by construction), and in
+    passes of PACK_MIN_QUERIES positions or more `hook_dots` from Q and K, `hook_result` from
+    `hook_z` and W_O, `mlp.hook_post` from `mlp.hook_pre`, each recomputed once when recorded and
+    kept as a recipe only when that gave the same bits.
 Reading `store[name]` always gives the whole array, bit for bit what the decoder computed.
 """
 
@@ -75,15 +78,16 @@ class CausalHalf:
 
 
 class Derived:
-    """A value recomputed from another entry of the same store: `fn(store[source])`."""
+    """A value recomputed on access: `fn(*sources)`, where a source is the name of another entry
+    of the same store or an array (a weight)."""
 
-    def __init__(self, source: str, fn, like: np.ndarray):
-        self.source, self.fn, self.shape, self.dtype = source, fn, like.shape, like.dtype
+    def __init__(self, fn, sources: tuple, like: np.ndarray):
+        self.fn, self.sources, self.shape, self.dtype = fn, sources, like.shape, like.dtype
 
     nbytes = 0
 
     def rebuild(self, store) -> np.ndarray:
-        return self.fn(store[self.source])
+        return self.fn(*[store[s] if isinstance(s, str) else s for s in self.sources])
 
 
 class Store(MutableMapping):
@@ -165,13 +169,22 @@ class Recorder:
             self.store[full] = CausalHalf(value, fill) if packed else value
         return value
 
-    def derived(self, name: str, value: np.ndarray, source: str, fn) -> np.ndarray:
-        """Record `value`, which equals `fn(<source>)` bit for bit: a Store that holds `source`
-        keeps only the recipe."""
-        full, src = self.prefix + name, self.prefix + source
-        if self._wanted(full):
-            keep = isinstance(self.store, Store) and src in self.store
-            self.store[full] = Derived(src, fn, value) if keep else value
+    def recipe(self, name: str, value: np.ndarray, fn, *sources, verify: bool = True) -> np.ndarray:
+        """Record `value`, which `fn(*sources)` computes (a source: a name in this scope, or an
+        array). A Store that holds every named source keeps the recipe instead of the array, once
+        `verify` has recomputed it and found the same bits (else the array is kept); `verify=False`
+        is for recipes exact by construction (element-wise IEEE operations)."""
+        full = self.prefix + name
+        if not self._wanted(full):
+            return value
+        srcs = tuple(self.prefix + s if isinstance(s, str) else s for s in sources)
+        keep = isinstance(self.store, Store) and all(s in self.store for s in srcs if isinstance(s, str))
+        if keep:
+            d = Derived(fn, srcs, value)
+            if verify:
+                again = d.rebuild(self.store)
+                keep = again.dtype == value.dtype and again.shape == value.shape and np.array_equal(again, value)
+        self.store[full] = d if keep else value
         return value
 
     def wants(self, name: str) -> bool:
