@@ -32,8 +32,8 @@ from tracer.decoder import (
     head_results,
     hook_names,
     mask_scores,
-    merge_heads,
     normalize,
+    project_out,
     transposed,
 )
 from tracer.errors import TracerError
@@ -79,8 +79,9 @@ def test_summed_head_results_equal_w_o_on_the_concatenated_heads(dtype, tol):
     for p in range(4):
         for h in range(3):
             np.testing.assert_allclose(result[p, h], z[p, h] @ W_O[h], rtol=tol, atol=tol)
-    merged = merge_heads(result, b_O)
+    merged = project_out(z, W_O, b_O)
     assert merged.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(result.sum(axis=1) + b_O, merged, rtol=tol, atol=tol)  # the heads add up
     concatenated = z.reshape(4, -1) @ W_O.reshape(-1, 6) + b_O  # concat the heads, then W_O
     np.testing.assert_allclose(merged, concatenated, rtol=tol, atol=tol)
 

@@ -88,7 +88,7 @@ def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
     store = Store()
     base = np.arange(6.0)
     for i in range(record.REBUILT_KEPT + 3):
-        store[f"d{i}"] = Derived(lambda b, i=i: b + i, ("base",), base)
+        store[f"d{i}"] = Derived(lambda b, i=i: b + i, ("base",), base.shape, base.dtype)
     store["base"] = base
     first = store["d0"]
     assert not first.flags.writeable and np.array_equal(first, base)

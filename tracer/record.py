@@ -20,9 +20,10 @@ form, with no value lost, and rebuilds them on access (the last few rebuilt are 
     half the memory for long prompts;
   - `Derived`: a recipe, for a value the store can recompute from others it holds (and weights):
     `hook_attn_scores` from `hook_dots` (the same scaling and mask: exact by construction), and in
-    passes of PACK_MIN_QUERIES positions or more `hook_dots` from Q and K, `hook_result` from
-    `hook_z` and W_O, `mlp.hook_post` from `mlp.hook_pre`, each recomputed once when recorded and
-    kept as a recipe only when that gave the same bits.
+    passes of PACK_MIN_QUERIES positions or more `hook_dots` from Q and K and `mlp.hook_post` from
+    `mlp.hook_pre`, each recomputed once when recorded and kept as a recipe only when that gave
+    the same bits. `hook_result` (each head's share of the attention output, which the decoder
+    never needs apart) is only ever a recipe over `hook_z` and W_O, computed when first read.
 Reading `store[name]` always gives the whole array, bit for bit what the decoder computed.
 """
 
@@ -81,8 +82,8 @@ class Derived:
     """A value recomputed on access: `fn(*sources)`, where a source is the name of another entry
     of the same store or an array (a weight)."""
 
-    def __init__(self, fn, sources: tuple, like: np.ndarray):
-        self.fn, self.sources, self.shape, self.dtype = fn, sources, like.shape, like.dtype
+    def __init__(self, fn, sources: tuple, shape: tuple, dtype):
+        self.fn, self.sources, self.shape, self.dtype = fn, sources, tuple(shape), np.dtype(dtype)
 
     nbytes = 0
 
@@ -180,12 +181,24 @@ class Recorder:
         srcs = tuple(self.prefix + s if isinstance(s, str) else s for s in sources)
         keep = isinstance(self.store, Store) and all(s in self.store for s in srcs if isinstance(s, str))
         if keep:
-            d = Derived(fn, srcs, value)
+            d = Derived(fn, srcs, value.shape, value.dtype)
             if verify:
                 again = d.rebuild(self.store)
                 keep = again.dtype == value.dtype and again.shape == value.shape and np.array_equal(again, value)
         self.store[full] = d if keep else value
         return value
+
+    def lazy(self, name: str, fn, sources: tuple, shape: tuple, dtype) -> bool:
+        """Record `fn(*sources)` as a recipe only, computed when first read, if the store holds
+        every named source; returns False (nothing recorded) otherwise, so the caller computes it."""
+        full = self.prefix + name
+        if not self._wanted(full):
+            return True
+        srcs = tuple(self.prefix + s if isinstance(s, str) else s for s in sources)
+        if not (isinstance(self.store, Store) and all(s in self.store for s in srcs if isinstance(s, str))):
+            return False
+        self.store[full] = Derived(fn, srcs, shape, dtype)
+        return True
 
     def wants(self, name: str) -> bool:
         """Whether `name` (in this scope) is recorded: for values that cost work only to record."""
