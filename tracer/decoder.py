@@ -5,8 +5,9 @@ embedding matrix, `position_vectors` gives the position vectors to add, `normali
 `scale_and_shift` are the layer norm, `project_qkv` makes each head's Query, Key and Value,
 `attention_scores` takes Q·K, `mask_scores` and `causal_softmax` hide later tokens and turn
 scores into weights, `attend` takes the weighted sum of values, `project_out` concatenates the
-heads and applies W_O (`head_results` gives each head's share of it), then the residual, the MLP (`affine`, `gelu_new`, `affine`), and `unembed` maps every
-final vector to one score per vocabulary token.
+heads and applies W_O (`head_results` gives each head's share of it), then the residual, the
+MLP (`affine`, `gelu_new`, `affine`), and `unembed` maps every final vector to one score per
+vocabulary token.
 
 Every intermediate is recorded under TransformerLens's hook names, without the batch axis, by
 passing it through `rec(name, value)`. Two extras that teaching needs and TransformerLens lacks:

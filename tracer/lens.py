@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decoder import normalize, scale_and_shift, unembed
+from .decoder import normalize, scale_and_shift
 from .weights import unembedding
 
-LENS_BUDGET = 6_000_000_000  # multiply-adds per pass the lens may spend (about a forward pass of a 20-token prompt on gpt2-medium)
+LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows), medium 2, large and xl 1
 LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for GPT-2's 12 lens positions
 
 
@@ -86,11 +86,17 @@ def residual_streams(cfg, arrays) -> list[np.ndarray] | None:
 
 
 def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
-    """The final layer norm and W_U applied to a residual stream, as if the model stopped here."""
+    """The final layer norm and W_U applied to a residual stream, as if the model stopped here.
+
+    The same sum as `tracer.decoder.unembed`, computed as x @ W_U so that the logits come out in
+    C order: the lens reduces each row, which numpy does 2× faster on C-order rows (argmax 13×).
+    """
     x = resid
     if cfg.layer_norm:
         x = scale_and_shift(normalize(x, cfg.ln_eps), params["ln_final.w"], params["ln_final.b"])  # [pos, d_model]
-    return unembed(x, W_U, params["b_U"])  # [pos, d_vocab]
+    logits = x @ W_U  # [pos, d_vocab]
+    logits += params["b_U"]
+    return logits
 
 
 def lens_width(cfg, n: int, budget: int = LENS_BUDGET) -> int:

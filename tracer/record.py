@@ -24,7 +24,8 @@ form, with no value lost, and rebuilds them on access (the last few rebuilt are 
     `mlp.hook_pre`, each recomputed once when recorded and kept as a recipe only when that gave
     the same bits. `hook_result` (each head's share of the attention output, which the decoder
     never needs apart) is only ever a recipe over `hook_z` and W_O, computed when first read.
-Reading `store[name]` always gives the whole array, bit for bit what the decoder computed.
+Reading `store[name]` always gives the whole array, bit for bit what the decoder computed
+(`hook_result`: what `head_results` gives from `hook_z` and the model's W_O when first read).
 """
 
 from __future__ import annotations
