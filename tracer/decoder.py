@@ -85,8 +85,8 @@ def project_qkv(x: np.ndarray, W_qkv: np.ndarray, b_qkv: np.ndarray, n_heads: in
     """Each position's Query, Key and Value for every head, in one matrix product."""
     qkv = x @ W_qkv  # [pos, 3 * head * d_head]
     qkv += b_qkv  # in place: no second [pos, 3 * head * d_head] array
-    q, k, v = np.split(qkv.reshape(x.shape[0], 3, n_heads, -1), 3, axis=1)  # [pos, 1, head, d_head]
-    return q[:, 0], k[:, 0], v[:, 0]  # [pos, head, d_head] each
+    qkv = qkv.reshape(x.shape[0], 3, n_heads, -1)  # [pos, 3, head, d_head]
+    return qkv[:, 0], qkv[:, 1], qkv[:, 2]  # [pos, head, d_head] each (views: no copy)
 
 
 def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
