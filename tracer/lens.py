@@ -31,7 +31,7 @@ from .decoder import normalize, scale_and_shift
 from .weights import unembedding
 
 LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows), medium 2, large and xl 1
-LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for GPT-2's 12 lens positions
+LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for a GPT-2 small lens
 
 
 def top_and_target(logits: np.ndarray, target: np.ndarray):

@@ -20,8 +20,9 @@ float64 ones): the [head, query_pos, key_pos] arrays keep their masked upper hal
 aliases another in memory (`blocks.{l+1}.hook_resid_pre` is the same array as
 `blocks.{l}.hook_resid_post`) is written under each name, so any numpy program reads it without
 unpacking. In memory a recorded pass is smaller (`tracer.record.Store`): long causal arrays are
-held as their lower half and the scores as a recipe over `hook_dots`, rebuilt bit for bit on
-access; saving writes them whole, one array at a time.
+held as their lower half, and values the store can recompute (the scores from `hook_dots`, each
+head's result from `hook_z` and W_O, and in long passes Q·K and the GELU) as recipes, rebuilt on
+access; saving writes every array whole, one at a time.
 Loading refuses pickled objects without unpickling them. Core module: imports numpy only.
 """
 
