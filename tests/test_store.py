@@ -152,3 +152,42 @@ def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
     back = Generation.load(a).steps[0]
     for name in plain:
         assert np.array_equal(back[name], plain[name], equal_nan=True), name
+
+
+def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_file(tmp_path):
+    cfg = small()
+    T = record.PACK_MIN_QUERIES + 7
+    _, plain = passes(cfg, T)
+    tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
+    path = tmp_path / "long.npz"
+    Trace(plain, tokens, cfg, ["x"] * T, {"model": "m"}).save(path)
+    back = Generation.load(path).steps[0]
+    kinds = {n: type(back.arrays.raw(n)).__name__ for n in back}
+    assert kinds["blocks.0.attn.hook_pattern"] == "CausalHalf"
+    assert kinds["blocks.0.attn.hook_attn_scores"] == "Derived"
+    assert kinds["blocks.0.mlp.hook_post"] == "Derived"
+    assert kinds["blocks.0.attn.hook_result"] == "ndarray"  # the file has no W_O to recompute it
+    with np.load(path, allow_pickle=False) as z:
+        for name in plain:
+            assert np.array_equal(back[name], z[name], equal_nan=True), name
+    assert back.arrays.nbytes() < 0.7 * sum(plain[n].nbytes for n in {id(v): n for n, v in plain.items()}.values())
+
+
+def test_a_file_whose_values_do_not_follow_the_recipes_is_kept_as_written(tmp_path):
+    cfg = small()
+    T = record.PACK_MIN_QUERIES + 2
+    _, plain = passes(cfg, T)
+    arrays = {n: np.array(v) for n, v in plain.items()}
+    arrays["blocks.0.attn.hook_pattern"][1, 3, 200] = 0.25  # something above the diagonal
+    arrays["blocks.0.attn.hook_dots"][0, 5, 5] += 1.0  # Q·K that Q and K do not give
+    arrays["blocks.0.mlp.hook_post"][4, 2] = 7.0  # not the GELU of hook_pre
+    arrays["blocks.1.attn.hook_attn_scores"][0, 9, 9] = 3.0  # not the scaled Q·K
+    tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
+    path = tmp_path / "edited.npz"
+    Trace(arrays, tokens, cfg, ["x"] * T, {"model": "m"}).save(path)
+    back = Generation.load(path).steps[0]
+    for name in ("blocks.0.attn.hook_pattern", "blocks.0.attn.hook_dots", "blocks.0.mlp.hook_post"):
+        assert isinstance(back.arrays.raw(name), np.ndarray), name
+    assert type(back.arrays.raw("blocks.1.attn.hook_attn_scores")).__name__ == "CausalHalf"  # its mask is intact
+    for name in arrays:
+        assert np.array_equal(back[name], arrays[name], equal_nan=True), name

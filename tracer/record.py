@@ -66,12 +66,17 @@ class CausalHalf:
         return out
 
     @staticmethod
-    def packable(a: np.ndarray, fill: float) -> bool:
+    def packable(a: np.ndarray, fill: float, exact: bool = False) -> bool:
         """Whether packing `a` loses nothing, checked cheaply for the arrays the decoder makes:
         long enough to be worth it, and (for softmax weights) no row that went NaN, since a NaN
-        row is NaN above the diagonal too."""
+        row is NaN above the diagonal too. `exact` checks every masked entry (arrays read from a
+        file, which could hold anything there)."""
         if a.ndim != 3 or a.shape[1] < PACK_MIN_QUERIES or a.shape[1] > a.shape[2]:
             return False
+        if exact:
+            first = a.shape[2] - a.shape[1]
+            if not all((a[:, i, first + i + 1 :] == fill).all() for i in range(a.shape[1])):
+                return False
         if fill == 0.0:
             first = a.shape[2] - a.shape[1]
             diag = a[:, np.arange(a.shape[1]), first + np.arange(a.shape[1])]  # [head, query]
@@ -162,12 +167,12 @@ class Recorder:
             self.store[full] = value
         return value
 
-    def causal(self, name: str, value: np.ndarray, fill: float) -> np.ndarray:
+    def causal(self, name: str, value: np.ndarray, fill: float, exact: bool = False) -> np.ndarray:
         """Record a [head, query, key] array whose masked entries all equal `fill`; a Store keeps
         only its causal half when that loses nothing (`CausalHalf.packable`)."""
         full = self.prefix + name
         if self._wanted(full):
-            packed = isinstance(self.store, Store) and CausalHalf.packable(value, fill)
+            packed = isinstance(self.store, Store) and CausalHalf.packable(value, fill, exact)
             self.store[full] = CausalHalf(value, fill) if packed else value
         return value
 

@@ -29,6 +29,8 @@ Loading refuses pickled objects without unpickling them. Core module: imports nu
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -36,7 +38,8 @@ import numpy as np
 
 from .config import Config
 from .errors import TracerError
-from .weights import load_npz, save_npz
+from .record import PACK_MIN_QUERIES, Recorder, Store
+from .weights import read_npz, save_npz
 
 FORMAT = "tracer-trace"
 FORMAT_VERSION = 1
@@ -108,7 +111,63 @@ class Generation:
 
     @staticmethod
     def load(path) -> "Generation":
-        return from_arrays(load_npz(path), str(path))
+        """Read a trace file one array at a time, holding each as a fresh recording would (see
+        `hold`): a 1,024-token GPT-2-small file of 3.2 GB is held in about 1.5 GB."""
+        with read_npz(path) as (names, get):
+            return from_arrays(_Members(names, get), str(path))
+
+
+class _Members:
+    """An open `.npz` as the mapping `from_arrays` reads: each array is read when asked for."""
+
+    def __init__(self, names, get):
+        self.names, self.get = list(names), get
+
+    def __contains__(self, name) -> bool:
+        return name in self.names
+
+    def pop(self, name):
+        self.names.remove(name)
+        return self.get(name)
+
+    def items(self):
+        return ((name, self.get(name)) for name in list(self.names))
+
+
+_HELD = re.compile(r"(blocks\.\d+\.)(attn\.hook_pattern|attn\.hook_attn_scores|attn\.hook_dots|mlp\.hook_post)")
+
+
+def hold(store: Store, name: str, arr, cfg: Config, start: int) -> None:
+    """Put a loaded array into `store` as the decoder would have recorded it, when that loses
+    nothing: a causal half when every masked entry holds the fill value, a recipe when
+    recomputing it here gives the same bits (a file from another machine's BLAS may not: then
+    the array is kept). `hook_result` stays an array (the file has no W_O)."""
+    m = _HELD.fullmatch(name)
+    if m is None or not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
+        store[name] = arr
+        return
+    from functools import partial
+
+    from .decoder import attention_scores, gelu_new, scaled_and_masked
+
+    r, leaf = Recorder(prefix=m[1], store=store), m[2]
+    long = arr.ndim >= 2 and arr.shape[-2 if arr.ndim == 3 else 0] >= PACK_MIN_QUERIES
+    try:
+        if leaf == "attn.hook_pattern":
+            r.causal(leaf, arr, 0.0, exact=True)
+        elif leaf == "attn.hook_attn_scores":
+            scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None
+            r.recipe(leaf, arr, partial(scaled_and_masked, scale=scale), "attn.hook_dots")
+            if store.raw(name) is arr:  # no Q·K to derive it from, or not the same bits
+                r.causal(leaf, arr, -np.inf, exact=True)
+        elif leaf == "attn.hook_dots" and long and not start:
+            r.recipe(leaf, arr, attention_scores, "attn.hook_q", "attn.hook_k")
+        elif leaf == "mlp.hook_post" and long:
+            r.recipe(leaf, arr, gelu_new, "mlp.hook_pre")
+        else:
+            store[name] = arr
+    except (ValueError, TypeError, IndexError, FloatingPointError):  # a damaged file: keep it as read
+        store[name] = arr
 
 
 def to_arrays(gen: Generation):
@@ -163,13 +222,13 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
         text = meta.pop("text", "")
         if tokens.dtype.kind not in "iu" or tokens.ndim != 1:
             raise TracerError(f"{where}: 'tokens' must be a 1-D integer array")
-        by_step: list[dict] = [{} for _ in steps_info]
+        by_step = [Store() for _ in steps_info]
         for name, arr in arrays.items():
             n = 0
             if name.startswith(STEP_PREFIX):
                 num, _, name = name[len(STEP_PREFIX) :].partition(".")
                 n = int(num)
-            by_step[n][name] = arr
+            hold(by_step[n], name, arr, config, int(steps_info[n]["start"]))
         steps = []
         for n, (info, smeta) in enumerate(zip(steps_info, step_meta)):
             k = int(info["n_tokens"])

@@ -20,6 +20,7 @@ import math
 import os
 import struct
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +225,14 @@ def save_npz(path, arrays) -> None:
 
 def load_npz(path) -> dict[str, np.ndarray]:
     """Every array of an `.npz`, refusing pickled objects (never unpickled)."""
+    with read_npz(path) as (names, get):
+        return {k: get(k) for k in names}
+
+
+@contextmanager
+def read_npz(path):
+    """Open an `.npz` to read one array at a time: yields (names in file order, get(name)).
+    Pickled objects are refused (never unpickled); damage is a TracerError, at open or at read."""
     path = Path(path)
     if not path.is_file():
         raise TracerError(f"{path}: no such file")
@@ -232,15 +241,29 @@ def load_npz(path) -> dict[str, np.ndarray]:
     if magic != b"PK\x03\x04":  # an .npz is a zip archive; np.load would try other formats
         what = "a pickle; refused (tracer never unpickles)" if magic[:1] == b"\x80" else "not a zip archive"
         raise TracerError(f"{path}: not a readable .npz file ({what})")
+
+    def refused(e: Exception) -> TracerError:
+        if isinstance(e, ValueError) and "pickle" in str(e).lower():
+            return TracerError(f"{path}: holds a pickled object; refused (tracer never unpickles)")
+        if isinstance(e, ValueError):
+            return TracerError(f"{path}: not a readable .npz file ({e})")
+        return TracerError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})")
+
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except ValueError as e:
-        if "pickle" in str(e).lower():
-            raise TracerError(f"{path}: holds a pickled object; refused (tracer never unpickles)") from None
-        raise TracerError(f"{path}: not a readable .npz file ({e})") from None
+        z = np.load(path, allow_pickle=False)
     except Exception as e:  # zipfile.BadZipFile, EOFError, OSError on truncated files
-        raise TracerError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+        raise refused(e) from None
+
+    def get(name: str) -> np.ndarray:
+        try:
+            return z[name]
+        except Exception as e:
+            raise refused(e) from None
+
+    try:
+        yield list(z.files), get
+    finally:
+        z.close()
 
 
 _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
