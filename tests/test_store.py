@@ -1,8 +1,10 @@
-"""The recording store keeps long causal arrays as their lower half and the attention scores as a
-recipe over Q·K, and gives back every value bit for bit (issue 8's "no value lost").
+"""The recording store holds long causal arrays as their lower half and recomputable values as
+recipes (scores from Q·K, Q·K from Q and K, the GELU, each head's result), and gives back every
+value bit for bit (issue 8's "no value lost"); loading a file holds it the same way, and only
+where the file's values allow it.
 
-Each test compares against the same pass recorded into a plain dict (nothing packed), or against
-arrays built by hand.
+Each test compares against the same pass recorded into a plain dict (nothing packed), against
+the file's own arrays, or against arrays built by hand.
 """
 
 from __future__ import annotations
