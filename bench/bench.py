@@ -559,7 +559,7 @@ print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
 """
 
 
-def wait_rss(cmd: list[str], env=None, stdin=None) -> tuple[int, float, int, str]:
+def wait_rss(cmd: list[str], env=None) -> tuple[int, float, int, str]:
     """Exit code, wall seconds, peak RSS (KB) of one child process, and its stderr's last line.
 
     The child is started by a small launcher process, not by this one: Linux counts the memory a

@@ -567,7 +567,7 @@ def step_temperature(d: Demo) -> Step:
     probs = d.trace["sample.probs"]  # [d_vocab] recorded
     scaled = d.trace["sample.scaled"]  # [d_vocab] recorded
     what_if = {t: tempered_softmax(logits, t) for t in (0.5, 2.0)}  # arithmetic on recorded logits
-    t = _table("token", "logit", f"÷ T", "probability", "if T = 0.5", "if T = 2",
+    t = _table("token", "logit", "÷ T", "probability", "if T = 0.5", "if T = 2",
                right=("logit", "÷ T", "probability", "if T = 0.5", "if T = 2"))
     for i in _top(probs, TOP):
         t.add_row(d.token_name(i), d.num(logits[i]), d.num(scaled[i]), d.prob(probs[i]),
