@@ -20,7 +20,7 @@ import tracer
 from tracer.cli import app
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.generate import generate, pass_macs, sample, verify_cache
+from tracer.generate import pass_macs, sample, verify_cache
 from tracer.lens import record_logit_lens
 from tracer.model import Model
 from tracer.record import Recorder

@@ -26,7 +26,7 @@ from tracer import scenario as scenario_mod
 from tracer.config import POSITIONAL, Config
 from tracer.errors import TracerError
 from tracer.model import Model
-from tracer.tokens import WordTokenizer, check_prompt, get_tokenizer, show_invisible, show_token
+from tracer.tokens import WordTokenizer, show_invisible, show_token
 from tracer.trace import Generation
 from tracer.weights import init_weights, load_npz, load_safetensors, load_weights_file, save_weights
 

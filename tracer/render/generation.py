@@ -359,7 +359,6 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     title = Text("Logit lens", style="bold")
     if gone is not None:
         return Group(title, gone)
-    p = min(view.precision, 2)
     positions = step["lens.positions"]
     top, top_p = step["lens.top_token"], step["lens.top_prob"]
     target, rank = step["lens.target"], step["lens.target_rank"]
@@ -417,7 +416,7 @@ def pass_line(step, view) -> str:
     cfg = step.config
     p = view.precision
     L = cfg.n_layers
-    if L == 0 or f"blocks.0.hook_resid_pre" not in step or f"blocks.{L - 1}.hook_resid_post" not in step:
+    if L == 0 or "blocks.0.hook_resid_pre" not in step or f"blocks.{L - 1}.hook_resid_post" not in step:
         return f"through {L} layers"
     x0 = float(np.linalg.norm(step["blocks.0.hook_resid_pre"][-1]))
     x1 = float(np.linalg.norm(step[f"blocks.{L - 1}.hook_resid_post"][-1]))

@@ -705,7 +705,7 @@ def predict_section(ctx: Ctx, number: str) -> list[RenderableType]:
     if cfg.layer_norm:
         ln = ctx.get("ln_final.hook_normalized")
         if ln is not None:
-            body.append(eq(ctx, f"final layer norm: (x − mean) ÷ std, later × ln_final.w + ln_final.b",
+            body.append(eq(ctx, "final layer norm: (x − mean) ÷ std, later × ln_final.w + ln_final.b",
                            f"LN(out_{L})", ctx.v(ln[-1])))
     fin = ctx.get("unembed.hook_in")
     if fin is not None:
