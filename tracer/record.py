@@ -112,13 +112,18 @@ class Store(MutableMapping):
             return v
         hit = self._rebuilt.get(name)
         if hit is None:
-            hit = v.rebuild(self)
-            hit.flags.writeable = False
-            self._rebuilt[name] = hit
-            while len(self._rebuilt) > REBUILT_KEPT:
-                self._rebuilt.popitem(last=False)
-        else:
-            self._rebuilt.move_to_end(name)
+            return self.remember(name, v.rebuild(self))
+        self._rebuilt.move_to_end(name)
+        return hit
+
+    def remember(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Keep `value` (what entry `name` rebuilds to) among the last REBUILT_KEPT rebuilt
+        arrays, read-only, so that the next read costs nothing."""
+        hit = value.view()
+        hit.flags.writeable = False
+        self._rebuilt[name] = hit
+        while len(self._rebuilt) > REBUILT_KEPT:
+            self._rebuilt.popitem(last=False)
         return hit
 
     def __setitem__(self, name: str, value) -> None:

@@ -162,6 +162,8 @@ def hold(store: Store, name: str, arr, cfg: Config, start: int) -> None:
                 r.causal(leaf, arr, -np.inf, exact=True)
         elif leaf == "attn.hook_dots" and long and not start:
             r.recipe(leaf, arr, attention_scores, "attn.hook_q", "attn.hook_k")
+            if store.raw(name) is not arr:  # a recipe now, and the scores' check reads it next:
+                store.remember(name, arr)  # the file's array is what it rebuilds to, no second Q·K
         elif leaf == "mlp.hook_post" and long:
             r.recipe(leaf, arr, gelu_new, "mlp.hook_pre")
         else:
