@@ -113,6 +113,22 @@ def scaled_and_masked(dots: np.ndarray, scale: float | None) -> np.ndarray:
     return mask_scores(dots * scale if scale is not None else dots.copy())  # [head, query_pos, key_pos]
 
 
+def score_scale(cfg: Config) -> float | None:
+    """1/√d_head when the model scales its scores (a Python float keeps float32 float32)."""
+    return 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None
+
+
+def recipes(cfg: Config) -> dict[str, tuple]:
+    """The values a recording may keep as recipes (`tracer.record.Recorder.recipe`), by name in a
+    block: (function, the names it reads). The decoder records with these, and loading a file
+    (`tracer.trace.hold`) checks a file against them."""
+    return {
+        "attn.hook_attn_scores": (partial(scaled_and_masked, scale=score_scale(cfg)), "attn.hook_dots"),
+        "attn.hook_dots": (attention_scores, "attn.hook_q", "attn.hook_k"),
+        "mlp.hook_post": (gelu_new, "mlp.hook_pre"),
+    }
+
+
 def causal_softmax(scores: np.ndarray) -> np.ndarray:
     """Softmax over keys, subtracting each row's maximum first so exp never overflows."""
     e = scores - scores.max(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
@@ -260,8 +276,9 @@ def forward(
     x = rec("hook_embed", embed(params["W_E"], tokens).astype(dt, copy=False))  # [pos, d_model]
     if cfg.positional != "none":
         x = x + rec("hook_pos_embed", position_vectors(params["W_pos"], start, n))  # [pos, d_model]
-    scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None  # a Python float keeps float32 float32
+    scale = score_scale(cfg)
     long = n >= PACK_MIN_QUERIES  # a long pass keeps what it can recompute as recipes (tracer.record.Store)
+    recipe = recipes(cfg)  # name → (function, the names it reads)
 
     for l in range(cfg.n_layers):
         r = rec.scope(f"blocks.{l}")
@@ -283,11 +300,11 @@ def forward(
         dots = attention_scores(q, k)  # [head, query_pos, key_pos]
         if r.wants("attn.hook_dots"):  # kept: scale and mask a copy; the scores are kept as a recipe
             if long and not start:
-                r.recipe("attn.hook_dots", dots, attention_scores, "attn.hook_q", "attn.hook_k")
+                r.recipe("attn.hook_dots", dots, *recipe["attn.hook_dots"])
             else:
                 r("attn.hook_dots", dots)
-            scores = r.recipe("attn.hook_attn_scores", scaled_and_masked(dots, scale), partial(scaled_and_masked, scale=scale),
-                              "attn.hook_dots", verify=False)  # [head, query_pos, key_pos] exact: a product by one number, a mask
+            scores = r.recipe("attn.hook_attn_scores", scaled_and_masked(dots, scale), *recipe["attn.hook_attn_scores"],
+                              verify=False)  # [head, query_pos, key_pos] exact: a product by one number, a mask
         else:  # not kept: scale and mask in place (the same products, no second array)
             scores = dots
             if scale is not None:
@@ -308,7 +325,7 @@ def forward(
                 h = scale_and_shift(r("ln2.hook_normalized", normalize(h, cfg.ln_eps)), params[p + "ln2.w"], params[p + "ln2.b"])
             pre = r("mlp.hook_pre", affine(h, params[p + "mlp.W_in"], params[p + "mlp.b_in"]))  # [pos, d_mlp]
             post = gelu_new(pre)  # [pos, d_mlp]
-            post = r.recipe("mlp.hook_post", post, gelu_new, "mlp.hook_pre") if long else r("mlp.hook_post", post)
+            post = r.recipe("mlp.hook_post", post, *recipe["mlp.hook_post"]) if long else r("mlp.hook_post", post)
             W_out, b_out = params[p + "mlp.W_out"], params[p + "mlp.b_out"]
             rows = fused.W_out_rows.get(l) if n == 1 else None  # [d_model, d_mlp]
             mlp_out = r("hook_mlp_out", affine(post, W_out, b_out) if rows is None else affine_one(post, rows, b_out))  # [pos, d_model]

@@ -29,7 +29,6 @@ Loading refuses pickled objects without unpickling them. Core module: imports nu
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -146,26 +145,23 @@ def hold(store: Store, name: str, arr, cfg: Config, start: int) -> None:
     if m is None or not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
         store[name] = arr
         return
-    from functools import partial
+    from .decoder import recipes
 
-    from .decoder import attention_scores, gelu_new, scaled_and_masked
-
-    r, leaf = Recorder(prefix=m[1], store=store), m[2]
+    r, leaf, recipe = Recorder(prefix=m[1], store=store), m[2], recipes(cfg)
     long = arr.ndim >= 2 and arr.shape[-2 if arr.ndim == 3 else 0] >= PACK_MIN_QUERIES
     try:
         if leaf == "attn.hook_pattern":
             r.causal(leaf, arr, 0.0, exact=True)
         elif leaf == "attn.hook_attn_scores":
-            scale = 1.0 / math.sqrt(cfg.d_head) if cfg.scale_scores else None
-            r.recipe(leaf, arr, partial(scaled_and_masked, scale=scale), "attn.hook_dots")
+            r.recipe(leaf, arr, *recipe[leaf])
             if store.raw(name) is arr:  # no Q·K to derive it from, or not the same bits
                 r.causal(leaf, arr, -np.inf, exact=True)
         elif leaf == "attn.hook_dots" and long and not start:
-            r.recipe(leaf, arr, attention_scores, "attn.hook_q", "attn.hook_k")
+            r.recipe(leaf, arr, *recipe[leaf])
             if store.raw(name) is not arr:  # a recipe now, and the scores' check reads it next:
                 store.remember(name, arr)  # the file's array is what it rebuilds to, no second Q·K
         elif leaf == "mlp.hook_post" and long:
-            r.recipe(leaf, arr, gelu_new, "mlp.hook_pre")
+            r.recipe(leaf, arr, *recipe[leaf])
         else:
             store[name] = arr
     except (ValueError, TypeError, IndexError, FloatingPointError):  # a damaged file: keep it as read
