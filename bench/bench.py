@@ -108,7 +108,7 @@ def machine() -> dict:
 def gpt2_small():
     from tracer.config import GPT2_SHAPES, Config
     from tracer.decoder import fuse
-    from tracer.weights import init_weights
+    from tracer.params import init_weights
 
     cfg = Config(**GPT2_SHAPES["gpt2"], dtype="float32")
     params = init_weights(cfg, 0)
@@ -195,11 +195,11 @@ def torch_worker(weights: str, threads: int) -> None:
     import transformers
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tracer.weights import load_weights_file
+    from tracer.files import load_weights_file
 
     torch.set_num_threads(threads)
     if os.environ.get("TRACER_BENCH_MALLOC", "retain") == "retain":
-        from tracer.record import retain_freed_memory
+        from tracer.memory import retain_freed_memory
 
         retain_freed_memory()  # the same malloc settings as the tracer side
     arrays, cfg = load_weights_file(weights)
@@ -295,11 +295,10 @@ def find_torch_python(arg: str | None) -> str | None:
 
 def case_prefill(cfg, params, fused, torch_w, rounds: int, per: int, T: int, results: dict) -> None:
     from tracer.decoder import forward
-    from tracer.generate import pass_macs
     from tracer.record import Recorder
 
     tokens = np.random.default_rng(5).integers(0, cfg.d_vocab, T)  # [pos]
-    flops = 2 * pass_macs(cfg, T, T)
+    flops = 2 * cfg.pass_macs(T, T)
     gflops = matmul_gflops()
     run_all = lambda: forward(cfg, params, tokens, Recorder(None), fused=fused)  # noqa: E731
     run_none = lambda: forward(cfg, params, tokens, Recorder([]), fused=fused)  # noqa: E731
@@ -339,7 +338,7 @@ def case_prefill(cfg, params, fused, torch_w, rounds: int, per: int, T: int, res
 FIRST_PASS = """
 import sys, time, numpy as np
 if sys.argv[3] == "retain":
-    from tracer.record import retain_freed_memory
+    from tracer.memory import retain_freed_memory
     retain_freed_memory()
 import tracer
 from tracer.decoder import forward
@@ -611,7 +610,7 @@ def case_cli_memory(weights: Path, T: int, cmd: list[str], tmp: Path, results: d
 
 def case_load(cfg, params, tmp: Path, rounds: int, results: dict) -> Path:
     import tracer
-    from tracer.weights import load_weights_file, save_weights
+    from tracer.files import load_weights_file, save_weights
 
     path = tmp / "bench-gpt2-small.safetensors"
     save_weights(path, cfg, params, seed=0)
@@ -679,7 +678,7 @@ def case_render(results: dict, runs: int) -> None:
         from tracer.render import show_generation
         from tracer.render.view import View
         from tracer.tokens import get_tokenizer
-        from tracer.weights import init_weights
+        from tracer.params import init_weights
     except ImportError as e:
         results["render"] = {"error": str(e)}
         print(f"\nrender: not available ({e})")
@@ -731,7 +730,7 @@ def main() -> int:
     q = args.quick
     os.environ["TRACER_BENCH_MALLOC"] = args.malloc  # read by the torch worker
     if args.malloc == "retain":
-        from tracer.record import retain_freed_memory
+        from tracer.memory import retain_freed_memory
 
         retain_freed_memory()
     only = set(filter(None, args.only.split(",")))

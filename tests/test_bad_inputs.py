@@ -28,7 +28,8 @@ import tracer
 from tracer.cli import app
 from tracer.config import Config
 from tracer.tokens import get_tokenizer
-from tracer.weights import init_weights, save_weights
+from tracer.files import save_weights
+from tracer.params import init_weights
 
 runner = CliRunner()
 SUB = "sub"  # also run as a real subprocess
@@ -104,21 +105,21 @@ CASES = [
     ("tokens-whitespace", ["tokens", "   "], 2, r"prompt: empty but for whitespace"),
     ("tokens-encoding", ["tokens", "hi", "--encoding", "gpt5"], 2, r"encoding 'gpt5' is not available offline.*gpt2"),
     # numeric options
-    ("max-new-negative", ["trace", "hi", "--max-new-tokens", "-1"], 2, r"--max-new-tokens must be a whole number ≥ 0, got -1"),
+    ("max-new-negative", ["trace", "hi", "--max-new-tokens", "-1"], 2, r"Invalid value for '--max-new-tokens' / '-n': Input should be greater than or equal to 0"),
     ("max-new-overflow", ["trace", "hi", "-n", "5000"], 2, r"5000.*context.*1024|1,024"),
     ("max-new-not-int", ["trace", "hi", "-n", "1.5"], 2, r"Invalid value for '--max-new-tokens'"),
-    ("temperature-negative", ["trace", "hi", "--temperature", "-0.5"], 2, r"temperature must be a number ≥ 0 \(0 is greedy\), got -0.5", SUB),
-    ("temperature-nan", ["trace", "hi", "--temperature", "nan"], 2, r"temperature must be a number ≥ 0.*nan"),
+    ("temperature-negative", ["trace", "hi", "--temperature", "-0.5"], 2, r"Invalid value for '--temperature' / '-t': Input should be greater than or equal to 0", SUB),
+    ("temperature-nan", ["trace", "hi", "--temperature", "nan"], 2, r"(Invalid value for '--temperature'|temperature must be a number ≥ 0.*nan)"),
     ("temperature-inf", ["trace", "hi", "--temperature", "inf"], 2, r"temperature must be a number ≥ 0.*inf"),
-    ("top-k-zero", ["trace", "hi", "--top-k", "0"], 2, r"top-k must be a whole number ≥ 1, got 0"),
+    ("top-k-zero", ["trace", "hi", "--top-k", "0"], 2, r"Invalid value for '--top-k': Input should be greater than or equal to 1"),
     ("top-p-zero", ["trace", "hi", "--top-p", "0"], 2, r"top-p must be in \(0, 1\], got 0.0"),
-    ("top-p-above-one", ["trace", "hi", "--top-p", "1.01"], 2, r"top-p must be in \(0, 1\], got 1.01"),
-    ("dims-zero", ["trace", "hi", "--dims", "0"], 2, r"--dims must be ≥ 1, got 0"),
+    ("top-p-above-one", ["trace", "hi", "--top-p", "1.01"], 2, r"Invalid value for '--top-p': Input should be less than or equal to 1"),
+    ("dims-zero", ["trace", "hi", "--dims", "0"], 2, r"Invalid value for '--dims': Input should be greater than or equal to 1"),
     ("dims-text", ["trace", "hi", "--dims", "abc"], 2, r"Invalid value for '--dims'"),
-    ("precision-negative", ["trace", "hi", "--precision", "-1"], 2, r"--precision must be between 0 and 12, got -1"),
-    ("precision-huge", ["trace", "hi", "--precision", "13"], 2, r"--precision must be between 0 and 12, got 13"),
-    ("seed-negative", ["trace", "hi", "--seed", "-1"], 2, r"seed must be a whole number ≥ 0, got -1", SUB),
-    ("truncate-side", ["trace", "hi", "--truncate", "middle"], 2, r"--truncate middle: give 'left'.*or 'right'"),
+    ("precision-negative", ["trace", "hi", "--precision", "-1"], 2, r"Invalid value for '--precision': Input should be greater than or equal to 0"),
+    ("precision-huge", ["trace", "hi", "--precision", "13"], 2, r"Invalid value for '--precision': Input should be less than or equal to 12"),
+    ("seed-negative", ["trace", "hi", "--seed", "-1"], 2, r"Invalid value for '--seed': Input should be greater than or equal to 0", SUB),
+    ("truncate-side", ["trace", "hi", "--truncate", "middle"], 2, r"Invalid value for '--truncate'.*'middle' is not one of 'left', 'right'"),
     # what to show
     ("token-letter", ["trace", "hi there", "-n", "1", "--token", "Z"], 2, r"--token Z: the prompt has tokens A–B \(positions 0–1\)"),
     ("token-position", ["trace", "hi there", "-n", "1", "--token", "3"], 2, r"--token 3: the prompt has tokens A–B"),
@@ -179,10 +180,10 @@ CASES = [
     ("demo-unknown-scenario", ["demo", "artcle"], 2, r"scenario 'artcle': no such file and no shipped scenario"),
     ("demo-export-suffix", ["demo", "two_heads", "--export", "{d}/deck.pdf"], 2, r"--export .*deck.pdf: .*must end in .html"),
     ("replay-layer", ["replay", "two_heads", "--layer", "1"], 2, r"--layer 1: the model has layer 0 \(or 'all'\)"),
-    ("show-dims", ["show", "{d}/good.npz", "--dims", "0"], 2, r"--dims must be ≥ 1, got 0"),
+    ("show-dims", ["show", "{d}/good.npz", "--dims", "0"], 2, r"Invalid value for '--dims': Input should be greater than or equal to 1"),
     ("show-token", ["show", "{d}/good.npz", "--token", "X"], 2, r"--token X: the prompt has tokens A–B \(positions 0–1\)"),
     ("demo-auto-zero", ["demo", "two_heads", "--auto", "0"], 2, r"--auto must be a number of seconds > 0, got 0"),
-    ("replay-precision", ["replay", "two_heads", "--precision", "99"], 2, r"--precision must be between 0 and 12, got 99"),
+    ("replay-precision", ["replay", "two_heads", "--precision", "99"], 2, r"Invalid value for '--precision': Input should be less than or equal to 12"),
     ("download-unknown", ["download", "gpt5"], 2, r"model 'gpt5': not a GPT-2 name \(did you mean 'gpt2'\?\)"),
     # the command line itself
     ("unknown-command", ["trcae", "hi"], 2, r"No such command 'trcae'"),
@@ -308,7 +309,7 @@ def test_truncate_is_silent_when_the_prompt_fits():
 
 def test_debug_shows_the_traceback():
     """`--debug` is the one way to see Python's traceback, for a bug report."""
-    p = run_tracer("--debug", "trace", "hi", "--seed", "-1")
+    p = run_tracer("--debug", "trace", "hi", "--model", "gpt3")
     err = p.stderr.decode()
     assert p.returncode != 0 and "Traceback" in err and "TracerError" in err
 

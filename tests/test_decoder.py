@@ -8,7 +8,7 @@ import pytest
 from tracer.config import Config
 from tracer.decoder import KVCache, forward, hook_names
 from tracer.record import Recorder
-from tracer.weights import init_weights, param_shapes
+from tracer.params import init_weights, param_shapes
 
 from .reference import naive_forward
 
@@ -143,3 +143,35 @@ def test_sinusoidal_positions_follow_the_formula():
         want = [math.sin(pos / 10000 ** (0 / 4)), math.cos(pos / 10000 ** (0 / 4)),
                 math.sin(pos / 10000 ** (2 / 4)), math.cos(pos / 10000 ** (2 / 4))]
         np.testing.assert_allclose(W_pos[pos], want, atol=1e-15)
+
+
+def _small(dtype="float64", **kw):
+    return Config(d_vocab=23, n_ctx=12, d_model=8, n_heads=2, d_mlp=16, n_layers=2, dtype=dtype, **kw)
+
+
+@pytest.mark.parametrize("switches", [{}, {"scale_scores": False}])
+def test_recording_a_subset_gives_the_same_bits_as_recording_everything(switches):
+    cfg = _small("float32", **switches)
+    params = init_weights(cfg, 4)
+    tokens = [3, 1, 4, 1, 5, 9]
+    full = Recorder()
+    logits_full = forward(cfg, params, tokens, full)
+    for keep in (["*attn.hook_attn_scores", "*hook_attn_out"], ["*hook_pattern"], ["logits"], []):
+        part = Recorder(keep)
+        logits = forward(cfg, params, tokens, part)
+        assert np.array_equal(logits, logits_full)
+        for name, value in part.store.items():
+            assert np.array_equal(value, full.store[name]), name
+    assert list(full.store) == hook_names(cfg)
+
+
+def test_float32_pass_stays_float32_and_close_to_float64():
+    cfg64 = _small("float64")
+    cfg32 = _small("float32")
+    params = init_weights(cfg64, 5)
+    tokens = [2, 7, 1, 8, 2, 8]
+    r64, r32 = Recorder(), Recorder()
+    l64 = forward(cfg64, params, tokens, r64)
+    l32 = forward(cfg32, {k: v.astype(np.float32) for k, v in params.items()}, tokens, r32)
+    assert {a.dtype for a in r32.store.values()} == {np.dtype("float32")}
+    np.testing.assert_allclose(l32, l64, rtol=1e-4, atol=1e-5)  # float32 rounding through 2 layers

@@ -18,13 +18,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tracer import demo
+from tracer.render import demo
 from tracer.cli import app
 from tracer.config import Config
 from tracer.model import Model
 from tracer.tokens import WordTokenizer
 from tracer.trace import Generation
-from tracer.weights import init_weights
+from tracer.params import init_weights
 
 VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
 E_ROWS = [  # the article's E_A and E_B (the article gives both the same numbers), then made-up C–F
@@ -181,12 +181,14 @@ def test_cache_screen_without_the_cache_recomputes_everything():
 def test_screens_never_run_the_model(run, monkeypatch):
     import tracer.decoder
     import tracer.generate
+    import tracer.model
 
     def boom(*a, **k):
         raise AssertionError("the demo ran the model")
 
     monkeypatch.setattr(tracer.decoder, "forward", boom)
     monkeypatch.setattr(tracer.generate, "forward", boom)
+    monkeypatch.setattr(tracer.model, "forward", boom)
     monkeypatch.setattr(Model, "generate", boom)
     d, _ = run
     steps = demo.build_steps(demo.Demo(d.gen, d.tokenizer))
@@ -340,12 +342,10 @@ def test_subprocess_with_stdin_from_dev_null_prints_everything():
 
 
 def test_default_demo_is_the_article_scenario_with_its_checks_beside_the_steps():
-    scenario = pytest.importorskip("tracer.scenario")
-    path = scenario.find_scenario("article")
-    if path is None:
-        pytest.skip("scenarios/article.toml is not shipped yet")
-    sc = scenario.load_scenario(path)
-    checks = sc.check(sc.run())
+    from tracer.replay import replay
+
+    done = replay("article")
+    sc, checks = done.scenario, done.checks
     r = runner.invoke(app, ["demo"])
     assert r.exit_code == 0, r.output
     assert re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M) == [str(i) for i in range(1, 15)]

@@ -2,7 +2,7 @@
 
 - `tracer trace … --save a.npz` run twice, in separate processes with different hash seeds and
   a different wall clock, writes byte-identical `.npz` files and prints identical text.
-- Output files go through `tracer.weights._atomic_write` (a temporary name, then a rename): a
+- Output files go through `tracer.files.atomic_write` (a temporary name, then a rename): a
   writer that fails half-way (disk full, Ctrl-C) leaves neither a partial file nor the temporary
   one, and an older file of the same name is kept whole.
 """
@@ -24,11 +24,12 @@ import pytest
 from typer.testing import CliRunner
 
 import tracer
-from tracer import weights
+from tracer import files
 from tracer.cli import app
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.weights import init_weights, save_weights
+from tracer.files import save_weights
+from tracer.params import init_weights
 
 runner = CliRunner()
 SMALL = Config(d_vocab=50257, n_ctx=16, d_model=4, n_heads=2, n_layers=2, dtype="float32")
@@ -132,15 +133,15 @@ class FailingFile:
 
 
 def _fail_after(monkeypatch, limit: int, exc: BaseException) -> None:
-    real = weights._atomic_write
+    real = files.atomic_write
 
     def failing(path, write):
         return real(path, lambda f: write(FailingFile(f, limit, exc)))
 
-    monkeypatch.setattr(weights, "_atomic_write", failing)
+    monkeypatch.setattr(files, "atomic_write", failing)
     import tracer.render.export as export
 
-    monkeypatch.setattr(export, "_atomic_write", failing, raising=False)
+    monkeypatch.setattr(export, "atomic_write", failing)
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -189,7 +190,7 @@ def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch):
     def no_rename(src, dst):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(weights.os, "replace", no_rename)
+    monkeypatch.setattr(files.os, "replace", no_rename)
     with pytest.raises(TracerError, match="cannot write"):
         save_weights(target, SMALL, init_weights(SMALL, 0))
     assert _leftovers(tmp_path) == ["w.npz"] and target.read_bytes() == b"old weights"

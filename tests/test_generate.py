@@ -20,12 +20,12 @@ import tracer
 from tracer.cli import app
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.generate import pass_macs, sample, verify_cache
+from tracer.generate import sample, verify_cache
 from tracer.lens import record_logit_lens
 from tracer.model import Model
 from tracer.record import Recorder
 from tracer.tokens import WordTokenizer
-from tracer.weights import param_shapes
+from tracer.params import param_shapes
 
 from .reference import naive_forward
 
@@ -46,7 +46,7 @@ def word_model(seed: int = 0, vocab=None, end=None, scale: float = 0.5, given=No
         base = 1.0 if name.endswith(".w") else 0.0  # layer-norm gains around 1
         params[name] = base + scale * rng.standard_normal(shape)
     params.update(given or {})
-    return Model(c, tracer.weights.init_weights(c, seed, params), WordTokenizer(vocab, end), "words", seed)
+    return Model(c, tracer.params.init_weights(c, seed, params), WordTokenizer(vocab, end), "words", seed)
 
 
 def log_softmax_row(row) -> list[float]:
@@ -140,7 +140,7 @@ def test_pass_macs_counts_like_a_loop():
                     macs += cfg.n_heads * cfg.d_head * cfg.d_model  # W_O
                     macs += 2 * cfg.d_model * cfg.d_mlp  # the MLP's two matrices
             macs += n_new * cfg.d_model * cfg.d_vocab  # the unembedding
-            assert pass_macs(cfg, n_new, n_seen) == macs
+            assert cfg.pass_macs(n_new, n_seen) == macs
 
 
 # --------------------------------------------------------------------------- sampling
@@ -273,10 +273,10 @@ def test_bad_values_raise_a_clear_error(kw, message):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--temperature", "-1"], "temperature must be a number ≥ 0"),
+    (["--temperature", "-1"], "Invalid value for '--temperature' / '-t': Input should be greater than or equal to 0"),
     (["--top-p", "0"], "top-p must be in (0, 1]"),
-    (["--top-p", "1.01"], "top-p must be in (0, 1]"),
-    (["--top-k", "0"], "top-k must be a whole number ≥ 1"),
+    (["--top-p", "1.01"], "Invalid value for '--top-p': Input should be less than or equal to 1"),
+    (["--top-k", "0"], "Invalid value for '--top-k': Input should be greater than or equal to 1"),
     (["--max-new-tokens", "1100"], "overflows the context"),
 ])
 def test_bad_values_on_the_command_line_exit_2_with_one_line(args, message):
@@ -294,7 +294,7 @@ def test_stops_at_the_end_token():
     b_U = np.array([0.0, 0.0, 0.0, 50.0])  # the end token always wins
     m = word_model(vocab=vocab, given={"b_U": b_U})
     g = m.generate("A B", max_new_tokens=5)
-    assert g.generated_ids == [3] and g.meta["settings"]["stopped"] == "end_token"
+    assert g.generated_ids == [3] and g.stopped == "end_token"
     assert len(g.steps) == 1  # nothing runs after the end token
 
 
@@ -302,9 +302,9 @@ def test_stops_at_a_stop_string():
     vocab = ["A", "B", "C", "<end>"]
     m = word_model(vocab=vocab, given={"b_U": np.array([0.0, 0.0, 50.0, -50.0])})  # always C
     g = m.generate("A B", max_new_tokens=6, stop=["C C"])
-    assert g.text == "C C" and g.meta["settings"]["stopped"] == "stop_string"
+    assert g.text == "C C" and g.stopped == "stop_string"
     g = m.generate("A B", max_new_tokens=3, stop=["B"])  # never generated: runs to the limit
-    assert g.text == "C C C" and g.meta["settings"]["stopped"] == "max_new_tokens"
+    assert g.text == "C C C" and g.stopped == "max_new_tokens"
 
 
 def test_stop_and_json_on_the_command_line():
@@ -480,3 +480,37 @@ def test_logit_lens_in_chunks_and_without_recorded_logits_agrees(monkeypatch):
     for name in ("lens.top_prob", "lens.target_prob"):
         np.testing.assert_allclose(chunked[name], whole[name], rtol=0, atol=1e-12)
         np.testing.assert_allclose(no_logits[name], whole[name], rtol=0, atol=1e-12)
+
+
+def test_greedy_sampling_takes_the_first_of_a_stable_sort():
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        logits = rng.standard_normal(50).round(1)  # rounding makes ties common
+        if trial == 0:
+            logits[[3, 7]] = logits.max() + 1  # an exact tie: the lower id wins
+        want = int(np.argsort(-logits, kind="stable")[0])
+        rec = Recorder()
+        assert sample(logits, 0.0, None, None, np.random.default_rng(0), rec) == want
+        assert rec.store["sample.final"][want] == 1.0 and rec.store["sample.final"].sum() == 1.0
+        if trial == 0:
+            assert want == 3
+
+
+def test_top_and_target_without_log_probabilities_matches_float64_log_softmax():
+    from tracer.lens import top_and_target
+
+    rng = np.random.default_rng(8)
+    logits = (rng.standard_normal((4, 50257)) * 6).astype(np.float32)  # [rows, d_vocab] GPT-2's width
+    logits[2, 7] = logits[2, 9] = logits[2].max() + 1  # a tie: the first index wins, as argmax does
+    target = np.array([0, 5, 9, 50256])
+    x = logits.astype(np.float64)
+    want = x - x.max(axis=-1, keepdims=True)
+    want -= np.log(np.exp(want).sum(axis=-1, keepdims=True))  # float64 log-softmax
+    for arr in (logits, np.asfortranarray(logits)):  # unembed returns Fortran order: same answers
+        best, top_lp, tgt_lp, rank = top_and_target(arr, target)
+        assert best.tolist() == want.argmax(axis=-1).tolist() and best[2] == 7
+        rows = np.arange(4)
+        np.testing.assert_allclose(top_lp, want[rows, best], rtol=0, atol=1e-6)  # float32 exp, float64 sum
+        np.testing.assert_allclose(tgt_lp, want[rows, target], rtol=0, atol=1e-6)
+        assert rank.tolist() == [int((logits[r] > logits[r, target[r]]).sum()) for r in range(4)]
+        assert np.all(arr == logits)  # input untouched

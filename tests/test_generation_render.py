@@ -16,11 +16,15 @@ from rich.console import Console
 
 from tracer.config import Config
 from tracer.model import Model
-from tracer.render import generation as G
+from tracer.render import lens as L
+from tracer.render import loop as LP
+from tracer.render import predict as P
+from tracer.render import progress as PR
+from tracer.render import sampling as S
 from tracer.render.fmt import letters
 from tracer.render.view import View
 from tracer.tokens import WordTokenizer
-from tracer.weights import init_weights
+from tracer.params import init_weights
 
 from .reference import naive_forward
 from .test_generate import final_ln_unembed, word_model
@@ -70,7 +74,7 @@ def cells(line: str) -> list[str]:
 def test_every_position_by_hand(width):
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=1)
-    text = render(G.every_position(gen.steps[0], m.tokenizer, View()), width)
+    text = render(P.every_position(gen.steps[0], m.tokenizer, View()), width)
     # A predicts B with 0.6 and B follows: loss -ln 0.6; B predicts C with 0.7; C predicts A (0.5), chosen
     assert cells(row(text, "A")) == ["A", "A", "B", "0.600", "B", "0.600", f"{-math.log(0.6):.3f}", ""]
     assert cells(row(text, "B")) == ["B", "B", "C", "0.700", "C", "0.700", f"{-math.log(0.7):.3f}", ""]
@@ -84,7 +88,7 @@ def test_every_position_by_hand(width):
 def test_every_position_on_a_cached_pass_has_one_row_and_says_why():
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=2)
-    text = render(G.every_position(gen.steps[1], m.tokenizer, View()))
+    text = render(P.every_position(gen.steps[1], m.tokenizer, View()))
     assert cells(row(text, "D"))[:4] == ["D", "A", "B", "0.600"]  # D is the generated A
     assert "This pass computed only D" in " ".join(text.split())
 
@@ -92,7 +96,7 @@ def test_every_position_on_a_cached_pass_has_one_row_and_says_why():
 def test_every_position_without_the_arrays_says_so():
     m = hand_model()
     gen = m.generate("A B", max_new_tokens=1, names=["hook_embed"])
-    assert "not recorded in this trace" in render(G.every_position(gen.steps[0], m.tokenizer, View()))
+    assert "not recorded in this trace" in render(P.every_position(gen.steps[0], m.tokenizer, View()))
 
 
 # --------------------------------------------------------------------------- sampling stages
@@ -101,7 +105,7 @@ def test_every_position_without_the_arrays_says_so():
 def test_sampling_stages_by_hand():
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=1, temperature=2.0, top_k=3, top_p=0.7, seed=0)
-    text = render(G.sampling_stages(gen.steps[0], m.tokenizer, View()))
+    text = render(S.sampling_stages(gen.steps[0], m.tokenizer, View()))
     # C's distribution [A .5, B .1, C .1, D .3] at temperature 2: p ∝ sqrt(p)
     root = {w: math.sqrt(p) for w, p in zip(VOCAB, DIST["C"])}
     z = sum(root.values())
@@ -131,11 +135,11 @@ def test_sampling_stages_by_hand():
 def test_sampling_stages_greedy_and_narrow_columns():
     m = word_model()
     gen = m.generate([1, 2], max_new_tokens=1, temperature=0)
-    text = render(G.sampling_stages(gen.steps[0], m.tokenizer, View()), 80)
+    text = render(S.sampling_stages(gen.steps[0], m.tokenizer, View()), 80)
     assert "Temperature 0 is greedy" in text and "top-k" not in text.split("Temperature 0")[0].split("→")[-1]
     assert "◀ top-1" in text
-    wide = render(G.sampling_stages(gen.steps[0], m.tokenizer, View(top_k=8)), 160)
-    assert "#8" in wide and "#8" not in render(G.sampling_stages(gen.steps[0], m.tokenizer, View(top_k=8)), 80)
+    wide = render(S.sampling_stages(gen.steps[0], m.tokenizer, View(top_k=8)), 160)
+    assert "#8" in wide and "#8" not in render(S.sampling_stages(gen.steps[0], m.tokenizer, View(top_k=8)), 80)
 
 
 def test_sampling_stages_shows_the_chosen_token_even_when_it_is_not_in_the_top_rows():
@@ -145,7 +149,7 @@ def test_sampling_stages_shows_the_chosen_token_even_when_it_is_not_in_the_top_r
         s = gen.steps[0]
         rank = int((s["sample.probs"] > s["sample.probs"][int(s["sample.token"])]).sum())
         if rank >= 3:
-            text = render(G.sampling_stages(s, m.tokenizer, View(top_k=3)))
+            text = render(S.sampling_stages(s, m.tokenizer, View(top_k=3)))
             assert f"#{rank + 1}" in text and m.tokenizer.token_str(int(s["sample.token"])) in row(text, "token")
             return
     pytest.fail("no seed drew a token outside the top 3")
@@ -166,7 +170,7 @@ def macs_by_loop(cfg, n_new: int, n_seen: int) -> int:
 def test_kv_cache_view_rows_and_work_saved():
     m = word_model()
     gen = m.generate([1, 2, 3], max_new_tokens=3)
-    text = render(G.kv_cache_view(gen, m.tokenizer, View()))
+    text = render(LP.kv_cache_view(gen, m.tokenizer, View()))
     cfg = m.config
     for step, (reused, n) in enumerate([(0, 3), (3, 4), (4, 5)]):
         line = row(text, str(step))
@@ -187,7 +191,7 @@ def test_kv_cache_view_without_the_cache_and_with_verify():
     from tracer.generate import verify_cache
 
     gen.meta["verify_cache"] = verify_cache(m, gen)
-    text = render(G.kv_cache_view(gen, m.tokenizer, View()))
+    text = render(LP.kv_cache_view(gen, m.tokenizer, View()))
     assert "off: --no-cache" in text
     assert cells(row(text, "2"))[1:3] == ["| ABCDE", "0 + 5"]
     assert "with the cache it would be" in " ".join(text.split())
@@ -198,7 +202,7 @@ def test_verify_cache_view_marks_failures():
     bad = {"compared": "KV cache vs full recompute", "dtype": "float32", "steps": 2,
            "per_step_max_abs_diff": [0.0, 3e-3], "max_abs_diff": 3e-3, "tolerance": 1e-5, "scale": 2.0,
            "bound": 2e-5, "generated_cache": [1, 2], "generated_no_cache": [1, 3], "tokens_equal": False, "ok": False}
-    text = render(G.verify_cache_view(bad))
+    text = render(LP.verify_cache_view(bad))
     assert "✗ the KV cache and full recompute disagree" in text
     assert row(text, "step 1: max |Δ logit|").rstrip().rstrip("│").strip().endswith("✗")
     assert "1e-05 × 2.00 = 2.00e-05 (float32)" in text
@@ -218,7 +222,7 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top():
     chosen = gen.generated_ids[0]
     assert tops[-1] == chosen
     first = tops.index(chosen)
-    text = render(G.logit_lens_view(s, m.tokenizer, View()), 120)
+    text = render(L.logit_lens_view(s, m.tokenizer, View()), 120)
     flat = " ".join(text.split())
     where = "in the embedding, before any layer" if first == 0 else f"after layer {first}"
     assert f"the chosen token '{m.tokenizer.token_str(chosen)}' is the top-1 first {where}" in flat
@@ -232,8 +236,8 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top():
 def test_logit_lens_view_fits_80_columns_and_shows_more_when_wide():
     m = word_model(seed=2, n_ctx=16)
     gen = m.generate(list(range(10)), max_new_tokens=1)
-    narrow = render(G.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80)
-    wide = render(G.logit_lens_view(gen.steps[0], m.tokenizer, View(brief=False)), 200)
+    narrow = render(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80)
+    wide = render(L.logit_lens_view(gen.steps[0], m.tokenizer, View(brief=False)), 200)
     header = next(l for l in narrow.splitlines() if "after layer" in l)
     assert header.count("┃") - 2 < len(next(l for l in wide.splitlines() if "after layer" in l).split("┃")) - 2
     assert "J w9" in wide and "J w9" in narrow  # the last position is always shown
@@ -244,7 +248,7 @@ def test_logit_lens_view_fits_80_columns_and_shows_more_when_wide():
 def test_logit_lens_view_when_the_sampled_token_never_tops():
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=1, temperature=2.0, top_k=3, top_p=0.7, seed=0)  # draws D, not A
-    text = " ".join(render(G.logit_lens_view(gen.steps[0], m.tokenizer, View())).split())
+    text = " ".join(render(L.logit_lens_view(gen.steps[0], m.tokenizer, View())).split())
     assert "the chosen token 'D' is never the top-1; after the last layer it ranks #2" in text  # D .3 < A .5
 
 
@@ -254,13 +258,13 @@ def test_logit_lens_view_when_the_sampled_token_never_tops():
 def test_generation_steps_by_hand():
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=2)  # C → A (0.5), then A → B (0.6)
-    flat = " ".join(render(G.generation_steps(gen, m.tokenizer, View())).split())
+    flat = " ".join(render(LP.generation_steps(gen, m.tokenizer, View())).split())
     abc = letters(["A", "B", "C"])
     assert f"step 0: reads {abc} (the prompt)" in flat
     assert "predicts D = 'A' (p 0.500; top 3: A .50, D .30, B .10)" in flat and "ABC → ABCD" in flat
     assert f"step 1: reads D = 'A'; computes D, reuses {abc} from the KV cache" in flat
     assert "predicts E = 'B' (p 0.600; top 3: B .60, C .20, A .10)" in flat and "ABCD → ABCDE" in flat
-    zero = " ".join(render(G.generation_steps(m.generate("A B C", max_new_tokens=0), m.tokenizer, View())).split())
+    zero = " ".join(render(LP.generation_steps(m.generate("A B C", max_new_tokens=0), m.tokenizer, View())).split())
     assert "(not appended: the run stops here, max-new-tokens 0 reached)" in zero
     assert "Generated 2 token(s): 'A B'; stopped: max-new-tokens 2 reached." in flat
 
@@ -268,7 +272,7 @@ def test_generation_steps_by_hand():
 def test_generation_steps_full_shows_a_row_per_layer():
     m = word_model(n_layers=2)
     gen = m.generate([1, 2], max_new_tokens=2)
-    text = render(G.generation_steps(gen, m.tokenizer, View(brief=False)), 100)
+    text = render(LP.generation_steps(gen, m.tokenizer, View(brief=False)), 100)
     assert "‖attn out‖" in text and "heads look most at" in text
     assert "last layer looks at: h0" in text
 
@@ -276,7 +280,7 @@ def test_generation_steps_full_shows_a_row_per_layer():
 def test_generation_steps_names_the_stop():
     m = word_model(vocab=["A", "B", "C", "<end>"], given={"b_U": np.array([0.0, 0.0, 0.0, 50.0])})
     gen = m.generate("A B", max_new_tokens=4)
-    assert "stopped: the end token was generated" in " ".join(render(G.generation_steps(gen, m.tokenizer, View())).split())
+    assert "stopped: the end token was generated" in " ".join(render(LP.generation_steps(gen, m.tokenizer, View())).split())
 
 
 # --------------------------------------------------------------------------- progress
@@ -289,15 +293,15 @@ class Tty(io.StringIO):
 
 def test_progress_only_for_big_models_on_a_terminal():
     small = word_model()
-    assert not G.wants_progress(small, 10, Tty())
+    assert not PR.wants_progress(small, 10, Tty())
 
     class Big:
         config = Config(n_layers=12, d_model=768, n_heads=12)  # GPT-2's shapes: 124M parameters
 
-    assert G.wants_progress(Big, 10, Tty())
-    assert not G.wants_progress(Big, 1, Tty())  # one token: nothing to wait for
-    assert not G.wants_progress(Big, 10, io.StringIO())  # piped
-    with G.generation_progress(Big, 10, stream=io.StringIO()) as on_step:
+    assert PR.wants_progress(Big, 10, Tty())
+    assert not PR.wants_progress(Big, 1, Tty())  # one token: nothing to wait for
+    assert not PR.wants_progress(Big, 10, io.StringIO())  # piped
+    with PR.generation_progress(Big, 10, stream=io.StringIO()) as on_step:
         assert on_step is None
 
 
@@ -305,7 +309,7 @@ def test_progress_bar_follows_the_steps():
     m = word_model()
     seen = []
     out = Tty()
-    with G.generation_progress(m, 3, stream=out, force=True) as on_step:
+    with PR.generation_progress(m, 3, stream=out, force=True) as on_step:
         assert on_step is not None
         m.generate([1], max_new_tokens=3, on_step=lambda d, t: (seen.append((d, t)), on_step(d, t)))
     assert seen == [(1, 3), (2, 3), (3, 3)]
@@ -314,8 +318,8 @@ def test_progress_bar_follows_the_steps():
 def test_every_position_brief_elides_the_middle_of_long_prompts():
     m = word_model(n_ctx=32)
     gen = m.generate(list(range(20)), max_new_tokens=1)
-    brief = render(G.every_position(gen.steps[0], m.tokenizer, View()))
-    full = render(G.every_position(gen.steps[0], m.tokenizer, View(brief=False)))
+    brief = render(P.every_position(gen.steps[0], m.tokenizer, View()))
+    full = render(P.every_position(gen.steps[0], m.tokenizer, View(brief=False)))
     assert cells(row(brief, "T"))[-1] == "◀" and cells(row(full, "T"))[-1] == "◀"
     assert row(brief, "…") and "J" not in [cells(l)[0] for l in brief.splitlines() if "│" in l]
     assert cells(row(full, "J"))[1] == "w9"

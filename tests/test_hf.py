@@ -21,7 +21,7 @@ import tracer
 from tracer import hf
 from tracer.cli import app
 from tracer.errors import TracerError
-from tracer.weights import load_safetensors, save_safetensors
+from tracer.files import load_safetensors, save_safetensors
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
 LAYOUTS = ("transformers", "hub")
@@ -130,8 +130,8 @@ def test_weights_are_read_only_views_of_the_mapped_file():
     m = tracer.load(str(FIXTURE / "transformers"))
     for name in ("W_E", "blocks.0.attn.W_Q", "blocks.1.attn.W_O", "blocks.2.mlp.W_in"):
         assert not m.params[name].flags.writeable, name  # a copy would be writeable
-    assert np.shares_memory(m.params["blocks.0.attn.W_Q"], m.fused.W_qkv[0])  # c_attn passed as the fused matrix
-    assert np.shares_memory(m.fused.W_U, m.params["W_E"])  # tied: W_U is W_E.T
+    assert np.shares_memory(m.params["blocks.0.attn.W_Q"], m.weights.layers[0].qkv.W)  # c_attn passed as the fused matrix
+    assert np.shares_memory(m.weights.unembed.W, m.params["W_E"])  # tied: W_U is W_E.T
 
 
 def test_untied_lm_head_is_used_as_W_U(tmp_path, ref):
@@ -440,20 +440,24 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_bar_only_on_a_terminal_for_big_files(monkeypatch):
-    monkeypatch.setattr(hf, "BIG_FILE", 0)  # treat the fixture as big
+    from tracer.render import progress
+
+    monkeypatch.setattr(progress, "BIG_FILE", 0)  # treat the fixture as big
     fake = _Terminal()
     monkeypatch.setattr(sys, "stderr", fake)
-    tracer.load(str(FIXTURE / "hub"))
+    tracer.load(str(FIXTURE / "hub"), progress=progress.reading_progress)
     assert "reading" in fake.getvalue()
     quiet = io.StringIO()  # not a terminal: no bar
     monkeypatch.setattr(sys, "stderr", quiet)
-    tracer.load(str(FIXTURE / "hub"))
+    tracer.load(str(FIXTURE / "hub"), progress=progress.reading_progress)
     assert quiet.getvalue() == ""
 
 
 def test_progress_counts_every_byte():
+    from tracer.render.progress import reading_progress
+
     seen = []
-    with hf.progress(10, "x") as advance:  # small: no bar, a no-op callback
+    with reading_progress(10, "x") as advance:  # small: no bar, a no-op callback
         advance(5)
     folder = FIXTURE / "hub"
     arrays, _ = load_safetensors(folder / "model.safetensors")

@@ -23,12 +23,16 @@ from hypothesis import strategies as st
 
 import tracer
 from tracer import scenario as scenario_mod
+from tracer.render.jsonout import dumps, replay_json
+from tracer.replay import replay as run_replay
+from tracer.scenario import schema as scenario_schema
 from tracer.config import POSITIONAL, Config
 from tracer.errors import TracerError
 from tracer.model import Model
 from tracer.tokens import WordTokenizer, show_invisible, show_token
 from tracer.trace import Generation
-from tracer.weights import init_weights, load_npz, load_safetensors, load_weights_file, save_weights
+from tracer.files import load_npz, load_safetensors, load_weights_file, save_weights
+from tracer.params import init_weights
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-12  # float64 throughout: exact up to rounding
@@ -390,22 +394,21 @@ toml_documents = st.one_of(valid_ish_documents(), random_documents())
 
 
 def _load_and_replay(path: Path) -> None:
-    scn = scenario_mod.load_scenario(path)
-    gen, checks = scenario_mod.replay(scn)
-    json.dumps(scenario_mod.replay_json(scn, gen, checks), allow_nan=False)  # `replay --json` is valid JSON
+    done = run_replay(scenario_mod.load_scenario(path))
+    json.loads(dumps(replay_json(done)))  # `replay --json` is valid JSON
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(toml_documents)
 def test_random_toml_scenarios_raise_only_tracer_errors(doc):
-    with mock.patch.object(scenario_mod, "MAX_WEIGHT_BYTES", 4_000_000):  # a random vocabulary of 50,257 is fine
+    with mock.patch.object(scenario_schema, "MAX_WEIGHT_BYTES", 4_000_000):  # a random vocabulary of 50,257 is fine
         _only_tracer_errors(_load_and_replay, _write(doc.encode(), ".toml"))
 
 
 @FAST
 @given(st.data())
 def test_damaged_shipped_scenarios(data):
-    shipped = sorted(Path(scenario_mod.__file__).parent.parent.glob("scenarios/*.toml"))
+    shipped = sorted(scenario_mod.shipped().values())
     assume(shipped)
     path = data.draw(st.sampled_from(shipped), label="scenario")
     text = path.read_text()
@@ -421,7 +424,7 @@ def test_damaged_shipped_scenarios(data):
         lines[i] = lines[i][:j] + data.draw(st.sampled_from(["]", "[", '"', "=", "nan", "1e999", "-1", ","])) + lines[i][j:]
     else:
         lines[i] = lines[i].replace("1", data.draw(st.sampled_from(["-1", "0", "9", "1.5", "nan"])), 1)
-    with mock.patch.object(scenario_mod, "MAX_WEIGHT_BYTES", 40_000_000):  # gpt2-medium's shape: refused as too large
+    with mock.patch.object(scenario_schema, "MAX_WEIGHT_BYTES", 40_000_000):  # gpt2-medium's shape: refused as too large
         _only_tracer_errors(_load_and_replay, _write("\n".join(lines).encode(), ".toml"))
 
 
@@ -550,7 +553,7 @@ def test_replay_command_on_valid_ish_scenarios(doc):
 
     path = _write(doc.encode(), ".toml")
     try:
-        with mock.patch.object(scenario_mod, "MAX_WEIGHT_BYTES", 4_000_000):
+        with mock.patch.object(scenario_schema, "MAX_WEIGHT_BYTES", 4_000_000):
             r = CliRunner().invoke(app, ["replay", str(path), "--full", "--layer", "all"])
     finally:
         path.unlink()

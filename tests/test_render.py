@@ -28,7 +28,7 @@ from tracer.render.fmt import letters, num, prob, shape, vec
 from tracer.render.heatmap import glyph
 from tracer.render.view import View
 from tracer.tokens import WordTokenizer
-from tracer.weights import init_weights
+from tracer.params import init_weights
 
 CFG = Config(d_vocab=3, n_ctx=4, d_model=2, n_heads=1, n_layers=1, dtype="float64", positional="explicit",
              layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False)

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from tracer.cli import app
 from tracer.errors import TracerError
-from tracer.scenario import find_scenario, load_scenario, replay, shipped, written_tolerance
+from tracer.replay import replay as run_replay
+from tracer.scenario import find_scenario, load_scenario, shipped, written_tolerance
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +115,7 @@ def test_article_generates_G_H_end(article):
 
 def test_article_vectors_are_exactly_the_articles():
     scn = load_scenario(find_scenario("article"))
-    gen, _ = replay(scn)
+    gen = run_replay(scn).gen
     t = gen.steps[0]
     np.testing.assert_allclose(t["hook_embed"][:2], [[0.8, -0.2, 0.4, -0.5, 0.1]] * 2, atol=0)
     for name, pos, want in (("hook_q", 0, A_Q), ("hook_q", 1, A_Q), ("hook_k", 0, A_K), ("hook_k", 1, B_K),
@@ -287,14 +288,15 @@ W_E = [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
 "blocks.*.attn.W_V" = [[[2.0, 0.0], [0.0, 2.0]]]
 "blocks.1.attn.W_V" = [[[3.0, 0.0], [0.0, 3.0]]]
 """
-    params = load_scenario(_write(tmp_path, body)).model.params
+    params = load_scenario(_write(tmp_path, body)).params
     np.testing.assert_array_equal(params["blocks.0.attn.W_V"][0], 2 * np.eye(2))
     np.testing.assert_array_equal(params["blocks.1.attn.W_V"][0], 3 * np.eye(2))
 
 
 def test_weights_file_relative_to_the_scenario(tmp_path):
     from tracer.config import Config
-    from tracer.weights import init_weights, save_weights
+    from tracer.files import save_weights
+    from tracer.params import init_weights
 
     cfg = Config(d_vocab=3, n_ctx=4, d_model=2, n_heads=1, n_layers=1, dtype="float64", positional="none",
                  layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False)
@@ -303,16 +305,16 @@ def test_weights_file_relative_to_the_scenario(tmp_path):
     body = ('[tokenizer]\nvocab = ["a", "b", "<end>"]\n[prompt]\ntokens = ["a"]\n'
             '[weights]\nfile = "w.npz"\nb_U = [1.0, 2.0, 3.0]\n')
     scn = load_scenario(_write(tmp_path, body))
-    assert scn.model.config == cfg  # the file's config is the base
-    np.testing.assert_array_equal(scn.model.params["W_U"], params["W_U"])
-    np.testing.assert_array_equal(scn.model.params["b_U"], [1.0, 2.0, 3.0])  # the table overrides the file
+    assert scn.config == cfg  # the file's config is the base
+    np.testing.assert_array_equal(scn.params["W_U"], params["W_U"])
+    np.testing.assert_array_equal(scn.params["b_U"], [1.0, 2.0, 3.0])  # the table overrides the file
 
 
 def test_n_ctx_follows_from_W_pos_and_d_vocab_from_the_vocab(tmp_path):
     body = ('[model]\nd_model = 2\nn_heads = 1\nn_layers = 0\npositional = "explicit"\n'
             '[tokenizer]\nvocab = ["a", "b", "c"]\n[prompt]\ntokens = ["a"]\n'
             '[weights]\nW_pos = [[0.1, 0.1], [0.2, 0.2], [0.3, 0.3]]\n')
-    cfg = load_scenario(_write(tmp_path, body)).model.config
+    cfg = load_scenario(_write(tmp_path, body)).config
     assert (cfg.n_ctx, cfg.d_vocab) == (3, 3)
 
 
@@ -343,7 +345,7 @@ index = [0, 0, 0]
 value = 1.0
 """
     scn = load_scenario(_write(tmp_path, body))
-    gen, checks = replay(scn)
+    checks = run_replay(scn).checks
     assert checks[0].ok and checks[1].ok
     # a pass that never happened is a failed check, not an error: the model stopped earlier than stated
     assert not checks[2].ok and checks[2].computed is None
@@ -437,7 +439,7 @@ def test_count_params_matches_config(shape):
     import math
 
     from tracer.config import Config
-    from tracer.weights import param_shapes
+    from tracer.params import param_shapes
 
     cfg = Config(**shape)
     assert cfg.n_params() == sum(math.prod(s) for s in param_shapes(cfg).values())  # the closed form vs every shape

@@ -25,7 +25,8 @@ from tracer.cli import app
 from tracer.config import Config
 from tracer.errors import TracerError
 from tracer.trace import Generation
-from tracer.weights import init_weights, load_npz, load_weights_file, save_weights
+from tracer.files import load_npz, load_weights_file, save_weights
+from tracer.params import init_weights
 
 runner = CliRunner()
 SMALL = Config(d_vocab=50257, n_ctx=8, d_model=4, n_heads=1, n_layers=1, dtype="float32")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer import record
+from tracer import store as policy
 from tracer.config import Config
 from tracer.decoder import KVCache, forward
-from tracer.record import CausalHalf, Derived, Recorder, Store
+from tracer.record import Recorder
+from tracer.store import CausalHalf, Derived, Store
 from tracer.trace import Generation, Trace
-from tracer.weights import init_weights
+from tracer.params import init_weights
 
 
 def small(n_ctx=320, dtype="float32", **kw):
@@ -27,7 +28,7 @@ def small(n_ctx=320, dtype="float32", **kw):
 def passes(cfg, T, names=None):
     params = init_weights(cfg, 1)
     tokens = np.random.default_rng(2).integers(0, cfg.d_vocab, T)  # [pos]
-    packed, plain = Recorder(names), Recorder(names, store={})
+    packed, plain = Recorder(names, cfg), Recorder(names, store=Store())  # Store(): every array whole
     forward(cfg, params, tokens, packed)
     forward(cfg, params, tokens, plain)
     return packed.store, plain.store
@@ -36,7 +37,7 @@ def passes(cfg, T, names=None):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("names", [None, ["*hook_attn_scores", "*hook_pattern", "logits"]])
 def test_a_long_pass_gives_back_every_value_bit_for_bit(dtype, names):
-    T = record.PACK_MIN_QUERIES + 11
+    T = policy.PACK_MIN_QUERIES + 11
     store, plain = passes(small(dtype=dtype), T, names)
     assert isinstance(store, Store) and list(store) == list(plain)
     for name in plain:
@@ -59,7 +60,7 @@ def test_short_passes_and_cached_steps_stay_whole_arrays():
     params = init_weights(cfg, 1)
     kv = KVCache(cfg, 300)
     forward(cfg, params, np.arange(290) % 40, Recorder([]), cache=kv)
-    step = Recorder()
+    step = Recorder(None, cfg)
     forward(cfg, params, [3], step, cache=kv)  # one query sees every key: nothing is masked
     assert isinstance(step.store.raw("blocks.0.attn.hook_pattern"), np.ndarray)
 
@@ -76,50 +77,62 @@ def test_causal_half_by_hand_including_a_chunk_after_the_cache():
 
 
 def test_a_nan_row_is_not_packed_because_it_is_nan_above_the_diagonal_too(monkeypatch):
-    monkeypatch.setattr(record, "PACK_MIN_QUERIES", 2)
+    monkeypatch.setattr(policy, "PACK_MIN_QUERIES", 2)
     p = np.tril(np.full((1, 3, 3), 0.5))  # [head, query, key]
-    assert CausalHalf.packable(p, 0.0)
+    store = Store(small())
+    store.put("blocks.0.attn.hook_pattern", p)
+    assert isinstance(store.raw("blocks.0.attn.hook_pattern"), CausalHalf)
+    p = p.copy()
     p[0, 1, :] = np.nan  # softmax of a row with an overflow: NaN everywhere in the row
-    assert not CausalHalf.packable(p, 0.0)
-    rec = Recorder()
-    rec.causal("x", p, 0.0)
-    assert rec.store.raw("x") is p
+    store.put("blocks.0.attn.hook_pattern", p)
+    assert store.raw("blocks.0.attn.hook_pattern") is p
 
 
 def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
     store = Store()
     base = np.arange(6.0)
-    for i in range(record.REBUILT_KEPT + 3):
+    for i in range(policy.REBUILT_KEPT + 3):
         store[f"d{i}"] = Derived(lambda b, i=i: b + i, ("base",), base.shape, base.dtype)
     store["base"] = base
     first = store["d0"]
     assert not first.flags.writeable and np.array_equal(first, base)
     assert store["d0"] is first  # kept: a second read costs nothing
-    for i in range(1, record.REBUILT_KEPT + 3):
+    for i in range(1, policy.REBUILT_KEPT + 3):
         assert np.array_equal(store[f"d{i}"], base + i)
-    assert len(store._rebuilt) == record.REBUILT_KEPT
+    assert len(store._rebuilt) == policy.REBUILT_KEPT
     assert store["d0"] is not first and np.array_equal(store["d0"], first)  # rebuilt again, same values
     store["d0"] = np.zeros(6)  # replacing an entry drops its rebuilt copy
     assert np.array_equal(store["d0"], np.zeros(6))
 
 
-def test_a_recipe_needs_its_sources_in_the_same_store_and_the_same_bits():
-    rec = Recorder(["b", "c", "d", "e"])  # the source "a" is not recorded: the value itself is kept
-    v = np.ones(3)
-    rec.recipe("b", v, lambda a: a, "a")
-    assert rec.store.raw("b") is v
-    rec("c", np.arange(3.0))
-    w = np.array([0.1, 0.2, 0.3])  # [3] a weight, passed as an array
-    rec.recipe("d", np.arange(3.0) * w, np.multiply, "c", w)
-    assert isinstance(rec.store.raw("d"), Derived) and np.array_equal(rec.store["d"], np.arange(3.0) * w)
-    near = np.arange(3.0) * w
-    near[1] = np.nextafter(near[1], 1.0)  # one ulp away from what the recipe computes
-    rec.recipe("e", near, np.multiply, "c", w)
-    assert rec.store.raw("e") is near  # verification failed: the array is kept
+def test_a_recipe_needs_its_sources_in_the_same_block_and_the_same_bits():
+    from tracer.equations import gelu_new
+
+    T = policy.PACK_MIN_QUERIES  # long enough for the GELU's recipe
+    pre = np.random.default_rng(5).standard_normal((T, 16))  # [pos, d_mlp]
+    store = Store(small(dtype="float64"))
+    post = gelu_new(pre)
+    store.put("blocks.0.mlp.hook_post", post)  # its source is not held: the value itself is kept
+    assert store.raw("blocks.0.mlp.hook_post") is post
+    store.put("blocks.1.mlp.hook_pre", pre)
+    store.put("blocks.0.mlp.hook_post", post)  # a source in another block does not count
+    assert store.raw("blocks.0.mlp.hook_post") is post
+    store.put("blocks.0.mlp.hook_pre", pre)
+    store.put("blocks.0.mlp.hook_post", post)
+    assert isinstance(store.raw("blocks.0.mlp.hook_post"), Derived)
+    assert np.array_equal(store["blocks.0.mlp.hook_post"], post)
+    near = post.copy()
+    near[1, 1] = np.nextafter(near[1, 1], 1.0)  # one ulp away from what the recipe computes
+    store.put("blocks.0.mlp.hook_post", near)
+    assert store.raw("blocks.0.mlp.hook_post") is near  # verification failed: the array is kept
+    short = gelu_new(pre[:5])
+    store.put("blocks.2.mlp.hook_pre", pre[:5])
+    store.put("blocks.2.mlp.hook_post", short)  # a short pass keeps its arrays whole
+    assert store.raw("blocks.2.mlp.hook_post") is short
 
 
 def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less():
-    T = record.PACK_MIN_QUERIES + 11
+    T = policy.PACK_MIN_QUERIES + 11
     store, plain = passes(small(), T)
     kinds = {n: type(store.raw(n)).__name__ for n in store}
     for name in ("attn.hook_dots", "attn.hook_attn_scores", "attn.hook_result", "mlp.hook_post"):
@@ -133,8 +146,8 @@ def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less():
 def test_the_prompt_pass_of_a_generation_holds_recipes_too():
     cfg = small(n_ctx=400)
     params = init_weights(cfg, 1)
-    tokens = np.random.default_rng(4).integers(0, cfg.d_vocab, record.PACK_MIN_QUERIES + 3)
-    with_cache, without = Recorder(), Recorder(store={})
+    tokens = np.random.default_rng(4).integers(0, cfg.d_vocab, policy.PACK_MIN_QUERIES + 3)
+    with_cache, without = Recorder(None, cfg), Recorder(store=Store())
     forward(cfg, params, tokens, with_cache, cache=KVCache(cfg, 400))
     forward(cfg, params, tokens, without)
     assert isinstance(with_cache.store.raw("blocks.1.attn.hook_dots"), Derived)
@@ -144,7 +157,7 @@ def test_the_prompt_pass_of_a_generation_holds_recipes_too():
 
 def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
     cfg = small()
-    T = record.PACK_MIN_QUERIES + 5
+    T = policy.PACK_MIN_QUERIES + 5
     store, plain = passes(cfg, T)
     tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
     a, b = tmp_path / "packed.npz", tmp_path / "plain.npz"
@@ -158,7 +171,7 @@ def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
 
 def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_file(tmp_path):
     cfg = small()
-    T = record.PACK_MIN_QUERIES + 7
+    T = policy.PACK_MIN_QUERIES + 7
     _, plain = passes(cfg, T)
     tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
     path = tmp_path / "long.npz"
@@ -177,7 +190,7 @@ def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_f
 
 def test_a_file_whose_values_do_not_follow_the_recipes_is_kept_as_written(tmp_path):
     cfg = small()
-    T = record.PACK_MIN_QUERIES + 2
+    T = policy.PACK_MIN_QUERIES + 2
     _, plain = passes(cfg, T)
     arrays = {n: np.array(v) for n, v in plain.items()}
     arrays["blocks.0.attn.hook_pattern"][1, 3, 200] = 0.25  # something above the diagonal

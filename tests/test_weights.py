@@ -9,8 +9,8 @@ import pytest
 
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.weights import (init_weights, load_safetensors, load_weights_file, param_shapes, save_safetensors,
-                            save_weights)
+from tracer.files import load_safetensors, load_weights_file, save_safetensors, save_weights
+from tracer.params import all_finite, check_param, init_weights, param_shapes
 
 CFG = Config(d_vocab=11, n_ctx=6, d_model=4, n_heads=2, n_layers=2, dtype="float64")
 
@@ -83,3 +83,29 @@ def test_truncated_safetensors_is_a_clear_error(tmp_path):
 def test_pickled_checkpoints_are_refused(tmp_path):
     with pytest.raises(TracerError, match="never loaded"):
         load_weights_file(tmp_path / "pytorch_model.bin")
+
+
+def test_all_finite_agrees_with_isfinite():
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal(10_000).astype(np.float32)  # [n]
+    cases = [base, base.reshape(100, 100), np.zeros(0, np.float32), np.arange(5)]
+    for bad in (np.nan, np.inf, -np.inf):
+        for at in (0, 4_321, 9_999):
+            a = base.copy()
+            a[at] = bad
+            cases.append(a)
+    huge = np.full(64, 3e38, dtype=np.float32)  # finite, but the sum overflows
+    cases += [huge, -huge, np.concatenate([huge, [np.float32(np.nan)]])]
+    both = np.array([np.inf, -np.inf])  # inf - inf: the sum is NaN, not finite
+    cases.append(both)
+    for a in cases:
+        assert all_finite(a) == bool(np.isfinite(a).all())
+
+
+def test_check_param_still_names_the_first_bad_index():
+    a = np.zeros((3, 4))
+    a[1, 2] = np.nan
+    with pytest.raises(TracerError, match=r"\[1, 2\]"):
+        check_param("W", a, (3, 4), "float64")
+    big = np.full((2, 2), 3e38, dtype=np.float32)
+    assert check_param("W", big, (2, 2), "float32") is big

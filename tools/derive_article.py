@@ -90,7 +90,7 @@ def layer0(W_E: np.ndarray, W_pos: np.ndarray) -> dict:
 def params_for(weights: dict):
     """A tracer config and parameters for these weights (unembedding defaults to zeros)."""
     from tracer.config import Config
-    from tracer.weights import init_weights
+    from tracer.params import init_weights
 
     cfg = Config(d_vocab=len(VOCAB), n_ctx=N_CTX, d_model=D_MODEL, n_heads=1, d_head=D_MODEL, n_layers=N_LAYERS,
                  dtype="float64", positional="explicit", layer_norm=False, mlp=False, residual=False,

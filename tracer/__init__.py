@@ -10,10 +10,12 @@ for importing numpy.
 
 from .config import Config
 from .errors import TracerError
+from .version import __version__
 
-__all__ = ["Config", "Generation", "Model", "Trace", "TracerError", "load", "__version__"]
+__all__ = ["Config", "Generation", "GenerationSettings", "Model", "Trace", "TracerError", "load", "__version__"]
 
-_LAZY = {"Model": ".model", "load": ".model", "__version__": ".model", "Generation": ".trace", "Trace": ".trace"}
+_LAZY = {"Model": ".model", "load": ".loaders", "Generation": ".trace", "Trace": ".trace",
+         "GenerationSettings": ".settings"}
 
 
 def __getattr__(name: str):

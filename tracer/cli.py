@@ -1,18 +1,22 @@
-"""The `tracer` command: thin typer commands that parse, call the core, and print.
+"""The `tracer` command: thin typer commands that check their inputs, call the core, and print.
 
-Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other exception
-is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback). Ctrl-C
-exits 130; a closed pipe (`tracer … | head`) exits 141 quietly. What can be checked before the
-model runs (prompt, sampling options, seed, output paths) is checked first, and output goes
-through a console that shows control characters from prompts and trace files (␛) instead of
-sending them to the terminal. A trace file that loads but cannot be shown is examined
-(`tracer.trace.damage`): if it is damaged, that is bad input (2); if it looks sound, a bug of ours (1).
-Heavy modules are imported inside the commands so that `tracer --help` stays fast.
+Every input is checked once, before any model runs or any file is written: typer checks the
+ranges of numbers (its message is printed as one line, like ours), `GenerationSettings` the
+sampling options, the output paths are checked, and
+the view options (`--token`, `--layer`, `--head`) are resolved against the model as soon as it
+is loaded. Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other
+exception is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback).
+Ctrl-C exits 130; a closed pipe (`tracer … | head`) exits 141 quietly. Output goes through a
+console that shows control characters from prompts and files (␛) instead of sending them to the
+terminal. A trace file that loads but cannot be shown is examined (`tracer.trace.damage`): if it
+is damaged, that is bad input (2); if it looks sound, a bug of ours (1). Heavy modules are
+imported inside the commands so that `tracer --help` stays fast.
 """
 
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -27,6 +31,10 @@ class _Group(TyperGroup):
 
         try:
             return super().invoke(ctx)
+        except typer.BadParameter as e:  # typer's own checks: an option out of range or of the wrong type, …
+            path = e.ctx.command_path if e.ctx is not None else "tracer"
+            _echo_err(f"{e.format_message()} (see {path} --help)")
+            raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except TracerError as e:
@@ -64,8 +72,21 @@ app = typer.Typer(
 
 STATE = {"debug": False}
 
+
+class Side(str, Enum):
+    left = "left"
+    right = "right"
+
+
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'tiny' (default, untrained), a scenario name or .toml, a GPT-2 folder or name, or a tracer weights file.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for weights not given and for the sampling draw.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed for weights not given and for the sampling draw.")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]
+LayerOpt = Annotated[str, typer.Option("--layer", help="Layer shown token by token: a number (0 is the first) or 'all'.")]
+HeadOpt = Annotated[str, typer.Option("--head", help="Head to show: a number (0 is the first) or 'all'.")]
+DimsOpt = Annotated[int, typer.Option("--dims", min=1, help="Vectors longer than this show first dims … last dims and the norm.")]
+PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=12, help="Decimals shown.")]
+BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-token view for one layer; full: every detail.")]
+ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write exactly what was shown to FILE.html, .svg or .txt.")]
 
 
 @app.callback()
@@ -75,15 +96,6 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show Python trace
 
 def _echo_err(message: str) -> None:
     typer.echo(f"tracer: {message}", err=True)
-
-
-TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]
-LayerOpt = Annotated[str, typer.Option("--layer", help="Layer shown token by token: a number (0 is the first) or 'all'.")]
-HeadOpt = Annotated[str, typer.Option("--head", help="Head to show: a number (0 is the first) or 'all'.")]
-DimsOpt = Annotated[int, typer.Option("--dims", help="Vectors longer than this show first dims … last dims and the norm.")]
-PrecisionOpt = Annotated[int, typer.Option("--precision", help="Decimals shown.")]
-BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-token view for one layer; full: every detail.")]
-ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write exactly what was shown to FILE.html, .svg or .txt.")]
 
 
 def _quiet_stdout() -> None:
@@ -97,44 +109,38 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _console(record: bool, **options):
-    """The console commands print through: one that never writes control characters from the data."""
-    from rich.console import Console
-    from rich.segment import Segment
+def _console(record: bool = False, **options):
+    from .render.text import safe_console
 
-    from .tokens import show_invisible
-
-    class SafeConsole(Console):
-        # Text from a prompt or a trace file reaches the terminal only through here: an escape
-        # sequence in it is shown (␛[31m), never obeyed. Rich's own styling is added later.
-        def render(self, renderable, options=None):
-            for seg in super().render(renderable, options):
-                if seg.control is None and not seg.text.isprintable() and seg.text != "\n":
-                    seg = Segment(show_invisible(seg.text), seg.style, seg.control)
-                yield seg
-
-    return SafeConsole(record=record, **options)
+    return safe_console(record=record, **options)
 
 
 def _view(token, layer, head, dims, precision, brief, checks=()):
-    from .errors import TracerError
     from .render.view import View
 
-    if dims < 1:
-        raise TracerError(f"--dims must be ≥ 1, got {dims}")
-    if not 0 <= precision <= 12:
-        raise TracerError(f"--precision must be between 0 and 12, got {precision}")
     return View(token=token, layer=layer, head=head, dims=dims, precision=precision, brief=brief, checks=tuple(checks))
+
+
+def _check_export(export: str | None) -> None:
+    if export:
+        from .render.export import check_export_path
+
+        check_export_path(export)
+
+
+def _passes(prompt_len: int, max_new_tokens: int) -> int:
+    """Positions that can have a pass of their own: the prompt's, then each generated token but the last."""
+    return prompt_len + max(max_new_tokens, 1) - 1
 
 
 @app.command()
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
     model: ModelOpt = "tiny",
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the k most likely tokens before the draw.")] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
     seed: SeedOpt = 0,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when the generated text contains this string (repeatable).")] = None,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse earlier tokens' keys and values (KV cache) or recompute the whole context each step.")] = True,
@@ -148,76 +154,52 @@ def trace(
     precision: PrecisionOpt = 3,
     brief: BriefOpt = True,
     export: ExportOpt = None,
-    truncate: Annotated[Optional[str], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
+    truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
     Example: tracer trace "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
     """
-    import tracer as api
-
-    from .errors import TracerError
-    from .generate import check_sampling
-    from .model import check_seed
-    from .render.export import check_export_path
+    from .files import check_output_path
+    from .loaders import load
+    from .render.progress import generation_progress, reading_progress
+    from .settings import GenerationSettings
     from .tokens import check_prompt
-    from .weights import check_output_path
 
+    settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
     view = _view(token, layer, head, dims, precision, brief)
-    # Everything that can be checked without the model is checked before it loads.
     check_prompt(prompt)
-    check_seed(seed)
-    check_sampling(temperature, top_k, top_p)
-    if max_new_tokens < 0:
-        raise TracerError(f"--max-new-tokens must be a whole number ≥ 0, got {max_new_tokens}")
-    if truncate is not None and truncate not in ("left", "right"):
-        raise TracerError(f"--truncate {truncate}: give 'left' (keep the end of the prompt) or 'right' (keep its start)")
     if save:
         check_output_path(save, "--save", (".npz",))
-    if export:
-        check_export_path(export)
-    m = api.load(model, seed=seed)
-    from .render.generation import generation_progress
-
-    with generation_progress(m, max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                         seed=seed, cache=cache, stop=stop, truncate=truncate, on_step=on_step)
-    note = gen.meta.get("truncated")
-    if note:
-        kept = "end" if note["side"] == "left" else "start"
+    _check_export(export)
+    m = load(model, seed=seed, progress=reading_progress)
+    side = truncate.value if truncate else None
+    text = m.prompt(prompt, side, settings.max_new_tokens)
+    view.resolve(m.config, len(text.ids), _passes(len(text.ids), settings.max_new_tokens))  # before anything runs
+    with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
+        gen = m.generate(text, settings=settings, on_step=on_step)
+    resolved = view.resolve(m.config, len(text.ids), len(gen.steps[-1].tokens))  # a generated --token may not exist
+    if text.truncated:
+        note, kept = text.truncated, "end" if side == "left" else "start"
         _echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
-                  f"kept its {kept}, {note['kept']:,} tokens (--truncate {note['side']}), dropped {note['dropped']:,}")
+                  f"kept its {kept}, {note['kept']:,} tokens (--truncate {side}), dropped {note['dropped']:,}")
     if verify_cache:
         from .generate import verify_cache as verify
 
-        with generation_progress(m, max_new_tokens, "verifying the KV cache") as on_step:
+        with generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
             gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
     if save:
         gen.save(save)
     if json_out:
-        import json
+        from .render.jsonout import dumps, trace_json
 
-        typer.echo(json.dumps(_json_of(gen, m.tokenizer)))
+        typer.echo(dumps(trace_json(gen, m.tokenizer)))
         return
     from .render import show_generation
 
-    show_generation(gen, m.tokenizer, view, export=export, console=_console(bool(export)))
+    show_generation(gen, m.tokenizer, resolved, export=export, console=_console(bool(export)))
     if save:
         typer.echo(f"saved {save}", err=True)
-
-
-def _json_of(gen, tokenizer) -> dict:
-    return {
-        "model": gen.meta.get("model"),
-        "prompt": gen.meta.get("prompt"),
-        "prompt_ids": [int(i) for i in gen.prompt_ids],
-        "generated_ids": [int(i) for i in gen.generated_ids],
-        "text": gen.text,
-        "generated": [tokenizer.token_str(t) for t in gen.generated_ids],
-        "tokens": [tokenizer.token_str(t) for t in gen.tokens],
-        "settings": gen.meta.get("settings"),
-        "verify_cache": gen.meta.get("verify_cache"),
-    }
 
 
 @app.command()
@@ -238,12 +220,10 @@ def show(
     from .errors import TracerError
     from .render import show_generation
     from .tokens import get_tokenizer
-    from .render.export import check_export_path
     from .trace import Generation, damage as trace_damage
 
     view = _view(token, layer, head, dims, precision, brief)
-    if export:
-        check_export_path(export)
+    _check_export(export)
     gen = Generation.load(path)
     try:
         tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
@@ -274,12 +254,33 @@ def replay(
 ) -> None:
     """Replay a scenario: run it, show the walkthrough, and check every stated value (✓ / ✗).
 
+    A ✗ is a stated value that disagrees with the computation, which is what a replay is for: the
+    command still exits 0. A malformed file is bad input (exit 2).
+
     Example: tracer replay article
     """
-    from .scenario import replay_command
+    import dataclasses
 
-    replay_command(scenario, json_out=json_out, view=_view(token, layer, head, dims, precision, brief), export=export,
-                   console=_console(bool(export)))
+    from .replay import replay as run
+    from .scenario import load_scenario, resolve
+
+    view = _view(token, layer, head, dims, precision, brief)
+    _check_export(export)
+    scn = load_scenario(resolve(scenario))
+    n = len(scn.prompt.ids)
+    view.resolve(scn.config, n, _passes(n, scn.settings.max_new_tokens))  # before anything runs
+    done = run(scn)
+    if json_out:
+        from .render.jsonout import dumps, replay_json
+
+        typer.echo(dumps(replay_json(done), ascii_only=False))
+        return
+    from .render import show_generation
+    from .render.summary import scenario_header
+
+    resolved = dataclasses.replace(view, checks=tuple(done.checks)).resolve(scn.config, n, len(done.gen.steps[-1].tokens))
+    show_generation(done.gen, done.model.tokenizer, resolved, export=export, console=_console(bool(export)),
+                    before=[scenario_header(scn)])
 
 
 @app.command()
@@ -288,9 +289,15 @@ def scenarios() -> None:
 
     Example: tracer scenarios
     """
-    from .scenario import list_command
+    from .render.summary import scenarios_table
+    from .scenario import summaries
 
-    list_command()
+    _console().print(scenarios_table(summaries()))
+
+
+ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
+                  "on the automotive industry.")
+DEMO_NEW_TOKENS = 3  # tokens generated for `demo --prompt`: enough to see G and H appended
 
 
 @app.command()
@@ -307,12 +314,39 @@ def demo(
     Keys: Enter/space/→ next, b/← back, a number then Enter jumps, q quits.
     Example: tracer demo article --quiz
     """
-    from .demo import MAX_WIDTH, demo_command
+    from .errors import TracerError
+    from .render.demo import MAX_WIDTH, check_deck_path, show_demo
 
-    console = _console(False)
+    if auto is not None and not auto > 0:
+        raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}")
+    if export is not None:
+        check_deck_path(export)
+    console = _console()
     if console.width > MAX_WIDTH:  # legible on a projector
-        console = _console(False, width=MAX_WIDTH)
-    demo_command(scenario=scenario, prompt=prompt, model=model, auto=auto, quiz=quiz, export=export, console=console)
+        console = _console(width=MAX_WIDTH)
+    if console.is_terminal:
+        with console.status("running the model and recording every step…"):
+            d = _demo_run(scenario, prompt, model)
+    else:
+        d = _demo_run(scenario, prompt, model)
+    if d.cfg.n_layers < 1:
+        raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
+    show_demo(d, console, quiz=quiz, auto=auto, export=export)
+
+
+def _demo_run(scenario: str, prompt: str | None, model: str):
+    """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
+    from .loaders import load
+    from .render.demo import Demo
+    from .replay import replay as run
+
+    if prompt is None:
+        done = run(scenario)
+        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks)
+    m = load(model)
+    n = len(m.tokenize(prompt))
+    gen = m.generate(prompt, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - n)))
+    return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))
 
 
 @app.command()
@@ -329,7 +363,7 @@ def tokens(
 
     check_prompt(prompt)
     tok = get_tokenizer(encoding)
-    _console(False).print(token_table(tok.encode(prompt), tok))
+    _console().print(token_table(tok.encode(prompt), tok))
 
 
 @app.command()
@@ -341,7 +375,9 @@ def download(
     Example: tracer download gpt2-medium && tracer trace "Hello" --model gpt2-medium
     """
     from .errors import TracerError
-    from .hf import download as fetch_files, hub_repos, load_hf_dir
+    from .hf import download as fetch_files, hub_repos
+    from .loaders import hf_model
+    from .render.progress import reading_progress
 
     short = hub_repos(name)[0]
     try:
@@ -351,7 +387,7 @@ def download(
                           f"this again (or put config.json and model.safetensors of {hub_repos(name)[1][0]} in a folder "
                           f"and pass --model FOLDER)") from None
     folder = fetch_files(name, hf_hub_download)
-    m = load_hf_dir(folder, name=short)  # reads every tensor once: checks the files are whole
+    m = hf_model(folder, name=short, progress=reading_progress)  # reads every tensor once: checks the files are whole
     typer.echo(f"{short}: {m.config.n_layers} layers, d_model {m.config.d_model}, {m.config.n_heads} heads, in {folder}")
     typer.echo(f'try: tracer trace --model {short} "The capital of France is"')
 
@@ -367,7 +403,7 @@ def main() -> None:
             except (ValueError, OSError):
                 pass
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h", "tokens", "scenarios"):
-        from .record import retain_freed_memory
+        from .memory import retain_freed_memory
 
-        retain_freed_memory()  # reuse freed arrays instead of faulting fresh pages in (issue 8)
+        retain_freed_memory()  # reuse freed arrays instead of faulting fresh pages in (BENCHMARKS.md)
     app()

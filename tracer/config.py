@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .errors import TracerError
+from .errors import TracerError, near
 
 POSITIONAL = ("learned", "sinusoidal", "explicit", "none")
 DTYPES = ("float32", "float64")
@@ -64,8 +64,6 @@ class Config:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            from .errors import near
-
             raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
         return cls(**d)
 
@@ -82,6 +80,17 @@ class Config:
         total += 2 * d if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
         return total
+
+    def pass_macs(self, n_new: int, n_seen: int) -> int:
+        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys."""
+        dm, H, dh = self.d_model, self.n_heads, self.d_head
+        per_layer = n_new * dm * 3 * H * dh  # Q, K, V
+        keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
+        per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
+        per_layer += n_new * H * dh * dm  # W_O
+        if self.mlp:
+            per_layer += 2 * n_new * dm * self.d_mlp
+        return self.n_layers * per_layer + n_new * dm * self.d_vocab
 
 
 # GPT-2's published shapes. The article's "24 layers … 1024 dimensions" is gpt2-medium.

@@ -20,49 +20,17 @@ setting and compares the logits and tokens. Core module: imports numpy only.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .decoder import KVCache, forward
-from .errors import TracerError
+from .equations import scale_logits, tempered_softmax
+from .fast import add_out_rows
 from .lens import logit_lens, position_predictions
 from .record import Recorder
+from .settings import GenerationSettings
 from .trace import Generation, Trace
-
-
-def _number(x) -> float | None:
-    if isinstance(x, (bool, np.bool_)):
-        return None
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
-
-
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """One clear message for a temperature, top-k or top-p that sampling cannot use."""
-    t = _number(temperature)
-    if t is None or not np.isfinite(t) or t < 0:
-        raise TracerError(f"temperature must be a number ≥ 0 (0 is greedy), got {temperature!r}")
-    k = _number(top_k) if top_k is not None else 1.0
-    if k is None or not np.isfinite(k) or int(k) != k or k < 1:
-        raise TracerError(f"top-k must be a whole number ≥ 1, got {top_k!r}")
-    p = _number(top_p) if top_p is not None else 1.0
-    if p is None or not (0 < p <= 1):
-        raise TracerError(f"top-p must be in (0, 1], got {top_p!r}")
-
-
-def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """Logits ÷ temperature (1 for greedy, where the temperature only picks the argmax)."""
-    with np.errstate(over="ignore"):  # float64: a temperature like 1e-320 is 0 in float32
-        return logits / np.float64(1.0 if temperature == 0 else temperature)  # [d_vocab]
-
-
-def tempered_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(logits / T), shifting by the maximum before dividing so a tiny T cannot overflow."""
-    t = np.float64(1.0 if temperature == 0 else temperature)  # float64: 1e-320 is 0 in float32
-    with np.errstate(over="ignore"):
-        e = np.exp((logits - logits.max()) / t)  # [d_vocab]
-    return e / e.sum()  # [d_vocab]
 
 
 def top_k_count(n_vocab: int, top_k) -> int:
@@ -103,59 +71,39 @@ def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.
     return token
 
 
-def pass_macs(cfg, n_new: int, n_seen: int) -> int:
-    """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys."""
-    dm, H, dh = cfg.d_model, cfg.n_heads, cfg.d_head
-    per_layer = n_new * dm * 3 * H * dh  # Q, K, V
-    keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
-    per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
-    per_layer += n_new * H * dh * dm  # W_O
-    if cfg.mlp:
-        per_layer += 2 * n_new * dm * cfg.d_mlp
-    return cfg.n_layers * per_layer + n_new * dm * cfg.d_vocab
-
-
 def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
                        lens: bool) -> None:
     """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
     if rec.wants("loss.per_position"):
         rec.store.update(position_predictions(logits, seq, start, token))
     if lens and rec.wants("lens.top_token"):
-        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.fused.W_U)
+        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W)
         if found is not None:
             rec.store.update(found)
 
 
 LENS_EVERY_PASS_MAX = 50_000_000  # parameters
-OUT_ROWS_MIN_NEW = 200  # new tokens from which the one-position W_out layout pays for itself (tracer.decoder.Fused)
+OUT_ROWS_MIN_NEW = 200  # new tokens from which the one-position W_out layout pays for itself (tracer.fast.add_out_rows)
 
 
-def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float = 0.0, top_k=None, top_p=None,
-             seed: int = 0, cache: bool = True, stop=None, names=None, on_step=None, lens: bool | None = None) -> Generation:
-    """Run the prompt, then generate up to `max_new_tokens` tokens, one recorded pass each.
+def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
+             lens: bool | None = None) -> Generation:
+    """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
-    With `max_new_tokens=0` the prompt pass still predicts (and records) the next token, but
-    nothing is appended. `on_step(done, total)` is called after each pass (a progress bar).
-    `lens=False` skips the logit lens (it needs the residual streams recorded); `True` records it
-    for every pass; None (the default) records it for the prompt pass, and for every later pass only
-    on models under LENS_EVERY_PASS_MAX parameters, because on GPT-2 sizes the lens (all layers
-    through the 50,257-wide W_U) costs more than the decode step itself (BENCHMARKS.md).
+    `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
+    `max_new_tokens=0` the prompt pass still predicts (and records) the next token, but nothing
+    is appended. `on_step(done, total)` is called after each pass (a progress bar). `lens=False`
+    skips the logit lens (it needs the residual streams recorded); `True` records it for every
+    pass; None (the default) records it for the prompt pass, and for every later pass only on
+    models under LENS_EVERY_PASS_MAX parameters (on GPT-2 sizes the lens costs more than the
+    decode step itself).
     """
-    cfg = model.config
-    check_sampling(temperature, top_k, top_p)
-    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
-        raise TracerError(f"max-new-tokens must be a whole number ≥ 0, got {max_new_tokens}")
-    if len(ids) + max_new_tokens > cfg.n_ctx:
-        raise TracerError(
-            f"max-new-tokens {max_new_tokens} overflows the context: the prompt has {len(ids)} tokens "
-            f"and the model reads at most {cfg.n_ctx} (so at most {cfg.n_ctx - len(ids)} new tokens)"
-        )
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
-    if cache and max_new_tokens >= OUT_ROWS_MIN_NEW:  # see tracer.decoder.Fused
-        model.fused.add_out_rows(cfg, model.params)
-    rng = np.random.default_rng(seed)
-    kv = KVCache(cfg, len(ids) + max(max_new_tokens, 1)) if cache else None
+    if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
+        add_out_rows(cfg, model.weights)
+    rng = np.random.default_rng(s.seed)
+    kv = KVCache(cfg, len(ids) + max(s.max_new_tokens, 1)) if s.cache else None
     seq = list(ids)
     strs = [model.tokenizer.token_str(t) for t in seq]  # grows with seq: each pass gets a copy
     generated: list[int] = []
@@ -163,16 +111,16 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
     stopped = "max_new_tokens"
     start = 0
     while True:
-        rec = Recorder(names)
+        rec = Recorder(names, cfg)
         new = seq[start:] if kv is not None else seq
-        logits = forward(cfg, model.params, new, rec, cache=kv, fused=model.fused)  # [pos, d_vocab]
-        token = sample(logits[-1], temperature, top_k, top_p, rng, Recorder(prefix="", store=rec.store, _wanted=lambda n: True))
+        logits = forward(cfg, model.weights, new, rec, cache=kv)  # [pos, d_vocab]
+        token = sample(logits[-1], s.temperature, s.top_k, s.top_p, rng, Recorder(store=rec.store))
         step_start = start if kv is not None else 0
         record_predictions(model, rec, logits, seq, step_start, token, lens_every_pass or (lens is not False and not steps))
-        steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg, list(strs), {}, step_start))
+        steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg, list(strs), {}, step_start, s))
         if on_step is not None:
-            on_step(len(steps), max(max_new_tokens, 1))
-        if len(generated) >= max_new_tokens:
+            on_step(len(steps), max(s.max_new_tokens, 1))
+        if len(generated) >= s.max_new_tokens:
             break
         generated.append(token)
         start = len(seq)
@@ -182,20 +130,16 @@ def generate(model, ids: list[int], max_new_tokens: int = 1, temperature: float 
             stopped = "end_token"
             break
         text = model.tokenizer.decode(generated)
-        if any(s and s in text for s in stops):
+        if any(x and x in text for x in s.stop):
             stopped = "stop_string"
             break
-        if len(generated) >= max_new_tokens:
+        if len(generated) >= s.max_new_tokens:
             break
-    meta = {
-        **model.meta(),
-        "settings": {"max_new_tokens": int(max_new_tokens), "temperature": float(temperature),
-                     "top_k": top_k, "top_p": top_p, "seed": int(seed), "cache": bool(cache), "stop": stops,
-                     "stopped": stopped},
-    }
-    for s in steps:
-        s.meta = dict(meta)
-    return Generation(steps, list(ids), generated, model.tokenizer.decode(generated) if generated else "", meta)
+    meta = model.meta()
+    for step in steps:
+        step.meta = dict(meta)
+    return Generation(steps, list(ids), generated, model.tokenizer.decode(generated) if generated else "", meta,
+                      settings=s, stopped=stopped)
 
 
 # --------------------------------------------------------------------------- verifying the KV cache
@@ -209,12 +153,10 @@ def last_logits(gen: Generation) -> list[np.ndarray]:
 
 
 def rerun(model, gen: Generation, cache: bool, on_step=None) -> Generation:
-    """`gen` again from its prompt with its settings, recording only the logits."""
-    s = gen.meta.get("settings") or {}
-    return generate(model, list(gen.prompt_ids), max_new_tokens=int(s.get("max_new_tokens", len(gen.generated_ids))),
-                    temperature=float(s.get("temperature", 0.0)), top_k=s.get("top_k"), top_p=s.get("top_p"),
-                    seed=int(s.get("seed", 0)), cache=cache, stop=s.get("stop"), names=["logits"],
-                    on_step=on_step, lens=False)
+    """`gen` again from its prompt with its settings (the KV cache `cache`), recording only the logits."""
+    settings = gen.settings or GenerationSettings(max_new_tokens=len(gen.generated_ids))
+    return generate(model, list(gen.prompt_ids), replace(settings, cache=cache), names=["logits"], on_step=on_step,
+                    lens=False)
 
 
 def verify_cache(model, gen: Generation, on_step=None) -> dict:
@@ -226,8 +168,7 @@ def verify_cache(model, gen: Generation, on_step=None) -> dict:
     (one row instead of all rows) differs by a few units in the last place of the largest numbers.
     Returns a JSON-able dict.
     """
-    s = gen.meta.get("settings") or {}
-    cached = bool(s.get("cache", True))
+    cached = gen.settings.cache if gen.settings is not None else True
     if not all("logits" in st for st in gen.steps):
         gen = rerun(model, gen, cached, on_step)
     other = rerun(model, gen, not cached, on_step)

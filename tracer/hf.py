@@ -1,4 +1,4 @@
-"""Hugging Face GPT-2 checkpoints → `tracer.Model`, offline, translated to TransformerLens names once.
+"""Hugging Face GPT-2 checkpoints → a config and parameters, offline, translated to TransformerLens names once.
 
 A GPT-2 folder holds `config.json` and `model.safetensors` (or shards listed in
 `model.safetensors.index.json`). Two key layouts exist in the wild and both load:
@@ -17,12 +17,12 @@ GPT-2's Conv1D weights are stored [in, out], so `x @ W` needs no transpose. The 
     mlp.c_fc → W_in [d_model, d_mlp], b_in   mlp.c_proj → W_out [d_mlp, d_model], b_out
     W_U = W_E.T (tied), b_U = 0
 Every translated array is a view of the memory-mapped file when it is float32 (no copy of a
-1.4 GB gpt2-medium), and `c_attn` itself is handed to the decoder as its fused Q|K|V matrix.
+1.4 GB gpt2-medium), and `c_attn` itself is handed on as the fused Q|K|V matrix the decoder reads
+(`tracer.fast`). `tracer.load` builds the Model.
 
 Names (`gpt2`, `gpt2-medium`, `gpt2-large`, `gpt2-xl`, `distilgpt2`, `openai-community/…`) are
 looked up in the local Hugging Face cache, never on the network. Pickled checkpoints
-(`pytorch_model.bin`) are never loaded. Core module: numpy and the standard library; rich is
-imported lazily, only to draw a progress bar on a terminal.
+(`pytorch_model.bin`) are never loaded. Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,13 +37,13 @@ import numpy as np
 
 from .config import GPT2_SHAPES, Config
 from .errors import TracerError, near
-from .weights import first_non_finite, load_safetensors
+from .files import load_safetensors
+from .params import first_non_finite
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
 LAYER_KEY = re.compile(r"^h\.(\d+)\.")
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
-BIG_FILE = 100 * 2**20  # files larger than this get a progress bar (on a terminal)
 CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory (tests make it small)
 
 
@@ -208,24 +207,8 @@ def check_finite(name: str, arr: np.ndarray, where: Path, advance=None) -> None:
 
 
 @contextmanager
-def progress(total_bytes: int, label: str):
-    """A callback `advance(n_bytes)`; draws a Rich bar on stderr for big files on a terminal."""
-    bar = None
-    if total_bytes > BIG_FILE and sys.stderr.isatty():
-        try:
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-            bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                           console=Console(stderr=True), transient=True)
-        except ImportError:
-            bar = None
-    if bar is None:
-        yield lambda n: None
-        return
-    with bar:
-        task = bar.add_task(label, total=total_bytes)
-        yield lambda n: bar.advance(task, n)
+def _no_progress(total_bytes: int, label: str):
+    yield lambda n: None
 
 
 # --------------------------------------------------------------------------- translation
@@ -267,12 +250,13 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return params
 
 
-def load_hf_dir(path, name: str | None = None):
-    """A `Model` from a folder with config.json and model.safetensors (either key layout)."""
-    from .decoder import fuse
-    from .model import Model
-    from .tokens import get_tokenizer
+def read_folder(path, name: str | None = None, progress=None):
+    """A GPT-2 folder with config.json and model.safetensors (either key layout): its config, its
+    parameters (TransformerLens names, views of the mapped file), each layer's c_attn (the fused
+    Q|K|V matrix the decoder reads, so it is not copied) and the folder's path.
 
+    `progress(total_bytes, label)`: a context manager giving `advance(n_bytes)`, called as the
+    tensors are checked (the one read of the file's bytes); the CLI passes a progress bar."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise TracerError(f"{folder}: not a folder")
@@ -284,15 +268,13 @@ def load_hf_dir(path, name: str | None = None):
     total = sum(tensors[k].nbytes for k in needed)
     label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
     t: dict[str, np.ndarray] = {}
-    with progress(total, label) as advance:
+    with (progress or _no_progress)(total, label) as advance:
         for k in needed:
             arr = as_float32(k, tensors[k], origin[k])  # [...] a view when the file is float32
             check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
             t[k] = arr
-    params = translate(cfg, t)
     W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer
-    fused = fuse(cfg, params, W_qkv=W_qkv)
-    return Model(cfg, params, get_tokenizer("gpt2"), name or str(path), trained=True, fused=fused, source=str(folder))
+    return cfg, translate(cfg, t), W_qkv, str(folder)
 
 
 # --------------------------------------------------------------------------- the local HF cache
@@ -365,8 +347,8 @@ def how_to_get(short: str) -> str:
             f"or: pip install 'tracer[download]' && tracer download {short}")
 
 
-def load_hf_name(name: str):
-    """A GPT-2 by name from the local Hugging Face cache; never touches the network."""
+def cached_folder(name: str) -> Path:
+    """The snapshot folder of a GPT-2, by name, in the local Hugging Face cache; never touches the network."""
     short, _ = hub_repos(name)
     snap, searched, notes = find_cached(name)
     if snap is None:
@@ -375,7 +357,7 @@ def load_hf_name(name: str):
             f"model {name!r}: weights not found in the local Hugging Face cache (searched {', '.join(searched)}){extra}; "
             + how_to_get(short)
         )
-    return load_hf_dir(snap, name=short)
+    return snap
 
 
 def download(name: str, fetch) -> Path:

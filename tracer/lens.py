@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decoder import normalize, scale_and_shift
-from .weights import unembedding
+from .equations import normalize, scale_and_shift
+from .params import unembedding
 
-LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows), medium 2, large and xl 1
+LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows)
 LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for a GPT-2 small lens
 
 
@@ -88,8 +88,8 @@ def residual_streams(cfg, arrays) -> list[np.ndarray] | None:
 def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
     """The final layer norm and W_U applied to a residual stream, as if the model stopped here.
 
-    The same sum as `tracer.decoder.unembed`, computed as x @ W_U so that the logits come out in
-    C order: the lens reduces each row, which numpy does 2× faster on C-order rows (argmax 13×).
+    The same sum as the decoder's unembedding, computed as x @ W_U so that the logits come out in
+    C order: the lens reduces each row, which numpy does faster on C-order rows.
     """
     x = resid
     if cfg.layer_norm:
@@ -165,7 +165,7 @@ def record_logit_lens(model, trace, positions: int | None = None) -> bool:
     if "logits" in arrays:
         arrays.update(position_predictions(arrays["logits"], trace.tokens, trace.start, chosen))
     lens = logit_lens(model.config, model.params, arrays, trace.tokens, trace.start, chosen, positions,
-                      getattr(getattr(model, "fused", None), "W_U", None))
+                      model.weights.unembed.W)
     if lens is None:
         return False
     arrays.update(lens)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import operator
 import os
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -98,6 +100,84 @@ def check_prompt(text: str) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _token_id(t, d_vocab: int) -> int:
+    """A token id given as a Python or numpy integer (not a bool, not a float), in the vocabulary."""
+    try:
+        i = operator.index(t)
+    except TypeError:
+        i = None
+    if i is None or isinstance(t, bool) or type(t).__name__ == "bool_":
+        raise TracerError(f"prompt: token ids must be whole numbers, got {t!r}")
+    if not 0 <= i < d_vocab:
+        raise TracerError(f"prompt: token id {t} is outside the vocabulary 0..{d_vocab - 1}")
+    return i
+
+
+class ContextOverflow(TracerError):
+    """The prompt and the new tokens do not fit the model's context together."""
+
+    def __init__(self, message: str, prompt_tokens: int, n_ctx: int, room: int):
+        super().__init__(message)
+        self.prompt_tokens, self.n_ctx, self.room = prompt_tokens, n_ctx, room
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt as token ids, checked against a model's context: what `Model.run` and `generate` read."""
+
+    ids: tuple  # token ids
+    text: str | None = None  # the prompt as written, when it was text
+    truncated: dict | None = None  # {side, prompt_tokens, kept, dropped} when it was cut to fit
+
+    def meta(self) -> dict:
+        """The prompt and the truncation note, for a trace's metadata."""
+        out = {}
+        if self.text is not None:
+            out["prompt"] = self.text
+        if self.truncated:
+            out["truncated"] = self.truncated
+        return out
+
+
+def encode_prompt(tokenizer: "Tokenizer", prompt_or_ids, n_ctx: int, d_vocab: int, truncate: str | None = None,
+                  room: int = 0) -> Prompt:
+    """A prompt string, a list of words (word-list vocabularies) or a list of token ids, as a `Prompt`.
+
+    The ids must leave `room` positions of the context free for new tokens: a prompt too long is
+    an error, or with `truncate="left"` keeps its last tokens, with `"right"` its first.
+    """
+    if truncate not in (None, "left", "right"):
+        raise TracerError(f"truncate must be 'left' (keep the end) or 'right' (keep the start), got {truncate!r}")
+    if isinstance(prompt_or_ids, str):
+        ids = tokenizer.encode(check_prompt(prompt_or_ids))
+    else:
+        items = list(prompt_or_ids)
+        if items and all(isinstance(t, str) for t in items) and hasattr(tokenizer, "ids"):
+            ids = tokenizer.ids(items)
+        else:
+            ids = [_token_id(t, d_vocab) for t in items]
+    if not ids:
+        raise TracerError("prompt: empty; give at least one token")
+    text = prompt_or_ids if isinstance(prompt_or_ids, str) else None
+    fits = n_ctx - room  # prompt tokens that leave room for the new ones
+    if len(ids) <= fits:
+        return Prompt(tuple(ids), text)
+    if len(ids) > n_ctx and truncate is None:
+        raise TracerError(
+            f"prompt: {len(ids):,} tokens, longer than the model's context of {n_ctx:,} tokens; shorten it, "
+            f"or truncate it (--truncate left keeps its end, --truncate right its start)"
+        )
+    if fits < 1:
+        raise ContextOverflow(f"max-new-tokens {room:,} overflows the context: the model reads at most {n_ctx:,} "
+                              f"tokens, the prompt included (so at most {n_ctx - 1:,} new tokens)", len(ids), n_ctx, room)
+    if truncate is None:
+        raise ContextOverflow(
+            f"max-new-tokens {room:,} overflows the context: the prompt has {len(ids):,} tokens and the model reads "
+            f"at most {n_ctx:,} (so at most {n_ctx - len(ids):,} new tokens, or --truncate left|right)", len(ids), n_ctx, room)
+    kept = ids[-fits:] if truncate == "left" else ids[:fits]
+    return Prompt(tuple(kept), text, {"side": truncate, "prompt_tokens": len(ids), "kept": fits, "dropped": len(ids) - fits})
 
 
 class Tokenizer:

@@ -19,7 +19,7 @@ float64 ones): the [head, query_pos, key_pos] arrays keep their masked upper hal
 `hook_pattern`, -inf in `hook_attn_scores`; `hook_dots` has real values there), and a name that
 aliases another in memory (`blocks.{l+1}.hook_resid_pre` is the same array as
 `blocks.{l}.hook_resid_post`) is written under each name, so any numpy program reads it without
-unpacking. In memory a recorded pass is smaller (`tracer.record.Store`): long causal arrays are
+unpacking. In memory a recorded pass is smaller (`tracer.store.Store`): long causal arrays are
 held as their lower half, and values the store can recompute (the scores from `hook_dots`, each
 head's result from `hook_z` and W_O, and in long passes Q·K and the GELU) as recipes, rebuilt on
 access; saving writes every array whole, one at a time.
@@ -29,16 +29,16 @@ Loading refuses pickled objects without unpickling them. Core module: imports nu
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .config import Config
-from .errors import TracerError
-from .record import PACK_MIN_QUERIES, Recorder, Store
-from .weights import read_npz, save_npz
+from .errors import TracerError, near
+from .files import read_npz, save_npz
+from .settings import GenerationSettings
+from .store import Store
 
 FORMAT = "tracer-trace"
 FORMAT_VERSION = 1
@@ -55,13 +55,12 @@ class Trace(Mapping):
     token_strs: list = field(default_factory=list)  # text of each token in `tokens`
     meta: dict = field(default_factory=dict)  # model, tokenizer spec, prompt, seed, version
     start: int = 0  # first position computed by this pass; earlier ones came from the KV cache
+    settings: GenerationSettings | None = None  # how the generation this pass belongs to ran (None: `Model.run`)
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
             return self.arrays[name]
         except KeyError:
-            from .errors import near
-
             raise KeyError(f"{name!r} was not recorded{near(name, self.arrays)}") from None
 
     def __iter__(self):
@@ -76,7 +75,7 @@ class Trace(Mapping):
         return len(self.tokens) - self.start
 
     def save(self, path) -> None:
-        Generation(steps=[self], meta=dict(self.meta)).save(path)
+        Generation(steps=[self], meta=dict(self.meta), settings=self.settings).save(path)
 
     @staticmethod
     def load(path) -> "Trace":
@@ -91,7 +90,9 @@ class Generation:
     prompt_ids: list = field(default_factory=list)
     generated_ids: list = field(default_factory=list)
     text: str = ""  # the generated text
-    meta: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)  # where it came from: model, tokenizer, prompt, … (JSON)
+    settings: GenerationSettings | None = None  # None for a single pass saved by `Trace.save`
+    stopped: str | None = None  # why generation stopped: max_new_tokens, end_token or stop_string
 
     def __post_init__(self):
         if not self.prompt_ids and self.steps:
@@ -110,8 +111,8 @@ class Generation:
 
     @staticmethod
     def load(path) -> "Generation":
-        """Read a trace file one array at a time, holding each as a fresh recording would (see
-        `hold`): a 1,024-token GPT-2-small file of 3.2 GB is held in about 1.5 GB."""
+        """Read a trace file one array at a time, each held as a fresh recording would hold it when
+        that loses nothing (`tracer.store`)."""
         with read_npz(path) as (names, get):
             return from_arrays(_Members(names, get), str(path))
 
@@ -133,48 +134,13 @@ class _Members:
         return ((name, self.get(name)) for name in list(self.names))
 
 
-_HELD = re.compile(r"(blocks\.\d+\.)(attn\.hook_pattern|attn\.hook_attn_scores|attn\.hook_dots|mlp\.hook_post)")
-
-
-def hold(store: Store, name: str, arr, cfg: Config, start: int) -> None:
-    """Put a loaded array into `store` as the decoder would have recorded it, when that loses
-    nothing: a causal half when every masked entry holds the fill value, a recipe when
-    recomputing it here gives the same bits (a file from another machine's BLAS may not: then
-    the array is kept). `hook_result` stays an array (the file has no W_O)."""
-    m = _HELD.fullmatch(name)
-    if m is None or not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
-        store[name] = arr
-        return
-    from .decoder import recipes
-
-    r, leaf, recipe = Recorder(prefix=m[1], store=store), m[2], recipes(cfg)
-    long = arr.ndim >= 2 and arr.shape[-2 if arr.ndim == 3 else 0] >= PACK_MIN_QUERIES
-    try:
-        if leaf == "attn.hook_pattern":
-            r.causal(leaf, arr, 0.0, exact=True)
-        elif leaf == "attn.hook_attn_scores":
-            r.recipe(leaf, arr, *recipe[leaf])
-            if store.raw(name) is arr:  # no Q·K to derive it from, or not the same bits
-                r.causal(leaf, arr, -np.inf, exact=True)
-        elif leaf == "attn.hook_dots" and long and not start:
-            r.recipe(leaf, arr, *recipe[leaf])
-            if store.raw(name) is not arr:  # a recipe now, and the scores' check reads it next:
-                store.remember(name, arr)  # the file's array is what it rebuilds to, no second Q·K
-        elif leaf == "mlp.hook_post" and long:
-            r.recipe(leaf, arr, *recipe[leaf])
-        else:
-            store[name] = arr
-    except (ValueError, TypeError, IndexError, FloatingPointError):  # a damaged file: keep it as read
-        store[name] = arr
-
-
 def to_arrays(gen: Generation):
     """The file's entries as (name, array) pairs, made one at a time (see `save_npz`)."""
     first = gen.steps[0]
     tokens = np.asarray(gen.tokens, dtype=np.int64)
     token_strs = list(gen.steps[-1].token_strs)
     meta = {
-        **gen.meta,
+        **_with_settings(gen),
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "config": first.config.to_dict(),
@@ -191,6 +157,19 @@ def to_arrays(gen: Generation):
         prefix = "" if n == 0 else f"{STEP_PREFIX}{n}."
         for name in step.arrays:
             yield prefix + name, np.asarray(step.arrays[name])
+
+
+MODEL_META = ("model", "tokenizer", "seed", "trained", "tracer_version")  # what `Model.meta` writes
+
+
+def _with_settings(gen: Generation) -> dict:
+    """The generation's meta with its `settings` (and `stopped`) in their place in the file: after
+    what describes the model, before the prompt and the rest."""
+    if gen.settings is None:
+        return dict(gen.meta)
+    settings = {**gen.settings.to_dict(), "stopped": gen.stopped or "max_new_tokens"}
+    first = {k: v for k, v in gen.meta.items() if k in MODEL_META}
+    return {**first, "settings": settings, **{k: v for k, v in gen.meta.items() if k not in MODEL_META}}
 
 
 def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generation:
@@ -218,20 +197,27 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
         prompt_ids = meta.pop("prompt_ids")
         generated_ids = meta.pop("generated_ids")
         text = meta.pop("text", "")
+        settings, stopped = None, None
+        if "settings" in meta:
+            try:
+                settings, stopped = GenerationSettings.from_dict(meta.pop("settings"))
+            except TracerError as e:
+                raise TracerError(f"{where}: damaged trace metadata ({e})") from None
         if tokens.dtype.kind not in "iu" or tokens.ndim != 1:
             raise TracerError(f"{where}: 'tokens' must be a 1-D integer array")
-        by_step = [Store() for _ in steps_info]
+        by_step = [Store(config) for _ in steps_info]
         for name, arr in arrays.items():
             n = 0
             if name.startswith(STEP_PREFIX):
                 num, _, name = name[len(STEP_PREFIX) :].partition(".")
                 n = int(num)
-            hold(by_step[n], name, arr, config, int(steps_info[n]["start"]))
+            by_step[n].put(name, arr, trusted=False)  # held as a recording would hold it, when nothing is lost
         steps = []
         for n, (info, smeta) in enumerate(zip(steps_info, step_meta)):
             k = int(info["n_tokens"])
-            steps.append(Trace(by_step[n], tokens[:k], config, token_strs[:k], {**meta, **smeta}, int(info["start"])))
-        return Generation(steps, list(prompt_ids), list(generated_ids), text, meta)
+            steps.append(Trace(by_step[n], tokens[:k], config, token_strs[:k], {**meta, **smeta}, int(info["start"]),
+                               settings))
+        return Generation(steps, list(prompt_ids), list(generated_ids), text, meta, settings, stopped)
     except TracerError:
         raise
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
@@ -266,13 +252,9 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
     return shapes.get(leaf)
 
 
-_META_TYPES = {  # what `generate` writes into a trace's metadata, by key
+_META_TYPES = {  # what `generate` writes into a trace's metadata, by key (`settings` are checked on loading)
     "model": str, "prompt": str, "text": str, "trained": bool, "seed": (int, type(None)),
-    "settings": dict, "tokenizer": (dict, str), "truncated": dict,
-}
-_SETTING_TYPES = {
-    "max_new_tokens": int, "temperature": (int, float), "top_k": (int, type(None)), "top_p": (int, float, type(None)),
-    "seed": int, "cache": bool, "stop": list, "stopped": str,
+    "tokenizer": (dict, str), "truncated": dict,
 }
 
 
@@ -286,12 +268,6 @@ def damage(gen: "Generation", n_vocab: int) -> str | None:
         for where, meta in [("meta", gen.meta)] + [(f"step {n} meta", s.meta) for n, s in enumerate(gen.steps)]:
             if key in meta and meta[key] is not None and not isinstance(meta[key], kinds):
                 return f"{where}: {key!r} is {type(meta[key]).__name__}"
-            settings = meta.get("settings")
-            if key == "settings" and isinstance(settings, dict):
-                for k, v in settings.items():
-                    if k in _SETTING_TYPES and (isinstance(v, bool) and _SETTING_TYPES[k] is not bool
-                                                or not isinstance(v, _SETTING_TYPES[k])):
-                        return f"{where}: settings {k!r} is {type(v).__name__} ({v!r})"
     ids = [gen.prompt_ids, gen.generated_ids]
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for part in ids for i in part):
         return "prompt_ids / generated_ids hold something other than token ids"

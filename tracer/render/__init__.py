@@ -1,28 +1,32 @@
-"""Renderers: they take a recorded trace and return Rich renderables; they never recompute the model.
+"""Renderers: they take a recorded trace and return Rich renderables; they never run the model.
 
 `show_generation` is what the CLI calls for `trace`, `show` and `replay`: the walkthrough of
 `walkthrough.py`, printed, and written to `--export` from Rich's recording of exactly that.
+The sections live in their own modules (`layer`, `predict`, `sampling`, `loop`, `lens`,
+`heatmap`), share `context.Ctx`, and format every number through `fmt`; the classroom demo is
+`render.demo`.
 """
 
 from __future__ import annotations
 
 
 def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=()) -> None:
-    """Print the walkthrough of `gen` (and write it to `export`: .html, .svg or .txt).
-
-    `before`: renderables printed first (a scenario's title), once the view is known to be valid.
-    """
+    """Print the walkthrough of `gen` for `view` (a `View`, or one already resolved against the model),
+    and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title)."""
     from rich.console import Console, Group
 
-    from .walkthrough import Trimmed, walkthrough
+    from ..errors import TracerError
+    from .text import Trimmed
+    from .view import View
+    from .walkthrough import walkthrough
 
-    if export:
-        from .export import check_export_path
-
-        check_export_path(export)
+    if not gen.steps:
+        raise TracerError("trace: it holds no passes")
+    if isinstance(view, View):
+        view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens))
+    resolved = view
     console = console or Console(record=bool(export))
-    parts = walkthrough(gen, tokenizer, view, width=console.width)  # validates --token/--layer/--head first
-    console.print(Trimmed(Group(*before, *parts)))
+    console.print(Trimmed(Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width))))
     if export:
         from .export import export_console
 

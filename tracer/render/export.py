@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..weights import _atomic_write, check_output_path
+from ..files import atomic_write, check_output_path
 
 FORMATS = (".html", ".svg", ".txt")
 
@@ -19,14 +19,11 @@ def check_export_path(path: str) -> None:
     check_output_path(path, "--export", FORMATS)
 
 
-def offline_svg_format() -> str:
-    """Rich's SVG template without its web-font rules and URL comment."""
-    from rich._export_format import CONSOLE_SVG_FORMAT
-
-    fmt = re.sub(r"@font-face \{\{.*?\}\}\s*", "", CONSOLE_SVG_FORMAT, flags=re.S)
-    fmt = re.sub(r"<!--.*?-->\s*", "", fmt, flags=re.S)
-    return fmt.replace("font-family: Fira Code, monospace;",
-                       "font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace;")
+def offline_svg(svg: str) -> str:
+    """Rich's SVG without its web-font rules and its comment with a URL: nothing left to fetch."""
+    svg = re.sub(r"@font-face \{.*?\}\s*", "", svg, flags=re.S)
+    svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
+    return svg.replace("font-family: Fira Code, monospace;", "font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace;")
 
 
 def export_console(console, path: str) -> None:
@@ -36,7 +33,7 @@ def export_console(console, path: str) -> None:
     if suffix == ".html":
         text = console.export_html(inline_styles=True, clear=False)
     elif suffix == ".svg":
-        text = console.export_svg(title="tracer", code_format=offline_svg_format(), clear=False)
+        text = offline_svg(console.export_svg(title="tracer", clear=False))
     else:
         text = console.export_text(clear=False)
-    _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -1,9 +1,11 @@
-"""Number, vector and shape formatting for the renderers: one place decides how a number looks.
+"""How a number, a vector, a shape or a token looks, for every renderer (trace, replay, demo, deck).
 
-Numbers are written with a fixed number of decimals (`--precision`), never as "-0.000";
-probabilities too small for those decimals switch to scientific notation so that a tiny
-probability never reads as zero. Vectors longer than `--dims` show their first and last
-dims and their norm, as a reader of a 1024-wide model wants. Imports numpy only.
+Numbers are written with a fixed number of decimals (`--precision`), never as "-0.000", and ±∞
+as "∞"/"−∞"; probabilities too small for those decimals switch to scientific notation so that a
+tiny probability never reads as zero. Vectors longer than `--dims` show their first and last
+dims and their norm, as a reader of a 1024-wide model wants; `column_vec` aligns the numbers for
+vectors stacked in a column. Tokens show their whitespace (␣) and are named by letters A, B, …
+as the seed article names them. Imports numpy only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..tokens import label, show_token
 
 
 def num(x, p: int = 3) -> str:
@@ -89,3 +93,57 @@ def bar(w: float, width: int = 10) -> str:
     eighths = int(round(w * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("" if part == 0 else " ▏▎▍▌▋▊▉"[part])
+
+
+def column_vec(v, p: int = 3, dims: int = 8) -> str:
+    """'[ 0.900, -0.100, …]' with every number right-aligned, for vectors stacked in a column; longer
+    than `dims`: the first 4 … the last 2 numbers."""
+    a = np.asarray(v, dtype=float).reshape(-1)  # [n]
+    w = max(p + 3, max((len(num(x, p)) for x in a), default=1))
+    if len(a) <= dims:
+        sep = ", " if len(a) <= 6 else " "
+        return "[" + sep.join(num(x, p).rjust(w) for x in a) + "]"
+    head = " ".join(num(x, p).rjust(w) for x in a[:4])
+    tail = " ".join(num(x, p).rjust(w) for x in a[-2:])
+    return f"[{head} … {tail}]"
+
+
+def cprob(x) -> str:
+    """A probability in at most 4 characters: '.45', '1.00', '3e-5'."""
+    x = float(x)
+    if x >= 0.995:
+        return "1.00"
+    if x >= 0.005:
+        return f"{x:.2f}"[1:]
+    if x <= 0:
+        return "0"
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def short(text: str, width: int = 10) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def tok(tokenizer, i) -> str:
+    """A token's text with visible whitespace, quoted: '␣are'."""
+    return "'" + show_token(tokenizer.token_str(int(i))) + "'"
+
+
+def stok(tokenizer, i, width: int = 10) -> str:
+    """A token's text with visible whitespace, cut to `width` characters (for narrow columns)."""
+    return short(show_token(tokenizer.token_str(int(i))), width)
+
+
+def sequence(a: int, b: int, limit: int = 26) -> str:
+    """The letters of positions a..b-1 written together: 'ABCDEF'; more than `limit`: 'A…AD'."""
+    if b - a <= limit:
+        return "".join(label(i) for i in range(a, b))
+    return f"{label(a)}…{label(b - 1)}"
+
+
+def span(a: int, b: int) -> str:
+    """Letters of positions a..b-1: 'A–F', 'G', 'none'."""
+    return letters([label(i) for i in range(a, b)])

@@ -1,0 +1,138 @@
+"""The equations of a decoder, one small function each, in the seed article's order.
+
+Hold the article next to this file: a token's id picks a row of the embedding matrix (`embed`),
+its position vector is added (`position_vectors`), the layer norm rescales it (`normalize`,
+`scale_and_shift`), Q, K and V come out of one matrix product (`split_heads`), every query meets
+every key (`attention_scores`), later keys are hidden (`scale_and_mask`) and the scores become
+weights (`causal_softmax`), the weights blend the values (`attend`: the article's 0.4×A_V +
+0.6×B_V), the heads are merged through W_O (`merge_heads`; `head_results` gives each head's share),
+the MLP applies GELU (`gelu_new`) between two affine maps, the unembedding gives one score per
+vocabulary token, and `tempered_softmax` turns the last one's scores into probabilities. picoGPT's `gpt2.py` reads the same way.
+
+Axis names in the shape comments: pos, head, d_head, query_pos, key_pos, d_model, d_mlp, d_vocab.
+Pure functions of arrays; `tracer.decoder` composes them into blocks and records what they make.
+Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def embed(W_E: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # [d_vocab, d_model], [pos] → [pos, d_model]
+    return W_E[tokens]  # [pos, d_model]
+
+
+def position_vectors(W_pos: np.ndarray, start: int, n: int) -> np.ndarray:  # [n_ctx, d_model] → [pos, d_model]
+    return W_pos[start : start + n]  # [pos, d_model]
+
+
+def normalize(x: np.ndarray, eps: float) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """Layer norm before its weight and bias: zero mean, unit variance per position."""
+    d = x.shape[-1]  # add.reduce / d is ndarray.mean without its Python wrapper (the same bits)
+    centred = x - np.add.reduce(x, axis=-1, keepdims=True) / d  # [pos, d_model]
+    var = np.add.reduce(centred * centred, axis=-1, keepdims=True) / d  # [pos, 1]
+    return centred / np.sqrt(var + eps)  # [pos, d_model]
+
+
+def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """The layer norm's learned gain and bias."""
+    out = normalized * w  # [pos, d_model]
+    out += b
+    return out
+
+
+def split_heads(qkv: np.ndarray, n_heads: int):  # [pos, 3·head·d_head] → 3 × [pos, head, d_head]
+    """x·[W_Q | W_K | W_V] + [b_Q | b_K | b_V], cut into each head's Query, Key and Value (views)."""
+    qkv = qkv.reshape(qkv.shape[0], 3, n_heads, -1)  # [pos, 3, head, d_head]
+    return qkv[:, 0], qkv[:, 1], qkv[:, 2]  # [pos, head, d_head] each
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [query_pos, head, d_head], [key_pos, head, d_head] → [head, query_pos, key_pos]
+    """Q·K for every head, query and key: how well each query matches each key."""
+    return np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0))  # [head, query_pos, key_pos]
+
+
+def causal_mask(n_query: int, n_key: int) -> np.ndarray:  # → [query_pos, key_pos] bool
+    """True where a key comes after its query (hidden). The queries are the last n_query keys."""
+    query_pos = np.arange(n_key - n_query, n_key)[:, None]  # [query_pos, 1]
+    return np.arange(n_key)[None, :] > query_pos  # [query_pos, key_pos]
+
+
+def score_scale(d_head: int, scaled: bool) -> float | None:
+    """1/√d_head when the model scales its scores (a Python float keeps float32 float32), else None."""
+    return 1.0 / math.sqrt(d_head) if scaled else None
+
+
+def scale_and_mask(dots: np.ndarray, scale: float | None) -> np.ndarray:  # [head, query_pos, key_pos] → same
+    """Q·K ÷ √d_head (when the model scales), later keys −∞ so softmax gives them exactly 0."""
+    scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos] a new array
+    n_query, n_key = scores.shape[-2:]
+    if n_query > 1:  # copyto with a broadcast mask: far faster than boolean indexing
+        np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key))
+    return scores
+
+
+def causal_softmax(scores: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos] → same
+    """Softmax over the keys, each row's maximum subtracted first so that exp never overflows."""
+    e = scores - scores.max(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+    np.exp(e, out=e)  # in place, as is the division: one [head, query_pos, key_pos] array
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos], [key_pos, head, d_head] → [pos, head, d_head]
+    """The weighted sum of values: the article's 0.4×A_V + 0.6×B_V for B."""
+    z = np.matmul(pattern, v.transpose(1, 0, 2))  # [head, query_pos, d_head]
+    return z.transpose(1, 0, 2)  # [pos, head, d_head]
+
+
+def head_results(z: np.ndarray, W_O: np.ndarray) -> np.ndarray:  # [pos, head, d_head], [head, d_head, d_model] → [pos, head, d_model]
+    """Each head's output after its own slice of W_O, before the heads are summed."""
+    return np.matmul(z.transpose(1, 0, 2), W_O).transpose(1, 0, 2)  # [pos, head, d_model]
+
+
+def merge_heads(z: np.ndarray) -> np.ndarray:  # [pos, head, d_head] → [pos, head·d_head]
+    """The heads' outputs laid end to end, ready for W_O (one product sums the heads' shares)."""
+    return z.reshape(z.shape[0], -1)  # [pos, head * d_head]
+
+
+def gelu_new(x: np.ndarray) -> np.ndarray:  # [pos, d_mlp] → [pos, d_mlp]
+    """GELU, tanh approximation (GPT-2's `gelu_new`): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+
+    Built in place on one array, with x³ as x·x·x: numpy's float32 `x**3` calls powf per element.
+    """
+    t = x * x  # [pos, d_mlp]
+    t *= x  # x³
+    t *= 0.044715
+    t += x
+    t *= math.sqrt(2.0 / math.pi)
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= 0.5  # exact (a power of two), so the order of the products does not matter
+    return t  # [pos, d_mlp]
+
+
+def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:  # [d_vocab] → [d_vocab]
+    """Logits ÷ temperature (1 for greedy, where the temperature only picks the argmax)."""
+    with np.errstate(over="ignore"):  # float64: a temperature like 1e-320 is 0 in float32
+        return logits / np.float64(1.0 if temperature == 0 else temperature)  # [d_vocab]
+
+
+def tempered_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:  # [d_vocab] → [d_vocab]
+    """softmax(logits / T), shifting by the maximum before dividing so a tiny T cannot overflow."""
+    t = np.float64(1.0 if temperature == 0 else temperature)  # float64: 1e-320 is 0 in float32
+    with np.errstate(over="ignore"):
+        e = np.exp((logits - logits.max()) / t)  # [d_vocab]
+    return e / e.sum()  # [d_vocab]
+
+
+def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:  # → [n_ctx, d_model]
+    """The sin/cos position vectors of "Attention Is All You Need" §3.5."""
+    pos = np.arange(n_ctx)[:, None]  # [pos, 1]
+    i = np.arange(d_model)[None, :]  # [1, d_model]
+    angle = pos / np.power(10000.0, (2 * (i // 2)) / d_model)  # [pos, d_model]
+    return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))  # [pos, d_model]

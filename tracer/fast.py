@@ -1,0 +1,118 @@
+"""The weights in the layouts matrix products want: the decoder's speed paths, kept out of its equations.
+
+`layout(cfg, params)` turns the parameters (TransformerLens names, `tracer.params`) into `Weights`:
+per layer, W_Q, W_K and W_V side by side as one [d_model, 3·head·d_head] matrix (GPT-2's c_attn:
+one product instead of three), W_O as one [head·d_head, d_model] matrix (one product sums the
+heads), and the unembedding computed as (W_U.T @ x.T).T (with GPT-2's tied W_U the left operand
+is W_E's own rows). `Affine` is x·W + b in whichever orientation runs fastest; each gives the sum
+written in `tracer.equations`. For long generations, `add_out_rows` also keeps each W_out
+transposed, which one-position steps read faster (BENCHMARKS.md has the figures and the trade).
+Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import Config
+from .params import Params, unembedding
+
+ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
+
+
+@dataclass
+class Affine:
+    """x·W + b for W [d_in, d_out], the bias added in place (no second output-sized array)."""
+
+    W: np.ndarray  # [d_in, d_out]
+    b: np.ndarray  # [d_out]
+    rows: np.ndarray | None = None  # W transposed, C-contiguous [d_out, d_in]: read by one-position steps
+    by_rows: bool = False  # always compute (W.T @ x.T).T: the unembedding, whose W.T is W_E's rows
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:  # [pos, d_in] → [pos, d_out]
+        if self.by_rows:
+            out = np.matmul(self.W.T, x.T).T  # [pos, d_out] (Fortran-ordered: the same values)
+        elif self.rows is not None and x.shape[0] == 1:
+            out = (self.rows @ x[0])[None]  # [1, d_out]
+        else:
+            out = x @ self.W  # [pos, d_out]
+        out += self.b
+        return out
+
+
+@dataclass
+class Layer:
+    """One block's weights. `ln1`/`ln2`: (gain, bias) or None without layer norm; `mlp_*`: None without MLP."""
+
+    ln1: tuple | None
+    qkv: Affine  # [d_model, 3 * head * d_head]: [W_Q | W_K | W_V], each block of heads side by side
+    W_O: np.ndarray  # [head, d_head, d_model]
+    out: Affine  # W_O as [head * d_head, d_model], with b_O
+    ln2: tuple | None
+    mlp_in: Affine | None  # [d_model, d_mlp]
+    mlp_out: Affine | None  # [d_mlp, d_model]
+
+
+@dataclass
+class Weights:
+    W_E: np.ndarray  # [d_vocab, d_model]
+    W_pos: np.ndarray | None  # [n_ctx, d_model]
+    layers: list = field(default_factory=list)  # [Layer]
+    ln_final: tuple | None = None
+    unembed: Affine | None = None  # W_U [d_model, d_vocab], b_U
+
+
+def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # 3 × [head, d_model, d_head] → [d_model, 3·head·d_head]
+    """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side."""
+    return np.concatenate(
+        [W.transpose(1, 0, 2).reshape(W.shape[1], -1) for W in (W_Q, W_K, W_V)], axis=1
+    )  # [d_model, 3 * head * d_head]
+
+
+def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
+    """`W_qkv` may be given when a loader already holds the fused matrices (GPT-2's c_attn), to avoid a copy."""
+    layers = []
+    for l in range(cfg.n_layers):
+        p = f"blocks.{l}."
+        a = p + "attn."
+        W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
+        b = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])  # [3 * head * d_head]
+        W_O = params[a + "W_O"]  # [head, d_head, d_model]
+        layers.append(Layer(
+            ln1=(params[p + "ln1.w"], params[p + "ln1.b"]) if cfg.layer_norm else None,
+            qkv=Affine(W, b),
+            W_O=W_O,
+            out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
+            ln2=(params[p + "ln2.w"], params[p + "ln2.b"]) if cfg.layer_norm and cfg.mlp else None,
+            mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
+            mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
+        ))
+    return Weights(
+        W_E=params["W_E"],
+        W_pos=params.get("W_pos") if cfg.positional != "none" else None,
+        layers=layers,
+        ln_final=(params["ln_final.w"], params["ln_final.b"]) if cfg.layer_norm else None,
+        unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
+    )
+
+
+def transposed(W: np.ndarray, block: int = 128) -> np.ndarray:  # [d_in, d_out] → [d_out, d_in]
+    """A C-contiguous copy of W.T, copied in blocks of rows that stay in cache (2× numpy's copy)."""
+    out = np.empty(W.shape[::-1], dtype=W.dtype)  # [d_out, d_in]
+    for i in range(0, W.shape[0], block):
+        out[:, i : i + block] = W[i : i + block].T
+    return out
+
+
+def add_out_rows(cfg: Config, weights: Weights) -> bool:
+    """Keep every layer's W_out transposed for one-position steps, unless the copies would take
+    more than ROWS_MAX_BYTES. A trade: built once, in time and memory, for faster decode steps, so
+    `tracer.generate` asks for it only for long generations."""
+    if not cfg.mlp or cfg.n_layers * cfg.d_mlp * cfg.d_model * np.dtype(cfg.dtype).itemsize > ROWS_MAX_BYTES:
+        return False
+    for layer in weights.layers:
+        if layer.mlp_out.rows is None:
+            layer.mlp_out.rows = transposed(layer.mlp_out.W)  # [d_model, d_mlp]
+    return True

@@ -1,0 +1,98 @@
+"""`tracer.load(name_or_path)`: every way a `Model` is built, in one place.
+
+Understood: "tiny" (the default embedded model), a scenario name or `.toml` file, a weights file
+(`.npz` / `.safetensors` written by tracer), a folder holding a Hugging Face GPT-2
+(`config.json` + `model.safetensors`), or a GPT-2 name found in the local Hugging Face cache.
+The readers (`tracer.hf`, `tracer.scenario`, `tracer.files`) give a config and arrays; this
+module turns them into a `Model`, so that nothing below it needs to know what a Model is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import GPT2_SHAPES, TINY
+from .errors import TracerError, near
+from .fast import layout
+from .model import Model
+from .params import init_weights, param_shapes
+from .settings import check_seed
+from .tokens import get_tokenizer
+
+BUILTIN = {"tiny": "the embedded model: GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights"}
+PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+def tiny(seed: int = 0) -> Model:
+    return Model(TINY, init_weights(TINY, seed), get_tokenizer("gpt2"), "tiny", seed)
+
+
+def load(name_or_path: str = "tiny", seed: int = 0, progress=None) -> Model:
+    """A model by name or path; see the module docstring for what is understood. `seed`: the seed of
+    weights not given (the untrained models'). `progress`: see `tracer.hf.read_folder`."""
+    name = str(name_or_path)
+    seed = check_seed(seed)
+    if name == "tiny":
+        return tiny(seed)
+    if not name.strip() or "\x00" in name:
+        raise TracerError(f"model {name!r}: not a model name or path; try 'tiny' (the default) or 'gpt2'")
+    try:
+        return _load_path(name, Path(name).expanduser(), seed, progress)
+    except OSError as e:  # a name too long for a path, a folder we may not read, …
+        raise TracerError(f"model {name[:80]!r}: cannot read it ({e.strerror or e})") from None
+
+
+def _load_path(name: str, path: Path, seed: int, progress) -> Model:
+    from . import scenario
+
+    if path.suffix == ".toml":
+        return scenario_model(scenario.load_scenario(path))
+    if path.is_dir():
+        return hf_model(path, progress=progress)
+    if path.suffix in (".npz", ".safetensors") + PICKLED_SUFFIXES:
+        return weights_file_model(path, seed)
+    if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
+        from .hf import cached_folder, hub_repos
+
+        return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress)
+    found = scenario.find_scenario(name)
+    if found is not None:
+        return scenario_model(scenario.load_scenario(found))
+    if path.exists():
+        raise TracerError(f"{path}: not a model (expected a folder with config.json, a .toml scenario or a weights file)")
+    known = list(BUILTIN) + list(GPT2_SHAPES)
+    try:
+        scenarios = list(scenario.shipped())
+    except OSError:
+        scenarios = []
+    raise TracerError(f"model {name!r}: not found{near(name, known + scenarios)}; known names: {', '.join(known)}, "
+                      f"a scenario ({', '.join(scenarios) or 'a .toml file'}), or a path")
+
+
+def weights_file_model(path: Path, seed: int = 0) -> Model:
+    """A weights file written by tracer (`tracer.files.save_weights`): its config and every parameter."""
+    from .files import load_weights_file
+
+    arrays, cfg = load_weights_file(path)
+    if cfg is None:
+        raise TracerError(f"{path}: holds no tracer config; load a Hugging Face folder or a scenario instead")
+    missing = [k for k in param_shapes(cfg) if k not in arrays]
+    if missing:  # a weights file is the whole model; a scenario may seed what it leaves out
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise TracerError(f"{path}: parameter {missing[0]!r}{more} is missing; its config needs it")
+    return Model(cfg, init_weights(cfg, seed, arrays, where=str(path)), get_tokenizer("gpt2"), path.name, seed)
+
+
+def hf_model(folder, name: str | None = None, progress=None) -> Model:
+    """A Hugging Face GPT-2 folder (config.json + model.safetensors, either key layout)."""
+    from .hf import read_folder
+
+    cfg, params, W_qkv, where = read_folder(folder, name, progress)
+    return Model(cfg, params, get_tokenizer("gpt2"), name or str(folder), trained=True,
+                 weights=layout(cfg, params, W_qkv=W_qkv), source=where)
+
+
+def scenario_model(scn) -> Model:
+    """The model a scenario describes (`tracer.scenario.Scenario`)."""
+    return Model(scn.config, scn.params, scn.tokenizer, name=scn.name, seed=scn.seed,
+                 source=str(scn.path) if scn.path else None)

@@ -1,0 +1,30 @@
+"""Process memory: ask glibc's malloc to keep freed memory for reuse (the `tracer` command does).
+
+A recorded pass allocates hundreds of megabytes of new arrays, and glibc's malloc hands every large
+freed block straight back to the kernel (blocks over 32 MB always, smaller ones when the heap's free
+top exceeds a threshold), so the next pass faults the same memory in again page by page; on a
+small machine that can cost more than the arithmetic (BENCHMARKS.md). A program using the API may
+call `retain_freed_memory` too; a library import never does. Standard library only.
+"""
+
+from __future__ import annotations
+
+
+def retain_freed_memory(trim_threshold: int = 2**31 - 1) -> bool:
+    """No blocks of their own (mmap) for large arrays, and no trimming of the heap until
+    `trim_threshold` bytes are free at its top. Process-wide and lasting (the memory a process
+    freed stays reserved until it exits). Returns whether malloc accepted both settings (False
+    elsewhere than glibc, where nothing changes)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's <malloc.h>
+    return mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, int(trim_threshold)) == 1

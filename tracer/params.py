@@ -1,0 +1,152 @@
+"""Parameters: their names and shapes, checks, and seeded initialisation.
+
+Names and shapes follow TransformerLens (`W_E [d_vocab, d_model]`, `blocks.{l}.attn.W_Q
+[head, d_model, d_head]`, …). Loaders of other layouts (HF GPT-2's `c_attn`, `wte`) translate
+to these names at their boundary, once. Any parameter not given is drawn from a generator
+seeded by (seed, name), with GPT-2's initialisation: normal(0, 0.02) for matrices, zeros for
+biases, ones for layer-norm weights; so the same seed gives the same weights on every machine
+and giving one matrix does not change the others. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .config import Config
+from .equations import sinusoidal_positions
+from .errors import TracerError, near
+
+Params = dict  # name -> np.ndarray, TransformerLens names
+
+
+def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
+    """Every parameter the config uses, in a fixed order, with its shape."""
+    H, dm, dh, dmlp = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_mlp
+    shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm)}
+    if cfg.positional != "none":
+        shapes["W_pos"] = (cfg.n_ctx, dm)
+    for l in range(cfg.n_layers):
+        b = f"blocks.{l}."
+        if cfg.layer_norm:
+            shapes[b + "ln1.w"] = (dm,)
+            shapes[b + "ln1.b"] = (dm,)
+        for m in "QKV":
+            shapes[b + f"attn.W_{m}"] = (H, dm, dh)
+        for m in "QKV":
+            shapes[b + f"attn.b_{m}"] = (H, dh)
+        shapes[b + "attn.W_O"] = (H, dh, dm)
+        shapes[b + "attn.b_O"] = (dm,)
+        if cfg.mlp:
+            if cfg.layer_norm:
+                shapes[b + "ln2.w"] = (dm,)
+                shapes[b + "ln2.b"] = (dm,)
+            shapes[b + "mlp.W_in"] = (dm, dmlp)
+            shapes[b + "mlp.b_in"] = (dmlp,)
+            shapes[b + "mlp.W_out"] = (dmlp, dm)
+            shapes[b + "mlp.b_out"] = (dm,)
+    if cfg.layer_norm:
+        shapes["ln_final.w"] = (dm,)
+        shapes["ln_final.b"] = (dm,)
+    if not cfg.tied_unembed:
+        shapes["W_U"] = (dm, cfg.d_vocab)
+    shapes["b_U"] = (cfg.d_vocab,)
+    return shapes
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode())])
+
+
+def init_param(name: str, shape: tuple[int, ...], seed: int, dtype: str) -> np.ndarray:
+    """GPT-2's initialisation for one parameter, seeded by (seed, name)."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in ("w",):  # layer-norm gain
+        return np.ones(shape, dtype=dtype)
+    if leaf.startswith("b"):  # biases (b_Q, b_in, ln.b, b_U, …)
+        return np.zeros(shape, dtype=dtype)
+    return (_rng(seed, name).standard_normal(shape) * 0.02).astype(dtype)
+
+
+FINITE_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra memory
+
+
+def first_non_finite(arr: np.ndarray, advance=None, chunk: int = FINITE_CHUNK) -> list[int] | None:
+    """The index of the first NaN or infinity, or None when every number is finite.
+
+    One read of the array, in chunks, with no array of booleans as large as it: a NaN or an
+    infinity anywhere makes a chunk's sum NaN or infinite (nothing cancels them), so a finite sum
+    proves the chunk finite; only a chunk whose sum is not finite is looked at element-wise (an
+    overflowing sum of finite numbers is then found finite). `advance(n_elements)` is called after
+    each chunk (a progress bar).
+    """
+    if arr.dtype.kind != "f":
+        if advance is not None:
+            advance(arr.size)
+        return None
+    flat = arr.reshape(-1)  # [n] a view for contiguous arrays
+    for start in range(0, flat.size, chunk):
+        part = flat[start : start + chunk]  # [chunk]
+        with np.errstate(all="ignore"):
+            suspect = not np.isfinite(part.sum())
+        if suspect:
+            ok = np.isfinite(part)  # [chunk]
+            if not ok.all():
+                first = start + int(np.argmin(ok))
+                return [int(i) for i in np.unravel_index(first, arr.shape)] if arr.ndim else []
+        if advance is not None:
+            advance(part.size)
+    return None
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """Whether every number is finite (see `first_non_finite`)."""
+    return first_non_finite(arr) is None
+
+
+def check_param(name: str, value, shape: tuple[int, ...], dtype: str, where: str = "weights") -> np.ndarray:
+    """A given parameter as an array of the right shape and dtype, or a TracerError naming it."""
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # ragged nested lists
+        raise TracerError(f"{where}: {name!r} is not a rectangular array of numbers ({e})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TracerError(f"{where}: {name!r} must hold numbers, got {arr.dtype}")
+    if tuple(arr.shape) != tuple(shape):
+        raise TracerError(f"{where}: {name!r}: expected {list(shape)}, got {list(arr.shape)}")
+    arr = arr.astype(dtype, copy=False)
+    bad = first_non_finite(arr)
+    if bad is not None:
+        raise TracerError(f"{where}: {name!r} holds NaN or infinite values (first at index {bad})")
+    return arr
+
+
+def init_weights(cfg: Config, seed: int = 0, given: Params | None = None, where: str = "weights") -> Params:
+    """All parameters of `cfg`: the given ones checked, the rest seeded."""
+    given = dict(given or {})
+    shapes = param_shapes(cfg)
+    unknown = [k for k in given if k not in shapes]
+    if unknown:
+        hint = near(unknown[0], shapes)
+        if unknown[0] == "W_U" and cfg.tied_unembed:
+            hint = " (tied_unembed is true, so W_U is W_E transposed; set tied_unembed = false to give W_U)"
+        elif unknown[0] == "W_pos" and cfg.positional == "none":
+            hint = " (positional is 'none')"
+        raise TracerError(f"{where}: unknown parameter {unknown[0]!r}{hint}")
+    if cfg.positional == "sinusoidal" and "W_pos" in given:
+        raise TracerError(f"{where}: 'W_pos' is computed when positional = 'sinusoidal'; use 'explicit' to give it")
+    params: Params = {}
+    for name, shape in shapes.items():
+        if name in given:
+            params[name] = check_param(name, given[name], shape, cfg.dtype, where)
+        elif name == "W_pos" and cfg.positional == "sinusoidal":
+            params[name] = sinusoidal_positions(*shape).astype(cfg.dtype)
+        else:
+            params[name] = init_param(name, shape, seed, cfg.dtype)
+    return params
+
+
+def unembedding(cfg: Config, params: Params) -> np.ndarray:
+    """W_U [d_model, d_vocab]: its own matrix, or W_E transposed when tied (a view, no copy)."""
+    return params["W_E"].T if cfg.tied_unembed else params["W_U"]

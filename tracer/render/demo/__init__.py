@@ -1,0 +1,48 @@
+"""Classroom mode (`tracer demo`): one forward pass and the generation loop, one step per screen.
+
+The steps follow the seed article's order — tokens, embedding lookup, position vector, Q/K/V,
+scores and the causal mask, softmax, the weighted sum, multi-head, the other layers, the
+unembedding, softmax and temperature, the chosen token, append and repeat, and the KV cache —
+each with a few sentences of narration written for this project (the Query / Key / Value
+analogy of a search term, an index and the content is the article's) and the numbers of one
+recorded run. Screens only read recorded arrays; the small arithmetic a class does by hand
+(e^score, a what-if temperature) is done on recorded values and labelled as such.
+
+Three ways to show the same screens (`show_demo`): interactive when stdin and stdout are terminals
+(Enter/space/→ next, b/← back, a number then Enter jumps, q quits; `--auto SECONDS`); printed in
+order otherwise (pipes, CI); or `--export deck.html`, one self-contained page. `--quiz` adds a
+"predict, then press Enter" screen before values the class can work out.
+
+  - `base`: the recorded run (`Demo`), a screen (`Step`), table helpers;
+  - `layer`, `output`: the screens; `screens`: their order, the checks beside them, one screen's layout;
+  - `pager`: keys and paging at a terminal; `deck`: the HTML page.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from .base import MAX_WIDTH, Demo, Page, Step
+from .deck import check_deck_path, deck_html, write_deck
+from .pager import Pager, RawKeys, interactive, key_name, run_interactive
+from .screens import STEPS, build_steps, pages_of, print_all, screen
+
+__all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "STEPS", "Step", "build_steps", "check_deck_path",
+           "deck_html", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
+
+
+def show_demo(d: Demo, console: Console, quiz: bool = False, auto: float | None = None, export: str | None = None,
+              stdin=None) -> None:
+    """Build the screens, then write the deck (`export`), page through them at a terminal, or print them all."""
+    stdin = sys.stdin if stdin is None else stdin
+    steps = build_steps(d)
+    pages = pages_of(steps, quiz)
+    if export is not None:  # preparing a deck for students: write it, do not start the walkthrough
+        write_deck(d, export, quiz)
+        Console(stderr=True).print(f"wrote {export}: {len(pages)} screens, one self-contained page", highlight=False)
+    elif interactive(stdin, console):
+        run_interactive(d, steps, pages, console, stdin, auto)
+    else:
+        print_all(d, steps, pages, console)

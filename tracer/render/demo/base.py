@@ -1,0 +1,159 @@
+"""What one demo shows: the recorded run (`Demo`), a screen (`Step`), a page of the walk (`Page`),
+and the small table helpers the screens share. Numbers go through `tracer.render.fmt`, like every
+other renderer's."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ...tokens import label, show_token
+from .. import fmt
+
+MAX_WIDTH = 100  # columns: legible on a projector
+
+
+MARK = "▶"  # marks the token being followed, so it never depends on color alone
+
+
+FOCUS_STYLES = ["bold reverse"]  # the current style of the followed token's row (the deck swaps it)
+
+
+DECK_FOCUS = "bold #000000 on #ffe27a"  # reverse video has no colors to swap in HTML: a strong yellow
+
+
+TOP = 6  # rows of candidate tables
+
+
+# --------------------------------------------------------------------------- what one demo shows
+
+
+@dataclass
+class Demo:
+    """One recorded run and how to name its parts."""
+
+    gen: object  # tracer.trace.Generation
+    tokenizer: object
+    title: str = ""
+    checks: list = field(default_factory=list)  # tracer.checks.Check, shown beside their steps
+    precision: int = 3
+    layer: int = 0  # the layer shown token by token
+    head: int = 0  # the head shown in the single-head steps
+
+    def __post_init__(self):
+        self.trace = self.gen.steps[0]
+        self.cfg = self.trace.config
+        self.n = len(self.trace.tokens)  # prompt length
+        self.focus = 1 if self.n > 1 else 0  # the article follows B through the first layer
+        self.last = self.n - 1  # the token that predicts the next one
+        self.settings = self.gen.settings  # a GenerationSettings, or None for a single pass
+        self.title = self.title or str(self.gen.meta.get("model") or "tracer")
+
+    # names -----------------------------------------------------------------------------------
+    def text(self, pos: int, step: int = -1) -> str:
+        tokens = self.gen.steps[step].tokens
+        return show_token(self.tokenizer.token_str(int(tokens[pos])))
+
+    def who(self, pos: int, step: int = -1) -> str:
+        """The article's letter, plus the token's text when that says more (B ␣are)."""
+        t = self.text(pos, step)
+        return label(pos) if t == label(pos) else f"{label(pos)} {t}"
+
+    def token_name(self, token_id: int) -> str:
+        return show_token(self.tokenizer.token_str(int(token_id)))
+
+    def new_name(self, pos: int, token_id: int) -> str:
+        """A generated token: its letter, and its text when that differs (G = ␣the)."""
+        t = self.token_name(token_id)
+        return label(pos) if t == label(pos) else f"{label(pos)} = {t}"
+
+    def letters(self, n: int) -> str:
+        """The first n positions as the article writes a sequence: ABCDEF (A…T when long)."""
+        return self.span(0, n)
+
+    def span(self, a: int, b: int) -> str:
+        """Positions a … b-1 as letters: CDE, or C…T when long."""
+        return fmt.sequence(a, b, limit=12)
+
+    # numbers (tracer.render.fmt, at this demo's precision) ---------------------------------------
+    def num(self, x) -> str:
+        return fmt.num(x, self.precision)
+
+    def vec(self, v, dims: int = 8) -> str:
+        """[ 0.900, -0.100, …] aligned for stacking; long vectors as the first 4 … last 2 numbers."""
+        return fmt.column_vec(v, self.precision, dims)
+
+    def prob(self, p) -> str:
+        return fmt.prob(p, self.precision)
+
+    def block(self, name: str, layer: int | None = None):
+        layer = self.layer if layer is None else layer
+        return self.trace[f"blocks.{layer}.{name}"]
+
+    def ordinal_head(self, head: int) -> str:
+        return f"head {head + 1} of {self.cfg.n_heads}"
+
+
+@dataclass
+class Step:
+    """One screen: a heading, a few sentences, the numbers, and an optional question."""
+
+    name: str
+    narration: str
+    body: RenderableType
+    question: RenderableType | None = None  # shown first with --quiz: the inputs, not the answer
+    ask: str = ""  # what to predict
+    checks: list = field(default_factory=list)
+
+
+@dataclass
+class Page:
+    step: int  # 0-based index into the steps
+    quiz: bool  # the question page of a step (answer hidden)
+
+
+# --------------------------------------------------------------------------- small table helpers
+
+
+def table(*columns: str, title: str | None = None, right: tuple = ()) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", header_style="bold", pad_edge=False,
+              show_edge=False, box=None, padding=(0, 1))
+    for c in columns:
+        t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
+    return t
+
+
+def mark(is_focus: bool) -> str:
+    return MARK if is_focus else " "
+
+
+def row_style(is_focus: bool) -> str | None:
+    return FOCUS_STYLES[-1] if is_focus else None
+
+
+@contextmanager
+def focus_style(style: str):
+    """Build screens with another highlight (the HTML deck) and put the old one back."""
+    FOCUS_STYLES.append(style)
+    try:
+        yield
+    finally:
+        FOCUS_STYLES.pop()
+
+
+def pairs(rows: list[tuple]) -> Table:
+    """Label → value lines, aligned, each value on one line (vectors are never split)."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def sentence(*parts: tuple[str, str] | str) -> Text:
+    return Text.assemble(*parts)

@@ -1,0 +1,54 @@
+"""The `--json` outputs of `trace` and `replay`: one JSON object each, their fields a contract
+(README, "Stability"). Infinite and NaN numbers, which JSON lacks, are written as strings."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def json_safe(x):
+    """`x` with every non-finite float as "inf", "-inf" or "nan" (JSON has no such numbers)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def dumps(obj, ascii_only: bool = True) -> str:
+    return json.dumps(json_safe(obj), ensure_ascii=ascii_only)
+
+
+def trace_json(gen, tokenizer) -> dict:
+    settings = {**gen.settings.to_dict(), "stopped": gen.stopped} if gen.settings is not None else None
+    return {
+        "model": gen.meta.get("model"),
+        "prompt": gen.meta.get("prompt"),
+        "prompt_ids": [int(i) for i in gen.prompt_ids],
+        "generated_ids": [int(i) for i in gen.generated_ids],
+        "text": gen.text,
+        "generated": [tokenizer.token_str(t) for t in gen.generated_ids],
+        "tokens": [tokenizer.token_str(t) for t in gen.tokens],
+        "settings": settings,
+        "verify_cache": gen.meta.get("verify_cache"),
+    }
+
+
+def replay_json(replay) -> dict:
+    """A `tracer.replay.Replay` as JSON: the checks, the generated tokens, the notes."""
+    scn, gen, checks, tok = replay.scenario, replay.gen, replay.checks, replay.model.tokenizer
+    return {
+        "title": scn.title,
+        "scenario": str(scn.path) if scn.path else None,
+        "checks": [c.to_dict() for c in checks],
+        "prompt_ids": [int(i) for i in gen.prompt_ids],
+        "generated": [tok.token_str(t) for t in gen.generated_ids],
+        "generated_ids": [int(i) for i in gen.generated_ids],
+        "text": gen.text,
+        "passed": sum(c.ok for c in checks),
+        "failed": sum(not c.ok for c in checks),
+        "notes": scn.notes,
+    }

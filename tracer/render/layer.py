@@ -1,0 +1,236 @@
+"""One layer, token by token, in the seed article's words: the input ("A queries the embedding
+matrix…", "+ position vector P1"), the layer norm, what the causal mask hides, each head's Q, K and V,
+its scores and softmax weights, the weighted sum ("0.450×A_V + 0.550×B_V = …"), the heads merged
+through W_O, the residual and the MLP. Reads the recorded arrays only (`Ctx`)."""
+
+from __future__ import annotations
+
+from rich.console import group
+from rich.table import Table
+from rich.text import Text
+
+from .context import Ctx
+from .fmt import bar, letters, num, prob, shape
+from .text import indent, line, section
+
+BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
+
+
+@group()
+def token_at_layer(ctx: Ctx, t: int, layer: int):
+    """Token t through one layer: its heading, then every step indented below it."""
+    k = ctx.step_of(t)
+    head_line = line((f"{ctx.labels[t]}:", "bold"), f"  {ctx.text(ctx.ids[t])}  (position {t})")
+    if k > 0:
+        head_line.append(f", generated: its own pass, step {k}", style="italic")
+    yield head_line
+    yield indent(token_steps(ctx, t, layer))
+
+
+@group()
+def token_steps(ctx: Ctx, t: int, layer: int):
+    """Input, layer norm, what the mask hides, every shown head, then W_O, the residual and the MLP."""
+    cfg, L = ctx.cfg, ctx.labels[t]
+    b = f"blocks.{layer}."
+    x = ctx.at(b + "hook_resid_pre", t)
+    if layer == 0:
+        E = ctx.at("hook_embed", t)
+        if E is not None:
+            yield ctx.eq(f"{L} queries the embedding matrix W_E ({shape(cfg.d_vocab, cfg.d_model)}) at row "
+                               f"{ctx.ids[t]}", f"E_{L}", ctx.v(E))
+            yield from ctx.checks_at("hook_embed", t)
+        if cfg.positional != "none":
+            P = ctx.at("hook_pos_embed", t)
+            kind = {"learned": "learned", "sinusoidal": "sin/cos", "explicit": "given"}[cfg.positional]
+            if P is not None:
+                yield ctx.eq(f"+ position vector (W_pos row {t}, {kind})", f"P{t + 1}", ctx.v(P))
+                yield from ctx.checks_at("hook_pos_embed", t)
+            if x is not None:
+                yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
+        elif x is not None:
+            yield ctx.eq("no position vectors (positional = none), so the input is E itself", f"x_{L}", ctx.v(x))
+    elif x is not None:
+        yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
+    yield from ctx.checks_at(b + "hook_resid_pre", t)
+    if cfg.layer_norm:
+        ln = ctx.at(b + "ln1.hook_normalized", t)
+        if ln is not None:
+            yield ctx.eq(f"layer norm: (x_{L} − mean) ÷ std; then ln1(x_{L}) = LN(x_{L}) × ln1.w + ln1.b meets W_Q, W_K, W_V",
+                          f"LN(x_{L})", ctx.v(ln))
+            yield from ctx.checks_at(b + "ln1.hook_normalized", t)
+    heads = ctx.shown_heads()
+    yield visibility(ctx, t)
+    for h in heads:
+        yield head_at_token(ctx, t, layer, h)
+    if len(heads) < cfg.n_heads:
+        rest = [h for h in range(cfg.n_heads) if h not in heads]
+        yield Text(f"heads {rest[0]}–{rest[-1]}: the same steps with their own W_Q, W_K, W_V "
+                        f"(--head N shows one, --full shows all)", style="dim")
+    yield after_attention(ctx, t, layer)
+
+
+def visibility(ctx: Ctx, t: int) -> Text:
+    """Which keys and values token t can see, which come from the KV cache, which the causal mask hides."""
+    L = ctx.labels[t]
+    st = ctx.gen.steps[ctx.step_of(t)]
+    seen = ctx.labels[: t + 1]
+    hidden = ctx.labels[t + 1 : len(st.tokens)]
+    if t == 0:
+        sees = f"{L} can see only itself (position 0)"
+    else:
+        sees = f"{L} can see the keys and values of {letters(seen)} (positions 0–{t})"
+    if st.start > 0:
+        sees += (f"; those of {letters(ctx.labels[: st.start])} come from the KV cache "
+                 f"(“cache k”: computed by pass k)")
+    if hidden:
+        where = f"position {t + 1}" if len(hidden) == 1 else f"positions {t + 1}–{len(st.tokens) - 1}"
+        return line(sees + "; ", ("the causal mask hides ", "bold"), (letters(hidden), "bold"),
+                    f" ({where}, later tokens: score −∞, weight 0)")
+    return line(sees + "; the causal mask hides nothing: ", (f"{L} is the last token", "bold"))
+
+
+@group()
+def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
+    cfg, L, p = ctx.cfg, ctx.labels[t], ctx.p
+    a = f"blocks.{layer}.attn."
+    H = cfg.n_heads
+    wshape = f"{shape(H, cfg.d_model, cfg.d_head)}, one {shape(cfg.d_model, cfg.d_head)} slice per head" if H > 1 \
+        else shape(cfg.d_model, cfg.d_head)
+    if H > 1:
+        yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q, W_K, W_V: {wshape})")
+    else:
+        yield line(f"W_Q, W_K, W_V: {wshape} each")
+    sl = f"[{h}]" if H > 1 else ""
+    src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
+    have = {}
+    for m in "QKV":
+        row = ctx.at(a + f"hook_{m.lower()}", t)
+        have[m] = row is not None
+        if row is not None:
+            yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl} + b_{m}", ctx.v(row[h]))
+            yield from ctx.checks_at(a + f"hook_{m.lower()}", t, h)
+    n_keys = t + 1
+    cached = [ctx.cached_from(j, t) for j in range(n_keys)]
+    if have["K"] and have["V"] and n_keys > 1 and (n_keys <= BRIEF_KV_ROWS or not ctx.view.brief):
+        kv = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False)
+        kv.add_column("", style="bold")
+        from_cache = any(c is not None for c in cached)
+        if from_cache:
+            kv.add_column("from", no_wrap=True)
+        kv.add_column("K (key)")
+        kv.add_column("V (value)")
+        for j in range(n_keys):
+            kj, vj = ctx.at(a + "hook_k", j, cached[j]), ctx.at(a + "hook_v", j, cached[j])
+            if kj is None or vj is None:
+                continue
+            row = [ctx.labels[j]]
+            if from_cache:
+                row.append(f"cache {cached[j]}" if cached[j] is not None else "new")
+            kv.add_row(*row, ctx.v(kj[h]), ctx.v(vj[h]))
+        yield indent(kv)
+    elif n_keys > BRIEF_KV_ROWS:
+        yield Text(f"(the {n_keys} K and V vectors: --full lists them)", style="dim")
+    dots = ctx.att(a + "hook_dots", h, t)
+    scores = ctx.att(a + "hook_attn_scores", h, t)
+    pattern = ctx.att(a + "hook_pattern", h, t)
+    if pattern is None and scores is None and dots is None:
+        return
+    sc = scores if scores is not None else dots
+    scaled = cfg.scale_scores and scores is not None
+    tab = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, show_footer=pattern is not None)
+    tab.add_column("key", style="bold", footer="sum")
+    if dots is not None:
+        tab.add_column(f"{L}_Q·K", justify="right")
+    if scaled:
+        tab.add_column(f"÷ √{cfg.d_head}", justify="right")
+    if pattern is not None:
+        tab.add_column("weight", justify="right", footer=num(float(pattern.sum()), p))
+        tab.add_column("", no_wrap=True, style="cyan")
+    for j in range(n_keys):
+        row = [ctx.labels[j]]
+        if dots is not None:
+            row.append(num(dots[j], p))
+        if scaled:
+            row.append(num(scores[j], p))
+        if pattern is not None:
+            row += [prob(pattern[j], p), bar(pattern[j], 10)]
+        tab.add_row(*row)
+    how = f"{L}_Q · each visible key" + (f", ÷ √d_head = √{cfg.d_head}" if scaled else "") + \
+        (", softmax → weights that sum to 1" if pattern is not None else "")
+    yield line("attention scores: ", how)
+    yield indent(tab)
+    yield from ctx.checks_at(a + "hook_dots", t, h, attention=True)
+    yield from ctx.checks_at(a + "hook_attn_scores", t, h, attention=True)
+    if pattern is not None and sc is not None and n_keys <= BRIEF_KV_ROWS:
+        yield line(f"softmax([{', '.join(num(x, p) for x in sc)}]) = "
+                       f"[{', '.join(num(x, p) for x in pattern)}]")
+    if pattern is not None:
+        yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
+    z = ctx.at(a + "hook_z", t)
+    if pattern is not None and z is not None:
+        terms = " + ".join(f"{num(pattern[j], p)}×{ctx.labels[j]}_V" for j in range(n_keys))
+        whose = f"{L}'s new representation" + (f" from head {h}" if H > 1 else "")
+        yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
+        yield from ctx.checks_at(a + "hook_z", t, h)
+
+
+@group()
+def after_attention(ctx: Ctx, t: int, layer: int):
+    """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
+    cfg, L, b = ctx.cfg, ctx.labels[t], f"blocks.{layer}."
+    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+    z = ctx.at(b + "attn.hook_z", t)
+    attn_out = ctx.at(b + "hook_attn_out", t)
+    if H > 1 and z is not None:
+        yield ctx.eq(f"concatenate the {H} heads' outputs ({H} × {dh} = {H * dh} numbers)", f"z_{L}",
+                     ctx.v(z.reshape(-1)))
+    if attn_out is not None:
+        yield ctx.eq(f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims", f"attn_out_{L}", ctx.v(attn_out))
+        yield from ctx.checks_at(b + "hook_attn_out", t)
+    if cfg.mlp:
+        mid = ctx.at(b + "hook_resid_mid", t)
+        if mid is not None:
+            if cfg.residual:
+                yield ctx.eq("residual: add the layer's input back", f"x_{L} + attn_out_{L}", ctx.v(mid))
+            else:
+                yield line(f"no residual (residual = false): the MLP reads attn_out_{L}")
+            yield from ctx.checks_at(b + "hook_resid_mid", t)
+        if cfg.layer_norm:
+            ln2 = ctx.at(b + "ln2.hook_normalized", t)
+            if ln2 is not None:
+                yield ctx.eq("layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP", "LN(x)",
+                             ctx.v(ln2))
+        pre, post, mo = ctx.at(b + "mlp.hook_pre", t), ctx.at(b + "mlp.hook_post", t), ctx.at(b + "hook_mlp_out", t)
+        if pre is not None:
+            yield ctx.eq(f"MLP: × W_in ({shape(dm, cfg.d_mlp)}) + b_in", "pre", ctx.v(pre))
+        if post is not None:
+            yield ctx.eq("GELU", "post", ctx.v(post))
+        if mo is not None:
+            yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
+            yield from ctx.checks_at(b + "hook_mlp_out", t)
+    post_ = ctx.at(b + "hook_resid_post", t)
+    if post_ is not None:
+        if cfg.mlp:
+            how = "residual: + mlp_out" if cfg.residual else "no residual: the MLP output itself"
+        else:
+            how = f"residual: x_{L} + attn_out_{L}" if cfg.residual else f"no residual (residual = false): attn_out_{L} itself"
+        nxt = f"the input of layer {layer + 1}" if layer + 1 < cfg.n_layers else "its final vector"
+        yield ctx.eq(f"{how} → {L}'s output of layer {layer}, {nxt}", f"out_{L}", ctx.v(post_))
+        yield from ctx.checks_at(b + "hook_resid_post", t)
+
+
+@group()
+def layer_section(ctx: Ctx, layer: int, number: str):
+    cfg = ctx.cfg
+    name = "First layer" if layer == 0 else f"Layer {layer}"
+    yield section(f"{number} · {name} (layer {layer} of {cfg.n_layers}), token by token")
+    if layer > 0:
+        yield line(f"Each token starts from its output of layer {layer - 1}, which already holds context from "
+                       f"the tokens to its left, and repeats the same steps with this layer's own W_Q, W_K, W_V.")
+    shown = ctx.shown_tokens()
+    for i, t in enumerate(shown):
+        if i > 0 and t - shown[i - 1] > 1:
+            skip = list(range(shown[i - 1] + 1, t))
+            yield Text(f"{letters([ctx.labels[s] for s in skip])}: the same steps, each seeing the tokens to its "
+                           f"left (--token {ctx.labels[skip[0]]} shows one, --full shows all)", style="dim")
+        yield token_at_layer(ctx, t, layer)

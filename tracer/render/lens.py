@@ -1,0 +1,89 @@
+"""The logit lens: each layer's residual stream through the final layer norm and W_U, as if the model
+stopped there, for the last positions of a pass (`lens.*`): when does the prediction appear? The
+seed article says "only after the 24th layer"; the lens shows what really happens."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..tokens import label, show_token
+from .fmt import cprob, short, tok
+from .text import Fit, missing
+
+BRIEF_LENS_COLUMNS = 6  # positions of the logit lens table in brief mode (the last ones)
+
+
+def lens_row_label(r: int, n_layers: int) -> str:
+    """Row r of the lens: the residual stream after r layers."""
+    if r == 0:
+        return "0 (embed)"
+    return f"{r}" + (" (final)" if r == n_layers else "")
+
+
+def first_top(top: np.ndarray, token: int) -> tuple[int | None, int | None]:
+    """First row where `token` is the top-1, and the row from which it stays top-1 to the end."""
+    hits = np.flatnonzero(top == token)
+    if hits.size == 0:
+        return None, None
+    stay = len(top)
+    while stay > 0 and top[stay - 1] == token:
+        stay -= 1
+    return int(hits[0]), (stay if stay < len(top) else None)
+
+
+def logit_lens_view(step, tokenizer, view) -> Group:
+    """Layer × position: the top token (and probability) if the model stopped after each layer."""
+    gone = missing(step, ["lens.positions", "lens.top_token", "lens.top_prob", "lens.target", "lens.target_rank"])
+    title = Text("Logit lens", style="bold")
+    if gone is not None:
+        return Group(title, gone)
+    positions = step["lens.positions"]
+    top, top_p = step["lens.top_token"], step["lens.top_prob"]
+    target, rank = step["lens.target"], step["lens.target_rank"]
+    n_layers = top.shape[0] - 1
+    n_cols = len(positions) if not view.brief else min(len(positions), BRIEF_LENS_COLUMNS)
+
+    def build(max_cols: int) -> Table:
+        cols = list(range(len(positions)))[-min(n_cols, max_cols):]
+        t = Table(title="Logit lens: each layer's residual stream through the final layer norm and W_U",
+                  title_justify="left")
+        t.add_column("after layer", no_wrap=True)
+        for c in cols:
+            pos = int(positions[c])
+            t.add_column(f"{label(pos)} {short(show_token(tokenizer.token_str(int(step.tokens[pos]))), 8)}",
+                         no_wrap=True)
+        for r in range(n_layers + 1):
+            cells = []
+            for c in cols:
+                i = int(top[r, c])
+                mark = "✓" if i == int(target[c]) else " "
+                cells.append(f"{short(show_token(tokenizer.token_str(i)), 7)} {cprob(top_p[r, c])}{mark}")
+            t.add_row(lens_row_label(r, n_layers), *cells)
+        if len(cols) < len(positions):
+            t.caption = f"the last {len(cols)} of {len(positions)} positions" + (" (--full and a wider terminal show more)")
+        return t
+
+    last = len(positions) - 1
+    chosen = int(target[last])
+    pos = int(positions[last])
+    first, stays = first_top(top[:, last], chosen)
+    notes = [f"Each cell: the most likely next token and its probability if the model stopped after that many "
+             f"layers; ✓ marks the token that actually follows (at {label(pos)}: the chosen one)."]
+    if first is None:
+        notes.append(f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is never the "
+                     f"top-1; after the last layer it ranks #{int(rank[-1, last]) + 1} (it was sampled, not the most "
+                     f"likely). Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
+    else:
+        where = "in the embedding, before any layer" if first == 0 else f"after layer {first}"
+        s = (f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is the top-1 first "
+             f"{where}")
+        if stays is not None and stays != first:
+            s += f", and stays the top-1 from layer {stays} on"
+        notes.append(s + f". The article says it appears \"only after the 24th layer\"; this model has {n_layers} "
+                     f"layers. Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
+    if int(positions[0]) > step.start:
+        notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
+    return Group(Fit(build, 11, 13), *(Text(x) for x in notes))

@@ -1,0 +1,185 @@
+"""The generation loop made visible: each pass (what it read, what it computed, what it reused from
+the KV cache, what it predicted), the cache's rows and the multiply-adds it saves, and the
+`--verify-cache` result.
+
+The article's loop: "Add G to sequence becoming ABCDEFG and goes through another 24 layers of
+calculation to get H, until we generate the end token". The seed Q&A claims "You have to
+recompute everything for the new context"; the KV cache view shows that every earlier key and value
+is reused. Multiply-adds are counted from the shapes (`Config.pass_macs`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..tokens import label
+from .fmt import cprob, integer, num, prob, sequence, span, stok, tok
+
+
+def cache_rows(gen) -> list[dict]:
+    """Per pass: positions reused from the cache, computed, and multiply-adds with and without reuse."""
+    cfg = gen.steps[0].config
+    rows = []
+    for n, s in enumerate(gen.steps):
+        total, start = len(s.tokens), s.start
+        rows.append({"step": n, "positions": total, "reused": start, "computed": total - start,
+                     "macs": cfg.pass_macs(total - start, total), "full": cfg.pass_macs(total, total)})
+    return rows
+
+
+def kv_cache_view(gen, tokenizer, view) -> Group:
+    """Which rows each pass reused from the KV cache and which it computed, and the work saved."""
+    cfg = gen.steps[0].config
+    on = gen.settings.cache if gen.settings is not None else True
+    rows = cache_rows(gen)
+    t = Table(title=f"KV cache ({'on' if on else 'off: --no-cache'}): rows reused and computed per pass",
+              title_justify="left")
+    for c, j in (("step", "right"), ("reused | computed", "left"), ("rows", "right"), ("multiply-adds", "right"),
+                 ("recompute all", "right"), ("saved", "right")):
+        t.add_column(c, justify=j, no_wrap=True)
+    for r in rows:
+        n, start = r["positions"], r["reused"]
+        if n <= 26:
+            split = f"{sequence(0, start)} | {''.join(label(i) for i in range(start, n))}" if start else f"| {sequence(0, n)}"
+        else:
+            split = f"{span(0, start)} | {span(start, n)}" if start else f"| {span(0, n)}"
+        saved = r["full"] - r["macs"]
+        t.add_row(str(r["step"]), split, f"{start} + {n - start}", integer(r["macs"]), integer(r["full"]),
+                  f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
+    done = sum(r["macs"] for r in rows)
+    full = sum(r["full"] for r in rows)
+    per_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
+    notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass.",
+             f"Each reused row is that token's keys and values in every layer: 2 × {cfg.n_layers} layers × "
+             f"{cfg.n_heads} heads × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
+    if len(rows) > 1 and on:
+        notes.append(f"Total: {integer(done)} multiply-adds with the cache against {integer(full)} recomputing every "
+                     f"row each pass: {100 * (full - done) / full:.0f}% saved.")
+    elif len(rows) > 1:
+        cached = sum(cfg.pass_macs(1 if k else len(g.tokens), len(g.tokens)) for k, g in enumerate(gen.steps))
+        notes.append(f"Total: {integer(full)} multiply-adds recomputing every row; with the cache it would be "
+                     f"{integer(cached)} ({100 * (full - cached) / full:.0f}% less).")
+    else:
+        notes.append("One pass only (the prompt): every row is computed; generate more tokens (--max-new-tokens) "
+                     "to see later passes reuse the cache.")
+    notes.append("The Q&A says \"You have to recompute everything for the new context.\" Not with a KV cache: an "
+                 "earlier token's keys and values never change (the causal mask stops it from seeing later tokens), "
+                 "so each new pass computes Q, K and V for the new token only and reuses the rest. "
+                 "--verify-cache runs both ways and compares the logits.")
+    if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
+        return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
+    return Group(t, *(Text(x) for x in notes))
+
+
+def verify_cache_view(result: dict) -> Group:
+    """The `--verify-cache` result: the largest logit difference per pass, the bound, the tokens."""
+    ok = bool(result.get("ok"))
+    t = Table(title=f"--verify-cache: {result.get('compared', 'KV cache vs full recompute')}", title_justify="left")
+    t.add_column("check", no_wrap=True)
+    t.add_column("value")
+    t.add_column("", no_wrap=True)
+    diffs = result.get("per_step_max_abs_diff") or []
+    bound = float(result.get("bound", result.get("tolerance", 0.0)))
+    t.add_row("passes compared", str(result.get("steps", len(diffs))), "")
+    for n, d in enumerate(diffs):
+        t.add_row(f"step {n}: max |Δ logit|", f"{d:.2e}", "✓" if d <= bound else "✗")
+    t.add_row("largest |Δ logit|", f"{float(result.get('max_abs_diff', 0.0)):.2e}", "")
+    t.add_row("allowed", f"{float(result.get('tolerance', 0.0)):.0e} × {num(result.get('scale', 1.0), 2)} "
+              f"= {bound:.2e} ({result.get('dtype', '?')})", "✓" if float(result.get("max_abs_diff", 0.0)) <= bound else "✗")
+    t.add_row("tokens (cache)", " ".join(str(i) for i in result.get("generated_cache", [])), "")
+    t.add_row("tokens (no cache)", " ".join(str(i) for i in result.get("generated_no_cache", [])),
+              "✓" if result.get("tokens_equal") else "✗")
+    verdict = Text("✓ the KV cache changes no logit beyond rounding and no token" if ok else
+                   "✗ the KV cache and full recompute disagree", style="bold green" if ok else "bold red")
+    note = Text("The allowed difference is the dtype's tolerance times the largest |logit| (at least 1): the same "
+                "sums in another order differ in the last bits.", style="dim")
+    return Group(t, verdict, note)
+
+
+def pass_line(step, view) -> str:
+    """The new token's pass in one line: its residual norm through the layers and where the last layer looks."""
+    cfg = step.config
+    p = view.precision
+    L = cfg.n_layers
+    if L == 0 or "blocks.0.hook_resid_pre" not in step or f"blocks.{L - 1}.hook_resid_post" not in step:
+        return f"through {L} layers"
+    x0 = float(np.linalg.norm(step["blocks.0.hook_resid_pre"][-1]))
+    x1 = float(np.linalg.norm(step[f"blocks.{L - 1}.hook_resid_post"][-1]))
+    s = f"through {L} layers: ‖x‖ {num(x0, p)} → {num(x1, p)}"
+    name = f"blocks.{L - 1}.attn.hook_pattern"
+    if name in step:
+        pat = step[name][:, -1, :]  # [head, key_pos]
+        looks = [f"h{h} {label(int(np.argmax(pat[h])))} {cprob(pat[h].max())}" for h in range(pat.shape[0])]
+        if len(looks) > 4:
+            looks = looks[:4] + ["…"]
+        s += f"; last layer looks at: {', '.join(looks)}"
+    return s
+
+
+def pass_table(step, view) -> Table:
+    """The new token's pass, one row per layer (full mode)."""
+    cfg = step.config
+    p = view.precision
+    t = Table(show_edge=False, pad_edge=False)
+    for c in ("layer", "‖x‖ in", "‖attn out‖", "‖mlp out‖", "‖x‖ out", "heads look most at"):
+        t.add_column(c, justify="left" if c in ("layer", "heads look most at") else "right", no_wrap=True)
+    for l in range(cfg.n_layers):
+        b = f"blocks.{l}."
+
+        def nrm(name):
+            return num(np.linalg.norm(step[b + name][-1]), p) if b + name in step else "–"
+
+        looks = ""
+        if b + "attn.hook_pattern" in step:
+            pat = step[b + "attn.hook_pattern"][:, -1, :]  # [head, key_pos]
+            looks = " ".join(f"{label(int(np.argmax(r)))}{num(r.max(), 2)}" for r in pat[:8])
+        t.add_row(str(l), nrm("hook_resid_pre"), nrm("hook_attn_out"), nrm("hook_mlp_out") if cfg.mlp else "–",
+                  nrm("hook_resid_post"), looks)
+    return t
+
+
+def generation_steps(gen, tokenizer, view) -> Group:
+    """Every pass of the loop, compact: the sequence with letters, the new token's pass, its prediction."""
+    parts = [Text("The loop: predict, append, run again", style="bold")]
+    p = view.precision
+    for n, step in enumerate(gen.steps):
+        total, start = len(step.tokens), step.start
+        chosen = int(step["sample.token"]) if "sample.token" in step else None
+        appended = n < len(gen.generated_ids)
+        head = Text()
+        head.append(f"step {n}: ", style="bold")
+        reads = (f"reads {span(0, total)} (the prompt)" if n == 0 else
+                 f"reads {label(total - 1)} = {tok(tokenizer, step.tokens[-1])}")
+        head.append(reads)
+        if start > 0:
+            head.append(f"; computes {span(start, total)}, reuses {span(0, start)} from the KV cache")
+        elif n > 0:
+            head.append(f"; recomputes all {total} rows (no cache)")
+        parts.append(head)
+        parts.append(Text("  " + pass_line(step, view), style="dim"))
+        if not view.brief:
+            parts.append(pass_table(step, view))
+        if chosen is not None and "sample.probs" in step:
+            probs = step["sample.probs"]
+            order = np.argsort(-probs, kind="stable")[:3]
+            alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
+            line = Text("  predicts ")
+            line.append(f"{label(total)} = {tok(tokenizer, chosen)}", style="bold")
+            line.append(f" (p {prob(probs[chosen], p)}; top 3: {alts})")
+            parts.append(line)
+            if appended:
+                parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"))
+            else:
+                parts.append(Text(f"  (not appended: the run stops here, {stop_reason(gen)})", style="dim"))
+    parts.append(Text(f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."))
+    return Group(*parts)
+
+
+def stop_reason(gen) -> str:
+    why, s = gen.stopped or "max_new_tokens", gen.settings
+    return {"end_token": "the end token was generated",
+            "stop_string": f"a stop string appeared ({', '.join(repr(x) for x in (s.stop if s else ()))})",
+            "max_new_tokens": f"max-new-tokens {s.max_new_tokens if s else '?'} reached"}.get(why, str(why))

@@ -1,0 +1,249 @@
+"""After the last layer: every layer at a glance for the last token, "how to predict G" (the final
+vector, W_U, the logits, softmax with the temperature, the chosen token, ABCDEF → ABCDEFG), and
+every position's prediction with its loss (the seed Q&A: every row is computed, generation reads
+the last). Reads the recorded arrays only."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group, group
+from rich.table import Table
+from rich.text import Text
+
+from ..tokens import label
+from .context import BRIEF_HEADS, Ctx
+from .fmt import integer, num, prob, shape, span, stok
+from .sampling import sampling_stages
+from .text import compact_rows, indent, line, missing, section
+
+
+def _head_cells(ctx: Ctx, rows) -> list[str]:
+    """Per head, the key with the largest weight. `rows`: per head a [key_pos] array, or None."""
+    H = ctx.cfg.n_heads
+    if rows is None:
+        return ["—"] * (H if H <= BRIEF_HEADS else 1)
+    best = [int(np.argmax(r)) for r in rows]
+    if H <= BRIEF_HEADS:
+        return [f"{ctx.labels[j]} {num(r[j], 2)}" for j, r in zip(best, rows)]
+    return [" ".join(ctx.labels[j] for j in best)]
+
+
+def _overview_table(ctx: Ctx, first_col: str) -> Table:
+    H = ctx.cfg.n_heads
+    tab = Table(padding=(0, 1), show_edge=True)
+    tab.add_column(first_col, justify="right", style="bold")
+    tab.add_column("‖x‖ in", justify="right")
+    tab.add_column("‖x‖ out", justify="right")
+    if H <= BRIEF_HEADS:
+        for h in range(H):
+            tab.add_column(f"head {h} → most", justify="left", no_wrap=True)
+    else:
+        tab.add_column(f"most-attended token, heads 0–{H - 1}", no_wrap=False)
+    return tab
+
+
+def _norm(x, p: int) -> str:
+    return num(np.linalg.norm(np.asarray(x, dtype=float)), p) if x is not None else "—"
+
+
+@group()
+def layers_section(ctx: Ctx, number: str):
+    cfg = ctx.cfg
+    if cfg.n_layers == 0:
+        return
+    t = ctx.token if ctx.token is not None else ctx.n - 1
+    L = ctx.labels[t]
+    yield section(f"{number} · All {cfg.n_layers} layers")
+    yield line(f"Every layer repeats the steps above on the previous layer's output. For {L} (position {t}): "
+                   f"the size ‖x‖ of its vector going in and out, and the token each head attends to most "
+                   f"(with its weight).")
+    tab = _overview_table(ctx, "layer")
+    for layer in range(cfg.n_layers):
+        b = f"blocks.{layer}."
+        rows = [ctx.att(b + "attn.hook_pattern", h, t) for h in range(cfg.n_heads)]
+        tab.add_row(str(layer), _norm(ctx.at(b + "hook_resid_pre", t), ctx.p), _norm(ctx.at(b + "hook_resid_post", t), ctx.p),
+                    *_head_cells(ctx, None if rows[0] is None else rows))
+    yield tab
+    if ctx.view.brief:
+        yield Text("--full: a table per layer with a row per token; --layer N: layer N token by token", style="dim")
+        return
+    for layer in range(cfg.n_layers):
+        b = f"blocks.{layer}."
+        xi, xo = ctx.get(b + "hook_resid_pre"), ctx.get(b + "hook_resid_post")
+        pat = ctx.get(b + "attn.hook_pattern")
+        tab = _overview_table(ctx, "token")
+        tab.title = f"layer {layer}"
+        tab.title_justify = "left"
+        for s in range(ctx.n):
+            rows = None if pat is None else [pat[h, s, : s + 1] for h in range(cfg.n_heads)]
+            tab.add_row(ctx.labels[s], _norm(None if xi is None else xi[s], ctx.p),
+                        _norm(None if xo is None else xo[s], ctx.p), *_head_cells(ctx, rows))
+        yield tab
+
+
+def _top(probs: np.ndarray, k: int) -> np.ndarray:
+    k = min(k, probs.shape[-1])
+    idx = np.argpartition(-probs, k - 1)[:k]  # [k]
+    return idx[np.argsort(-probs[idx], kind="stable")]  # [k] most likely first
+
+
+def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
+    seq = ctx.labels[:n_before]
+    joiner = "" if n_before + 1 <= 26 else " "
+    t = Text()
+    if n_before > 12:
+        t.append(joiner.join(seq[:3]) + joiner + "…" + joiner + joiner.join(seq[-2:]), style="bold")
+    else:
+        t.append(joiner.join(seq), style="bold")
+    if new_id is None:
+        return t
+    t.append(" → ")
+    if n_before > 12:
+        t.append(joiner.join(seq[:3]) + joiner + "…" + joiner + joiner.join(seq[-2:]), style="bold")
+    else:
+        t.append(joiner.join(seq), style="bold")
+    t.append(ctx.labels[n_before], style="bold reverse")
+    t.append(f"   ({ctx.labels[n_before]} = {ctx.text(new_id)})")
+    return t
+
+
+@group()
+def predict_section(ctx: Ctx, number: str):
+    cfg = ctx.cfg
+    last = ctx.n - 1
+    L, G = ctx.labels[last], ctx.labels[ctx.n]
+    yield section(f"{number} · Predicting the next token (how to predict {G})")
+    yield line(f"Only after the last of the {cfg.n_layers} layers does {L}, the last token, predict {G}: "
+               f"its final vector meets the unembedding W_U, which gives one score (logit) per vocabulary token.")
+    yield indent(prediction(ctx))
+    if not ctx.gen.meta.get("trained") and ctx.gen.meta.get("weights") != "given":
+        yield Text("(untrained weights: this prediction is meaningless until real weights are loaded)", style="yellow")
+
+
+@group()
+def prediction(ctx: Ctx):
+    """The final vector, W_U, the logits, softmax with the temperature, the chosen token."""
+    cfg, step, p = ctx.cfg, ctx.step, ctx.p
+    last = ctx.n - 1
+    L, G = ctx.labels[last], ctx.labels[ctx.n]
+    if cfg.layer_norm:
+        ln = ctx.get("ln_final.hook_normalized")
+        if ln is not None:
+            yield ctx.eq("final layer norm: (x − mean) ÷ std, later × ln_final.w + ln_final.b",
+                          f"LN(out_{L})", ctx.v(ln[-1]))
+    fin = ctx.get("unembed.hook_in")
+    if fin is not None:
+        yield ctx.eq(f"{L}'s final vector", "f", ctx.v(fin[-1]))
+        yield from ctx.checks("unembed.hook_in", (last,))
+    tied = "; W_E transposed, tied" if cfg.tied_unembed else ""
+    logits = ctx.get("logits")
+    if logits is not None:
+        yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U", "logits", ctx.v(logits[-1]))
+        yield from ctx.checks("logits", (last,))
+    temp = ctx.gen.settings.temperature if ctx.gen.settings is not None else 0.0
+    scaled = ctx.get("sample.scaled")
+    probs = ctx.get("sample.probs")
+    chosen = step.arrays.get("sample.token")
+    if temp == 0:
+        yield line("softmax(logits) = probabilities, which sum to 1; ", ("temperature 0: greedy", "bold"),
+                        ", the most likely token is chosen, no random draw")
+    yield from ctx.checks("sample.probs", ())
+    if temp != 0:  # every stage of the draw: ÷ temperature, softmax, top-k, top-p, the uniform number
+        yield sampling_stages(step, ctx.tok, ctx.view)
+    elif probs is not None:
+        yield top_table(ctx, probs, logits[-1] if logits is not None else None,
+                             scaled if temp != 0 else None, step.arrays.get("sample.final") if temp != 0 else None,
+                             int(chosen) if chosen is not None else None, temp, G)
+        u = step.arrays.get("sample.uniform")
+        if u is not None:
+            yield line(f"the seeded uniform draw u = {num(float(u), max(p, 4))} falls in the band of the chosen "
+                            f"token (bands stacked in order of probability, after the top-k / top-p cuts)")
+    if chosen is not None:
+        c = int(chosen)
+        appended = len(ctx.gen.generated_ids) > 0
+        yield (line(("chosen: ", "bold"), (f"{G} = {ctx.text(c)}", "bold"), f" (id {c}"
+                         + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
+        yield (sequence_line(ctx, ctx.n, c) if appended else
+                    line(sequence_line(ctx, ctx.n, None), " (not appended: --max-new-tokens 0)"))
+        yield from ctx.checks("generated", (), None)
+
+
+def top_table(ctx: Ctx, probs, logits, scaled, final, chosen: int | None, temp: float, G: str) -> Table:
+    """Rank, token, id, logit, probability of the most likely tokens (and the chosen one)."""
+    p = ctx.p
+    top = _top(probs, ctx.view.top_k)
+    tab = Table(title=f"top {len(top)} of {integer(len(probs))}", title_justify="left", padding=(0, 1))
+    tab.add_column("rank", justify="right")
+    tab.add_column("token", no_wrap=True)
+    tab.add_column("id", justify="right")
+    if logits is not None:
+        tab.add_column("logit", justify="right")
+    if scaled is not None:
+        tab.add_column(f"÷ {temp:g}", justify="right")
+    tab.add_column("probability", justify="right")
+    if final is not None:
+        tab.add_column("after cuts", justify="right")
+    tab.add_column("", no_wrap=True)
+    rows = [int(i) for i in top]
+    if chosen is not None and chosen not in rows:
+        rows.append(chosen)
+    for i in rows:
+        rank = rows.index(i) + 1 if i in top else int((probs > probs[i]).sum()) + 1
+        r = [str(rank), ctx.text(i), str(i)]
+        if logits is not None:
+            r.append(num(logits[i], p))
+        if scaled is not None:
+            r.append(num(scaled[i], p))
+        r.append(prob(probs[i], p))
+        if final is not None:
+            r.append(prob(final[i], p))
+        r.append(f"← chosen: {G}" if i == chosen else "")
+        tab.add_row(*r, style="bold" if i == chosen else None)
+    return tab
+
+
+@group()
+def every_position_section(ctx: Ctx, number: str):
+    yield section(f"{number} · Every position predicts")
+    yield every_position(ctx.step, ctx.tok, ctx.view)
+
+
+def every_position(step, tokenizer, view) -> Group:
+    """Each position's top next token, the token that actually follows, and its loss; generation uses the last row."""
+    gone = missing(step, ["predict.top_token", "predict.top_prob", "predict.next_token", "predict.next_prob",
+                          "loss.per_position"])
+    title = Text("Every position predicts the next token", style="bold")
+    if gone is not None:
+        return Group(title, gone)
+    p = view.precision
+    top, top_p = step["predict.top_token"], step["predict.top_prob"]
+    nxt, nxt_p, loss = step["predict.next_token"], step["predict.next_prob"], step["loss.per_position"]
+    start, n = step.start, len(step.tokens)
+    last = n - 1 - start  # row of the last position
+    t = Table(title="Every position's prediction (teacher forcing, as in training)", title_justify="left")
+    for col, just in (("", "left"), ("token", "left"), ("top next", "left"), ("p", "right"),
+                      ("actual next", "left"), ("p(actual)", "right"), ("loss", "right"), ("", "left")):
+        t.add_column(col, justify=just, no_wrap=True)
+    for r in compact_rows(len(loss), view.brief):
+        if r is None:
+            t.add_row("…", "", "", "", "", "", "", "")
+            continue
+        pos = start + r
+        t.add_row(label(pos), stok(tokenizer, step.tokens[pos]), stok(tokenizer, top[r]), prob(top_p[r], p),
+                  stok(tokenizer, nxt[r]) + ("*" if r == last else ""), prob(nxt_p[r], p), num(loss[r], p),
+                  "◀" if r == last else "", style="bold" if r == last else None)
+    notes = [
+        "The decoder turns every position's final vector into logits (the unembedding is applied to all rows at "
+        "once); row p predicts the token at p + 1. loss = −log p(actual), in nats. * the token the sampler chose.",
+    ]
+    if last > 0:
+        mean = float(np.mean(loss[:last]))
+        notes.append(f"Training (teacher forcing) scores every row against the token that really follows: "
+                     f"mean loss over rows {span(start, start + last)} = {num(mean, p)} nats "
+                     f"(a uniform guess over {integer(step.config.d_vocab)} tokens: {num(np.log(step.config.d_vocab), p)}).")
+    notes.append(f"◀ Generation reads only the last row ({label(n - 1)}) to choose the next token; the other rows "
+                 "are computed anyway, because the same matrices process every position at once.")
+    if start > 0:
+        notes.append(f"This pass computed only {span(start, n)}: the earlier rows came from the KV cache and have no "
+                     "logits in this pass (the prompt pass, step 0, has every row).")
+    return Group(t, *(Text(s) for s in notes))

@@ -1,0 +1,53 @@
+"""Progress bars on stderr, for work long enough to need one and only on a terminal: a multi-token
+generation of a large model, and reading a large weights file."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+from rich.console import Console
+
+PROGRESS_PARAMS = 50_000_000  # models larger than this get a progress bar for multi-token runs
+BIG_FILE = 100 * 2**20  # files larger than this get a progress bar while they are read
+
+
+def wants_progress(model, max_new_tokens: int, stream=None) -> bool:
+    """A bar only for multi-token runs of large models, on a terminal."""
+    stream = stream if stream is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return bool(max_new_tokens > 1 and model.config.n_params() > PROGRESS_PARAMS and isatty and isatty())
+
+
+@contextmanager
+def generation_progress(model, max_new_tokens: int, description: str = "generating", stream=None, force: bool = False):
+    """Yields an `on_step(done, total)` callback drawing a Rich progress bar on stderr, or None."""
+    if not (force or wants_progress(model, max_new_tokens, stream)):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(file=stream if stream is not None else sys.stderr)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(description, total=max(max_new_tokens, 1))
+
+        def on_step(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield on_step
+
+
+@contextmanager
+def reading_progress(total_bytes: int, label: str, stream=None):
+    """Yields an `advance(n_bytes)` callback drawing a bar for big files on a terminal (else a no-op)."""
+    stream = stream if stream is not None else sys.stderr
+    if not (total_bytes > BIG_FILE and getattr(stream, "isatty", lambda: False)()):
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=Console(file=stream), transient=True) as bar:
+        task = bar.add_task(label, total=total_bytes)
+        yield lambda n: bar.advance(task, n)

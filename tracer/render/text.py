@@ -1,0 +1,134 @@
+"""The renderers' building blocks: sentences, section rules, indents, equations that wrap with a
+hanging indent, tables that fit the width they are given, and the console tracer prints through.
+
+`safe_console` makes the one console every command prints through: text from a prompt or a file
+reaches the terminal only through it, so an escape sequence in it is shown (␛[31m), never obeyed.
+`Trimmed` drops the spaces Rich pads lines with, so nothing trails a line in a pipe or an export.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.segment import Segment
+from rich.text import Text
+
+from ..tokens import show_invisible
+
+BRIEF_ROWS = 16  # rows of a long table in brief mode (the first and last ones)
+
+
+class SafeConsole(Console):
+    """A console that never writes control characters from the data: they are shown (␛), not obeyed.
+    Rich's own styling is added after this check."""
+
+    def render(self, renderable, options=None):
+        for seg in super().render(renderable, options):
+            if seg.control is None and not seg.text.isprintable() and seg.text != "\n":
+                seg = Segment(show_invisible(seg.text), seg.style, seg.control)
+            yield seg
+
+
+def safe_console(record: bool = False, **options) -> SafeConsole:
+    return SafeConsole(record=record, **options)
+
+
+def section(title: str) -> Rule:
+    return Rule(Text(title, style="bold"), align="left", style="blue")
+
+
+def line(*parts) -> Text:
+    """A sentence of (text, style) pieces or plain strings."""
+    return Text.assemble(*parts)
+
+
+def indent(*items, by: int = 2) -> Padding:
+    return Padding(Group(*items), (0, 0, 0, by), expand=False)
+
+
+def hang(words: str, width: int, indent_: int) -> str:
+    """`words` wrapped at spaces to `width`, continuation lines indented by `indent_` (a hanging indent)."""
+    lines, cur = [], ""
+    parts: list[str] = []
+    for w in words.split(" "):  # a parenthesised note, "(1,024 dims, ‖·‖ 3.210)", stays on one line
+        if parts and parts[-1].startswith("(") and not parts[-1].endswith(")"):
+            parts[-1] += " " + w
+        else:
+            parts.append(w)
+    for w in parts:
+        limit = width - (indent_ if lines else 0)
+        if cur and len(cur) + 1 + len(w) > limit:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(cur)
+    return ("\n" + " " * indent_).join(lines)
+
+
+def eq(width: int, desc: str, name: str, vector: str, room: int = 2) -> RenderableType:
+    """'desc: name = [vector]' on one line when it fits `width`, else desc, then the equation hanging below it."""
+    rhs = f" = {vector}" if name else f"= {vector}"
+    sep = ": " if desc and name else " "
+    width = width - room
+    if len(desc) + len(sep) + len(name) + len(rhs) <= width:
+        return Text.assemble(desc + sep if desc else "", (name, "bold"), rhs)
+    pad = "  " if desc else ""
+    lead = pad + name + (" = " if name else "= ")
+    body = hang(vector, width - len(lead), 0).replace("\n", "\n" + " " * len(lead))
+    t = Text(desc + (":" if name else "") + "\n") if desc else Text()
+    t.append(pad)
+    t.append(name, style="bold")
+    t.append((" = " if name else "= ") + body)
+    return t
+
+
+def missing(step, names) -> Text | None:
+    """A dim note listing the names a trace (recorded with a names filter) does not hold, or None."""
+    gone = [n for n in names if n not in step]
+    if not gone:
+        return None
+    return Text(f"(not recorded in this trace: {', '.join(gone)})", style="dim")
+
+
+def compact_rows(n: int, brief: bool, limit: int = BRIEF_ROWS) -> list[int | None]:
+    """Row indices to show; None marks an elision."""
+    if not brief or n <= limit:
+        return list(range(n))
+    head = limit // 2
+    return list(range(head)) + [None] + list(range(n - (limit - head), n))
+
+
+class Fit:
+    """A renderable that builds its table with as many data columns as the console width allows."""
+
+    def __init__(self, build, label_width: int, col_width: int):
+        self.build, self.label_width, self.col_width = build, label_width, col_width
+
+    def fits(self, width: int) -> int:
+        return max(1, (width - self.label_width - 4) // (self.col_width + 3))
+
+    def __rich_console__(self, console, options):
+        yield self.build(self.fits(options.max_width))
+
+
+class Trimmed:
+    """A renderable without the spaces Rich pads lines with: nothing trails a line in a pipe or an export."""
+
+    def __init__(self, renderable):
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        for line_ in console.render_lines(self.renderable, options, pad=False):
+            segs = list(line_)
+            while segs and not segs[-1].control and (segs[-1].style is None or segs[-1].style.bgcolor is None):
+                text = segs[-1].text.rstrip(" ")
+                if text:
+                    segs[-1] = Segment(text, segs[-1].style)
+                    break
+                segs.pop()
+            yield from segs
+            yield Segment.line()

@@ -1,0 +1,253 @@
+"""How recorded values are held: one table (`HOLD`) that recording and loading both read.
+
+A recorded pass keeps every intermediate, and a long one keeps hundreds of megabytes. Some values
+need not be held whole, because nothing is lost:
+  - a [head, query_pos, key_pos] array whose entries above the causal diagonal all hold one value
+    (0 in `hook_pattern`, −∞ in `hook_attn_scores`) is held as its lower part (`CausalHalf`);
+  - a value the store can recompute from others it holds is held as a recipe (`Derived`): the
+    scores from Q·K (the same scaling and mask), and in long passes Q·K from Q and K and the GELU
+    from `mlp.hook_pre`. A recipe that is not exact by construction is kept only when recomputing
+    it gave the same bits; a value recorded with `later` (each head's share of the attention
+    output) is only ever a recipe, computed when first read.
+Reading `store[name]` always gives the whole array, bit for bit the one recorded or read from a
+file (rebuilt on access, read-only; the last REBUILT_KEPT rebuilt arrays are kept).
+
+`Store.put(name, value, trusted)` applies the table: `trusted=True` for values the decoder just
+made (a recipe exact by construction is not recomputed, a causal array's masked half is not
+scanned), False for values read from a file, which could hold anything (every masked entry is
+checked and every recipe recomputed). Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from .equations import attention_scores, gelu_new, scale_and_mask, score_scale
+
+PACK_MIN_QUERIES = 256  # passes with fewer query positions keep their arrays whole
+REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
+
+
+class CausalHalf:
+    """A [head, query, key] array with one value (`fill`) above the causal diagonal, held as the
+    rows' visible parts one after another: query i (absolute position key - query + i) sees keys
+    0..n_key - n_query + i."""
+
+    def __init__(self, a: np.ndarray, fill: float):
+        H, n_q, n_k = a.shape
+        self.shape, self.dtype, self.fill = a.shape, a.dtype, fill
+        self.ends = np.arange(n_k - n_q + 1, n_k + 1)  # [query] visible keys per row
+        self.offsets = np.concatenate([[0], np.cumsum(self.ends)])  # [query + 1]
+        self.data = np.empty((H, int(self.offsets[-1])), dtype=a.dtype)  # [head, visible entries]
+        for i, (o, e) in enumerate(zip(self.offsets, self.ends)):
+            self.data[:, o : o + e] = a[:, i, :e]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    def rebuild(self, store=None) -> np.ndarray:
+        out = np.full(self.shape, self.fill, dtype=self.dtype)  # [head, query, key]
+        for i, (o, e) in enumerate(zip(self.offsets, self.ends)):
+            out[:, i, :e] = self.data[:, o : o + e]
+        return out
+
+
+class Derived:
+    """A value recomputed on access: `fn(*sources)`, a source being the name of another entry of
+    the same store or an array (a weight, or a value the store does not hold under a name)."""
+
+    nbytes = 0
+
+    def __init__(self, fn, sources: tuple, shape: tuple, dtype):
+        self.fn, self.sources, self.shape, self.dtype = fn, sources, tuple(shape), np.dtype(dtype)
+
+    def rebuild(self, store) -> np.ndarray:
+        return self.fn(*[store[s] if isinstance(s, str) else s for s in self.sources])
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def long(a: np.ndarray) -> bool:
+    """A pass of PACK_MIN_QUERIES positions or more ([pos, …] or [head, query_pos, key_pos])."""
+    return a.ndim >= 2 and a.shape[-2 if a.ndim == 3 else 0] >= PACK_MIN_QUERIES
+
+
+def long_prefill(a: np.ndarray) -> bool:
+    """A long [head, query_pos, key_pos] array of a pass that computed every position (no KV cache)."""
+    return a.ndim == 3 and long(a) and a.shape[1] == a.shape[2]
+
+
+@dataclass(frozen=True)
+class Causal:
+    """Hold the lower part when every entry above the diagonal is `fill`."""
+
+    fill: float
+
+    def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
+        if a.ndim != 3 or a.shape[1] < PACK_MIN_QUERIES or a.shape[1] > a.shape[2]:
+            return None
+        first = a.shape[2] - a.shape[1]  # key index of the first query
+        if not trusted and not all((a[:, i, first + i + 1 :] == self.fill).all() for i in range(a.shape[1])):
+            return None
+        if self.fill == 0.0:  # softmax weights: a row that went NaN is NaN above the diagonal too
+            diag = a[:, np.arange(a.shape[1]), first + np.arange(a.shape[1])]  # [head, query]
+            if np.isnan(diag).any():
+                return None
+        return CausalHalf(a, self.fill)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Hold `fn(config, *sources)` instead of the array, when `when(array)` and the store holds
+    every source (names in the same block). `exact`: the same bits by construction (element-wise
+    IEEE operations), so a value just recorded is not recomputed to check it; anything else is
+    recomputed once and kept as a recipe only when the bits agree. `remember`: a value read from
+    a file stays at hand once checked (the next recipe in the table reads it)."""
+
+    fn: object
+    sources: tuple
+    when: object = None
+    exact: bool = False
+    remember: bool = False
+
+    def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
+        if self.when is not None and not self.when(a):
+            return None
+        block = name[: len(name) - len(_leaf(name))]
+        names = tuple(block + s for s in self.sources)
+        if not all(s in store for s in names):
+            return None
+        d = Derived(partial(self.fn, store.config), names, a.shape, a.dtype)
+        if trusted and self.exact:
+            return d
+        again = d.rebuild(store)
+        if not (again.dtype == a.dtype and again.shape == a.shape and np.array_equal(again, a)):
+            return None
+        if self.remember and not trusted:
+            store.remember(name, a)
+        return d
+
+
+def _scores(cfg, dots: np.ndarray) -> np.ndarray:
+    return scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores))  # [head, query_pos, key_pos]
+
+
+def _dots(cfg, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return attention_scores(q, k)  # [head, query_pos, key_pos]
+
+
+def _gelu(cfg, pre: np.ndarray) -> np.ndarray:
+    return gelu_new(pre)  # [pos, d_mlp]
+
+
+# A block's value (name after `blocks.{l}.`) → the ways it may be held, tried in order; a value
+# no way accepts is held whole, as are all the others.
+HOLD = {
+    "attn.hook_pattern": (Causal(0.0),),
+    "attn.hook_attn_scores": (Recipe(_scores, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
+    "attn.hook_dots": (Recipe(_dots, ("attn.hook_q", "attn.hook_k"), when=long_prefill, remember=True),),
+    "mlp.hook_post": (Recipe(_gelu, ("mlp.hook_pre",), when=long),),
+}
+
+
+def _leaf(name: str) -> str:
+    """'attn.hook_pattern' of 'blocks.3.attn.hook_pattern'; '' outside the blocks."""
+    if not name.startswith("blocks."):
+        return ""
+    return name.split(".", 2)[2] if name.count(".") >= 2 else ""
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class Store(MutableMapping):
+    """Recorded name → array, in recording order, held as `HOLD` allows for `config` (None: every
+    array whole). Entries held as a CausalHalf or a Derived are rebuilt on access."""
+
+    def __init__(self, config=None, items=()):
+        self.config = config
+        self._d: dict = {}
+        self._rebuilt: OrderedDict = OrderedDict()
+        self.update(items)
+
+    def put(self, name: str, value, trusted: bool = True) -> None:
+        """Hold `value` under `name` as the table allows (see the module docstring)."""
+        ways = HOLD.get(_leaf(name)) if self.config is not None else None
+        held = value
+        if ways and isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            for way in ways:
+                try:
+                    got = way.hold(self, name, value, trusted)
+                except (ValueError, TypeError, IndexError, FloatingPointError):  # a damaged file: keep it as read
+                    got = None
+                if got is not None:
+                    held = got
+                    break
+        self._d[name] = held
+        if held is value:
+            self._rebuilt.pop(name, None)
+
+    def later(self, name: str, fn, sources: tuple, shape: tuple, dtype) -> None:
+        """Hold `fn(*sources)` as a recipe only, computed when first read."""
+        self._d[name] = Derived(fn, sources, shape, dtype)
+        self._rebuilt.pop(name, None)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        v = self._d[name]
+        if not isinstance(v, (CausalHalf, Derived)):
+            return v
+        hit = self._rebuilt.get(name)
+        if hit is None:
+            return self.remember(name, v.rebuild(self))
+        self._rebuilt.move_to_end(name)
+        return hit
+
+    def __contains__(self, name) -> bool:  # without rebuilding anything
+        return name in self._d
+
+    def remember(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Keep `value` (what entry `name` rebuilds to) among the last REBUILT_KEPT rebuilt arrays,
+        read-only, so that the next read costs nothing. The one place that keeps a rebuilt array."""
+        hit = value.view()
+        hit.flags.writeable = False
+        self._rebuilt[name] = hit
+        while len(self._rebuilt) > REBUILT_KEPT:
+            self._rebuilt.popitem(last=False)
+        return hit
+
+    def __setitem__(self, name: str, value) -> None:
+        self._d[name] = value
+        self._rebuilt.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        del self._d[name]
+        self._rebuilt.pop(name, None)
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"Store({len(self._d)} names)"
+
+    def raw(self, name: str):
+        """The entry as held: an array, a CausalHalf or a Derived."""
+        return self._d[name]
+
+    def nbytes(self) -> int:
+        """Bytes held, each array once however many names share it (rebuilt copies not counted)."""
+        seen, total = set(), 0
+        for v in self._d.values():
+            if id(v) not in seen:
+                seen.add(id(v))
+                total += int(v.nbytes)
+        return total
