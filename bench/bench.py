@@ -107,12 +107,12 @@ def machine() -> dict:
 
 def gpt2_small():
     from tracer.config import GPT2_SHAPES, Config
-    from tracer.decoder import fuse
+    from tracer.fast import layout
     from tracer.params import init_weights
 
     cfg = Config(**GPT2_SHAPES["gpt2"], dtype="float32")
     params = init_weights(cfg, 0)
-    return cfg, params, fuse(cfg, params)
+    return cfg, params, layout(cfg, params)
 
 
 def weight_bytes_per_token(cfg, params) -> int:
@@ -171,7 +171,7 @@ def bandwidth_probes(nbytes: int):
 
 def to_hf_state(cfg, params) -> dict:
     """tracer (TransformerLens) names → GPT2LMHeadModel's state dict names, as numpy arrays."""
-    from tracer.decoder import fuse_qkv
+    from tracer.fast import fuse_qkv
 
     H, dm = cfg.n_heads, cfg.d_model
     sd = {"transformer.wte.weight": params["W_E"], "transformer.wpe.weight": params["W_pos"],
@@ -293,15 +293,15 @@ def find_torch_python(arg: str | None) -> str | None:
 # --------------------------------------------------------------------------- cases
 
 
-def case_prefill(cfg, params, fused, torch_w, rounds: int, per: int, T: int, results: dict) -> None:
+def case_prefill(cfg, params, laid, torch_w, rounds: int, per: int, T: int, results: dict) -> None:
     from tracer.decoder import forward
     from tracer.record import Recorder
 
     tokens = np.random.default_rng(5).integers(0, cfg.d_vocab, T)  # [pos]
     flops = 2 * cfg.pass_macs(T, T)
     gflops = matmul_gflops()
-    run_all = lambda: forward(cfg, params, tokens, Recorder(None), fused=fused)  # noqa: E731
-    run_none = lambda: forward(cfg, params, tokens, Recorder([]), fused=fused)  # noqa: E731
+    run_all = lambda: forward(cfg, laid, tokens, Recorder(None, cfg))  # noqa: E731
+    run_none = lambda: forward(cfg, laid, tokens, Recorder([], cfg))  # noqa: E731
     check = {}
     if torch_w is not None:
         ref = np.array(torch_w.ask(case="logits", tokens=tokens.tolist())["logits_last"], dtype=np.float32)
@@ -346,7 +346,7 @@ from tracer.record import Recorder
 m = tracer.load(sys.argv[1])
 tokens = np.random.default_rng(5).integers(0, m.config.d_vocab, 128)
 t0 = time.perf_counter()
-forward(m.config, m.params, tokens, Recorder(None if sys.argv[2] == "all" else []), fused=m.fused)
+forward(m.config, m.weights, tokens, Recorder(None if sys.argv[2] == "all" else [], m.config))
 print(time.perf_counter() - t0)
 """
 
@@ -370,31 +370,30 @@ def case_first_pass(weights: Path, runs: int, malloc: str, results: dict) -> Non
           f"nothing {ms(r['none_s'])} ({r['all_over_none']:.2f}×)")
 
 
-def case_decode(cfg, params, fused, rounds: int, steps: int, prompt_len: int, results: dict) -> None:
+def case_decode(cfg, params, laid, rounds: int, steps: int, prompt_len: int, results: dict) -> None:
     """One-token steps with the KV cache, each followed by the bandwidth probe: the ratio is taken
     step by step (step time / the probe's time just after it), so a change in the machine's memory
     bandwidth during the run (other tenants of the host) moves both sides of each ratio alike."""
-    import dataclasses
-
     from tracer.decoder import KVCache, forward
+    from tracer.fast import add_out_rows, layout
     from tracer.record import Recorder
 
     wbytes = weight_bytes_per_token(cfg, params)
     by_sum, by_gemv, big = bandwidth_probes(wbytes)
     prompt = np.random.default_rng(6).integers(0, cfg.d_vocab, prompt_len)  # [pos]
-    plain = dataclasses.replace(fused, W_out_rows={})  # the same matrices, no transposed W_out
-    rows = dataclasses.replace(fused, W_out_rows={})
+    plain = laid  # no transposed W_out
+    rows = layout(cfg, params)
     t0 = time.perf_counter()
-    rows.add_out_rows(cfg, params)  # what generate() does for long generations
+    add_out_rows(cfg, rows)  # what generate() does for long generations
     t_rows = time.perf_counter() - t0
 
     def steps_of(names, fz, out: list, ratios: list, bws: list) -> None:
         kv = KVCache(cfg, prompt_len + steps + 1)
-        forward(cfg, params, prompt, Recorder([]), cache=kv, fused=fz)
+        forward(cfg, fz, prompt, Recorder([], cfg), cache=kv)
         tok = [int(prompt[-1])]
         for i in range(steps):
             t0 = time.perf_counter()
-            logits = forward(cfg, params, tok, Recorder(names), cache=kv, fused=fz)  # [1, d_vocab]
+            logits = forward(cfg, fz, tok, Recorder(names, cfg), cache=kv)  # [1, d_vocab]
             dt = time.perf_counter() - t0
             tok = [int(logits[-1].argmax())]
             bw = by_gemv()
@@ -432,24 +431,22 @@ def case_decode(cfg, params, fused, rounds: int, steps: int, prompt_len: int, re
           f" the transposed copies took {t_rows * 1e3:.0f} ms to build, once)")
 
 
-def case_generate(cfg, params, fused, torch_w, rounds: int, new: int, prompt_len: int, results: dict) -> None:
+def case_generate(cfg, params, laid, torch_w, rounds: int, new: int, prompt_len: int, results: dict) -> None:
     from tracer.model import Model
     from tracer.tokens import get_tokenizer
 
-    model = Model(cfg, params, get_tokenizer("gpt2"), "bench-gpt2-small", 0, fused=fused)
+    model = Model(cfg, params, get_tokenizer("gpt2"), "bench-gpt2-small", 0, weights=laid)
     prompt = np.random.default_rng(7).integers(0, cfg.d_vocab - 1, prompt_len).tolist()
     got = {}
 
-    import inspect
-
     from tracer.generate import generate
+    from tracer.settings import GenerationSettings
 
-    has_lens = "lens" in inspect.signature(generate).parameters
+    settings = GenerationSettings(max_new_tokens=new)
 
     def run(names, lens=None):  # None: generate's default (the lens on the prompt pass only, at this size)
         t0 = time.perf_counter()
-        kw = {"lens": lens} if has_lens else {}
-        gen = generate(model, prompt, max_new_tokens=new, names=names, **kw)  # what Model.generate runs
+        gen = generate(model, prompt, settings, names=names, lens=lens)  # what Model.generate runs
         dt = time.perf_counter() - t0
         got["ids"] = list(gen.generated_ids)
         return len(gen.generated_ids) / dt
@@ -459,8 +456,7 @@ def case_generate(cfg, params, fused, torch_w, rounds: int, new: int, prompt_len
     torch_ids = None
     for i in range(rounds):
         tps_all.append(run(None))
-        if has_lens:
-            tps_nolens.append(run(None, lens=False))
+        tps_nolens.append(run(None, lens=False))
         tps_none.append(run([]))
         if torch_w is not None:
             rep = torch_w.ask(case="generate", prompt=prompt, new=new, n=2 if i == 0 else 1)
@@ -493,15 +489,15 @@ def distinct_bytes(arrays) -> int:
     return total
 
 
-def case_capture(cfg, params, fused, T: int, tmp: Path, results: dict) -> None:
+def case_capture(cfg, params, laid, T: int, tmp: Path, results: dict) -> None:
     from tracer.decoder import forward
     from tracer.record import Recorder
     from tracer.trace import Generation, Trace
 
     tokens = np.random.default_rng(8).integers(0, cfg.d_vocab, T)  # [pos]
-    rec = Recorder(None)
+    rec = Recorder(None, cfg)
     t0 = time.perf_counter()
-    forward(cfg, params, tokens, rec, fused=fused)
+    forward(cfg, laid, tokens, rec)
     t_fwd = time.perf_counter() - t0
     store = rec.store
     raw = getattr(store, "raw", store.__getitem__)  # as held: an array, or a packed / derived entry
@@ -719,7 +715,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,decode,generate,capture,load,cli,render")
     ap.add_argument("--json-out", help="also write the JSON summary to this file")
     ap.add_argument("--malloc", choices=("retain", "default"), default="retain",
-                    help="retain: keep freed memory for reuse, as the tracer command does (tracer.record.retain_freed_memory), in both tracer's and torch's process; default: glibc's defaults")
+                    help="retain: keep freed memory for reuse, as the tracer command does (tracer.memory.retain_freed_memory), in both tracer's and torch's process; default: glibc's defaults")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     threads = int(args.threads)
@@ -740,7 +736,7 @@ def main() -> int:
     print(f"machine: {m.get('cpu', '?')}, {m['cpus']} CPUs, {threads} threads; numpy {m['numpy']}, {m['blas']}")
     print(f"load average at start: {m['load_at_start']}; malloc: {args.malloc}")
     t_start = time.perf_counter()
-    cfg, params, fused = gpt2_small()
+    cfg, params, laid = gpt2_small()
     tmp = Path(tempfile.mkdtemp(prefix="tracer-bench-"))
     torch_w = None
     try:
@@ -753,18 +749,18 @@ def main() -> int:
         elif not args.no_torch and not py and (want("prefill") or want("generate")):
             print("transformers: not importable here or in /work/torchvenv; comparisons skipped")
         if want("prefill"):
-            case_prefill(cfg, params, fused, torch_w, 2 if q else 5, 2 if q else 3, 128, results)
+            case_prefill(cfg, params, laid, torch_w, 2 if q else 5, 2 if q else 3, 128, results)
         if want("prefill") and weights is not None:
             case_first_pass(weights, 3 if q else 7, args.malloc, results)
         if want("decode"):
-            case_decode(cfg, params, fused, 1 if q else 3, 8 if q else 24, 128, results)
+            case_decode(cfg, params, laid, 1 if q else 3, 8 if q else 24, 128, results)
         if want("generate"):
-            case_generate(cfg, params, fused, torch_w, 1 if q else 3, 8 if q else 32, 16, results)
+            case_generate(cfg, params, laid, torch_w, 1 if q else 3, 8 if q else 32, 16, results)
         if torch_w is not None:
             torch_w.close()
             torch_w = None
         if want("capture"):
-            case_capture(cfg, params, fused, 256 if q else 1024, tmp, results)
+            case_capture(cfg, params, laid, 256 if q else 1024, tmp, results)
             if weights is not None:
                 case_cli_memory(weights, 256 if q else 1024, tracer_cmd(args.tracer_cmd), tmp, results)
         if want("cli"):

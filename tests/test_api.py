@@ -1,20 +1,14 @@
-"""The Python API as the README shows it, and the `trace` / `tokens` commands."""
+"""The Python API as the README shows it: `tracer.load`, `Model.run`, `Model.generate`, seeded weights,
+and clear errors for bad prompts. The commands are in `test_cli.py`."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
-from tracer.cli import app
 from tracer.errors import TracerError
 
-runner = CliRunner()
 ARTICLE = "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
 
 
@@ -44,45 +38,3 @@ def test_bad_prompts_and_ids():
         m.run([1, 50257])
     with pytest.raises(TracerError, match="longer than the model's context"):
         m.run(list(range(1025)))
-
-
-def test_cli_trace_json():
-    r = runner.invoke(app, ["trace", ARTICLE, "--json", "-n", "2"])
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.stdout)
-    assert out["prompt_ids"][:3] == [1639, 389, 257] and len(out["generated_ids"]) == 2
-    assert out["text"] == "".join(out["generated"])
-
-
-def test_cli_trace_saves_and_says_untrained(tmp_path):
-    path = tmp_path / "t.npz"
-    r = runner.invoke(app, ["trace", "Hello world", "--save", str(path)])
-    assert r.exit_code == 0, r.output
-    assert "untrained" in r.stdout
-    assert tracer.Generation.load(path).prompt_ids == [15496, 995]
-
-
-def test_cli_tokens_table():
-    r = runner.invoke(app, ["tokens", "building a house"])
-    assert r.exit_code == 0
-    for text in ("building", "␣a", "␣house", "16894", "50,257"):
-        assert text in r.stdout
-
-
-def test_cli_errors_are_one_line_with_exit_2():
-    r = runner.invoke(app, ["trace", "x", "--model", "gpt3"])
-    assert r.exit_code == 2 and "did you mean 'gpt2'" in r.stderr and "Traceback" not in r.output
-    r = runner.invoke(app, ["tokens", "x", "--encoding", "nope"])
-    assert r.exit_code == 2 and "not available offline" in r.stderr
-
-
-def test_python_dash_m_works():
-    r = subprocess.run([sys.executable, "-m", "tracer", "tokens", "Hi"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "17250" in r.stdout
-
-
-def test_a_prompt_that_fits_but_leaves_no_room_names_max_new_tokens():
-    r = runner.invoke(app, ["trace", "hello " * 1000, "-n", "100"])
-    assert r.exit_code == 2
-    assert "max-new-tokens 100 overflows the context" in r.stderr and "at most 23 new tokens" in r.stderr
-    assert "longer than the model's context" not in r.stderr

@@ -22,18 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
 from tracer.cli import app
 from tracer.config import Config
-from tracer.tokens import get_tokenizer
 from tracer.files import save_weights
 from tracer.params import init_weights
+from tracer.tokens import get_tokenizer
 
-runner = CliRunner()
 SUB = "sub"  # also run as a real subprocess
-SMALL = Config(d_vocab=50257, n_ctx=16, d_model=4, n_heads=2, n_layers=1, dtype="float32")  # gpt2's vocabulary
 
 
 # --------------------------------------------------------------------------------------------
@@ -47,12 +44,18 @@ def _resave(src: dict, path: Path, **changes) -> None:
 
 
 @pytest.fixture(scope="session")
-def d(tmp_path_factory) -> Path:
+def small(gpt2_config) -> Config:
+    """The model of the weights files below: GPT-2's vocabulary, one layer."""
+    return gpt2_config(n_layers=1)
+
+
+@pytest.fixture(scope="session")
+def d(tmp_path_factory, small) -> Path:
     d = tmp_path_factory.mktemp("bad")
     # weights: a small model the gpt2 tokenizer fits
-    params = init_weights(SMALL, 1)
-    save_weights(d / "w.npz", SMALL, params)
-    save_weights(d / "w.safetensors", SMALL, params)
+    params = init_weights(small, 1)
+    save_weights(d / "w.npz", small, params)
+    save_weights(d / "w.safetensors", small, params)
     good_w = dict(np.load(d / "w.npz", allow_pickle=False))
     raw = (d / "w.safetensors").read_bytes()
     (d / "trunc_w.safetensors").write_bytes(raw[: len(raw) // 2])
@@ -62,7 +65,7 @@ def d(tmp_path_factory) -> Path:
     nan = good_w["blocks.0.attn.W_Q"].copy()
     nan[1, 2, 0] = np.nan
     _resave(good_w, d / "nan.npz", **{"blocks.0.attn.W_Q": nan})
-    save_weights(d / "nan.safetensors", SMALL, {**params, "blocks.0.attn.W_Q": nan})
+    save_weights(d / "nan.safetensors", small, {**params, "blocks.0.attn.W_Q": nan})
     _resave(good_w, d / "missing.npz", **{"blocks.0.mlp.W_in": None})
     _resave(good_w, d / "badmeta.npz", __meta__=np.array("{not json"))
     _resave(good_w, d / "noconfig.npz", __meta__=None)
@@ -213,31 +216,26 @@ def test_table_is_big_enough():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_cli_runner(case, d):
+def test_cli_runner(case, d, runner):
     _, args, code, pattern = case[:4]
     r = runner.invoke(app, _args(args, d))
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     _check(r.exit_code, r.stdout, r.stderr, code, pattern)
 
 
-def run_tracer(*args, cwd=None, env=None, timeout=60) -> subprocess.CompletedProcess:
-    """A real `python -m tracer` process, as a user runs it (no color, fixed width)."""
-    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tracer", *args], capture_output=True, cwd=cwd, env=full_env,
-                          timeout=timeout)
-
-
 SUB_CASES = [c for c in CASES if SUB in c[4:]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SUB_CASES, ids=[c[0] for c in SUB_CASES])
-def test_subprocess(case, d):
+def test_subprocess(case, d, run_tracer):
     _, args, code, pattern = case[:4]
     p = run_tracer(*_args(args, d))
     _check(p.returncode, p.stdout.decode(), p.stderr.decode(), code, pattern)
 
 
-def test_subprocess_undecodable_argument():
+@pytest.mark.slow
+def test_subprocess_undecodable_argument(run_tracer):
     """A prompt that is not UTF-8 (raw bytes on the command line) is refused, naming the byte."""
     p = run_tracer("trace", b"ab\xffcd")
     _check(p.returncode, p.stdout.decode(), p.stderr.decode(errors="replace"), 2,
@@ -248,7 +246,7 @@ def test_subprocess_undecodable_argument():
 # Inputs that must work
 
 
-def _ok(args: list) -> str:
+def _ok(runner, args: list) -> str:
     r = runner.invoke(app, args, env={"COLUMNS": "120"})
     assert r.exit_code == 0, (r.stdout + r.stderr)[-2000:]
     assert "Traceback" not in r.stdout + r.stderr
@@ -263,58 +261,59 @@ def _ok(args: list) -> str:
     ("nul\x00byte", ["␀"]),
     ("<|endoftext|> is text here", []),  # the special token's text is read as plain text
 ])
-def test_unusual_text_works_and_shows(prompt, visible, d):
+def test_unusual_text_works_and_shows(prompt, visible, d, runner):
     small = ["--model", str(d / "w.npz"), "-n", "0"]  # one layer: quick to render in full
-    got = json.loads(_ok(["trace", prompt, "--json", *small]))
+    got = json.loads(_ok(runner, ["trace", prompt, "--json", *small]))
     tok = get_tokenizer("gpt2")
     assert got["prompt_ids"] == tok.encode(prompt)  # the whole prompt, as the tokenizer reads it
     assert 50256 not in got["prompt_ids"]
-    shown = _ok(["tokens", prompt])
+    shown = _ok(runner, ["tokens", prompt])
     assert "\x1b" not in shown and "\x07" not in shown and "\x00" not in shown
     for v in visible:
         assert v in shown, shown
     assert "�" not in shown  # a token holding part of a character shows its bytes instead
-    out = _ok(["trace", prompt, *small])  # and the full walkthrough renders
+    out = _ok(runner, ["trace", prompt, *small])  # and the full walkthrough renders
     assert "\x1b" not in out and "\x00" not in out
 
 
-def test_rtl_prompt_round_trips_through_json():
+def test_rtl_prompt_round_trips_through_json(runner):
     prompt = "مرحبا بالعالم 🌍"
-    got = json.loads(_ok(["trace", prompt, "--json", "-n", "0"]))
+    got = json.loads(_ok(runner, ["trace", prompt, "--json", "-n", "0"]))
     assert got["prompt"] == prompt
     assert get_tokenizer("gpt2").decode(got["prompt_ids"]) == prompt
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
-def test_truncate_keeps_one_end_and_says_so(side, d):
+def test_truncate_keeps_one_end_and_says_so(side, d, runner, small):
     prompt = "".join(f" w{i}" for i in range(20))  # " w12" is 2 tokens in gpt2
     ids = get_tokenizer("gpt2").encode(prompt)
-    assert len(ids) > SMALL.n_ctx
+    assert len(ids) > small.n_ctx
     r = runner.invoke(app, ["trace", prompt, "--model", str(d / "w.npz"), "--truncate", side, "-n", "2", "--json"])
     assert r.exit_code == 0, r.stderr
     got = json.loads(r.stdout)
-    keep = SMALL.n_ctx - 2  # room for the two new tokens
+    keep = small.n_ctx - 2  # room for the two new tokens
     assert got["prompt_ids"] == (ids[-keep:] if side == "left" else ids[:keep])
-    assert len(got["prompt_ids"]) + len(got["generated_ids"]) <= SMALL.n_ctx
-    assert re.search(rf"note: the prompt has {len(ids):,} tokens and the model's context is {SMALL.n_ctx}; "
+    assert len(got["prompt_ids"]) + len(got["generated_ids"]) <= small.n_ctx
+    assert re.search(rf"note: the prompt has {len(ids):,} tokens and the model's context is {small.n_ctx}; "
                      rf"kept its {'end' if side == 'left' else 'start'}, {keep:,} tokens \(--truncate {side}\), "
                      rf"dropped {len(ids) - keep:,}", r.stderr), r.stderr
 
 
-def test_truncate_is_silent_when_the_prompt_fits():
+def test_truncate_is_silent_when_the_prompt_fits(runner):
     r = runner.invoke(app, ["trace", "short prompt", "--truncate", "left", "--json"])
     assert r.exit_code == 0 and "note" not in r.stderr
     assert json.loads(r.stdout)["prompt_ids"] == get_tokenizer("gpt2").encode("short prompt")
 
 
-def test_debug_shows_the_traceback():
+@pytest.mark.slow
+def test_debug_shows_the_traceback(run_tracer):
     """`--debug` is the one way to see Python's traceback, for a bug report."""
     p = run_tracer("--debug", "trace", "hi", "--model", "gpt3")
     err = p.stderr.decode()
     assert p.returncode != 0 and "Traceback" in err and "TracerError" in err
 
 
-def test_internal_error_is_one_line_and_exit_1(monkeypatch):
+def test_internal_error_is_one_line_and_exit_1(monkeypatch, runner):
     """A bug (any exception that is not a TracerError) exits 1 with one line asking for a report."""
     import tracer.model
 
@@ -328,6 +327,7 @@ def test_internal_error_is_one_line_and_exit_1(monkeypatch):
                                 "(run with --debug for the traceback; please report it)")
 
 
+@pytest.mark.slow
 def test_broken_pipe_is_quiet(tmp_path):
     """`tracer trace … | head -1`: the reader leaving early is not an error and prints nothing."""
     p = subprocess.run(f'"{sys.executable}" -m tracer trace "hello world" | head -1', shell=True,
@@ -337,14 +337,15 @@ def test_broken_pipe_is_quiet(tmp_path):
     assert "Traceback" not in err and "internal error" not in err and "BrokenPipe" not in err, err
 
 
-def test_help_of_every_command():
+def test_help_of_every_command(runner):
     for cmd in ([], ["trace"], ["show"], ["replay"], ["scenarios"], ["demo"], ["tokens"]):
         r = runner.invoke(app, [*cmd, "--help"])
         assert r.exit_code == 0 and "Traceback" not in r.stdout + r.stderr
     assert "--truncate" in runner.invoke(app, ["trace", "--help"]).stdout
 
 
-def test_a_terminal_that_is_not_utf8(d):
+@pytest.mark.slow
+def test_a_terminal_that_is_not_utf8(d, run_tracer):
     """Box drawing and ␣ cannot be encoded in ASCII: they become '?', the run still succeeds."""
     p = run_tracer("trace", "hi there", "--model", str(d / "w.npz"), "-n", "0", env={"PYTHONIOENCODING": "ascii"})
     assert p.returncode == 0, p.stderr.decode()
@@ -353,12 +354,12 @@ def test_a_terminal_that_is_not_utf8(d):
     assert b"model w.npz" in p.stdout
 
 
-def test_a_prompt_that_starts_with_a_dash_after_double_dash():
-    got = json.loads(_ok(["trace", "--json", "-n", "0", "--", "-5 degrees"]))
+def test_a_prompt_that_starts_with_a_dash_after_double_dash(runner):
+    got = json.loads(_ok(runner, ["trace", "--json", "-n", "0", "--", "-5 degrees"]))
     assert got["prompt"] == "-5 degrees"
 
 
-def test_an_expectation_written_as_1e999_is_a_disagreement_not_a_crash(tmp_path):
+def test_an_expectation_written_as_1e999_is_a_disagreement_not_a_crash(tmp_path, runner):
     """Found by tests/test_properties.py: the written-digits tolerance of 1e999 overflowed."""
     text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
     path = tmp_path / "inf.toml"

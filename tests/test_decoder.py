@@ -8,21 +8,9 @@ import pytest
 from tracer.config import Config
 from tracer.decoder import KVCache, forward, hook_names
 from tracer.record import Recorder
-from tracer.params import init_weights, param_shapes
+from tracer.params import init_weights
 
 from .reference import naive_forward
-
-
-def random_params(cfg: Config, seed: int = 1) -> dict:
-    """Every parameter drawn at random (biases and layer-norm weights too, unlike GPT-2's init)."""
-    rng = np.random.default_rng(seed)
-    given = {name: rng.normal(0, 0.5, shape) for name, shape in param_shapes(cfg).items()}
-    if cfg.positional == "sinusoidal":
-        del given["W_pos"]  # computed, not given
-    for name in given:
-        if name.endswith(".w"):
-            given[name] = 1 + given[name]
-    return init_weights(cfg, 0, given)
 
 
 SWITCHES = [
@@ -39,7 +27,7 @@ SWITCHES = [
 
 @pytest.mark.parametrize("n_heads", [1, 2, 4])
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "gpt2")
-def test_decoder_matches_naive_reference(n_heads, switches):
+def test_decoder_matches_naive_reference(n_heads, switches, random_params):
     cfg = Config(d_vocab=11, n_ctx=9, d_model=8, n_heads=n_heads, d_mlp=12, n_layers=2, dtype="float64", **switches)
     params = random_params(cfg)
     tokens = [3, 1, 4, 1, 5, 9, 2]
@@ -76,7 +64,7 @@ def test_switched_off_steps_are_absent():
     assert "blocks.0.attn.hook_pattern" in names
 
 
-def test_invariants_of_a_recorded_pass():
+def test_invariants_of_a_recorded_pass(random_params):
     cfg = Config(d_vocab=13, n_ctx=10, d_model=8, n_heads=2, n_layers=2, dtype="float64")
     params = random_params(cfg, seed=7)
     rec = Recorder()
@@ -101,7 +89,7 @@ def test_invariants_of_a_recorded_pass():
         np.testing.assert_allclose(normed.mean(-1), 0, atol=1e-12)
 
 
-def test_names_filter_keeps_only_what_is_asked_and_changes_no_number():
+def test_names_filter_keeps_only_what_is_asked_and_changes_no_number(random_params):
     cfg = Config(d_vocab=13, n_ctx=10, d_model=8, n_heads=2, n_layers=3, dtype="float64")
     params = random_params(cfg)
     all_rec, some = Recorder(), Recorder(["blocks.*.attn.hook_pattern", "logits"])
@@ -114,7 +102,7 @@ def test_names_filter_keeps_only_what_is_asked_and_changes_no_number():
 
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
-def test_kv_cache_gives_the_same_logits_as_the_full_pass(dtype, tol):
+def test_kv_cache_gives_the_same_logits_as_the_full_pass(dtype, tol, random_params):
     cfg = Config(d_vocab=17, n_ctx=12, d_model=8, n_heads=2, n_layers=2, dtype=dtype)
     params = init_weights(cfg, 3, {k: v for k, v in random_params(Config(**{**cfg.to_dict(), "dtype": "float64"})).items()})
     tokens = [4, 8, 15, 16, 2, 3]
@@ -134,24 +122,9 @@ def test_float64_and_float32_are_what_they_say():
         assert {a.dtype for a in rec.store.values()} == {np.dtype(dtype)}
 
 
-def test_sinusoidal_positions_follow_the_formula():
-    cfg = Config(d_vocab=5, n_ctx=6, d_model=4, n_heads=1, n_layers=0, positional="sinusoidal", dtype="float64")
-    W_pos = init_weights(cfg, 0)["W_pos"]
-    import math
-
-    for pos in range(6):
-        want = [math.sin(pos / 10000 ** (0 / 4)), math.cos(pos / 10000 ** (0 / 4)),
-                math.sin(pos / 10000 ** (2 / 4)), math.cos(pos / 10000 ** (2 / 4))]
-        np.testing.assert_allclose(W_pos[pos], want, atol=1e-15)
-
-
-def _small(dtype="float64", **kw):
-    return Config(d_vocab=23, n_ctx=12, d_model=8, n_heads=2, d_mlp=16, n_layers=2, dtype=dtype, **kw)
-
-
 @pytest.mark.parametrize("switches", [{}, {"scale_scores": False}])
-def test_recording_a_subset_gives_the_same_bits_as_recording_everything(switches):
-    cfg = _small("float32", **switches)
+def test_recording_a_subset_gives_the_same_bits_as_recording_everything(switches, small_config):
+    cfg = small_config(d_vocab=23, n_ctx=12, dtype="float32", **switches)
     params = init_weights(cfg, 4)
     tokens = [3, 1, 4, 1, 5, 9]
     full = Recorder()
@@ -165,9 +138,9 @@ def test_recording_a_subset_gives_the_same_bits_as_recording_everything(switches
     assert list(full.store) == hook_names(cfg)
 
 
-def test_float32_pass_stays_float32_and_close_to_float64():
-    cfg64 = _small("float64")
-    cfg32 = _small("float32")
+def test_float32_pass_stays_float32_and_close_to_float64(small_config):
+    cfg64 = small_config(d_vocab=23, n_ctx=12, dtype="float64")
+    cfg32 = small_config(d_vocab=23, n_ctx=12, dtype="float32")
     params = init_weights(cfg64, 5)
     tokens = [2, 7, 1, 8, 2, 8]
     r64, r32 = Recorder(), Recorder()

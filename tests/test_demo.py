@@ -11,20 +11,15 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from rich.console import Console
-from typer.testing import CliRunner
 
-from tracer.render import demo
 from tracer.cli import app
 from tracer.config import Config
 from tracer.model import Model
-from tracer.tokens import WordTokenizer
+from tracer.render import demo
 from tracer.trace import Generation
-from tracer.params import init_weights
 
 VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
 E_ROWS = [  # the article's E_A and E_B (the article gives both the same numbers), then made-up C–F
@@ -40,34 +35,40 @@ E_ROWS = [  # the article's E_A and E_B (the article gives both the same numbers
 ]
 
 
-def article_like(n_layers: int = 2) -> Model:
-    cfg = Config(d_vocab=len(VOCAB), n_ctx=10, d_model=5, n_heads=1, n_layers=n_layers, positional="explicit",
-                 layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False,
-                 dtype="float64")
-    eye = np.eye(5)[None]  # [head, d_model, d_head]
-    given = {"W_E": np.array(E_ROWS), "W_pos": 0.1 * np.arange(1, 11)[:, None] * np.ones((10, 5))}
-    for l in range(n_layers):
-        for m in "QKVO":
-            given[f"blocks.{l}.attn.W_{m}"] = eye
-    return Model(cfg, init_weights(cfg, 0, given), WordTokenizer(VOCAB), "article-like")
+@pytest.fixture(scope="session")
+def article_like(make_model):
+    """`article_like(n_layers=2)`: the model of the module docstring, over A–H and <end>."""
+
+    def make(n_layers: int = 2) -> Model:
+        cfg = Config(d_vocab=len(VOCAB), n_ctx=10, d_model=5, n_heads=1, n_layers=n_layers, positional="explicit",
+                     layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False,
+                     dtype="float64")
+        eye = np.eye(5)[None]  # [head, d_model, d_head]
+        given = {"W_E": np.array(E_ROWS), "W_pos": 0.1 * np.arange(1, 11)[:, None] * np.ones((10, 5))}
+        for l in range(n_layers):
+            for m in "QKVO":
+                given[f"blocks.{l}.attn.W_{m}"] = eye
+        return make_model(cfg, VOCAB, given, name="article-like")
+
+    return make
 
 
 @pytest.fixture(scope="module")
-def run():
+def run(article_like):
     m = article_like()
     gen = m.generate(["A", "B", "C", "D", "E", "F"], max_new_tokens=2)
     d = demo.Demo(gen, m.tokenizer, title="article-like")
     return d, demo.build_steps(d)
 
 
-def text_of(renderable, width: int = 100) -> str:
-    c = Console(record=True, width=width, color_system=None, file=open("/dev/null", "w"))
-    c.print(renderable)
-    return c.export_text()
+@pytest.fixture(scope="session")
+def page_text(render_text):
+    """`page_text(d, steps, step, quiz=False, width=100)`: step `step` (from 1) as text; `quiz`: its question."""
 
+    def text(d, steps, step: int, quiz: bool = False, width: int = 100) -> str:
+        return render_text(demo.screen(d, steps, demo.Page(step - 1, quiz)), width)
 
-def page_text(d, steps, step: int, quiz: bool = False, width: int = 100) -> str:
-    return text_of(demo.screen(d, steps, demo.Page(step - 1, quiz)), width)
+    return text
 
 
 # -------------------------------------------------------------------------- hand arithmetic
@@ -85,7 +86,7 @@ def test_hand_arithmetic_is_what_the_test_thinks():
     assert W_A == pytest.approx(0.4601, abs=1e-4)
 
 
-def test_fourteen_steps_in_the_articles_order(run):
+def test_fourteen_steps_in_the_articles_order(run, page_text):
     d, steps = run
     assert [s.name for s in steps] == [
         "Tokens", "Embedding lookup", "Position vector", "Query, Key and Value", "Scores and the mask",
@@ -96,7 +97,7 @@ def test_fourteen_steps_in_the_articles_order(run):
     assert t.startswith("Step 5 of 14 · Scores and the mask")
 
 
-def test_embedding_and_position_screens_show_the_articles_vectors(run):
+def test_embedding_and_position_screens_show_the_articles_vectors(run, page_text):
     d, steps = run
     emb = page_text(d, steps, 2)
     assert "[ 0.800, -0.200,  0.400, -0.500,  0.100]" in emb
@@ -105,7 +106,7 @@ def test_embedding_and_position_screens_show_the_articles_vectors(run):
     assert re.search(r"= x_B\s+\[ 1\.000,  0\.000,  0\.600, -0\.300,  0\.300\]", pos)  # the article's new E_B
 
 
-def test_focus_token_is_marked_by_a_character_not_only_by_color(run):
+def test_focus_token_is_marked_by_a_character_not_only_by_color(run, page_text):
     d, steps = run
     for n in (1, 2, 3, 4, 5, 6, 7):
         lines = page_text(d, steps, n).splitlines()
@@ -113,7 +114,7 @@ def test_focus_token_is_marked_by_a_character_not_only_by_color(run):
         assert marked and all(re.match(r"▶\s+B(\b|_[KV])", l) for l in marked), (n, marked)
 
 
-def test_scores_screen_matches_hand_dot_products_and_shows_the_mask(run):
+def test_scores_screen_matches_hand_dot_products_and_shows_the_mask(run, page_text):
     d, steps = run
     t = page_text(d, steps, 5)
     row_a = next(l for l in t.splitlines() if re.match(r"\s+A\s+\[", l))
@@ -126,7 +127,7 @@ def test_scores_screen_matches_hand_dot_products_and_shows_the_mask(run):
     assert [l.count("●") for l in grid] == [1, 2, 3, 4, 5, 6]
 
 
-def test_softmax_screen_matches_hand_softmax_and_sums_to_one(run):
+def test_softmax_screen_matches_hand_softmax_and_sums_to_one(run, page_text):
     d, steps = run
     t = page_text(d, steps, 6)
     weights = {re.match(r"^[▶ ]\s+([AB])\s", l)[1]: l.split()[-1] for l in t.splitlines()
@@ -136,7 +137,7 @@ def test_softmax_screen_matches_hand_softmax_and_sums_to_one(run):
     assert "[0.450, 0.550]" in t  # the narration's check of the article's rounding
 
 
-def test_weighted_sum_line_reads_like_the_article(run):
+def test_weighted_sum_line_reads_like_the_article(run, page_text):
     d, steps = run
     t = page_text(d, steps, 7)
     assert f"B's new vector = {W_A:.3f}×A_V + {W_B:.3f}×B_V" in t
@@ -144,7 +145,7 @@ def test_weighted_sum_line_reads_like_the_article(run):
     assert ", ".join(f"{v:6.3f}" for v in z) in t
 
 
-def test_prediction_screens_read_the_recorded_logits(run):
+def test_prediction_screens_read_the_recorded_logits(run, page_text):
     d, steps = run
     logits = d.gen.steps[0]["logits"][-1]
     ranked = sorted(range(len(VOCAB)), key=lambda i: -logits[i])
@@ -158,7 +159,7 @@ def test_prediction_screens_read_the_recorded_logits(run):
     assert f"probability {p:.3f}" in chosen
 
 
-def test_append_and_cache_screens_follow_every_pass(run):
+def test_append_and_cache_screens_follow_every_pass(run, page_text):
     d, steps = run
     t = page_text(d, steps, 13)
     g, h = (VOCAB[i] for i in d.gen.generated_ids)
@@ -168,7 +169,7 @@ def test_append_and_cache_screens_follow_every_pass(run):
     assert re.search(r"2\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
 
 
-def test_cache_screen_without_the_cache_recomputes_everything():
+def test_cache_screen_without_the_cache_recomputes_everything(page_text, article_like):
     m = article_like()
     gen = m.generate(["A", "B", "C", "D", "E", "F"], max_new_tokens=2, cache=False)
     d = demo.Demo(gen, m.tokenizer)
@@ -178,7 +179,7 @@ def test_cache_screen_without_the_cache_recomputes_everything():
     assert re.search(r"2\s+G \(new\)", page_text(d, demo.build_steps(d), 13)) is None
 
 
-def test_screens_never_run_the_model(run, monkeypatch):
+def test_screens_never_run_the_model(run, monkeypatch, render_text):
     import tracer.decoder
     import tracer.generate
     import tracer.model
@@ -192,10 +193,10 @@ def test_screens_never_run_the_model(run, monkeypatch):
     monkeypatch.setattr(Model, "generate", boom)
     d, _ = run
     steps = demo.build_steps(demo.Demo(d.gen, d.tokenizer))
-    text_of(demo.screen(d, steps, demo.Page(0, False)))
+    render_text(demo.screen(d, steps, demo.Page(0, False)))
 
 
-def test_a_saved_and_loaded_trace_gives_the_same_screens(run, tmp_path):
+def test_a_saved_and_loaded_trace_gives_the_same_screens(run, tmp_path, page_text):
     d, steps = run
     d.gen.save(tmp_path / "t.npz")
     loaded = demo.Demo(Generation.load(tmp_path / "t.npz"), d.tokenizer, title="article-like")
@@ -207,7 +208,7 @@ def test_a_saved_and_loaded_trace_gives_the_same_screens(run, tmp_path):
 # -------------------------------------------------------------------------- quiz
 
 
-def test_quiz_hides_the_answer_then_reveals_it(run):
+def test_quiz_hides_the_answer_then_reveals_it(run, page_text):
     d, steps = run
     pages = demo.pages_of(steps, quiz=True)
     assert len(pages) == 14 + 3
@@ -222,7 +223,7 @@ def test_quiz_hides_the_answer_then_reveals_it(run):
     assert "▶" not in q12 and "predicts" not in q12
 
 
-def test_sampling_shows_the_draw_and_the_band_that_holds_it():
+def test_sampling_shows_the_draw_and_the_band_that_holds_it(page_text, article_like):
     m = article_like()
     gen = m.generate(["A", "B", "C"], max_new_tokens=1, temperature=2.0, seed=3)
     d = demo.Demo(gen, m.tokenizer)
@@ -275,11 +276,10 @@ def test_key_names():
 
 # -------------------------------------------------------------------------- the command
 
-runner = CliRunner()
 PROMPT = ["demo", "--prompt", "A B C D E F"]
 
 
-def test_cli_non_tty_prints_every_step_in_order_and_exits_0():
+def test_cli_non_tty_prints_every_step_in_order_and_exits_0(runner):
     r = runner.invoke(app, PROMPT, env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     heads = re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M)
@@ -287,7 +287,7 @@ def test_cli_non_tty_prints_every_step_in_order_and_exits_0():
     assert max(len(l) for l in r.output.splitlines()) <= 100
 
 
-def test_cli_quiz_prints_question_then_answer():
+def test_cli_quiz_prints_question_then_answer(runner):
     r = runner.invoke(app, PROMPT + ["--quiz"])
     assert r.exit_code == 0, r.output
     heads = re.findall(r"^Step (\d+) of 14 · (.*)$", r.output, flags=re.M)
@@ -295,7 +295,7 @@ def test_cli_quiz_prints_question_then_answer():
     assert len(heads) == 17
 
 
-def test_cli_export_writes_one_self_contained_page(tmp_path):
+def test_cli_export_writes_one_self_contained_page(tmp_path, runner):
     out = tmp_path / "deck.html"
     r = runner.invoke(app, PROMPT + ["--export", str(out)])
     assert r.exit_code == 0, r.output
@@ -317,22 +317,21 @@ def test_cli_export_writes_one_self_contained_page(tmp_path):
     (["--auto", "0"], "--auto must be"),
     (["--auto", "-1"], "--auto must be"),
 ])
-def test_cli_bad_options_are_one_line_errors(args, message):
+def test_cli_bad_options_are_one_line_errors(args, message, runner):
     r = runner.invoke(app, PROMPT + args)
     assert r.exit_code == 2
     assert message in r.output and "Traceback" not in r.output
 
 
-def test_cli_unknown_scenario_is_a_clear_error():
+def test_cli_unknown_scenario_is_a_clear_error(runner):
     r = runner.invoke(app, ["demo", "no-such-scenario"])
     assert r.exit_code == 2
     assert "no-such-scenario" in r.output and "Traceback" not in r.output
 
 
-def test_subprocess_with_stdin_from_dev_null_prints_everything():
-    with open("/dev/null") as null:
-        p = subprocess.run([sys.executable, "-m", "tracer", "demo", "--prompt", "A B C"], stdin=null,
-                           capture_output=True, text=True, timeout=60)
+@pytest.mark.slow
+def test_subprocess_with_stdin_from_dev_null_prints_everything(run_tracer):
+    p = run_tracer("demo", "--prompt", "A B C", stdin=subprocess.DEVNULL, text=True)
     assert p.returncode == 0, p.stderr
     assert re.findall(r"^Step (\d+) of 14", p.stdout, flags=re.M) == [str(i) for i in range(1, 15)]
     assert "\x1b[2J" not in p.stdout  # no screen clearing when not a terminal
@@ -341,7 +340,7 @@ def test_subprocess_with_stdin_from_dev_null_prints_everything():
 # -------------------------------------------------------------------------- the shipped article scenario
 
 
-def test_default_demo_is_the_article_scenario_with_its_checks_beside_the_steps():
+def test_default_demo_is_the_article_scenario_with_its_checks_beside_the_steps(runner):
     from tracer.replay import replay
 
     done = replay("article")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

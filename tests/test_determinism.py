@@ -13,48 +13,35 @@ import errno
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
 from tracer import files
 from tracer.cli import app
-from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.files import save_weights
-from tracer.params import init_weights
 
-runner = CliRunner()
-SMALL = Config(d_vocab=50257, n_ctx=16, d_model=4, n_heads=2, n_layers=2, dtype="float32")
 SAMPLED = ["-n", "3", "--temperature", "0.9", "--top-k", "40", "--seed", "7"]
 
 
 @pytest.fixture(scope="module")
-def small_model(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("model") / "small.npz"
-    save_weights(path, SMALL, init_weights(SMALL, 3))
-    return path
+def small_model(tmp_path_factory, gpt2_weights) -> Path:
+    return gpt2_weights(tmp_path_factory.mktemp("model") / "small.npz", seed=3)
 
 
-def _run(cwd: Path, args: list, hash_seed: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb"}
-    return subprocess.run([sys.executable, "-m", "tracer", *args], cwd=cwd, env=env, capture_output=True, timeout=120)
-
-
-def test_same_command_twice_same_bytes_and_text(tmp_path, small_model):
+@pytest.mark.slow
+def test_same_command_twice_same_bytes_and_text(tmp_path, small_model, run_tracer):
     """Two processes, different hash seeds, more than a zip timestamp's 2 s apart in effect."""
     outs = []
     for i, hash_seed in enumerate(["1", "2"]):
         cwd = tmp_path / f"run{i}"
         cwd.mkdir()
-        p = _run(cwd, ["trace", "The cat sat on the", "--model", str(small_model), *SAMPLED, "--save", "a.npz"], hash_seed)
+        p = run_tracer("trace", "The cat sat on the", "--model", str(small_model), *SAMPLED, "--save", "a.npz", cwd=cwd,
+                       env={"PYTHONHASHSEED": hash_seed}, timeout=120)
         assert p.returncode == 0, p.stderr.decode()
         outs.append((p.stdout, p.stderr, (cwd / "a.npz").read_bytes()))
         if i == 0:
@@ -101,7 +88,7 @@ def test_rerun_gives_the_same_generation(small_model):
             np.testing.assert_array_equal(sa[name], sb[name])  # exactly, not approximately
 
 
-def test_show_is_deterministic_and_matches_json(tmp_path, small_model):
+def test_show_is_deterministic_and_matches_json(tmp_path, small_model, runner):
     r = runner.invoke(app, ["trace", "The cat sat", "--model", str(small_model), *SAMPLED, "--save", str(tmp_path / "t.npz"), "--json"])
     assert r.exit_code == 0, r.stderr
     first = runner.invoke(app, ["show", str(tmp_path / "t.npz")], env={"COLUMNS": "100"})
@@ -149,7 +136,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("old", [False, True], ids=["new-file", "over-old-file"])
-def test_save_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, monkeypatch, old):
+def test_save_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, monkeypatch, old, runner):
     out = tmp_path / "out"
     out.mkdir()
     target = out / "t.npz"
@@ -164,7 +151,7 @@ def test_save_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, mo
         assert target.read_bytes() == b"an older trace, kept whole"
 
 
-def test_interrupted_save_leaves_nothing_partial(tmp_path, small_model, monkeypatch):
+def test_interrupted_save_leaves_nothing_partial(tmp_path, small_model, monkeypatch, runner):
     out = tmp_path / "out"
     out.mkdir()
     _fail_after(monkeypatch, 5_000, KeyboardInterrupt())
@@ -173,7 +160,7 @@ def test_interrupted_save_leaves_nothing_partial(tmp_path, small_model, monkeypa
     assert _leftovers(out) == []
 
 
-def test_export_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, monkeypatch):
+def test_export_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, monkeypatch, runner):
     out = tmp_path / "out"
     out.mkdir()
     (out / "page.html").write_text("old page")
@@ -183,7 +170,7 @@ def test_export_that_fails_midway_leaves_nothing_partial(tmp_path, small_model, 
     assert _leftovers(out) == ["page.html"] and (out / "page.html").read_text() == "old page"
 
 
-def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch):
+def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch, gpt2_weights):
     target = tmp_path / "w.npz"
     target.write_bytes(b"old weights")
 
@@ -192,11 +179,11 @@ def test_failed_rename_keeps_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(files.os, "replace", no_rename)
     with pytest.raises(TracerError, match="cannot write"):
-        save_weights(target, SMALL, init_weights(SMALL, 0))
+        gpt2_weights(target, seed=0)
     assert _leftovers(tmp_path) == ["w.npz"] and target.read_bytes() == b"old weights"
 
 
-def test_unwritable_folder_is_refused_before_any_work(tmp_path, monkeypatch):
+def test_unwritable_folder_is_refused_before_any_work(tmp_path, monkeypatch, runner):
     """Checked up front (a read-only folder; as root, os.access is what tracer asks, so fake its answer)."""
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == tmp_path else real_access(p, mode, **k))

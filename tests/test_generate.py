@@ -1,9 +1,10 @@
-"""The generation loop (`tracer.generate`), the recorded predictions and the logit lens (`tracer.lens`).
+"""The generation loop (`tracer.generate`): the KV cache against full recompute, the sampler, stopping.
 
 References are independent of the code under test: the naive per-number decoder in
-`tests/reference.py`, log-softmax written with `math`, a layer norm written from its definition,
-a chi-square test of the sampler against the distribution it should follow, and transformers'
-own greedy continuation (`tests/data/gpt2-tiny/reference.npz`, when present).
+`tests/reference.py`, a chi-square test of the sampler against the distribution it should follow,
+and transformers' own greedy continuation (`tests/data/gpt2-tiny/reference.npz`, when present).
+What every position predicts and the logit lens are in `test_lens.py`; the command-line options
+of generation in `test_cli.py`.
 """
 
 from __future__ import annotations
@@ -14,45 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
-from tracer.cli import app
-from tracer.config import Config
 from tracer.errors import TracerError
 from tracer.generate import sample, verify_cache
-from tracer.lens import record_logit_lens
-from tracer.model import Model
 from tracer.record import Recorder
-from tracer.tokens import WordTokenizer
-from tracer.params import param_shapes
 
 from .reference import naive_forward
 
-runner = CliRunner()
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
-
-
-def word_model(seed: int = 0, vocab=None, end=None, scale: float = 0.5, given=None, **cfg) -> Model:
-    """A small model over a word list, with weights large enough that its tokens differ by position."""
-    vocab = vocab or [f"w{i}" for i in range(23)]
-    c = Config(**{"d_vocab": len(vocab), "n_ctx": 16, "d_model": 8, "n_heads": 2, "n_layers": 2, "dtype": "float64",
-                  **cfg})
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in param_shapes(c).items():
-        if name == "W_pos" and c.positional == "sinusoidal":
-            continue
-        base = 1.0 if name.endswith(".w") else 0.0  # layer-norm gains around 1
-        params[name] = base + scale * rng.standard_normal(shape)
-    params.update(given or {})
-    return Model(c, tracer.params.init_weights(c, seed, params), WordTokenizer(vocab, end), "words", seed)
-
-
-def log_softmax_row(row) -> list[float]:
-    m = max(float(x) for x in row)
-    total = sum(math.exp(float(x) - m) for x in row)
-    return [float(x) - m - math.log(total) for x in row]
 
 
 # --------------------------------------------------------------------------- KV cache versus full recompute
@@ -76,7 +47,7 @@ CONFIGS = {
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("n_prompt,n_new", [(1, 5), (4, 3), (9, 7)])
-def test_cache_and_no_cache_agree_and_match_the_naive_decoder(name, n_prompt, n_new):
+def test_cache_and_no_cache_agree_and_match_the_naive_decoder(name, n_prompt, n_new, word_model):
     m = word_model(seed=len(name), **CONFIGS[name])
     prompt = [int(t) for t in np.random.default_rng(n_prompt).integers(0, m.config.d_vocab, n_prompt)]
     kw = dict(max_new_tokens=n_new, temperature=0.8, top_k=10, seed=5)
@@ -98,7 +69,7 @@ def test_cache_and_no_cache_agree_and_match_the_naive_decoder(name, n_prompt, n_
     json.dumps(result)  # JSON-able, as --json prints it
 
 
-def test_cache_and_no_cache_agree_in_float32():
+def test_cache_and_no_cache_agree_in_float32(word_model):
     m = word_model(dtype="float32", n_layers=3)
     kw = dict(max_new_tokens=8, temperature=0, seed=0)
     a, b = m.generate([1, 2, 3], cache=True, **kw), m.generate([1, 2, 3], cache=False, **kw)
@@ -110,7 +81,7 @@ def test_cache_and_no_cache_agree_in_float32():
     assert r["ok"] and r["tolerance"] == 1e-5 and r["dtype"] == "float32"
 
 
-def test_verify_cache_catches_a_difference():
+def test_verify_cache_catches_a_difference(word_model):
     m = word_model()
     gen = m.generate([1, 2], max_new_tokens=3)
     assert verify_cache(m, gen)["ok"]
@@ -120,7 +91,7 @@ def test_verify_cache_catches_a_difference():
     assert r["per_step_max_abs_diff"][0] <= 1e-12 and r["per_step_max_abs_diff"][1] > 1e-10
 
 
-def test_verify_cache_reruns_a_generation_recorded_without_logits():
+def test_verify_cache_reruns_a_generation_recorded_without_logits(word_model):
     m = word_model()
     gen = m.generate([3], max_new_tokens=4, names=["blocks.0.*"], cache=False)
     assert "logits" not in gen.steps[0]
@@ -128,25 +99,10 @@ def test_verify_cache_reruns_a_generation_recorded_without_logits():
     assert r["ok"] and r["steps"] == 4 and r["generated_cache"] == gen.generated_ids
 
 
-def test_pass_macs_counts_like_a_loop():
-    cfg = Config(d_vocab=11, n_ctx=16, d_model=6, n_heads=3, n_layers=2, d_mlp=10)
-    for n_seen in range(1, 8):
-        for n_new in range(1, n_seen + 1):
-            macs = 0
-            for _ in range(cfg.n_layers):
-                for q in range(n_seen - n_new, n_seen):  # each computed position
-                    macs += 3 * cfg.d_model * cfg.n_heads * cfg.d_head  # its q, k, v
-                    macs += (q + 1) * cfg.n_heads * cfg.d_head * 2  # q·k and weights × v over keys 0..q
-                    macs += cfg.n_heads * cfg.d_head * cfg.d_model  # W_O
-                    macs += 2 * cfg.d_model * cfg.d_mlp  # the MLP's two matrices
-            macs += n_new * cfg.d_model * cfg.d_vocab  # the unembedding
-            assert cfg.pass_macs(n_new, n_seen) == macs
-
-
 # --------------------------------------------------------------------------- sampling
 
 
-def test_same_seed_same_tokens_and_the_draw_is_pcg64s_first_number():
+def test_same_seed_same_tokens_and_the_draw_is_pcg64s_first_number(word_model):
     m = word_model()
     kw = dict(max_new_tokens=6, temperature=1.3, top_p=0.95)
     a = m.generate([1, 2], seed=42, **kw)
@@ -159,7 +115,7 @@ def test_same_seed_same_tokens_and_the_draw_is_pcg64s_first_number():
 
 
 @pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
-def test_top_k_1_equals_greedy(temperature):
+def test_top_k_1_equals_greedy(temperature, word_model):
     m = word_model(seed=3)
     greedy = m.generate([4, 5, 6], max_new_tokens=6, temperature=0)
     top1 = m.generate([4, 5, 6], max_new_tokens=6, temperature=temperature, top_k=1, seed=9)
@@ -231,7 +187,7 @@ def test_seeded_sampling_follows_the_distribution_chi_square(temperature, top_k,
     assert float(((counts[support] - wrong) ** 2 / wrong).sum()) > 50
 
 
-def test_sampling_records_every_stage():
+def test_sampling_records_every_stage(word_model):
     m = word_model()
     s = m.generate([1, 2, 3], max_new_tokens=1, temperature=0.7, top_k=5, top_p=0.8, seed=1).steps[0]
     logits = s["logits"][-1]
@@ -249,237 +205,11 @@ def test_sampling_records_every_stage():
     assert s["sample.final"].sum() == pytest.approx(1.0, abs=1e-12)
 
 
-def test_a_tiny_temperature_is_greedy_not_nan():
+def test_a_tiny_temperature_is_greedy_not_nan(word_model):
     m = word_model()
     g = m.generate([1, 2], max_new_tokens=3, temperature=1e-300, seed=0)
     assert g.generated_ids == m.generate([1, 2], max_new_tokens=3, temperature=0).generated_ids
     assert np.isfinite(g.steps[0]["sample.probs"]).all()
-
-
-@pytest.mark.parametrize("kw,message", [
-    (dict(temperature=-0.5), "temperature must be a number ≥ 0"),
-    (dict(temperature=float("nan")), "temperature must be a number ≥ 0"),
-    (dict(top_p=0.0), "top-p must be in (0, 1]"),
-    (dict(top_p=1.5), "top-p must be in (0, 1]"),
-    (dict(top_k=0), "top-k must be a whole number ≥ 1"),
-    (dict(max_new_tokens=16), "overflows the context"),
-    (dict(max_new_tokens=-1), "max-new-tokens must be a whole number ≥ 0"),
-])
-def test_bad_values_raise_a_clear_error(kw, message):
-    m = word_model()
-    with pytest.raises(TracerError, match=None) as e:
-        m.generate([1], **kw)
-    assert message in str(e.value)
-
-
-@pytest.mark.parametrize("args,message", [
-    (["--temperature", "-1"], "Invalid value for '--temperature' / '-t': Input should be greater than or equal to 0"),
-    (["--top-p", "0"], "top-p must be in (0, 1]"),
-    (["--top-p", "1.01"], "Invalid value for '--top-p': Input should be less than or equal to 1"),
-    (["--top-k", "0"], "Invalid value for '--top-k': Input should be greater than or equal to 1"),
-    (["--max-new-tokens", "1100"], "overflows the context"),
-])
-def test_bad_values_on_the_command_line_exit_2_with_one_line(args, message):
-    r = runner.invoke(app, ["trace", "A B C", *args])
-    assert r.exit_code == 2, r.output
-    assert message in r.stderr and "Traceback" not in r.output
-    assert len(r.stderr.strip().splitlines()) == 1
-
-
-# --------------------------------------------------------------------------- stopping
-
-
-def test_stops_at_the_end_token():
-    vocab = ["A", "B", "C", "<end>"]
-    b_U = np.array([0.0, 0.0, 0.0, 50.0])  # the end token always wins
-    m = word_model(vocab=vocab, given={"b_U": b_U})
-    g = m.generate("A B", max_new_tokens=5)
-    assert g.generated_ids == [3] and g.stopped == "end_token"
-    assert len(g.steps) == 1  # nothing runs after the end token
-
-
-def test_stops_at_a_stop_string():
-    vocab = ["A", "B", "C", "<end>"]
-    m = word_model(vocab=vocab, given={"b_U": np.array([0.0, 0.0, 50.0, -50.0])})  # always C
-    g = m.generate("A B", max_new_tokens=6, stop=["C C"])
-    assert g.text == "C C" and g.stopped == "stop_string"
-    g = m.generate("A B", max_new_tokens=3, stop=["B"])  # never generated: runs to the limit
-    assert g.text == "C C C" and g.stopped == "max_new_tokens"
-
-
-def test_stop_and_json_on_the_command_line():
-    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json"])
-    assert r.exit_code == 0, r.output
-    full = json.loads(r.stdout)
-    assert len(full["generated_ids"]) == 4 and full["prompt_ids"] == tracer.load("tiny").tokenizer.encode("A B C")
-    first = tracer.load("tiny").tokenizer.decode(full["generated_ids"][:1])
-    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json", "--stop", first.strip()])
-    got = json.loads(r.stdout)
-    assert got["generated_ids"] == full["generated_ids"][:1] and got["text"] == first
-    assert got["settings"]["stopped"] == "stop_string"
-
-
-def test_verify_cache_on_the_command_line():
-    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--verify-cache", "--json"])
-    assert r.exit_code == 0, r.output
-    v = json.loads(r.stdout)["verify_cache"]
-    assert v["ok"] and v["steps"] == 3 and v["tokens_equal"] and v["tolerance"] == 1e-12
-
-
-# --------------------------------------------------------------------------- every position's prediction
-
-
-def test_per_position_loss_is_minus_log_softmax_of_the_next_token():
-    m = word_model(seed=4)
-    g = m.generate([5, 1, 7, 2, 9], max_new_tokens=3, temperature=1.0, seed=2, cache=True)
-    seq = g.tokens
-    for n, s in enumerate(g.steps):
-        rows = s["logits"]  # [pos, d_vocab] of the positions this pass computed
-        assert s["loss.per_position"].shape == (rows.shape[0],)
-        for r, row in enumerate(rows):
-            pos = s.start + r
-            nxt = seq[pos + 1] if pos + 1 < len(seq) else int(s["sample.token"])
-            lp = log_softmax_row(row)
-            assert int(s["predict.next_token"][r]) == nxt
-            assert float(s["loss.per_position"][r]) == pytest.approx(-lp[nxt], abs=1e-12)
-            assert float(s["predict.next_prob"][r]) == pytest.approx(math.exp(lp[nxt]), abs=1e-12)
-            assert int(s["predict.top_token"][r]) == max(range(len(lp)), key=lambda i: lp[i])
-            assert float(s["predict.top_prob"][r]) == pytest.approx(math.exp(max(lp)), abs=1e-12)
-    # the last row of every pass is judged against the token the sampler chose
-    assert [int(s["predict.next_token"][-1]) for s in g.steps] == g.generated_ids
-
-
-# --------------------------------------------------------------------------- logit lens
-
-
-def final_ln_unembed(m: Model, x: np.ndarray) -> np.ndarray:
-    """The final layer norm and W_U written from their definitions, one position at a time."""
-    p, c = m.params, m.config
-    out = []
-    for v in x:
-        if c.layer_norm:
-            mu = sum(v) / len(v)
-            var = sum((a - mu) ** 2 for a in v) / len(v)
-            v = np.array([(a - mu) / math.sqrt(var + c.ln_eps) for a in v]) * p["ln_final.w"] + p["ln_final.b"]
-        W_U = p["W_E"].T if c.tied_unembed else p["W_U"]
-        out.append([sum(v[i] * W_U[i, t] for i in range(c.d_model)) + p["b_U"][t] for t in range(c.d_vocab)])
-    return np.array(out)
-
-
-@pytest.mark.parametrize("cfg", [{}, {"layer_norm": False}, {"n_layers": 3, "residual": False}])
-def test_logit_lens_matches_a_hand_written_final_layer_norm_and_unembedding(cfg):
-    m = word_model(seed=7, **cfg)
-    g = m.generate([1, 2, 3, 4], max_new_tokens=2, temperature=0)
-    s = g.steps[0]
-    L = m.config.n_layers
-    ref = naive_forward(m.config, m.params, [1, 2, 3, 4])
-    streams = [ref[f"blocks.{l}.hook_resid_pre"] for l in range(L)] + [ref[f"blocks.{L - 1}.hook_resid_post"]]
-    assert s["lens.top_token"].shape == (L + 1, 4)
-    assert s["lens.positions"].tolist() == [0, 1, 2, 3]
-    target = [2, 3, 4, g.generated_ids[0]]
-    assert s["lens.target"].tolist() == target
-    for r, x in enumerate(streams):
-        logits = final_ln_unembed(m, x)  # [pos, d_vocab]
-        for c in range(4):
-            lp = log_softmax_row(logits[c])
-            best = max(range(len(lp)), key=lambda i: lp[i])
-            assert int(s["lens.top_token"][r, c]) == best
-            assert float(s["lens.top_prob"][r, c]) == pytest.approx(math.exp(lp[best]), abs=1e-9)
-            assert float(s["lens.target_prob"][r, c]) == pytest.approx(math.exp(lp[target[c]]), abs=1e-9)
-            assert int(s["lens.target_rank"][r, c]) == sum(1 for v in logits[c] if v > logits[c][target[c]])
-
-
-def test_logit_lens_last_row_is_the_final_prediction():
-    m = word_model(seed=11, n_layers=4)
-    g = m.generate([0, 6, 2], max_new_tokens=3, temperature=0)
-    for s in g.steps:
-        top = np.argmax(s["logits"], axis=-1)  # [pos]
-        cols = s["lens.positions"] - s.start
-        assert s["lens.top_token"][-1].tolist() == top[cols].tolist()
-        assert int(s["lens.top_token"][-1, -1]) == int(s["sample.token"])  # greedy: the top-1 is chosen
-        assert int(s["lens.target_rank"][-1, -1]) == 0
-
-
-def test_logit_lens_on_a_model_without_layers():
-    m = word_model(n_layers=0)
-    s = m.generate([1, 2], max_new_tokens=1).steps[0]
-    assert s["lens.top_token"].shape == (1, 2)
-    assert s["lens.top_token"][0].tolist() == np.argmax(s["logits"], axis=-1).tolist()
-
-
-def test_logit_lens_keeps_to_its_budget_on_large_vocabularies(monkeypatch):
-    import tracer.lens as lens
-
-    m = word_model()
-    per_position = (m.config.n_layers + 1) * m.config.d_model * m.config.d_vocab
-    monkeypatch.setattr(lens, "LENS_BUDGET", 2 * per_position)
-    monkeypatch.setattr(lens.lens_width, "__defaults__", (2 * per_position,))
-    s = m.generate([1, 2, 3, 4, 5], max_new_tokens=1).steps[0]
-    assert s["lens.positions"].tolist() == [3, 4]  # the last two positions only
-    assert s["lens.top_token"].shape == (3, 2)
-
-
-def test_record_logit_lens_on_a_plain_run():
-    m = word_model(seed=2)
-    t = m.run([3, 1, 4])
-    assert record_logit_lens(m, t)
-    assert t["lens.top_token"][-1].tolist() == np.argmax(t["logits"], axis=-1).tolist()
-    assert t["predict.next_token"].tolist() == [1, 4, int(np.argmax(t["logits"][-1]))]
-
-
-def test_lens_is_skipped_without_the_residual_streams():
-    m = word_model()
-    s = m.generate([1, 2], max_new_tokens=1, names=["logits"]).steps[0]
-    assert "lens.top_token" not in s and "loss.per_position" not in s and "logits" in s
-
-
-def test_saved_generation_keeps_every_step_with_lens_and_loss(tmp_path):
-    m = word_model()
-    g = m.generate([1, 2, 3], max_new_tokens=3, temperature=1.0, seed=3)
-    path = tmp_path / "g.npz"
-    g.save(path)
-    with np.load(path, allow_pickle=False) as z:
-        names = set(z.files)
-    assert {"lens.top_token", "loss.per_position", "steps.1.lens.top_token", "steps.2.loss.per_position",
-            "steps.2.sample.uniform"} <= names
-    back = tracer.trace.Generation.load(path)
-    for a, b in zip(g.steps, back.steps):
-        np.testing.assert_array_equal(a["lens.top_token"], b["lens.top_token"])
-        np.testing.assert_array_equal(a["loss.per_position"], b["loss.per_position"])
-        assert a.start == b.start
-
-
-# --------------------------------------------------------------------------- transformers parity (fixture)
-
-
-@pytest.mark.skipif(not (FIXTURE / "reference.npz").exists(), reason="GPT-2 fixture not built")
-def test_greedy_continuation_matches_transformers_and_the_cache_verifies_in_float32():
-    with np.load(FIXTURE / "reference.npz", allow_pickle=False) as z:
-        ids, greedy = z["input_ids"].tolist(), z["greedy_ids"].tolist()
-    m = tracer.load(str(FIXTURE / "transformers"))
-    g = m.generate(ids, max_new_tokens=len(greedy), temperature=0)
-    assert g.generated_ids == greedy
-    r = verify_cache(m, g)
-    assert r["ok"] and r["dtype"] == "float32" and r["max_abs_diff"] <= 1e-5 * r["scale"]
-    # the lens's last row is transformers' greedy choice, for every pass
-    assert [int(s["lens.top_token"][-1, -1]) for s in g.steps] == greedy
-
-
-def test_logit_lens_in_chunks_and_without_recorded_logits_agrees(monkeypatch):
-    import tracer.lens as lens
-
-    m = word_model(seed=5, n_layers=3)
-    whole = m.generate([1, 2, 3, 4], max_new_tokens=2).steps[0]
-    monkeypatch.setattr(lens, "LENS_CHUNK", 1)  # one layer's rows per chunk
-    chunked = m.generate([1, 2, 3, 4], max_new_tokens=2).steps[0]
-    no_logits = m.generate([1, 2, 3, 4], max_new_tokens=2, names=["blocks.*", "hook_*", "lens.*"]).steps[0]
-    assert "logits" not in no_logits  # so the last row went through the lens too
-    for name in ("lens.top_token", "lens.target_rank", "lens.target"):
-        np.testing.assert_array_equal(chunked[name], whole[name])
-        np.testing.assert_array_equal(no_logits[name], whole[name])
-    for name in ("lens.top_prob", "lens.target_prob"):
-        np.testing.assert_allclose(chunked[name], whole[name], rtol=0, atol=1e-12)
-        np.testing.assert_allclose(no_logits[name], whole[name], rtol=0, atol=1e-12)
 
 
 def test_greedy_sampling_takes_the_first_of_a_stable_sort():
@@ -496,21 +226,54 @@ def test_greedy_sampling_takes_the_first_of_a_stable_sort():
             assert want == 3
 
 
-def test_top_and_target_without_log_probabilities_matches_float64_log_softmax():
-    from tracer.lens import top_and_target
+@pytest.mark.parametrize("kw,message", [
+    (dict(temperature=-0.5), "temperature must be a number ≥ 0"),
+    (dict(temperature=float("nan")), "temperature must be a number ≥ 0"),
+    (dict(top_p=0.0), "top-p must be in (0, 1]"),
+    (dict(top_p=1.5), "top-p must be in (0, 1]"),
+    (dict(top_k=0), "top-k must be a whole number ≥ 1"),
+    (dict(max_new_tokens=16), "overflows the context"),
+    (dict(max_new_tokens=-1), "max-new-tokens must be a whole number ≥ 0"),
+])
+def test_bad_values_raise_a_clear_error(kw, message, word_model):
+    m = word_model()
+    with pytest.raises(TracerError, match=None) as e:
+        m.generate([1], **kw)
+    assert message in str(e.value)
 
-    rng = np.random.default_rng(8)
-    logits = (rng.standard_normal((4, 50257)) * 6).astype(np.float32)  # [rows, d_vocab] GPT-2's width
-    logits[2, 7] = logits[2, 9] = logits[2].max() + 1  # a tie: the first index wins, as argmax does
-    target = np.array([0, 5, 9, 50256])
-    x = logits.astype(np.float64)
-    want = x - x.max(axis=-1, keepdims=True)
-    want -= np.log(np.exp(want).sum(axis=-1, keepdims=True))  # float64 log-softmax
-    for arr in (logits, np.asfortranarray(logits)):  # unembed returns Fortran order: same answers
-        best, top_lp, tgt_lp, rank = top_and_target(arr, target)
-        assert best.tolist() == want.argmax(axis=-1).tolist() and best[2] == 7
-        rows = np.arange(4)
-        np.testing.assert_allclose(top_lp, want[rows, best], rtol=0, atol=1e-6)  # float32 exp, float64 sum
-        np.testing.assert_allclose(tgt_lp, want[rows, target], rtol=0, atol=1e-6)
-        assert rank.tolist() == [int((logits[r] > logits[r, target[r]]).sum()) for r in range(4)]
-        assert np.all(arr == logits)  # input untouched
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_stops_at_the_end_token(word_model):
+    vocab = ["A", "B", "C", "<end>"]
+    b_U = np.array([0.0, 0.0, 0.0, 50.0])  # the end token always wins
+    m = word_model(vocab=vocab, given={"b_U": b_U})
+    g = m.generate("A B", max_new_tokens=5)
+    assert g.generated_ids == [3] and g.stopped == "end_token"
+    assert len(g.steps) == 1  # nothing runs after the end token
+
+
+def test_stops_at_a_stop_string(word_model):
+    vocab = ["A", "B", "C", "<end>"]
+    m = word_model(vocab=vocab, given={"b_U": np.array([0.0, 0.0, 50.0, -50.0])})  # always C
+    g = m.generate("A B", max_new_tokens=6, stop=["C C"])
+    assert g.text == "C C" and g.stopped == "stop_string"
+    g = m.generate("A B", max_new_tokens=3, stop=["B"])  # never generated: runs to the limit
+    assert g.text == "C C C" and g.stopped == "max_new_tokens"
+
+
+# --------------------------------------------------------------------------- transformers parity (fixture)
+
+
+@pytest.mark.skipif(not (FIXTURE / "reference.npz").exists(), reason="GPT-2 fixture not built")
+def test_greedy_continuation_matches_transformers_and_the_cache_verifies_in_float32():
+    with np.load(FIXTURE / "reference.npz", allow_pickle=False) as z:
+        ids, greedy = z["input_ids"].tolist(), z["greedy_ids"].tolist()
+    m = tracer.load(str(FIXTURE / "transformers"))
+    g = m.generate(ids, max_new_tokens=len(greedy), temperature=0)
+    assert g.generated_ids == greedy
+    r = verify_cache(m, g)
+    assert r["ok"] and r["dtype"] == "float32" and r["max_abs_diff"] <= 1e-5 * r["scale"]
+    # the lens's last row is transformers' greedy choice, for every pass
+    assert [int(s["lens.top_token"][-1, -1]) for s in g.steps] == greedy

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
 from tracer import hf
@@ -156,15 +155,15 @@ def test_float16_weights_are_cast_to_float32(tmp_path, ref):
 # --------------------------------------------------------------------------- CLI
 
 
-def test_cli_trace_with_the_fixture_folder():
-    r = CliRunner().invoke(app, ["trace", "You are a business consultant", "--model", str(FIXTURE / "transformers")])
+def test_cli_trace_with_the_fixture_folder(runner):
+    r = runner.invoke(app, ["trace", "You are a business consultant", "--model", str(FIXTURE / "transformers")])
     assert r.exit_code == 0, r.output
     assert "3 layers" in r.output
 
 
-def test_cli_download_explains_the_missing_optional_package(monkeypatch):
+def test_cli_download_explains_the_missing_optional_package(monkeypatch, runner):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import raises ImportError
-    r = CliRunner().invoke(app, ["download", "gpt2-medium"])
+    r = runner.invoke(app, ["download", "gpt2-medium"])
     assert r.exit_code == 2
     assert "pip install 'tracer[download]'" in r.output and "openai-community/gpt2-medium" in r.output
 
@@ -262,9 +261,9 @@ def test_name_not_found_names_every_place_searched(tmp_path, monkeypatch):
     assert "\n" not in msg
 
 
-def test_cli_name_not_found_is_one_line_exit_2(tmp_path, monkeypatch):
+def test_cli_name_not_found_is_one_line_exit_2(tmp_path, monkeypatch, runner):
     isolate_cache(monkeypatch, tmp_path, hub_cache=tmp_path / "cache")
-    r = CliRunner().invoke(app, ["trace", "Hello", "--model", "distilgpt2"])
+    r = runner.invoke(app, ["trace", "Hello", "--model", "distilgpt2"])
     assert r.exit_code == 2
     assert "models--distilbert--distilgpt2" in r.output and "Traceback" not in r.output
 
@@ -424,29 +423,23 @@ def test_gelu_pytorch_tanh_is_accepted(tmp_path):
     assert tracer.load(str(folder)).trained
 
 
-def test_bad_file_errors_reach_the_cli_as_one_line(tmp_path):
+def test_bad_file_errors_reach_the_cli_as_one_line(tmp_path, runner):
     folder = copy_fixture(tmp_path, "hub")
     (folder / "config.json").unlink()
-    r = CliRunner().invoke(app, ["trace", "Hello", "--model", str(folder)])
+    r = runner.invoke(app, ["trace", "Hello", "--model", str(folder)])
     assert r.exit_code == 2 and "no config.json" in r.output and "Traceback" not in r.output
 
 
 # --------------------------------------------------------------------------- progress bar
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_bar_only_on_a_terminal_for_big_files(monkeypatch):
+def test_progress_bar_only_on_a_terminal_for_big_files(monkeypatch, terminal):
     from tracer.render import progress
 
     monkeypatch.setattr(progress, "BIG_FILE", 0)  # treat the fixture as big
-    fake = _Terminal()
-    monkeypatch.setattr(sys, "stderr", fake)
+    monkeypatch.setattr(sys, "stderr", terminal)
     tracer.load(str(FIXTURE / "hub"), progress=progress.reading_progress)
-    assert "reading" in fake.getvalue()
+    assert "reading" in terminal.getvalue()
     quiet = io.StringIO()  # not a terminal: no bar
     monkeypatch.setattr(sys, "stderr", quiet)
     tracer.load(str(FIXTURE / "hub"), progress=progress.reading_progress)

@@ -8,13 +8,15 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts a Python process
+
 
 def test_importing_the_cli_does_not_import_numpy():
     code = "import sys, tracer.cli; print('numpy' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.strip() == "False"
     code = "import tracer; print(tracer.load.__module__, tracer.Trace.__name__, tracer.__version__ is not None)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.split() == ["tracer.loaders", "Trace", "True"]
 
 
@@ -37,7 +39,8 @@ print(round((held - rss()) / 1e6))  # MB given back to the kernel by the free
                     reason="mallopt is glibc's")
 def test_retained_memory_stays_with_the_process_for_reuse():
     def returned(mode):
-        out = subprocess.run([sys.executable, "-c", _RSS_AFTER_FREE, mode], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", _RSS_AFTER_FREE, mode], capture_output=True, text=True, check=True,
+                             timeout=60)
         return int(out.stdout)
 
     assert returned("default") > 150  # glibc unmaps a freed 200 MB block at once

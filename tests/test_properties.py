@@ -30,9 +30,10 @@ from tracer.config import POSITIONAL, Config
 from tracer.errors import TracerError
 from tracer.model import Model
 from tracer.tokens import WordTokenizer, show_invisible, show_token
-from tracer.trace import Generation
+from tracer.cli import app
 from tracer.files import load_npz, load_safetensors, load_weights_file, save_weights
 from tracer.params import init_weights
+from tracer.trace import Generation
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-12  # float64 throughout: exact up to rounding
@@ -216,12 +217,12 @@ def _only_tracer_errors(fn, path: Path):
 
 
 @pytest.fixture(scope="module")
-def good_files(tmp_path_factory):
+def good_files(tmp_path_factory, make_model):
     d = tmp_path_factory.mktemp("good")
     cfg = Config(d_vocab=5, n_ctx=4, d_model=2, n_heads=1, n_layers=1, dtype="float64")
     save_weights(d / "w.npz", cfg, init_weights(cfg, 0))
     save_weights(d / "w.safetensors", cfg, init_weights(cfg, 0))
-    m = Model(cfg, init_weights(cfg, 0), WordTokenizer(["a", "b", "c", "d", "<end>"]), "t")
+    m = make_model(cfg, ["a", "b", "c", "d", "<end>"], name="t")
     m.generate(["a", "b"], max_new_tokens=1).save(d / "trace.npz")
     return {k: (d / k).read_bytes() for k in ("w.npz", "w.safetensors", "trace.npz")}
 
@@ -435,21 +436,16 @@ ODD = st.sampled_from([None, -1, 0, 1, 3, 99999, 2.5, "x", [], {}, [1, 2], True,
 
 
 @pytest.fixture(scope="module")
-def gpt2_trace(tmp_path_factory):
+def gpt2_trace(tmp_path_factory, gpt2_weights):
     d = tmp_path_factory.mktemp("trace")
-    cfg = Config(d_vocab=50257, n_ctx=16, d_model=4, n_heads=2, n_layers=2, dtype="float32")
-    save_weights(d / "w.npz", cfg, init_weights(cfg, 0))
+    gpt2_weights(d / "w.npz", 0)
     tracer.load(str(d / "w.npz")).generate("hello there you", max_new_tokens=2, temperature=1.0, seed=1).save(d / "g.npz")
     return dict(np.load(d / "g.npz", allow_pickle=False))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_tampered_traces_show_or_refuse(gpt2_trace, tmp_path, data):
-    from typer.testing import CliRunner
-
-    from tracer.cli import app
-
+def test_tampered_traces_show_or_refuse(gpt2_trace, tmp_path, runner, data):
     arrays = dict(gpt2_trace)
     meta = json.loads(str(arrays.pop("meta")))
     for _ in range(data.draw(st.integers(1, 3), label="edits")):
@@ -477,7 +473,7 @@ def test_tampered_traces_show_or_refuse(gpt2_trace, tmp_path, data):
             meta["config"][data.draw(st.sampled_from(sorted(meta["config"])))] = data.draw(ODD | st.just("none"))
     path = tmp_path / f"t{abs(hash(repr(meta))) % 10**8}.npz"
     np.savez(path, **arrays, meta=np.array(json.dumps(meta)))
-    r = CliRunner().invoke(app, ["show", str(path)])
+    r = runner.invoke(app, ["show", str(path)])
     assert r.exit_code in (0, 2), r.stderr
     assert "Traceback" not in r.stdout + r.stderr and "internal error" not in r.stderr
     if r.exit_code == 2:
@@ -485,14 +481,10 @@ def test_tampered_traces_show_or_refuse(gpt2_trace, tmp_path, data):
 
 
 @FAST
-@given(ANY_TEXT)
-def test_tokens_command_on_any_text(text):
+@given(text=ANY_TEXT)
+def test_tokens_command_on_any_text(runner, text):
     """Any argument: a token table (exit 0) or one clear line (exit 2); what prints holds no control codes."""
-    from typer.testing import CliRunner
-
-    from tracer.cli import app
-
-    r = CliRunner().invoke(app, ["tokens", "--", text])  # "--": a prompt may start with "-"
+    r = runner.invoke(app, ["tokens", "--", text])  # "--": a prompt may start with "-"
     assert r.exit_code in (0, 2), r.stderr
     if r.exit_code == 2:
         assert r.stderr.startswith("tracer: prompt: ") and len(r.stderr.strip().splitlines()) == 1
@@ -516,45 +508,34 @@ OPTION_VALUES = {
 
 
 @pytest.fixture(scope="module")
-def small_weights(tmp_path_factory):
-    path = tmp_path_factory.mktemp("w") / "w.npz"
-    cfg = Config(d_vocab=50257, n_ctx=8, d_model=4, n_heads=2, n_layers=2, dtype="float32")
-    save_weights(path, cfg, init_weights(cfg, 0))
-    return path
+def small_weights(tmp_path_factory, gpt2_weights):
+    return gpt2_weights(tmp_path_factory.mktemp("w") / "w.npz", 0, n_ctx=8)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(options=st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.none(), min_size=1, max_size=5), data=st.data(),
        prompt=st.sampled_from(["hi", "hi there you", "a b c d e f g h i j", "👋", "\x1b[2J"]),
        flags=st.lists(st.sampled_from(["--no-cache", "--verify-cache", "--full", "--json"]), unique=True, max_size=2))
-def test_any_trace_options_succeed_or_refuse(small_weights, options, data, prompt, flags):
-    from typer.testing import CliRunner
-
-    from tracer.cli import app
-
+def test_any_trace_options_succeed_or_refuse(small_weights, runner, options, data, prompt, flags):
     args = ["trace", prompt, "--model", str(small_weights), *flags]
     for option in options:
         args += [option, data.draw(st.sampled_from(OPTION_VALUES[option]), label=option)]
     with warnings.catch_warnings():  # numpy's RuntimeWarnings would print on stderr: make them fail instead
         warnings.simplefilter("error", RuntimeWarning)
-        r = CliRunner().invoke(app, args)
+        r = runner.invoke(app, args)
     assert r.exit_code in (0, 2), (args, r.stderr)
     assert "Traceback" not in r.stdout + r.stderr and "internal error" not in r.stderr, (args, r.stderr)
     assert "\x1b" not in r.stdout
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(valid_ish_documents())
-def test_replay_command_on_valid_ish_scenarios(doc):
+@given(doc=valid_ish_documents())
+def test_replay_command_on_valid_ish_scenarios(runner, doc):
     """The whole command, rendering included (full view, every layer): exit 0 or 2, never a bug."""
-    from typer.testing import CliRunner
-
-    from tracer.cli import app
-
     path = _write(doc.encode(), ".toml")
     try:
         with mock.patch.object(scenario_schema, "MAX_WEIGHT_BYTES", 4_000_000):
-            r = CliRunner().invoke(app, ["replay", str(path), "--full", "--layer", "all"])
+            r = runner.invoke(app, ["replay", str(path), "--full", "--layer", "all"])
     finally:
         path.unlink()
     assert r.exit_code in (0, 2), r.stderr

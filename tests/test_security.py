@@ -10,26 +10,19 @@ the marker uncreated. Text from a trace file must never reach the terminal as a 
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import tracer
 from tracer.cli import app
-from tracer.config import Config
 from tracer.errors import TracerError
+from tracer.files import load_npz, load_weights_file
 from tracer.trace import Generation
-from tracer.files import load_npz, load_weights_file, save_weights
-from tracer.params import init_weights
 
-runner = CliRunner()
-SMALL = Config(d_vocab=50257, n_ctx=8, d_model=4, n_heads=1, n_layers=1, dtype="float32")
+SMALL = dict(n_ctx=8, n_heads=1, n_layers=1)  # changes to `gpt2_config`: GPT-2's vocabulary, one layer of one head
 
 
 class Payload:
@@ -49,12 +42,11 @@ def _evil_array(marker: Path) -> np.ndarray:
 
 
 @pytest.fixture()
-def files(tmp_path):
+def files(tmp_path, gpt2_weights):
     marker = tmp_path / "PWNED"
     f = {"marker": marker}
     # a real trace and a real weights file, each with a pickled object added
-    tracer_file = tmp_path / "good_w.npz"
-    save_weights(tracer_file, SMALL, init_weights(SMALL, 0))
+    tracer_file = gpt2_weights(tmp_path / "good_w.npz", 0, **SMALL)
     model = tracer.load(str(tracer_file))
     model.generate("hi", max_new_tokens=1).save(tmp_path / "good.npz")
     good = dict(np.load(tmp_path / "good.npz", allow_pickle=False))
@@ -94,7 +86,7 @@ def test_the_payload_is_live(files, tmp_path):
 
 
 @pytest.mark.parametrize("key", ["trace_extra", "trace_meta", "raw_pickle", "npy"])
-def test_show_refuses_pickles(files, key):
+def test_show_refuses_pickles(files, key, runner):
     r = runner.invoke(app, ["show", str(files[key])])
     assert r.exit_code == 2, r.stdout + r.stderr
     assert "refused" in r.stderr or "not a readable .npz" in r.stderr, r.stderr
@@ -103,14 +95,14 @@ def test_show_refuses_pickles(files, key):
 
 
 @pytest.mark.parametrize("key", ["weights", "raw_pickle", "npy", ".bin", ".pt", ".pkl", ".ckpt"])
-def test_model_refuses_pickles(files, key):
+def test_model_refuses_pickles(files, key, runner):
     r = runner.invoke(app, ["trace", "hi", "--model", str(files[key])])
     assert r.exit_code == 2, r.stdout + r.stderr
     assert "refused" in r.stderr or "never loaded" in r.stderr or "not a readable .npz" in r.stderr, r.stderr
     assert not files["marker"].exists()
 
 
-def test_scenario_weights_file_refuses_pickles(files):
+def test_scenario_weights_file_refuses_pickles(files, runner):
     r = runner.invoke(app, ["replay", str(files["scenario"])])
     assert r.exit_code == 2 and "refused" in r.stderr, r.stderr
     assert not files["marker"].exists()
@@ -128,9 +120,10 @@ def test_loaders_refuse_pickles_in_process(files):
     assert not files["marker"].exists()
 
 
-def test_real_process_refuses_and_creates_nothing(files):
+@pytest.mark.slow
+def test_real_process_refuses_and_creates_nothing(files, run_tracer):
     for args in (["show", str(files["trace_extra"])], ["trace", "hi", "--model", str(files["weights"])]):
-        p = subprocess.run([sys.executable, "-m", "tracer", *args], capture_output=True, timeout=60)
+        p = run_tracer(*args)
         assert p.returncode == 2 and b"refused" in p.stderr and b"Traceback" not in p.stderr, p.stderr
     assert not files["marker"].exists()
 
@@ -141,9 +134,10 @@ def test_real_process_refuses_and_creates_nothing(files):
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # retitle the window, clear the screen, turn red
 
 
-def _hostile_trace(tmp_path: Path) -> Path:
-    w = tmp_path / "w.npz"
-    save_weights(w, SMALL, init_weights(SMALL, 0))
+@pytest.fixture
+def hostile_trace(tmp_path, gpt2_weights) -> Path:
+    """A trace whose model name, prompt, text and token strings carry terminal escapes."""
+    w = gpt2_weights(tmp_path / "w.npz", 0, **SMALL)
     tracer.load(str(w)).generate("hi", max_new_tokens=1).save(tmp_path / "good.npz")
     arrays = dict(np.load(tmp_path / "good.npz", allow_pickle=False))
     meta = json.loads(str(arrays["meta"]))
@@ -155,34 +149,33 @@ def _hostile_trace(tmp_path: Path) -> Path:
     return path
 
 
-def test_escape_sequences_in_a_trace_are_shown_not_sent(tmp_path):
-    path = _hostile_trace(tmp_path)
+def test_escape_sequences_in_a_trace_are_shown_not_sent(hostile_trace, runner):
+    path = hostile_trace
     r = runner.invoke(app, ["show", str(path)], env={"COLUMNS": "120"})
     assert r.exit_code == 0, r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "␛" in r.stdout  # the escape is visible as a control picture
 
 
-def test_escape_sequences_even_on_a_color_terminal(tmp_path):
+@pytest.mark.slow
+def test_escape_sequences_even_on_a_color_terminal(hostile_trace, run_tracer):
     """With colors forced, Rich's own SGR codes are fine; the file's OSC and clear-screen are not."""
-    path = _hostile_trace(tmp_path)
-    env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "120"}
-    env.pop("NO_COLOR", None)
-    p = subprocess.run([sys.executable, "-m", "tracer", "show", str(path)], capture_output=True, env=env, timeout=60)
+    p = run_tracer("show", str(hostile_trace), env={"FORCE_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "120",
+                                                    "NO_COLOR": None})
     out = p.stdout.decode()
     assert p.returncode == 0, p.stderr.decode()
     assert "\x1b]" not in out and "\x1b[2J" not in out and "\x07" not in out
     assert "\x1b[" in out  # colors were on: the check above is not vacuous
 
 
-def test_prompt_escapes_are_shown_in_trace_and_tokens():
+def test_prompt_escapes_are_shown_in_trace_and_tokens(runner):
     for args in (["tokens", HOSTILE + "hi"], ["trace", HOSTILE + "hi", "-n", "0", "--layer", "0"]):
         r = runner.invoke(app, args, env={"COLUMNS": "120"})
         assert r.exit_code == 0, r.stderr
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout
 
 
-def test_scenario_text_cannot_drive_the_terminal(tmp_path):
+def test_scenario_text_cannot_drive_the_terminal(tmp_path, runner):
     """A scenario someone shared: its title and description are shown, escapes and all, never obeyed."""
     shipped = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
     text = shipped.read_text()
@@ -198,7 +191,7 @@ def test_scenario_text_cannot_drive_the_terminal(tmp_path):
         assert "shared ␛]0;owned" in r.stdout  # shown, as control pictures
 
 
-def test_scenario_text_is_escaped_in_html_exports(tmp_path):
+def test_scenario_text_is_escaped_in_html_exports(tmp_path, runner):
     shipped = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
     lines = [ln if not ln.startswith("title = ") else 'title = "<script>alert(1)</script><img src=x onerror=alert(2)>"'
              for ln in shipped.read_text().splitlines()]

@@ -13,16 +13,11 @@ import numpy as np
 import pytest
 
 from tracer import store as policy
-from tracer.config import Config
 from tracer.decoder import KVCache, forward
 from tracer.record import Recorder
 from tracer.store import CausalHalf, Derived, Store
 from tracer.trace import Generation, Trace
 from tracer.params import init_weights
-
-
-def small(n_ctx=320, dtype="float32", **kw):
-    return Config(n_layers=2, d_model=8, n_heads=2, d_head=4, d_mlp=16, d_vocab=40, n_ctx=n_ctx, dtype=dtype, **kw)
 
 
 def passes(cfg, T, names=None):
@@ -36,9 +31,9 @@ def passes(cfg, T, names=None):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("names", [None, ["*hook_attn_scores", "*hook_pattern", "logits"]])
-def test_a_long_pass_gives_back_every_value_bit_for_bit(dtype, names):
+def test_a_long_pass_gives_back_every_value_bit_for_bit(dtype, names, small_config):
     T = policy.PACK_MIN_QUERIES + 11
-    store, plain = passes(small(dtype=dtype), T, names)
+    store, plain = passes(small_config(dtype=dtype), T, names)
     assert isinstance(store, Store) and list(store) == list(plain)
     for name in plain:
         got = store[name]
@@ -53,10 +48,10 @@ def test_a_long_pass_gives_back_every_value_bit_for_bit(dtype, names):
     assert held < whole
 
 
-def test_short_passes_and_cached_steps_stay_whole_arrays():
-    store, _ = passes(small(), 12)
+def test_short_passes_and_cached_steps_stay_whole_arrays(small_config):
+    store, _ = passes(small_config(), 12)
     assert isinstance(store.raw("blocks.0.attn.hook_pattern"), np.ndarray)  # below PACK_MIN_QUERIES
-    cfg = small()
+    cfg = small_config()
     params = init_weights(cfg, 1)
     kv = KVCache(cfg, 300)
     forward(cfg, params, np.arange(290) % 40, Recorder([]), cache=kv)
@@ -76,10 +71,10 @@ def test_causal_half_by_hand_including_a_chunk_after_the_cache():
         assert np.array_equal(c.rebuild(), a)
 
 
-def test_a_nan_row_is_not_packed_because_it_is_nan_above_the_diagonal_too(monkeypatch):
+def test_a_nan_row_is_not_packed_because_it_is_nan_above_the_diagonal_too(monkeypatch, small_config):
     monkeypatch.setattr(policy, "PACK_MIN_QUERIES", 2)
     p = np.tril(np.full((1, 3, 3), 0.5))  # [head, query, key]
-    store = Store(small())
+    store = Store(small_config())
     store.put("blocks.0.attn.hook_pattern", p)
     assert isinstance(store.raw("blocks.0.attn.hook_pattern"), CausalHalf)
     p = p.copy()
@@ -105,12 +100,12 @@ def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
     assert np.array_equal(store["d0"], np.zeros(6))
 
 
-def test_a_recipe_needs_its_sources_in_the_same_block_and_the_same_bits():
+def test_a_recipe_needs_its_sources_in_the_same_block_and_the_same_bits(small_config):
     from tracer.equations import gelu_new
 
     T = policy.PACK_MIN_QUERIES  # long enough for the GELU's recipe
     pre = np.random.default_rng(5).standard_normal((T, 16))  # [pos, d_mlp]
-    store = Store(small(dtype="float64"))
+    store = Store(small_config(dtype="float64"))
     post = gelu_new(pre)
     store.put("blocks.0.mlp.hook_post", post)  # its source is not held: the value itself is kept
     assert store.raw("blocks.0.mlp.hook_post") is post
@@ -131,9 +126,9 @@ def test_a_recipe_needs_its_sources_in_the_same_block_and_the_same_bits():
     assert store.raw("blocks.2.mlp.hook_post") is short
 
 
-def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less():
+def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less(small_config):
     T = policy.PACK_MIN_QUERIES + 11
-    store, plain = passes(small(), T)
+    store, plain = passes(small_config(), T)
     kinds = {n: type(store.raw(n)).__name__ for n in store}
     for name in ("attn.hook_dots", "attn.hook_attn_scores", "attn.hook_result", "mlp.hook_post"):
         assert kinds[f"blocks.0.{name}"] == "Derived", name
@@ -143,8 +138,8 @@ def test_long_passes_keep_recomputable_values_as_recipes_and_hold_far_less():
     assert store.nbytes() < 0.6 * whole
 
 
-def test_the_prompt_pass_of_a_generation_holds_recipes_too():
-    cfg = small(n_ctx=400)
+def test_the_prompt_pass_of_a_generation_holds_recipes_too(small_config):
+    cfg = small_config(n_ctx=400)
     params = init_weights(cfg, 1)
     tokens = np.random.default_rng(4).integers(0, cfg.d_vocab, policy.PACK_MIN_QUERIES + 3)
     with_cache, without = Recorder(None, cfg), Recorder(store=Store())
@@ -155,8 +150,8 @@ def test_the_prompt_pass_of_a_generation_holds_recipes_too():
         assert np.array_equal(with_cache.store[name], without.store[name]), name
 
 
-def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
-    cfg = small()
+def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path, small_config):
+    cfg = small_config()
     T = policy.PACK_MIN_QUERIES + 5
     store, plain = passes(cfg, T)
     tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
@@ -169,8 +164,8 @@ def test_a_packed_trace_saves_the_same_file_as_a_plain_one(tmp_path):
         assert np.array_equal(back[name], plain[name], equal_nan=True), name
 
 
-def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_file(tmp_path):
-    cfg = small()
+def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_file(tmp_path, small_config):
+    cfg = small_config()
     T = policy.PACK_MIN_QUERIES + 7
     _, plain = passes(cfg, T)
     tokens = np.arange(T, dtype=np.int64) % cfg.d_vocab
@@ -188,8 +183,8 @@ def test_loading_a_long_trace_holds_it_as_a_recording_would_and_gives_back_the_f
     assert back.arrays.nbytes() < 0.7 * sum(plain[n].nbytes for n in {id(v): n for n, v in plain.items()}.values())
 
 
-def test_a_file_whose_values_do_not_follow_the_recipes_is_kept_as_written(tmp_path):
-    cfg = small()
+def test_a_file_whose_values_do_not_follow_the_recipes_is_kept_as_written(tmp_path, small_config):
+    cfg = small_config()
     T = policy.PACK_MIN_QUERIES + 2
     _, plain = passes(cfg, T)
     arrays = {n: np.array(v) for n, v in plain.items()}

@@ -243,16 +243,18 @@ def write(block: str) -> None:
 
 def verify() -> None:
     """Load the written scenario with tracer and check what the derivation promises."""
+    from tracer.replay import replay
     from tracer.scenario import load_scenario
 
     scn = load_scenario(SCENARIO)
-    gen = scn.run()
+    done = replay(scn)
+    gen, tokenizer = done.gen, done.model.tokenizer
     t = gen.steps[0]
     for name, pos, want in (("hook_q", 0, Q_A), ("hook_q", 1, Q_B), ("hook_k", 0, K_A), ("hook_k", 1, K_B),
                             ("hook_v", 0, V_A), ("hook_v", 1, V_B)):
         got = t[f"blocks.0.attn.{name}"][pos, 0]
         assert np.abs(got - want).max() < 1e-12, (name, pos, got, want)
-    words = [scn.model.tokenizer.token_str(i) for i in gen.generated_ids]
+    words = [tokenizer.token_str(i) for i in gen.generated_ids]
     assert words == ["G", "H", "<end>"], words
     logits = t["logits"]  # [pos, d_vocab]
     order = np.sort(logits, axis=-1)

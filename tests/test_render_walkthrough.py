@@ -1,4 +1,5 @@
-"""The walkthrough renderer, read as text: every number below is worked out by hand in the test.
+"""The walkthrough (`tracer.render.walkthrough`, as `show_generation` prints it), read as text: every
+number below is worked out by hand in the test.
 
 The toy model: a 3-word vocabulary (cat, sat, mat), d_model 2, one head, one layer, the article's
 simplified block (explicit positions, no layer norm, no MLP, no residual, unscaled scores), W_Q,
@@ -22,13 +23,9 @@ from rich.console import Console
 from tracer.checks import Check
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.model import Model
 from tracer.render import show_generation
-from tracer.render.fmt import letters, num, prob, shape, vec
 from tracer.render.heatmap import glyph
 from tracer.render.view import View
-from tracer.tokens import WordTokenizer
-from tracer.params import init_weights
 
 CFG = Config(d_vocab=3, n_ctx=4, d_model=2, n_heads=1, n_layers=1, dtype="float64", positional="explicit",
              layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False)
@@ -43,21 +40,26 @@ GIVEN = {
 }
 
 
-def toy(**cfg) -> Model:
-    c = Config(**{**CFG.to_dict(), **cfg})
-    given = dict(GIVEN)
-    given["W_pos"] = (np.asarray(GIVEN["W_pos"] + [[0.0, 0.0]] * c.n_ctx)[: c.n_ctx]).tolist()
-    if c.n_heads == 2:  # head 1: W_Q, W_K, W_V doubled; W_O the identity for both heads
-        for m in "QKVO":
-            w = np.asarray(given[f"blocks.0.attn.W_{m}"])  # [1, d_model, d_head]
-            given[f"blocks.0.attn.W_{m}"] = np.concatenate([w, w if m == "O" else 2 * w])  # [2, d_model, d_head]
-    return Model(c, init_weights(c, 0, given), WordTokenizer(["cat", "sat", "mat"]), "toy", trained=True)
+@pytest.fixture
+def toy(make_model):
+    """`toy(**cfg)`: the model of the module docstring; `n_heads=2` adds a head with W_Q, W_K, W_V doubled."""
+
+    def make(**cfg):
+        c = Config(**{**CFG.to_dict(), **cfg})
+        given = dict(GIVEN)
+        given["W_pos"] = (np.asarray(GIVEN["W_pos"] + [[0.0, 0.0]] * c.n_ctx)[: c.n_ctx]).tolist()
+        if c.n_heads == 2:  # head 1: W_Q, W_K, W_V doubled; W_O the identity for both heads
+            for m in "QKVO":
+                w = np.asarray(given[f"blocks.0.attn.W_{m}"])  # [1, d_model, d_head]
+                given[f"blocks.0.attn.W_{m}"] = np.concatenate([w, w if m == "O" else 2 * w])  # [2, d_model, d_head]
+        return make_model(c, ["cat", "sat", "mat"], given, name="toy", trained=True)
+
+    return make
 
 
-def render(gen, tok, view: View, width: int) -> str:
-    console = Console(record=True, width=width, color_system=None, force_terminal=False)
-    show_generation(gen, tok, view, console=console)
-    return console.export_text()
+def walkthrough(gen, tok, view: View):
+    """What `tracer trace` prints for `gen`, for `render_text`."""
+    return lambda console: show_generation(gen, tok, view, console=console)
 
 
 def squash(text: str) -> str:
@@ -74,10 +76,10 @@ Z_B = [W_A * 0.5 + W_B * 0.3, W_B * 1.6]  # 0.401×A_V + 0.599×B_V
 
 
 @pytest.mark.parametrize("width", [80, 120])
-def test_first_layer_token_by_token(width):
+def test_first_layer_token_by_token(width, toy, render_text):
     m = toy()
     gen = m.generate("cat sat", max_new_tokens=1)
-    out = render(gen, m.tokenizer, View(), width)
+    out = render_text(walkthrough(gen, m.tokenizer, View()), width)
     flat = squash(out)
     assert "E_A = [0.900, -0.100]" in flat
     assert "P1 = [0.100, 0.100]" in flat
@@ -105,10 +107,10 @@ def test_first_layer_token_by_token(width):
     assert max(len(l) for l in out.splitlines()) <= width
 
 
-def test_causal_mask_line():
+def test_causal_mask_line(toy, render_text):
     m = toy()
     gen = m.generate("cat sat mat", max_new_tokens=0)
-    flat = squash(render(gen, m.tokenizer, View(), 100))
+    flat = squash(render_text(walkthrough(gen, m.tokenizer, View()), 100))
     assert "A can see only itself (position 0); the causal mask hides B and C (positions 1–2" in flat
     assert "B can see the keys and values of A and B (positions 0–1); the causal mask hides C (position 2" in flat
     assert "the causal mask hides nothing: C is the last token" in flat
@@ -117,10 +119,10 @@ def test_causal_mask_line():
 
 
 @pytest.mark.parametrize("width", [80, 120])
-def test_top_k_table_and_chosen_token(width):
+def test_top_k_table_and_chosen_token(width, toy, render_text):
     m = toy()
     gen = m.generate("cat sat", max_new_tokens=1)
-    out = render(gen, m.tokenizer, View(top_k=3), width)
+    out = render_text(walkthrough(gen, m.tokenizer, View(top_k=3)), width)
     logits = {"cat": Z_B[0], "sat": Z_B[1], "mat": 0.5 * Z_B[0] + 0.5 * Z_B[1]}
     total = sum(math.exp(v) for v in logits.values())
     p = {k: math.exp(v) / total for k, v in logits.items()}
@@ -133,10 +135,10 @@ def test_top_k_table_and_chosen_token(width):
     assert "W_U (2 × 3)" in flat
 
 
-def test_scaled_scores_and_two_heads():
+def test_scaled_scores_and_two_heads(toy, render_text):
     m = toy(n_heads=2, d_head=2, scale_scores=True)
     gen = m.generate("cat sat", max_new_tokens=0)
-    flat = squash(render(gen, m.tokenizer, View(), 120))
+    flat = squash(render_text(walkthrough(gen, m.tokenizer, View()), 120))
     # head 1's W_Q and W_K are 2·I: raw B_Q·A_K = 4 × 0.6 = 2.4, ÷ √2 = 1.697
     assert re.search(r"head 1 of 2", flat)
     assert re.search(rf"A 2\.400 {2.4 / math.sqrt(2):.3f} ", flat)
@@ -146,7 +148,7 @@ def test_scaled_scores_and_two_heads():
     assert "W_O (4 × 2)" in flat
 
 
-def test_checks_beside_their_step_and_at_the_end():
+def test_checks_beside_their_step_and_at_the_end(toy, render_text):
     m = toy()
     gen = m.generate("cat sat", max_new_tokens=1)
     step = gen.steps[0]
@@ -157,7 +159,7 @@ def test_checks_beside_their_step_and_at_the_end():
               0.001, "article: softmax([0.6, 0.8])"),
         Check("logits", (0,), [9.0, 9.0, 9.0], step["logits"][0].tolist(), 0.005, "not shown anywhere"),
     )
-    out = render(gen, m.tokenizer, View(checks=checks), 120)
+    out = render_text(walkthrough(gen, m.tokenizer, View(checks=checks)), 120)
     lines = out.splitlines()
     at = next(i for i, l in enumerate(lines) if "article: Q·A_K for B" in l)
     assert "✓" in lines[at] and "0.6" in lines[at]
@@ -173,53 +175,53 @@ def test_checks_beside_their_step_and_at_the_end():
     assert "1 of 3 stated values agree" in out
 
 
-def test_untrained_warning_and_partial_trace():
+def test_untrained_warning_and_partial_trace(toy, render_text):
     m = toy()
     m.trained = False
     gen = m.generate("cat sat", max_new_tokens=1, names=["hook_embed", "blocks.0.attn.hook_pattern"])
-    flat = squash(render(gen, m.tokenizer, View(), 100))
+    flat = squash(render_text(walkthrough(gen, m.tokenizer, View()), 100))
     assert "predictions are meaningless until real weights are loaded" in flat
     assert "E_A = [0.900, -0.100]" in flat
     assert "Not in this trace" in flat and "blocks.0.attn.hook_q" in flat
 
 
-def test_bad_view_values_name_the_range():
+def test_bad_view_values_name_the_range(toy, render_text):
     m = toy()
     gen = m.generate("cat sat mat", max_new_tokens=0)
     with pytest.raises(TracerError, match=r"--token Z: the prompt has tokens A–C \(positions 0–2\)"):
-        render(gen, m.tokenizer, View(token="Z"), 80)
+        render_text(walkthrough(gen, m.tokenizer, View(token="Z")), 80)
     with pytest.raises(TracerError, match=r"--token 3: the prompt has tokens A–C"):
-        render(gen, m.tokenizer, View(token="3"), 80)
+        render_text(walkthrough(gen, m.tokenizer, View(token="3")), 80)
     with pytest.raises(TracerError, match=r"--layer 1: the model has layer 0 \(or 'all'\)"):
-        render(gen, m.tokenizer, View(layer="1"), 80)
+        render_text(walkthrough(gen, m.tokenizer, View(layer="1")), 80)
     with pytest.raises(TracerError, match=r"--head x: the model has head 0 \(or 'all'\)"):
-        render(gen, m.tokenizer, View(head="x"), 80)
+        render_text(walkthrough(gen, m.tokenizer, View(head="x")), 80)
 
 
-def test_token_option_by_letter_and_position():
+def test_token_option_by_letter_and_position(toy, render_text):
     m = toy()
     gen = m.generate("cat sat mat", max_new_tokens=0)
     for t in ("B", "b", "1"):
-        flat = squash(render(gen, m.tokenizer, View(token=t), 100))
+        flat = squash(render_text(walkthrough(gen, m.tokenizer, View(token=t)), 100))
         assert "B: sat (position 1)" in flat
         assert "A: cat (position 0)" not in flat
 
 
-def test_brief_summarises_long_prompts():
+def test_brief_summarises_long_prompts(toy, render_text):
     m = toy(n_ctx=8, d_vocab=3)
     gen = m.generate("cat sat mat cat sat mat", max_new_tokens=0)
-    flat = squash(render(gen, m.tokenizer, View(), 100))
+    flat = squash(render_text(walkthrough(gen, m.tokenizer, View()), 100))
     assert "A: cat" in flat and "B: sat" in flat and "F: mat" in flat
     assert "C: mat" not in flat
     assert "C–E: the same steps" in flat
-    full = squash(render(gen, m.tokenizer, View(brief=False), 100))
+    full = squash(render_text(walkthrough(gen, m.tokenizer, View(brief=False)), 100))
     assert "C: mat (position 2)" in full
 
 
-def test_heatmap_reads_without_color():
+def test_heatmap_reads_without_color(toy, render_text):
     m = toy()
     gen = m.generate("cat sat mat", max_new_tokens=0)
-    out = render(gen, m.tokenizer, View(), 80)
+    out = render_text(walkthrough(gen, m.tokenizer, View()), 80)
     pattern = gen.steps[0]["blocks.0.attn.hook_pattern"][0]
     grid = out[out.index("layer 0, head 0"):]
     rows = grid.splitlines()
@@ -229,19 +231,7 @@ def test_heatmap_reads_without_color():
     assert glyph(W_A) == "4" and glyph(0.96) == "█" and glyph(0.04) == "0"
 
 
-def test_fmt_helpers():
-    assert num(-0.0001, 3) == "0.000"
-    assert num(-np.inf) == "−∞"
-    assert prob(3.1e-5, 3) == "3.1e-05"
-    assert shape(8, 50257) == "8 × 50,257"
-    assert vec([1, 2], 1, 8) == "[1.0, 2.0]"
-    long = vec(np.arange(10.0), 1, 4)
-    assert long.startswith("[0.0, 1.0, …, 8.0, 9.0] (10 dims, ‖·‖ ")
-    assert long.endswith(f"{np.linalg.norm(np.arange(10.0)):.1f})")
-    assert letters(["A", "B"]) == "A and B" and letters(list("ABCDEF")) == "A–F"
-
-
-def test_no_color_codes_when_not_a_terminal():
+def test_no_color_codes_when_not_a_terminal(toy):
     m = toy()
     gen = m.generate("cat sat", max_new_tokens=1)
     import io
@@ -250,5 +240,3 @@ def test_no_color_codes_when_not_a_terminal():
     show_generation(gen, m.tokenizer, View(), console=Console(file=buf, width=80))
     assert "\x1b[" not in buf.getvalue()
     assert "B's new representation" in buf.getvalue()
-
-

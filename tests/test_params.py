@@ -1,7 +1,9 @@
-"""Seeded initialisation, parameter checks, and the .npz / safetensors files."""
+"""Parameters (`tracer.params`): GPT-2's seeded initialisation, given matrices, sinusoidal positions,
+and the checks every parameter passes (shape, dtype, NaN and infinities)."""
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -9,8 +11,7 @@ import pytest
 
 from tracer.config import Config
 from tracer.errors import TracerError
-from tracer.files import load_safetensors, load_weights_file, save_safetensors, save_weights
-from tracer.params import all_finite, check_param, init_weights, param_shapes
+from tracer.params import all_finite, check_param, init_weights
 
 CFG = Config(d_vocab=11, n_ctx=6, d_model=4, n_heads=2, n_layers=2, dtype="float64")
 
@@ -31,6 +32,15 @@ def test_giving_one_matrix_does_not_change_the_others():
     assert all(np.array_equal(a[k], b[k]) for k in a if k != "W_E")
 
 
+def test_sinusoidal_positions_follow_the_formula():
+    cfg = Config(d_vocab=5, n_ctx=6, d_model=4, n_heads=1, n_layers=0, positional="sinusoidal", dtype="float64")
+    W_pos = init_weights(cfg, 0)["W_pos"]
+    for pos in range(6):
+        want = [math.sin(pos / 10000 ** (0 / 4)), math.cos(pos / 10000 ** (0 / 4)),
+                math.sin(pos / 10000 ** (2 / 4)), math.cos(pos / 10000 ** (2 / 4))]
+        np.testing.assert_allclose(W_pos[pos], want, atol=1e-15)
+
+
 def test_shape_and_nan_errors_name_the_parameter():
     with pytest.raises(TracerError, match=r"'blocks.0.attn.W_Q': expected \[2, 4, 2\], got \[4, 4\]"):
         init_weights(CFG, 0, {"blocks.0.attn.W_Q": np.zeros((4, 4))})
@@ -40,49 +50,6 @@ def test_shape_and_nan_errors_name_the_parameter():
         init_weights(CFG, 0, {"W_U": np.zeros((4, 11))})
     with pytest.raises(TracerError, match="did you mean 'W_E'"):
         init_weights(CFG, 0, {"W_e": np.zeros((11, 4))})
-
-
-@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
-def test_weights_round_trip_bit_exact(tmp_path, suffix):
-    p = init_weights(CFG, 2)
-    path = tmp_path / f"w{suffix}"
-    save_weights(path, CFG, p, seed=2)
-    arrays, cfg = load_weights_file(path)
-    assert cfg == CFG
-    assert set(arrays) == set(param_shapes(CFG))
-    for k in p:
-        assert arrays[k].dtype == p[k].dtype and np.array_equal(arrays[k], p[k]), k
-
-
-def test_our_safetensors_agree_with_the_safetensors_library(tmp_path):
-    st = pytest.importorskip("safetensors.numpy")
-    arrays = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.linspace(0, 1, 5), "c": np.arange(3, dtype=np.int64)}
-    ours = tmp_path / "ours.safetensors"
-    theirs = tmp_path / "theirs.safetensors"
-    save_safetensors(ours, arrays, {"k": "v"})
-    st.save_file(arrays, str(theirs), metadata={"k": "v"})
-    back = st.load_file(str(ours))
-    mine, meta = load_safetensors(theirs)
-    assert meta == {"k": "v"}
-    for k, v in arrays.items():
-        assert np.array_equal(back[k], v) and np.array_equal(mine[k], v) and mine[k].dtype == v.dtype
-
-
-def test_truncated_safetensors_is_a_clear_error(tmp_path):
-    path = tmp_path / "w.safetensors"
-    save_safetensors(path, {"W_E": np.zeros((100, 10), dtype=np.float32)})
-    raw = path.read_bytes()
-    path.write_bytes(raw[:-100])
-    with pytest.raises(TracerError, match="truncated: tensor 'W_E'"):
-        load_safetensors(path)
-    path.write_bytes(b"\x05\x00")
-    with pytest.raises(TracerError, match="not a safetensors file"):
-        load_safetensors(path)
-
-
-def test_pickled_checkpoints_are_refused(tmp_path):
-    with pytest.raises(TracerError, match="never loaded"):
-        load_weights_file(tmp_path / "pytorch_model.bin")
 
 
 def test_all_finite_agrees_with_isfinite():

@@ -1,25 +1,29 @@
-"""`tracer trace`, `tracer show` and `--export` through the CLI (typer's CliRunner), with the
-default embedded model (24 layers, d_model 8, 2 heads, GPT-2 tokens, seeded untrained weights)."""
+"""The commands through typer's CliRunner: `tracer trace`, `show`, `--export`, the view options, `--json`,
+`tokens`, the generation options, and one-line errors; then `python -m tracer` as a real process.
+
+The walkthrough tests use the default embedded model (24 layers, d_model 8, 2 heads, GPT-2 tokens,
+seeded untrained weights). Bad input in depth is `test_bad_inputs.py`; `demo`, `replay` and
+`download` are tested with what they read (`test_demo.py`, `test_scenario.py`, `test_hf.py`).
+"""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from typer.testing import CliRunner
 
+import tracer
 from tracer.cli import app
 
 PROMPT = "The cat sat"  # three GPT-2 tokens: The, ␣cat, ␣sat
-
-
-@pytest.fixture(scope="module")
-def runner():
-    return CliRunner(env={"NO_COLOR": "1", "COLUMNS": "100"})
+ARTICLE = "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
+WALKTHROUGH_ENV = {"NO_COLOR": "1", "COLUMNS": "100"}
 
 
 def run(runner, *args):
-    return runner.invoke(app, list(args))
+    """A command as the walkthrough tests run it: no color, 100 columns."""
+    return runner.invoke(app, list(args), env=WALKTHROUGH_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +31,9 @@ def traced(runner):
     r = run(runner, "trace", PROMPT)
     assert r.exit_code == 0, r.output
     return r.stdout
+
+
+# --------------------------------------------------------------------------- the walkthrough: trace, show, --export
 
 
 def test_trace_shows_every_section(traced):
@@ -121,3 +128,88 @@ def test_full_and_all_layers(runner):
     assert "2.24 · Layer 23 (layer 23 of 24), token by token" in out
     assert out.count("C: ␣sat (position 2)") == 24
     assert out.count("layer 23, head 1") == 1
+
+
+# --------------------------------------------------------------------------- --json, tokens, errors
+
+
+def test_cli_trace_json(runner):
+    r = runner.invoke(app, ["trace", ARTICLE, "--json", "-n", "2"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["prompt_ids"][:3] == [1639, 389, 257] and len(out["generated_ids"]) == 2
+    assert out["text"] == "".join(out["generated"])
+
+
+def test_cli_trace_saves_and_says_untrained(tmp_path, runner):
+    path = tmp_path / "t.npz"
+    r = runner.invoke(app, ["trace", "Hello world", "--save", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "untrained" in r.stdout
+    assert tracer.Generation.load(path).prompt_ids == [15496, 995]
+
+
+def test_cli_tokens_table(runner):
+    r = runner.invoke(app, ["tokens", "building a house"])
+    assert r.exit_code == 0
+    for text in ("building", "␣a", "␣house", "16894", "50,257"):
+        assert text in r.stdout
+
+
+def test_cli_errors_are_one_line_with_exit_2(runner):
+    r = runner.invoke(app, ["trace", "x", "--model", "gpt3"])
+    assert r.exit_code == 2 and "did you mean 'gpt2'" in r.stderr and "Traceback" not in r.output
+    r = runner.invoke(app, ["tokens", "x", "--encoding", "nope"])
+    assert r.exit_code == 2 and "not available offline" in r.stderr
+
+
+def test_a_prompt_that_fits_but_leaves_no_room_names_max_new_tokens(runner):
+    r = runner.invoke(app, ["trace", "hello " * 1000, "-n", "100"])
+    assert r.exit_code == 2
+    assert "max-new-tokens 100 overflows the context" in r.stderr and "at most 23 new tokens" in r.stderr
+    assert "longer than the model's context" not in r.stderr
+
+
+# --------------------------------------------------------------------------- generation options
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--temperature", "-1"], "Invalid value for '--temperature' / '-t': Input should be greater than or equal to 0"),
+    (["--top-p", "0"], "top-p must be in (0, 1]"),
+    (["--top-p", "1.01"], "Invalid value for '--top-p': Input should be less than or equal to 1"),
+    (["--top-k", "0"], "Invalid value for '--top-k': Input should be greater than or equal to 1"),
+    (["--max-new-tokens", "1100"], "overflows the context"),
+])
+def test_bad_values_on_the_command_line_exit_2_with_one_line(args, message, runner):
+    r = runner.invoke(app, ["trace", "A B C", *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_stop_and_json_on_the_command_line(runner):
+    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    full = json.loads(r.stdout)
+    assert len(full["generated_ids"]) == 4 and full["prompt_ids"] == tracer.load("tiny").tokenizer.encode("A B C")
+    first = tracer.load("tiny").tokenizer.decode(full["generated_ids"][:1])
+    r = runner.invoke(app, ["trace", "A B C", "-n", "4", "--json", "--stop", first.strip()])
+    got = json.loads(r.stdout)
+    assert got["generated_ids"] == full["generated_ids"][:1] and got["text"] == first
+    assert got["settings"]["stopped"] == "stop_string"
+
+
+def test_verify_cache_on_the_command_line(runner):
+    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--verify-cache", "--json"])
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.stdout)["verify_cache"]
+    assert v["ok"] and v["steps"] == 3 and v["tokens_equal"] and v["tolerance"] == 1e-12
+
+
+# --------------------------------------------------------------------------- a real process
+
+
+@pytest.mark.slow
+def test_python_dash_m_works(run_tracer):
+    r = run_tracer("tokens", "Hi", text=True)
+    assert r.returncode == 0 and "17250" in r.stdout

@@ -1,0 +1,237 @@
+"""Shared test helpers, written once: tiny models, render-to-text, a fake terminal, the CLI runner
+and a real `python -m tracer` process.
+
+Everything here reaches a test as a fixture (test modules never import each other, nor this file;
+`tests/reference.py`, the naive decoder, is the one module they import). A fixture that builds
+something returns the builder, so each test still states its own sizes, seeds and weights where it
+uses them: `word_model(seed=3, n_layers=4)`. The builders keep each test's numbers exactly as they
+were when the helpers lived in the test files.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from tracer.config import Config
+from tracer.files import save_weights
+from tracer.model import Model
+from tracer.params import init_weights, param_shapes
+from tracer.tokens import WordTokenizer
+
+
+# --------------------------------------------------------------------------- configs and weights
+
+
+@pytest.fixture(scope="session")
+def small_config():
+    """`small_config(**changes)`: two layers 8 wide, 2 heads of 4, an MLP of 16, 40 tokens, n_ctx 320
+    (long enough for the store's packed passes), float32; any field can be changed."""
+
+    def make(**changes) -> Config:
+        return Config(**{"n_layers": 2, "d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16, "d_vocab": 40,
+                         "n_ctx": 320, "dtype": "float32", **changes})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def gpt2_config():
+    """`gpt2_config(**changes)`: a model that reads GPT-2's tokens (its 50,257-token vocabulary) but is
+    only 4 wide: 2 layers, 2 heads, n_ctx 16, float32. Quick to run and to render in full."""
+
+    def make(**changes) -> Config:
+        return Config(**{"d_vocab": 50257, "n_ctx": 16, "d_model": 4, "n_heads": 2, "n_layers": 2,
+                         "dtype": "float32", **changes})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def gpt2_weights(gpt2_config):
+    """`gpt2_weights(path, seed=0, **changes)`: writes the seeded weights of `gpt2_config(**changes)` to
+    `path` (.npz or .safetensors) with tracer's writer and returns the path, for `--model PATH`."""
+
+    def write(path: Path, seed: int = 0, **changes) -> Path:
+        cfg = gpt2_config(**changes)
+        save_weights(path, cfg, init_weights(cfg, seed))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def random_params():
+    """`random_params(cfg, seed=1)`: every parameter drawn from N(0, 0.5²) (biases and layer-norm
+    weights too, unlike GPT-2's init; layer-norm weights around 1), so no term of the block is zero."""
+
+    def make(cfg: Config, seed: int = 1) -> dict:
+        rng = np.random.default_rng(seed)
+        given = {name: rng.normal(0, 0.5, shape) for name, shape in param_shapes(cfg).items()}
+        if cfg.positional == "sinusoidal":
+            del given["W_pos"]  # computed, not given
+        for name in given:
+            if name.endswith(".w"):
+                given[name] = 1 + given[name]
+        return init_weights(cfg, 0, given)
+
+    return make
+
+
+# --------------------------------------------------------------------------- models
+
+
+@pytest.fixture(scope="session")
+def make_model():
+    """`make_model(cfg, vocab, given=None, *, name, init_seed=0, seed=None, end=None, trained=False)`: a
+    model over a word list, its weights the `given` arrays and, for the rest, tracer's seeded init."""
+
+    def make(cfg: Config, vocab: list[str], given: dict | None = None, *, name: str, init_seed: int = 0,
+             seed: int | None = None, end: str | None = None, trained: bool = False) -> Model:
+        params = init_weights(cfg, init_seed, given)
+        return Model(cfg, params, WordTokenizer(vocab, end), name, seed, trained=trained)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def word_model(make_model):
+    """`word_model(seed=0, vocab=None, end=None, scale=0.5, given=None, **cfg)`: a small float64 model
+    over the words w0…w22 (2 layers, d_model 8, 2 heads, n_ctx 16), every weight drawn at random and
+    large enough that its tokens differ by position; `given` arrays replace drawn ones."""
+
+    def make(seed: int = 0, vocab=None, end=None, scale: float = 0.5, given=None, **cfg) -> Model:
+        vocab = vocab or [f"w{i}" for i in range(23)]
+        c = Config(**{"d_vocab": len(vocab), "n_ctx": 16, "d_model": 8, "n_heads": 2, "n_layers": 2,
+                      "dtype": "float64", **cfg})
+        rng = np.random.default_rng(seed)
+        params = {}
+        for name, shape in param_shapes(c).items():
+            if name == "W_pos" and c.positional == "sinusoidal":
+                continue
+            base = 1.0 if name.endswith(".w") else 0.0  # layer-norm gains around 1
+            params[name] = base + scale * rng.standard_normal(shape)
+        params.update(given or {})
+        return make_model(c, vocab, params, name="words", init_seed=seed, seed=seed, end=end)
+
+    return make
+
+
+# --------------------------------------------------------------------------- references
+
+
+@pytest.fixture(scope="session")
+def final_ln_unembed():
+    """`final_ln_unembed(model, x)`: the final layer norm and W_U written from their definitions, one
+    position and one number at a time: the logit lens's reference. x: [pos, d_model] → [pos, d_vocab]."""
+
+    def apply(m: Model, x: np.ndarray) -> np.ndarray:
+        p, c = m.params, m.config
+        out = []
+        for v in x:
+            if c.layer_norm:
+                mu = sum(v) / len(v)
+                var = sum((a - mu) ** 2 for a in v) / len(v)
+                v = np.array([(a - mu) / math.sqrt(var + c.ln_eps) for a in v]) * p["ln_final.w"] + p["ln_final.b"]
+            W_U = p["W_E"].T if c.tied_unembed else p["W_U"]
+            out.append([sum(v[i] * W_U[i, t] for i in range(c.d_model)) + p["b_U"][t] for t in range(c.d_vocab)])
+        return np.array(out)
+
+    return apply
+
+
+@pytest.fixture(scope="session")
+def macs_by_loop():
+    """`macs_by_loop(cfg, n_new, n_seen)`: the multiply-adds of one pass counted position by position
+    and layer by layer, as a loop decoder would do them (the reference for `Config.pass_macs`)."""
+
+    def count(cfg: Config, n_new: int, n_seen: int) -> int:
+        total = 0
+        for _ in range(cfg.n_layers):
+            for q in range(n_seen - n_new, n_seen):  # each computed position
+                total += 3 * cfg.d_model * cfg.n_heads * cfg.d_head  # its q, k, v
+                total += 2 * (q + 1) * cfg.n_heads * cfg.d_head  # q·k and weights × v over keys 0..q
+                total += cfg.n_heads * cfg.d_head * cfg.d_model  # W_O
+                total += 2 * cfg.d_model * cfg.d_mlp if cfg.mlp else 0  # the MLP's two matrices
+        return total + n_new * cfg.d_model * cfg.d_vocab  # the unembedding
+
+    return count
+
+
+# --------------------------------------------------------------------------- rendering and terminals
+
+
+def _render_text(what, width: int = 100) -> str:
+    """The plain text of `what` on a `width`-column console without color. `what` is a Rich renderable,
+    or a function that prints on the console it is given (`lambda c: show_generation(..., console=c)`).
+    Every line fits the width: a renderer never draws past the console's edge."""
+    console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
+    if callable(what) and not hasattr(what, "__rich_console__") and not hasattr(what, "__rich__"):
+        what(console)
+    else:
+        console.print(what)
+    text = console.export_text()
+    assert all(len(line) <= width for line in text.splitlines()), "a line is wider than the console"
+    return text
+
+
+@pytest.fixture(scope="session")
+def render_text():
+    """`render_text(renderable, width=100)`: what a reader sees, as text (see `_render_text`)."""
+    return _render_text
+
+
+class FakeTerminal(io.StringIO):
+    """A text stream that says it is a terminal, so progress bars draw into it and can be read back."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal() -> FakeTerminal:
+    """A fresh `FakeTerminal` (an io.StringIO whose isatty() is True)."""
+    return FakeTerminal()
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.fixture(scope="session")
+def runner() -> CliRunner:
+    """typer's CliRunner: `runner.invoke(app, [...], env={...})` runs a command in this process and
+    keeps stdout and stderr apart (`result.stdout`, `result.stderr`, `result.output` for both)."""
+    return CliRunner()
+
+
+PLAIN = {"NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb"}  # what a user piping the output gets: no color, 100 wide
+
+
+def _run_tracer(*args, env: dict | None = None, cwd=None, stdin=None, text: bool = False,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+    """A real `python -m tracer ARGS` process, as a user runs it: this environment plus `PLAIN` plus
+    `env` (a value of None removes the variable). Output is captured (bytes unless `text`)."""
+    full_env = {**os.environ, **PLAIN}
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
+    return subprocess.run([sys.executable, "-m", "tracer", *args], capture_output=True, cwd=cwd, env=full_env,
+                          stdin=stdin, text=text, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def run_tracer():
+    """`run_tracer(*args, env=None, cwd=None, stdin=None, text=False, timeout=60)`: see `_run_tracer`.
+    A test that uses it starts a process: mark it `slow`."""
+    return _run_tracer

@@ -1,0 +1,194 @@
+"""The shape of the code, as docs/architecture.md draws it: small modules, no import cycle among
+tracer's modules (imports inside functions counted), and imports that go one way only: the CLI
+reaches everything, loaders build models, the model runs the decoder, renderers read traces.
+Also: only the CLI imports typer, only renderers import rich, and the core imports numpy and the
+standard library (tiktoken only for tokenizing)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tracer"
+MAX_LINES = 500
+
+# Each module's layer; a module imports modules of its own layer or below, never above.
+LAYERS = {
+    0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
+    1: ["params", "files", "tokens", "checks", "store", "record", "trace"],  # data and its holding
+    2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
+    3: ["model"],  # the Python API's model
+    4: ["hf", "scenario"],  # readers of other formats: a config and arrays, never a Model
+    5: ["loaders", "replay"],  # every Model is built here
+    6: ["render"],  # renderers: read a trace, never compute the model
+    7: ["cli", "__init__", "__main__"],
+}
+RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace"}
+THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
+    "numpy": "everything but the CLI's own startup path",
+    "rich": "render",
+    "typer": "cli",
+    "tiktoken": "tokens",
+}
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name (without `tracer.`) → file, for every module of the package."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(module: str, node: ast.ImportFrom | ast.Import, is_package: bool) -> list[str]:
+    """The tracer modules (dotted, without `tracer.`) an import statement names, and third-party tops."""
+    names = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            names.append(alias.name)
+        return names
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        pkg = module.split(".") if is_package else module.split(".")[:-1]
+        if module == "__init__":
+            pkg = []
+        pkg = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+        base = ".".join(["tracer", *pkg] + ([node.module] if node.module else []))
+    found = [base]
+    for alias in node.names:  # `from . import fmt` imports the submodule tracer.render.fmt
+        found.append(f"{base}.{alias.name}")
+    return found
+
+
+def imports() -> dict[str, set[str]]:
+    """Module → the names it imports anywhere in its file (module level and inside functions)."""
+    mods = modules()
+    out = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        is_package = path.name == "__init__.py"
+        got = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                got.update(_resolve(name, node, is_package))
+        out[name] = got
+    return out
+
+
+def tracer_edges() -> dict[str, set[str]]:
+    """Module → the tracer modules it imports (submodule names resolved to modules that exist)."""
+    mods = modules()
+    out = {}
+    for name, names in imports().items():
+        deps = set()
+        for n in names:
+            if n == "tracer" or not n.startswith("tracer."):
+                continue
+            target = n.removeprefix("tracer.")
+            while target and target not in mods:  # `tracer.render.fmt.num` → `render.fmt`
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                deps.add(target)
+        out[name] = deps
+    return out
+
+
+def layer_of(module: str) -> int:
+    top = module.split(".")[0]
+    for layer, names in LAYERS.items():
+        if top in names:
+            return layer
+    raise AssertionError(f"tracer.{module} is in no layer of tests/test_architecture.py (add it, and to docs/architecture.md)")
+
+
+def test_every_module_is_small():
+    too_big = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not too_big, f"modules over {MAX_LINES} lines: {too_big}"
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        layer_of(name)
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    edges = tracer_edges()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(edges.get(m, ())):
+            if state.get(d) == 1:
+                cycle = path[path.index(d):] + [d]
+                raise AssertionError("import cycle: " + " → ".join(f"tracer.{x}" for x in cycle))
+            if d not in state:
+                visit(d)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def test_imports_go_one_way():
+    wrong = []
+    for m, deps in tracer_edges().items():
+        for d in deps:
+            if layer_of(d) > layer_of(m):
+                wrong.append(f"tracer.{m} (layer {layer_of(m)}) imports tracer.{d} (layer {layer_of(d)})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_renderers_read_traces_and_never_run_the_model():
+    wrong = []
+    for m, deps in tracer_edges().items():
+        if m.split(".")[0] != "render":
+            continue
+        for d in deps:
+            top = d.split(".")[0]
+            if top != "render" and top not in RENDER_MAY_IMPORT:
+                wrong.append(f"tracer.{m} imports tracer.{d}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+@pytest.mark.parametrize("package, allowed", [("typer", {"cli"}), ("rich", {"render"}), ("tiktoken", {"tokens"})])
+def test_third_party_packages_stay_in_their_layer(package, allowed):
+    wrong = sorted(f"tracer.{m}" for m, names in imports().items()
+                   if any(n == package or n.startswith(package + ".") for n in names) and m.split(".")[0] not in allowed)
+    assert not wrong, f"{package} is imported by {wrong}; only {sorted(allowed)} may"
+
+
+def test_the_core_imports_numpy_and_the_standard_library_only():
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    wrong = []
+    for m, names in imports().items():
+        if m.split(".")[0] in ("render", "cli"):
+            continue
+        for n in names:
+            top = n.split(".")[0]
+            if top in ("tracer", "numpy") or top in stdlib or (top == "tiktoken" and m == "tokens"):
+                continue
+            wrong.append(f"tracer.{m} imports {n}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists every package folder, so a non-editable install has all of them."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {"tracer" + "".join("." + p for p in f.parent.relative_to(PACKAGE).parts)
+               for f in PACKAGE.rglob("__init__.py")}
+    assert folders <= listed, f"not listed in pyproject.toml: {sorted(folders - listed)}"
