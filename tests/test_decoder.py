@@ -42,14 +42,15 @@ def test_decoder_matches_naive_reference(n_heads, switches, random_params):
 def test_recorded_names_for_a_two_layer_gpt2_config():
     cfg = Config(d_vocab=10, n_ctx=8, d_model=4, n_heads=2, n_layers=2, dtype="float64")
     block = [
-        "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_dots",
-        "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out",
-        "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
+        "hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
+        "attn.hook_dots", "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "attn.hook_result",
+        "hook_attn_out", "hook_resid_mid", "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post",
+        "hook_mlp_out", "hook_resid_post",
     ]
     want = ["hook_embed", "hook_pos_embed"]
     for l in range(2):
         want += [f"blocks.{l}.{n}" for n in block]
-    want += ["ln_final.hook_normalized", "unembed.hook_in", "logits"]
+    want += ["ln_final.hook_scale", "ln_final.hook_normalized", "unembed.hook_in", "logits"]
     rec = Recorder()
     forward(cfg, init_weights(cfg, 0), [1, 2, 3], rec)
     assert list(rec.store) == want

@@ -122,9 +122,16 @@ def test_scores_screen_matches_hand_dot_products_and_shows_the_mask(run, page_te
     assert row_a.split()[-1] == f"{QK_BA:.3f}"
     assert row_b.split()[-1] == f"{QK_BB:.3f}"
     assert "hidden by the mask" in next(l for l in t.splitlines() if re.match(r"\s+C\s", l))
-    grid = [l for l in t.splitlines() if re.match(r"^[▶ ]\s+[A-F]\s+[●·]", l)]
-    assert [l.split()[-6:] for l in grid][1] == ["●", "●", "·", "·", "·", "·"]  # B sees A and B only
-    assert [l.count("●") for l in grid] == [1, 2, 3, 4, 5, 6]
+    assert "●" not in t  # the table's hidden rows show the mask: no grid repeats it
+
+
+def test_the_mask_grid_shows_when_no_later_key_is_in_the_table(article_like, page_text):
+    m = article_like()
+    gen = m.generate(["A", "B"], max_new_tokens=1)  # B, the followed token, is the last: nothing hidden
+    d = demo.Demo(gen, m.tokenizer)
+    t = page_text(d, demo.build_steps(d), 5)
+    grid = [l for l in t.splitlines() if re.match(r"^[▶ ]\s+[AB]\s+[●·]", l)]
+    assert [l.split()[-2:] for l in grid] == [["●", "·"], ["●", "●"]]  # A sees A; B sees A and B
 
 
 def test_softmax_screen_matches_hand_softmax_and_sums_to_one(run, page_text):
@@ -163,10 +170,10 @@ def test_append_and_cache_screens_follow_every_pass(run, page_text):
     d, steps = run
     t = page_text(d, steps, 13)
     g, h = (VOCAB[i] for i in d.gen.generated_ids)
-    assert re.search(rf"1\s+ABCDEF\s+ABCDEF\s+G{'' if g == 'G' else ' = ' + g}\s", t)
-    assert re.search(rf"2\s+G \(new\)\s+ABCDEFG\s+H{'' if h == 'H' else ' = ' + h}\s", t)
+    assert re.search(rf"0\s+ABCDEF\s+ABCDEF\s+G{'' if g == 'G' else ' = ' + g}\s", t)  # passes count from 0
+    assert re.search(rf"1\s+G \(new\)\s+ABCDEFG\s+H{'' if h == 'H' else ' = ' + h}\s", t)
     kv = page_text(d, steps, 14)
-    assert re.search(r"2\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
+    assert re.search(r"1\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
 
 
 def test_cache_screen_without_the_cache_recomputes_everything(page_text, article_like):
@@ -175,8 +182,8 @@ def test_cache_screen_without_the_cache_recomputes_everything(page_text, article
     d = demo.Demo(gen, m.tokenizer)
     kv = page_text(d, demo.build_steps(d), 14)
     assert "did not use the cache" in kv
-    assert re.search(r"2\s+G\s+ABCDEFG\s+—\s", kv)  # all seven computed, none reused
-    assert re.search(r"2\s+G \(new\)", page_text(d, demo.build_steps(d), 13)) is None
+    assert re.search(r"1\s+G\s+ABCDEFG\s+—\s", kv)  # all seven computed, none reused
+    assert re.search(r"1\s+G \(new\)", page_text(d, demo.build_steps(d), 13)) is None
 
 
 def test_screens_never_run_the_model(run, monkeypatch, render_text):

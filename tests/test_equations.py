@@ -62,7 +62,8 @@ def test_normalize_gives_the_bits_of_the_mean_based_formula():
         x = (rng.standard_normal((7, 768)) * 3 + 1).astype(dt)  # [pos, d_model]
         c = x - x.mean(axis=-1, keepdims=True)
         want = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)  # the formula as first written
-        got = normalize(x, 1e-5)
+        got, scale = normalize(x, 1e-5)
+        assert scale.shape == (7, 1) and np.array_equal(c / scale, got)
         assert got.dtype == dt and np.array_equal(got, want)
 
 

@@ -165,7 +165,7 @@ def test_cli_download_explains_the_missing_optional_package(monkeypatch, runner)
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import raises ImportError
     r = runner.invoke(app, ["download", "gpt2-medium"])
     assert r.exit_code == 2
-    assert "pip install 'tracer[download]'" in r.output and "openai-community/gpt2-medium" in r.output
+    assert "pip install huggingface_hub" in r.output and "openai-community/gpt2-medium" in r.output
 
 
 def test_download_fetches_both_files_into_a_cache_that_load_finds(tmp_path, monkeypatch):
@@ -257,7 +257,7 @@ def test_name_not_found_names_every_place_searched(tmp_path, monkeypatch):
         assert f"{place}/models--openai-community--gpt2-medium/snapshots/*/" in msg
         assert f"{place}/models--gpt2-medium/snapshots/*/" in msg
     assert "huggingface-cli download openai-community/gpt2-medium config.json model.safetensors" in msg
-    assert "pip install 'tracer[download]' && tracer download gpt2-medium" in msg
+    assert "pip install huggingface_hub && tracer download gpt2-medium" in msg
     assert "\n" not in msg
 
 

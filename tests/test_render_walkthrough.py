@@ -4,8 +4,8 @@ number below is worked out by hand in the test.
 The toy model: a 3-word vocabulary (cat, sat, mat), d_model 2, one head, one layer, the article's
 simplified block (explicit positions, no layer norm, no MLP, no residual, unscaled scores), W_Q,
 W_K and W_O the identity, W_V = diag(0.5, 2), in float64. For the prompt "cat sat":
-  x_A = E_A + P1 = [0.9, -0.1] + [0.1, 0.1] = [1.0, 0.0]
-  x_B = E_B + P2 = [0.4, 0.6] + [0.2, 0.2] = [0.6, 0.8]
+  x_A = E_A + P_A = [0.9, -0.1] + [0.1, 0.1] = [1.0, 0.0]
+  x_B = E_B + P_B = [0.4, 0.6] + [0.2, 0.2] = [0.6, 0.8]
   B_Q·A_K = 0.6, B_Q·B_K = 1.0, softmax([0.6, 1.0]) = [1/(1+e^0.4), e^0.4/(1+e^0.4)] = [0.401, 0.599]
   A_V = [0.5, 0], B_V = [0.3, 1.6], so B's new representation = 0.401×A_V + 0.599×B_V = [0.380, 0.958]
   logits of B = z_B · W_U with W_U = [[1, 0, 0.5], [0, 1, 0.5]]: cat 0.380, sat 0.958, mat 0.669.
@@ -82,7 +82,7 @@ def test_first_layer_token_by_token(width, toy, render_text):
     out = render_text(walkthrough(gen, m.tokenizer, View()), width)
     flat = squash(out)
     assert "E_A = [0.900, -0.100]" in flat
-    assert "P1 = [0.100, 0.100]" in flat
+    assert "P_A = [0.100, 0.100]" in flat  # the position vector at A's place (the article's P1)
     assert "x_A = [1.000, 0.000]" in flat
     assert "x_B = [0.600, 0.800]" in flat
     assert "B_Q = x_B·W_Q + b_Q = [0.600, 0.800]" in flat

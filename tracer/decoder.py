@@ -32,17 +32,19 @@ from .record import NOTHING, Recorder
 
 def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCache | None" = None) -> np.ndarray:  # [pos] → [pos, d_vocab]
     """Logits for `tokens` (the new tokens only, when a cache holds the earlier ones).
-    `weights`: a `tracer.fast.Weights`, or the parameters by name (laid out here)."""
+    `weights`: a `tracer.fast.Weights`, or the parameters by name (laid out here). `tokens` may be
+    a batch [batch, pos] of sequences of one length (training); then every array has a batch axis."""
     w = weights if isinstance(weights, Weights) else layout(cfg, weights)
     tokens = np.asarray(tokens, dtype=np.int64)  # [pos]
+    n = tokens.shape[-1]
     start = cache.length if cache is not None else 0
     x = rec("hook_embed", embed(w.W_E, tokens).astype(cfg.dtype, copy=False))  # [pos, d_model]
     if cfg.positional != "none":
-        x = x + rec("hook_pos_embed", position_vectors(w.W_pos, start, len(tokens)))  # [pos, d_model]
+        x = x + rec("hook_pos_embed", position_vectors(w.W_pos, start, n))  # [pos, d_model]
     for l, layer in enumerate(w.layers):
         x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None)
     if cache is not None:
-        cache.length = start + len(tokens)
+        cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
     return rec("logits", w.unembed(x))  # [pos, d_vocab]
 
@@ -68,7 +70,9 @@ def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder) -> np.ndar
     """Layer norm (when the model has one): zero mean and unit variance, then the gain and bias."""
     if ln is None:
         return x
-    return scale_and_shift(rec("hook_normalized", normalize(x, cfg.ln_eps)), *ln)
+    normalized, scale = normalize(x, cfg.ln_eps)  # [pos, d_model], [pos, 1]
+    rec("hook_scale", scale)
+    return scale_and_shift(rec("hook_normalized", normalized), *ln)
 
 
 def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
@@ -82,7 +86,7 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None) -> n
     scores = rec("hook_attn_scores", scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores)))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
-    rec.later("hook_result", head_results, z, w.W_O, shape=(z.shape[0], z.shape[1], w.W_O.shape[-1]))
+    rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
     return w.out(merge_heads(z))  # [pos, d_model]
 
 

@@ -9,8 +9,9 @@ weights (`causal_softmax`), the weights blend the values (`attend`: the article'
 the MLP applies GELU (`gelu_new`) between two affine maps, the unembedding gives one score per
 vocabulary token, and `tempered_softmax` turns the last one's scores into probabilities. picoGPT's `gpt2.py` reads the same way.
 
-Axis names in the shape comments: pos, head, d_head, query_pos, key_pos, d_model, d_mlp, d_vocab.
-Pure functions of arrays; `tracer.decoder` composes them into blocks and records what they make.
+Axis names in the shape comments: pos, head, d_head, query_pos, key_pos, d_model, d_mlp, d_vocab;
+any of them may follow a leading batch axis ([batch, pos, …], as training uses). Pure functions of
+arrays; `tracer.decoder` composes them into blocks and records what they make.
 Core module: imports numpy only.
 """
 
@@ -29,12 +30,14 @@ def position_vectors(W_pos: np.ndarray, start: int, n: int) -> np.ndarray:  # [n
     return W_pos[start : start + n]  # [pos, d_model]
 
 
-def normalize(x: np.ndarray, eps: float) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """Layer norm before its weight and bias: zero mean, unit variance per position."""
+def normalize(x: np.ndarray, eps: float):  # [pos, d_model] → [pos, d_model], [pos, 1]
+    """Layer norm before its weight and bias: zero mean, unit variance per position. Also gives the
+    scale it divided by, √(variance + eps) (TransformerLens's `hook_scale`)."""
     d = x.shape[-1]  # add.reduce / d is ndarray.mean without its Python wrapper (the same bits)
     centred = x - np.add.reduce(x, axis=-1, keepdims=True) / d  # [pos, d_model]
     var = np.add.reduce(centred * centred, axis=-1, keepdims=True) / d  # [pos, 1]
-    return centred / np.sqrt(var + eps)  # [pos, d_model]
+    scale = np.sqrt(var + eps)  # [pos, 1]
+    return centred / scale, scale  # [pos, d_model], [pos, 1]
 
 
 def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
@@ -46,13 +49,13 @@ def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.
 
 def split_heads(qkv: np.ndarray, n_heads: int):  # [pos, 3·head·d_head] → 3 × [pos, head, d_head]
     """x·[W_Q | W_K | W_V] + [b_Q | b_K | b_V], cut into each head's Query, Key and Value (views)."""
-    qkv = qkv.reshape(qkv.shape[0], 3, n_heads, -1)  # [pos, 3, head, d_head]
-    return qkv[:, 0], qkv[:, 1], qkv[:, 2]  # [pos, head, d_head] each
+    qkv = qkv.reshape(*qkv.shape[:-1], 3, n_heads, -1)  # [pos, 3, head, d_head]
+    return qkv[..., 0, :, :], qkv[..., 1, :, :], qkv[..., 2, :, :]  # [pos, head, d_head] each
 
 
 def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [query_pos, head, d_head], [key_pos, head, d_head] → [head, query_pos, key_pos]
     """Q·K for every head, query and key: how well each query matches each key."""
-    return np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0))  # [head, query_pos, key_pos]
+    return np.matmul(q.swapaxes(-3, -2), k.swapaxes(-3, -2).swapaxes(-1, -2))  # [head, query_pos, key_pos]
 
 
 def causal_mask(n_query: int, n_key: int) -> np.ndarray:  # → [query_pos, key_pos] bool
@@ -85,18 +88,18 @@ def causal_softmax(scores: np.ndarray) -> np.ndarray:  # [head, query_pos, key_p
 
 def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos], [key_pos, head, d_head] → [pos, head, d_head]
     """The weighted sum of values: the article's 0.4×A_V + 0.6×B_V for B."""
-    z = np.matmul(pattern, v.transpose(1, 0, 2))  # [head, query_pos, d_head]
-    return z.transpose(1, 0, 2)  # [pos, head, d_head]
+    z = np.matmul(pattern, v.swapaxes(-3, -2))  # [head, query_pos, d_head]
+    return z.swapaxes(-3, -2)  # [pos, head, d_head]
 
 
 def head_results(z: np.ndarray, W_O: np.ndarray) -> np.ndarray:  # [pos, head, d_head], [head, d_head, d_model] → [pos, head, d_model]
     """Each head's output after its own slice of W_O, before the heads are summed."""
-    return np.matmul(z.transpose(1, 0, 2), W_O).transpose(1, 0, 2)  # [pos, head, d_model]
+    return np.matmul(z.swapaxes(-3, -2), W_O).swapaxes(-3, -2)  # [pos, head, d_model]
 
 
 def merge_heads(z: np.ndarray) -> np.ndarray:  # [pos, head, d_head] → [pos, head·d_head]
     """The heads' outputs laid end to end, ready for W_O (one product sums the heads' shares)."""
-    return z.reshape(z.shape[0], -1)  # [pos, head * d_head]
+    return z.reshape(*z.shape[:-2], -1)  # [pos, head * d_head]
 
 
 def gelu_new(x: np.ndarray) -> np.ndarray:  # [pos, d_mlp] → [pos, d_mlp]

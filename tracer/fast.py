@@ -29,17 +29,18 @@ class Affine:
     W: np.ndarray  # [d_in, d_out]
     b: np.ndarray  # [d_out]
     rows: np.ndarray | None = None  # W transposed, C-contiguous [d_out, d_in]: read by one-position steps
-    by_rows: bool = False  # always compute (W.T @ x.T).T: the unembedding, whose W.T is W_E's rows
+    by_rows: bool = False  # compute (W.T @ x.T).T for one sequence: the unembedding, whose W.T is W_E's rows
 
     def __call__(self, x: np.ndarray) -> np.ndarray:  # [pos, d_in] → [pos, d_out]
-        if self.by_rows:
-            out = np.matmul(self.W.T, x.T).T  # [pos, d_out] (Fortran-ordered: the same values)
-        elif self.rows is not None and x.shape[0] == 1:
-            out = (self.rows @ x[0])[None]  # [1, d_out]
+        rows = x.reshape(-1, x.shape[-1])  # [pos, d_in] (a batch's positions one after another)
+        if self.by_rows and x.ndim == 2:  # (a batch, in training, wants its logits row by row: C order)
+            out = np.matmul(self.W.T, rows.T).T  # [pos, d_out] (Fortran-ordered: the same values)
+        elif self.rows is not None and rows.shape[0] == 1:
+            out = (self.rows @ rows[0])[None]  # [1, d_out]
         else:
-            out = x @ self.W  # [pos, d_out]
+            out = rows @ self.W  # [pos, d_out]
         out += self.b
-        return out
+        return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 @dataclass

@@ -52,6 +52,45 @@ def atomic_write(path: str | os.PathLike, write) -> None:
             tmp.unlink()
 
 
+def check_output_folder(path, option: str, force: bool) -> None:
+    """Refuse an output folder before any work: a file in its place, a missing or read-only parent, or
+    a folder that holds something already (unless `force`)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise TracerError(f"{option} {path}: is a file; give a folder")
+    if p.is_dir() and any(p.iterdir()) and not force:
+        raise TracerError(f"{option} {path}: exists and is not empty; give --force to replace it")
+    parent = p.absolute().parent
+    if not parent.is_dir():
+        raise TracerError(f"{option} {path}: folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TracerError(f"{option} {path}: folder {str(parent)!r} is not writable")
+
+
+def atomic_folder(path, fill) -> None:
+    """Make folder `path` whole or not at all: `fill(tmp)` writes into a temporary sibling folder,
+    which then takes the place of `path` (an old `path` is removed only once the new one is in place)."""
+    import shutil
+
+    path = Path(path).absolute()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    try:
+        tmp.mkdir()
+        fill(tmp)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except OSError as e:
+        if old.exists() and not path.exists():
+            os.replace(old, path)  # put the old folder back
+        raise TracerError(f"{path}: cannot write ({e.strerror or e})") from None
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
 def save_npz(path, arrays) -> None:
     """Write an `.npz` as `np.savez` does (the same bytes), from a mapping or from (name, array)
     pairs, one array at a time: a lazily rebuilt array (`tracer.record.Store`) is made, written

@@ -253,7 +253,8 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def read_folder(path, name: str | None = None, progress=None):
     """A GPT-2 folder with config.json and model.safetensors (either key layout): its config, its
     parameters (TransformerLens names, views of the mapped file), each layer's c_attn (the fused
-    Q|K|V matrix the decoder reads, so it is not copied) and the folder's path.
+    Q|K|V matrix the decoder reads, so it is not copied), the folder's path, and how it was trained
+    when `tracer train` made it (training.json; else None).
 
     `progress(total_bytes, label)`: a context manager giving `advance(n_bytes)`, called as the
     tensors are checked (the one read of the file's bytes); the CLI passes a progress bar."""
@@ -274,7 +275,21 @@ def read_folder(path, name: str | None = None, progress=None):
             check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
             t[k] = arr
     W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer
-    return cfg, translate(cfg, t), W_qkv, str(folder)
+    return cfg, translate(cfg, t), W_qkv, str(folder), read_training(folder)
+
+
+def read_training(folder: Path) -> dict | None:
+    """How the weights were trained, when `tracer train` made them (training.json), else None."""
+    where = folder / "training.json"
+    if not where.is_file():
+        return None
+    try:
+        info = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TracerError(f"{where}: not readable JSON ({e})") from None
+    if not isinstance(info, dict) or info.get("format") != "tracer-training":
+        raise TracerError(f"{where}: not a tracer training record (no \"format\": \"tracer-training\")")
+    return info
 
 
 # --------------------------------------------------------------------------- the local HF cache
@@ -344,7 +359,7 @@ def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
 def how_to_get(short: str) -> str:
     repo = hub_repos(short)[1][0]
     return (f"get them with: huggingface-cli download {repo} config.json model.safetensors, "
-            f"or: pip install 'tracer[download]' && tracer download {short}")
+            f"or: pip install huggingface_hub && tracer download {short}")
 
 
 def cached_folder(name: str) -> Path:
@@ -371,3 +386,61 @@ def download(name: str, fetch) -> Path:
         except Exception as e:  # network, authentication, disk: one line, no traceback
             raise TracerError(f"download {repos[0]}/{f}: {type(e).__name__}: {e}") from None
     return paths[0].parent
+
+
+# --------------------------------------------------------------------------- writing a GPT-2 folder
+
+
+def gpt2_tensors(cfg: Config, params: dict) -> dict[str, np.ndarray]:
+    """TransformerLens names → transformers' GPT-2 layout (`transformer.h.0.attn.c_attn.weight`, …):
+    the inverse of `translate`. Refuses what GPT-2 cannot hold."""
+    fits = (cfg.positional == "learned" and cfg.layer_norm and cfg.mlp and cfg.residual and cfg.scale_scores
+            and cfg.n_heads * cfg.d_head == cfg.d_model)
+    if not fits:
+        raise TracerError("only a GPT-2 block (learned positions, layer norm, MLP, residual, scaled scores, "
+                          "n_heads × d_head = d_model) saves in GPT-2's layout")
+    if np.any(params["b_U"] != 0):
+        raise TracerError("GPT-2 has no unembedding bias, and b_U is not zero")
+    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+    t = {"transformer.wte.weight": params["W_E"], "transformer.wpe.weight": params["W_pos"]}
+    for l in range(cfg.n_layers):
+        b, h = f"blocks.{l}.", f"transformer.h.{l}."
+        a = b + "attn."
+        t[h + "ln_1.weight"], t[h + "ln_1.bias"] = params[b + "ln1.w"], params[b + "ln1.b"]
+        t[h + "attn.c_attn.weight"] = np.concatenate(
+            [params[a + f"W_{m}"].transpose(1, 0, 2).reshape(dm, H * dh) for m in "QKV"], axis=1)  # [d_model, 3·d_model]
+        t[h + "attn.c_attn.bias"] = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])
+        t[h + "attn.c_proj.weight"] = params[a + "W_O"].reshape(H * dh, dm)
+        t[h + "attn.c_proj.bias"] = params[a + "b_O"]
+        t[h + "ln_2.weight"], t[h + "ln_2.bias"] = params[b + "ln2.w"], params[b + "ln2.b"]
+        t[h + "mlp.c_fc.weight"], t[h + "mlp.c_fc.bias"] = params[b + "mlp.W_in"], params[b + "mlp.b_in"]
+        t[h + "mlp.c_proj.weight"], t[h + "mlp.c_proj.bias"] = params[b + "mlp.W_out"], params[b + "mlp.b_out"]
+    t["transformer.ln_f.weight"], t["transformer.ln_f.bias"] = params["ln_final.w"], params["ln_final.b"]
+    if not cfg.tied_unembed:
+        t["lm_head.weight"] = params["W_U"].T  # [d_vocab, d_model]
+    return t
+
+
+def gpt2_config(cfg: Config) -> dict:
+    """config.json for transformers' GPT2LMHeadModel."""
+    return {
+        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.0,
+        "bos_token_id": 50256, "embd_pdrop": 0.0, "eos_token_id": 50256, "initializer_range": 0.02,
+        "layer_norm_epsilon": cfg.ln_eps, "model_type": "gpt2", "n_embd": cfg.d_model, "n_head": cfg.n_heads,
+        "n_inner": None if cfg.d_mlp == 4 * cfg.d_model else cfg.d_mlp, "n_layer": cfg.n_layers,
+        "n_positions": cfg.n_ctx, "resid_pdrop": 0.0, "scale_attn_weights": True,
+        "tie_word_embeddings": cfg.tied_unembed, "vocab_size": cfg.d_vocab,
+    }
+
+
+def write_folder(folder, cfg: Config, params: dict, dtype: str = "float32", extra: dict | None = None) -> None:
+    """config.json and model.safetensors in transformers' GPT-2 layout (`from_pretrained` reads them),
+    each written atomically, and `extra` files (name → a dict, written as JSON, or the file's text) beside them."""
+    from .files import atomic_write, save_safetensors
+
+    folder = Path(folder)
+    tensors = {k: np.ascontiguousarray(v, dtype=dtype) for k, v in gpt2_tensors(cfg, params).items()}
+    save_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
+    for name, data in {"config.json": gpt2_config(cfg), **(extra or {})}.items():
+        text = data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=True) + "\n"
+        atomic_write(folder / name, lambda f, t=text: f.write(t.encode("utf-8")))

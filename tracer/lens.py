@@ -93,7 +93,7 @@ def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
     """
     x = resid
     if cfg.layer_norm:
-        x = scale_and_shift(normalize(x, cfg.ln_eps), params["ln_final.w"], params["ln_final.b"])  # [pos, d_model]
+        x = scale_and_shift(normalize(x, cfg.ln_eps)[0], params["ln_final.w"], params["ln_final.b"])  # [pos, d_model]
     logits = x @ W_U  # [pos, d_vocab]
     logits += params["b_U"]
     return logits

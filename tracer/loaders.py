@@ -1,6 +1,7 @@
 """`tracer.load(name_or_path)`: every way a `Model` is built, in one place.
 
-Understood: "tiny" (the default embedded model), a scenario name or `.toml` file, a weights file
+Understood: "abc" (the default: a small GPT-2 trained by `tracer train`, shipped in
+`tracer/models/abc`), "tiny" (an untrained 24-layer model), a scenario name or `.toml` file, a weights file
 (`.npz` / `.safetensors` written by tracer), a folder holding a Hugging Face GPT-2
 (`config.json` + `model.safetensors`), or a GPT-2 name found in the local Hugging Face cache.
 The readers (`tracer.hf`, `tracer.scenario`, `tracer.files`) give a config and arrays; this
@@ -19,7 +20,12 @@ from .params import init_weights, param_shapes
 from .settings import check_seed
 from .tokens import get_tokenizer
 
-BUILTIN = {"tiny": "the embedded model: GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights"}
+SHIPPED = Path(__file__).resolve().parent / "models"  # trained models that come with tracer, one folder each
+DEFAULT_MODEL = "abc"
+BUILTIN = {
+    "abc": "the default: a 4-layer GPT-2 (d_model 64, 4 heads) trained by `tracer train` on tools/make_corpus.py's corpus",
+    "tiny": "the GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights",
+}
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -27,15 +33,17 @@ def tiny(seed: int = 0) -> Model:
     return Model(TINY, init_weights(TINY, seed), get_tokenizer("gpt2"), "tiny", seed)
 
 
-def load(name_or_path: str = "tiny", seed: int = 0, progress=None) -> Model:
+def load(name_or_path: str = DEFAULT_MODEL, seed: int = 0, progress=None) -> Model:
     """A model by name or path; see the module docstring for what is understood. `seed`: the seed of
     weights not given (the untrained models'). `progress`: see `tracer.hf.read_folder`."""
     name = str(name_or_path)
     seed = check_seed(seed)
     if name == "tiny":
         return tiny(seed)
+    if name in BUILTIN:
+        return hf_model(SHIPPED / name, name=name)
     if not name.strip() or "\x00" in name:
-        raise TracerError(f"model {name!r}: not a model name or path; try 'tiny' (the default) or 'gpt2'")
+        raise TracerError(f"model {name!r}: not a model name or path; try {DEFAULT_MODEL!r} (the default), 'tiny' or 'gpt2'")
     try:
         return _load_path(name, Path(name).expanduser(), seed, progress)
     except OSError as e:  # a name too long for a path, a folder we may not read, …
@@ -87,9 +95,9 @@ def hf_model(folder, name: str | None = None, progress=None) -> Model:
     """A Hugging Face GPT-2 folder (config.json + model.safetensors, either key layout)."""
     from .hf import read_folder
 
-    cfg, params, W_qkv, where = read_folder(folder, name, progress)
+    cfg, params, W_qkv, where, training = read_folder(folder, name, progress)
     return Model(cfg, params, get_tokenizer("gpt2"), name or str(folder), trained=True,
-                 weights=layout(cfg, params, W_qkv=W_qkv), source=where)
+                 weights=layout(cfg, params, W_qkv=W_qkv), source=where, training=training)
 
 
 def scenario_model(scn) -> Model:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backward import loss_and_grads
 from .config import Config
 from .decoder import forward
 from .errors import TracerError
@@ -33,7 +34,7 @@ from .version import __version__
 class Model:
     def __init__(self, config: Config, params: Params, tokenizer: Tokenizer, name: str = "custom",
                  seed: int | None = None, trained: bool = False, weights: Weights | None = None,
-                 source: str | None = None):
+                 source: str | None = None, training: dict | None = None):
         if tokenizer.n_vocab > config.d_vocab:
             raise TracerError(
                 f"model {name}: the tokenizer has {tokenizer.n_vocab} tokens but the model only {config.d_vocab}"
@@ -44,12 +45,16 @@ class Model:
         self.name = name
         self.seed = seed  # the seed its weights were drawn with, where they were drawn
         self.trained = trained
+        self.training = training  # how `tracer train` made these weights (its training.json), if it did
         self.source = source
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
 
     def meta(self) -> dict:
-        return {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
+        meta = {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
                 "trained": self.trained, "tracer_version": __version__}
+        if self.training:  # what a trace's header says instead of "untrained" (without the loss curve)
+            meta["training"] = {k: v for k, v in self.training.items() if k != "losses"}
+        return meta
 
     def tokenize(self, prompt_or_ids, truncate: str | None = None, room: int = 0) -> list[int]:
         """Token ids for a prompt string, a list of words (word-list vocabularies) or a list of ids.
@@ -92,6 +97,13 @@ class Model:
         for meta in [gen.meta] + [s.meta for s in gen.steps]:
             meta.update(prompt.meta())
         return gen
+
+    def loss_and_grads(self, prompt_or_ids) -> tuple[float, dict]:
+        """The mean next-token cross-entropy of the prompt (position i predicts token i + 1, as
+        transformers' `GPT2LMHeadModel(ids, labels=ids).loss`) and every parameter's gradient, by
+        TransformerLens name (`tracer.backward`)."""
+        ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
+        return loss_and_grads(self.config, self.weights, ids)
 
     def __repr__(self) -> str:
         c = self.config

@@ -10,7 +10,8 @@ need not be held whole, because nothing is lost:
     it gave the same bits; a value recorded with `later` (each head's share of the attention
     output) is only ever a recipe, computed when first read.
 Reading `store[name]` always gives the whole array, bit for bit the one recorded or read from a
-file (rebuilt on access, read-only; the last REBUILT_KEPT rebuilt arrays are kept).
+file (rebuilt on access; the last REBUILT_KEPT rebuilt arrays are kept). Every array a store gives
+is read-only: a trace records what was computed (copy an array to change it).
 
 `Store.put(name, value, trusted)` applies the table: `trusted=True` for values the decoder just
 made (a recipe exact by construction is not recomputed, a causal array's masked half is not
@@ -190,6 +191,8 @@ class Store(MutableMapping):
                 if got is not None:
                     held = got
                     break
+        if isinstance(held, np.ndarray):
+            held.flags.writeable = False  # a trace records what was computed: copy an array to change it
         self._d[name] = held
         if held is value:
             self._rebuilt.pop(name, None)
@@ -223,6 +226,8 @@ class Store(MutableMapping):
         return hit
 
     def __setitem__(self, name: str, value) -> None:
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
         self._d[name] = value
         self._rebuilt.pop(name, None)
 

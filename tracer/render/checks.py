@@ -63,7 +63,7 @@ def _diff(c, p: int) -> str:
 
 def _check_name(c) -> str:
     idx = ", ".join(str(i) for i in c.index)
-    return f"{c.name}[{idx}]" + (f" (step {c.step})" if c.step else "")
+    return f"{c.name}[{idx}]" + (f" (pass {c.step})" if c.step else "")
 
 
 def check_line(c, p: int, dims: int, where: bool = False) -> Text:

@@ -43,6 +43,11 @@ def integer(n) -> str:
     return f"{int(n):,}"
 
 
+def count(n: int, noun: str) -> str:
+    """'1 layer', '24 layers', '2 heads' (with thousands separators)."""
+    return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
+
+
 def shape(*dims) -> str:
     """A matrix shape as the article writes it: '8 × 50,257'."""
     return " × ".join(integer(d) for d in dims)
@@ -101,11 +106,10 @@ def column_vec(v, p: int = 3, dims: int = 8) -> str:
     a = np.asarray(v, dtype=float).reshape(-1)  # [n]
     w = max(p + 3, max((len(num(x, p)) for x in a), default=1))
     if len(a) <= dims:
-        sep = ", " if len(a) <= 6 else " "
-        return "[" + sep.join(num(x, p).rjust(w) for x in a) + "]"
-    head = " ".join(num(x, p).rjust(w) for x in a[:4])
-    tail = " ".join(num(x, p).rjust(w) for x in a[-2:])
-    return f"[{head} … {tail}]"
+        return "[" + ", ".join(num(x, p).rjust(w) for x in a) + "]"
+    head = ", ".join(num(x, p).rjust(w) for x in a[:4])
+    tail = ", ".join(num(x, p).rjust(w) for x in a[-2:])
+    return f"[{head}, …, {tail}]"
 
 
 def cprob(x) -> str:

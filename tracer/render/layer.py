@@ -14,26 +14,37 @@ from .fmt import bar, letters, num, prob, shape
 from .text import indent, line, section
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
+BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, and "… N more"
+
+
+def strongest(pattern, k: int):  # [key_pos] → the k keys with the largest weights, in key order
+    """The k keys a query weighs most (all of them when there are at most k)."""
+    import numpy as np
+
+    if pattern is None or len(pattern) <= k:
+        return list(range(len(pattern) if pattern is not None else 0))
+    return sorted(int(j) for j in np.argsort(-np.asarray(pattern), kind="stable")[:k])
 
 
 @group()
-def token_at_layer(ctx: Ctx, t: int, layer: int):
-    """Token t through one layer: its heading, then every step indented below it."""
+def token_at_layer(ctx: Ctx, t: int, layer: int, parts: frozenset = frozenset({"embed", "attention"})):
+    """Token t through one layer: its heading, then every step indented below it. `parts`: "embed"
+    (the layer's input: embedding and position vector), "attention" (the rest of the layer)."""
     k = ctx.step_of(t)
     head_line = line((f"{ctx.labels[t]}:", "bold"), f"  {ctx.text(ctx.ids[t])}  (position {t})")
     if k > 0:
-        head_line.append(f", generated: its own pass, step {k}", style="italic")
+        head_line.append(f", generated: computed by pass {k}", style="italic")
     yield head_line
-    yield indent(token_steps(ctx, t, layer))
+    yield indent(token_steps(ctx, t, layer, parts))
 
 
 @group()
-def token_steps(ctx: Ctx, t: int, layer: int):
+def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
     """Input, layer norm, what the mask hides, every shown head, then W_O, the residual and the MLP."""
     cfg, L = ctx.cfg, ctx.labels[t]
     b = f"blocks.{layer}."
     x = ctx.at(b + "hook_resid_pre", t)
-    if layer == 0:
+    if layer == 0 and "embed" in parts:
         E = ctx.at("hook_embed", t)
         if E is not None:
             yield ctx.eq(f"{L} queries the embedding matrix W_E ({shape(cfg.d_vocab, cfg.d_model)}) at row "
@@ -43,15 +54,18 @@ def token_steps(ctx: Ctx, t: int, layer: int):
             P = ctx.at("hook_pos_embed", t)
             kind = {"learned": "learned", "sinusoidal": "sin/cos", "explicit": "given"}[cfg.positional]
             if P is not None:
-                yield ctx.eq(f"+ position vector (W_pos row {t}, {kind})", f"P{t + 1}", ctx.v(P))
+                yield ctx.eq(f"+ position vector (W_pos row {t}, {kind})", f"P_{L}", ctx.v(P))
                 yield from ctx.checks_at("hook_pos_embed", t)
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
         elif x is not None:
             yield ctx.eq("no position vectors (positional = none), so the input is E itself", f"x_{L}", ctx.v(x))
-    elif x is not None:
+    elif x is not None and layer > 0:
         yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
-    yield from ctx.checks_at(b + "hook_resid_pre", t)
+    if layer > 0 or "embed" in parts:
+        yield from ctx.checks_at(b + "hook_resid_pre", t)
+    if "attention" not in parts:
+        return
     if cfg.layer_norm:
         ln = ctx.at(b + "ln1.hook_normalized", t)
         if ln is not None:
@@ -146,7 +160,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     if pattern is not None:
         tab.add_column("weight", justify="right", footer=num(float(pattern.sum()), p))
         tab.add_column("", no_wrap=True, style="cyan")
-    for j in range(n_keys):
+    shown = strongest(pattern, BRIEF_KEYS) if ctx.view.brief and pattern is not None else list(range(n_keys))
+    for j in shown:
         row = [ctx.labels[j]]
         if dots is not None:
             row.append(num(dots[j], p))
@@ -155,6 +170,11 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         if pattern is not None:
             row += [prob(pattern[j], p), bar(pattern[j], 10)]
         tab.add_row(*row)
+    if len(shown) < n_keys:  # pattern is not None: the weights chose the keys shown
+        rest = n_keys - len(shown)
+        left = float(pattern.sum() - pattern[shown].sum())
+        tab.add_row(f"… {rest} more", *([""] * (len(tab.columns) - 3)), prob(left, p), "(--full lists them)",
+                    style="dim")
     how = f"{L}_Q · each visible key" + (f", ÷ √d_head = √{cfg.d_head}" if scaled else "") + \
         (", softmax → weights that sum to 1" if pattern is not None else "")
     yield line("attention scores: ", how)
@@ -168,7 +188,10 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
     z = ctx.at(a + "hook_z", t)
     if pattern is not None and z is not None:
-        terms = " + ".join(f"{num(pattern[j], p)}×{ctx.labels[j]}_V" for j in range(n_keys))
+        terms = " + ".join(f"{num(pattern[j], p)}×{ctx.labels[j]}_V" for j in shown)
+        if len(shown) < n_keys:
+            terms += (f" + … ({n_keys - len(shown)} more terms, weights summing to "
+                      f"{prob(float(pattern.sum() - pattern[shown].sum()), p)})")
         whose = f"{L}'s new representation" + (f" from head {h}" if H > 1 else "")
         yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
         yield from ctx.checks_at(a + "hook_z", t, h)
@@ -220,10 +243,13 @@ def after_attention(ctx: Ctx, t: int, layer: int):
 
 
 @group()
-def layer_section(ctx: Ctx, layer: int, number: str):
+def layer_section(ctx: Ctx, layer: int, number: str, parts: frozenset = frozenset({"embed", "attention"})):
     cfg = ctx.cfg
-    name = "First layer" if layer == 0 else f"Layer {layer}"
-    yield section(f"{number} · {name} (layer {layer} of {cfg.n_layers}), token by token")
+    if "attention" not in parts:
+        yield section(f"{number} · The first layer's input: embedding and position vector, token by token")
+    else:
+        name = "First layer" if layer == 0 else f"Layer {layer}"
+        yield section(f"{number} · {name} (layer {layer} of {cfg.n_layers}), token by token")
     if layer > 0:
         yield line(f"Each token starts from its output of layer {layer - 1}, which already holds context from "
                        f"the tokens to its left, and repeats the same steps with this layer's own W_Q, W_K, W_V.")
@@ -233,4 +259,4 @@ def layer_section(ctx: Ctx, layer: int, number: str):
             skip = list(range(shown[i - 1] + 1, t))
             yield Text(f"{letters([ctx.labels[s] for s in skip])}: the same steps, each seeing the tokens to its "
                            f"left (--token {ctx.labels[skip[0]]} shows one, --full shows all)", style="dim")
-        yield token_at_layer(ctx, t, layer)
+        yield token_at_layer(ctx, t, layer, parts)

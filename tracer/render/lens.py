@@ -86,4 +86,4 @@ def logit_lens_view(step, tokenizer, view) -> Group:
                      f"layers. Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
-    return Group(Fit(build, 11, 13), *(Text(x) for x in notes))
+    return Group(Fit(build, n_cols), *(Text(x) for x in notes))

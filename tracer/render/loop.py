@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokens import label
-from .fmt import cprob, integer, num, prob, sequence, span, stok, tok
+from .fmt import count, cprob, integer, num, prob, sequence, span, stok, tok
 
 
 def cache_rows(gen) -> list[dict]:
@@ -37,7 +37,7 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     rows = cache_rows(gen)
     t = Table(title=f"KV cache ({'on' if on else 'off: --no-cache'}): rows reused and computed per pass",
               title_justify="left")
-    for c, j in (("step", "right"), ("reused | computed", "left"), ("rows", "right"), ("multiply-adds", "right"),
+    for c, j in (("pass", "right"), ("reused | computed", "left"), ("rows", "right"), ("multiply-adds", "right"),
                  ("recompute all", "right"), ("saved", "right")):
         t.add_column(c, justify=j, no_wrap=True)
     for r in rows:
@@ -53,8 +53,8 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     full = sum(r["full"] for r in rows)
     per_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
     notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass.",
-             f"Each reused row is that token's keys and values in every layer: 2 × {cfg.n_layers} layers × "
-             f"{cfg.n_heads} heads × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
+             f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
+             f"{count(cfg.n_heads, 'head')} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
     if len(rows) > 1 and on:
         notes.append(f"Total: {integer(done)} multiply-adds with the cache against {integer(full)} recomputing every "
                      f"row each pass: {100 * (full - done) / full:.0f}% saved.")
@@ -85,7 +85,7 @@ def verify_cache_view(result: dict) -> Group:
     bound = float(result.get("bound", result.get("tolerance", 0.0)))
     t.add_row("passes compared", str(result.get("steps", len(diffs))), "")
     for n, d in enumerate(diffs):
-        t.add_row(f"step {n}: max |Δ logit|", f"{d:.2e}", "✓" if d <= bound else "✗")
+        t.add_row(f"pass {n}: max |Δ logit|", f"{d:.2e}", "✓" if d <= bound else "✗")
     t.add_row("largest |Δ logit|", f"{float(result.get('max_abs_diff', 0.0)):.2e}", "")
     t.add_row("allowed", f"{float(result.get('tolerance', 0.0)):.0e} × {num(result.get('scale', 1.0), 2)} "
               f"= {bound:.2e} ({result.get('dtype', '?')})", "✓" if float(result.get("max_abs_diff", 0.0)) <= bound else "✗")
@@ -150,7 +150,7 @@ def generation_steps(gen, tokenizer, view) -> Group:
         chosen = int(step["sample.token"]) if "sample.token" in step else None
         appended = n < len(gen.generated_ids)
         head = Text()
-        head.append(f"step {n}: ", style="bold")
+        head.append(f"pass {n}: ", style="bold")
         reads = (f"reads {span(0, total)} (the prompt)" if n == 0 else
                  f"reads {label(total - 1)} = {tok(tokenizer, step.tokens[-1])}")
         head.append(reads)
@@ -166,11 +166,14 @@ def generation_steps(gen, tokenizer, view) -> Group:
             probs = step["sample.probs"]
             order = np.argsort(-probs, kind="stable")[:3]
             alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
+            end = chosen == tokenizer.end_id
             line = Text("  predicts ")
-            line.append(f"{label(total)} = {tok(tokenizer, chosen)}", style="bold")
+            line.append(tok(tokenizer, chosen) if end else f"{label(total)} = {tok(tokenizer, chosen)}", style="bold")
             line.append(f" (p {prob(probs[chosen], p)}; top 3: {alts})")
             parts.append(line)
-            if appended:
+            if end:
+                parts.append(Text("  the end token: generation stops (it takes no position of its own)", style="dim"))
+            elif appended:
                 parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"))
             else:
                 parts.append(Text(f"  (not appended: the run stops here, {stop_reason(gen)})", style="dim"))

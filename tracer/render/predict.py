@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..tokens import label
 from .context import BRIEF_HEADS, Ctx
-from .fmt import integer, num, prob, shape, span, stok
+from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
 
@@ -53,7 +53,7 @@ def layers_section(ctx: Ctx, number: str):
         return
     t = ctx.token if ctx.token is not None else ctx.n - 1
     L = ctx.labels[t]
-    yield section(f"{number} · All {cfg.n_layers} layers")
+    yield section(f"{number} · All {count(cfg.n_layers, 'layer')}")
     yield line(f"Every layer repeats the steps above on the previous layer's output. For {L} (position {t}): "
                    f"the size ‖x‖ of its vector going in and out, and the token each head attends to most "
                    f"(with its weight).")
@@ -103,7 +103,8 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     else:
         t.append(joiner.join(seq), style="bold")
     t.append(ctx.labels[n_before], style="bold reverse")
-    t.append(f"   ({ctx.labels[n_before]} = {ctx.text(new_id)})")
+    if ctx.text(new_id) != ctx.labels[n_before]:
+        t.append(f"   ({ctx.labels[n_before]} = {ctx.text(new_id)})")
     return t
 
 
@@ -113,7 +114,7 @@ def predict_section(ctx: Ctx, number: str):
     last = ctx.n - 1
     L, G = ctx.labels[last], ctx.labels[ctx.n]
     yield section(f"{number} · Predicting the next token (how to predict {G})")
-    yield line(f"Only after the last of the {cfg.n_layers} layers does {L}, the last token, predict {G}: "
+    yield line(f"Only after the last of the {count(cfg.n_layers, 'layer')} does {L}, the last token, predict {G}: "
                f"its final vector meets the unembedding W_U, which gives one score (logit) per vocabulary token.")
     yield indent(prediction(ctx))
     if not ctx.gen.meta.get("trained") and ctx.gen.meta.get("weights") != "given":
@@ -161,10 +162,16 @@ def prediction(ctx: Ctx):
     if chosen is not None:
         c = int(chosen)
         appended = len(ctx.gen.generated_ids) > 0
-        yield (line(("chosen: ", "bold"), (f"{G} = {ctx.text(c)}", "bold"), f" (id {c}"
-                         + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
-        yield (sequence_line(ctx, ctx.n, c) if appended else
-                    line(sequence_line(ctx, ctx.n, None), " (not appended: --max-new-tokens 0)"))
+        end = c == ctx.tok.end_id
+        name = ctx.text(c) if end or ctx.text(c) == G else f"{G} = {ctx.text(c)}"
+        yield (line(("chosen: ", "bold"), (name, "bold"), f" (id {c}"
+                    + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
+        if end:
+            yield line(sequence_line(ctx, ctx.n, None), f": {ctx.text(c)} is the end token, so generation stops "
+                       "(it takes no position of its own)")
+        else:
+            yield (sequence_line(ctx, ctx.n, c) if appended else
+                   line(sequence_line(ctx, ctx.n, None), " (not appended: --max-new-tokens 0)"))
         yield from ctx.checks("generated", (), None)
 
 

@@ -51,3 +51,47 @@ def reading_progress(total_bytes: int, label: str, stream=None):
                   console=Console(file=stream), transient=True) as bar:
         task = bar.add_task(label, total=total_bytes)
         yield lambda n: bar.advance(task, n)
+
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values, width: int = 60) -> str:
+    """The values as one line of bars (lowest ▁, highest █), averaged down to `width` characters."""
+    if not values:
+        return ""
+    n = len(values)
+    width = max(1, min(width, n))
+    means = [sum(values[i * n // width : (i + 1) * n // width]) / max((i + 1) * n // width - i * n // width, 1)
+             for i in range(width)]
+    lo, hi = min(means), max(means)
+    span = hi - lo or 1.0
+    return "".join(BARS[min(int((m - lo) / span * len(BARS)), len(BARS) - 1)] for m in means)
+
+
+@contextmanager
+def training_progress(settings, stream=None):
+    """Yields an `on_step(Progress)` callback: a bar with the loss and tokens/s on a terminal, else a
+    line every twentieth of the steps."""
+    stream = stream if stream is not None else sys.stderr
+    total = settings.steps
+    if not getattr(stream, "isatty", lambda: False)():
+        every = max(total // 20, 1)
+
+        def on_line(p) -> None:
+            if p.step % every == 0 or p.step == total or p.step == 1:
+                print(f"step {p.step:,}/{total:,}  loss {p.loss:.3f}  lr {p.lr:.2e}  {p.tokens_per_s:,.0f} tokens/s",
+                      file=stream, flush=True)
+
+        yield on_line
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(file=stream), transient=False) as bar:
+        task = bar.add_task("train", total=total, info="")
+
+        def on_step(p) -> None:
+            bar.update(task, completed=p.step, info=f"loss {p.loss:.3f}  {p.tokens_per_s:,.0f} tok/s")
+
+        yield on_step

@@ -64,7 +64,7 @@ def sampling_stages(step, tokenizer, view) -> Group:
         for r in ranks:
             t.add_column(f"#{r + 1}", justify="right", no_wrap=True)
         ids = [int(order[r]) for r in ranks]
-        rows = [("token", [short(show_token(tokenizer.token_str(i)), 11) for i in ids]),
+        rows = [("token", [short(show_token(tokenizer.token_str(i)), 9) for i in ids]),
                 ("id", [str(i) for i in ids])]
         if logits is not None:
             rows.append(("logit", [num(logits[i], p) for i in ids]))
@@ -78,7 +78,7 @@ def sampling_stages(step, tokenizer, view) -> Group:
             rows.append(("renormalised", [prob(final[i], p) if r < n_p else "0" for r, i in zip(ranks, ids)]))
             rows.append(("band", [f"{num(cum[r - 1] if r > 0 else 0.0, 2)}–{num(cum[r], 2)}" if r < n_p else ""
                                   for r in ranks]))
-        rows.append(("chosen", [("◀ u in band" if u is not None else "◀ top-1") if i == chosen else "" for i in ids]))
+        rows.append(("chosen", ["◀" if i == chosen else "" for i in ids]))
         for name, cells in rows:
             t.add_row(name, *cells, style="bold" if name == "chosen" else None)
         return t
@@ -106,4 +106,4 @@ def sampling_stages(step, tokenizer, view) -> Group:
                          f"uniform in [0, 1). Stacking the kept tokens' probabilities as bands from 0 to 1, u falls in "
                          f"band #{band + 1} [{num(lo, max(p, 4))}, {num(cum[band], max(p, 4))}), which is "
                          f"{tok(tokenizer, chosen)}. The same seed draws the same u on every machine.")
-    return Group(head, Fit(build, 14, 12), *(Text(x) for x in notes))
+    return Group(head, Fit(build, view.top_k), *(Text(x) for x in notes))

@@ -101,16 +101,22 @@ def compact_rows(n: int, brief: bool, limit: int = BRIEF_ROWS) -> list[int | Non
 
 
 class Fit:
-    """A renderable that builds its table with as many data columns as the console width allows."""
+    """A renderable that builds its table with as many data columns as the width allows: `build(n)`
+    makes the table with at most n columns, and the widest that fits whole (measured, not truncated)
+    is shown; `most` is the most it may ask for."""
 
-    def __init__(self, build, label_width: int, col_width: int):
-        self.build, self.label_width, self.col_width = build, label_width, col_width
-
-    def fits(self, width: int) -> int:
-        return max(1, (width - self.label_width - 4) // (self.col_width + 3))
+    def __init__(self, build, most: int):
+        self.build, self.most = build, most
 
     def __rich_console__(self, console, options):
-        yield self.build(self.fits(options.max_width))
+        from rich.measure import Measurement
+
+        for n in range(max(self.most, 1), 0, -1):
+            table = self.build(n)
+            natural = Measurement.get(console, options.update(max_width=10_000), table).maximum
+            if n == 1 or natural <= options.max_width:
+                yield table
+                return
 
 
 class Trimmed:

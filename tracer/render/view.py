@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 from ..errors import TracerError
 from ..tokens import label
 
+# The walkthrough's sections, in the article's order (`--section`): the tokens; the first layer's
+# input (embedding + position vector) and the rest of the layer token by token; every layer at a
+# glance; predicting the next token; every position's prediction; the attention heatmaps; the
+# generation loop and the KV cache; the logit lens.
+SECTIONS = ("tokens", "embed", "attention", "layers", "predict", "positions", "heatmap", "loop", "lens")
+MAX_LINES = 20_000  # a view that would print more is refused with a hint (`--max-lines 0`: no limit)
+
 
 @dataclass(frozen=True)
 class View:
@@ -19,19 +26,32 @@ class View:
     brief: bool = True  # brief: the token-by-token view for the chosen layer only; full: more of everything
     top_k: int = 10  # rows of the next-token table
     checks: tuple = field(default_factory=tuple)  # tracer.checks.Check, shown beside their steps
+    sections: tuple = ()  # names from SECTIONS to show; empty: all of them
+    max_lines: int = MAX_LINES  # refuse a view that would print more lines than this (0: no limit)
 
-    def resolve(self, config, n_prompt: int, n_all: int | None = None) -> "Resolved":
+    def resolve(self, config, n_prompt: int, n_all: int | None = None, width: int = 100) -> "Resolved":
         """The options as positions and indices for a model of `config` and a prompt of `n_prompt`
         tokens followed by generated tokens up to position `n_all` - 1 (those that had a pass of
-        their own); a TracerError naming the option when one does not fit."""
+        their own); a TracerError naming the option when one does not fit, or when the view would
+        print more than `max_lines` lines at `width` columns."""
         if self.dims < 1:
             raise TracerError(f"--dims must be ≥ 1, got {self.dims}")
         if not 0 <= self.precision <= 12:
             raise TracerError(f"--precision must be between 0 and 12, got {self.precision}")
+        unknown = [s for s in self.sections if s not in SECTIONS]
+        if unknown:
+            raise TracerError(f"--section {unknown[0]}: the sections are {', '.join(SECTIONS)}")
         layers = parse_index(self.layer, config.n_layers, "layer", "--layer") if config.n_layers else []
         heads = parse_index(self.head, config.n_heads, "head", "--head")
         token = parse_token(self.token, n_prompt, n_all)
-        return Resolved(self, token, layers, heads, str(self.head).strip().lower() != "all")
+        resolved = Resolved(self, token, layers, heads, str(self.head).strip().lower() != "all")
+        lines = resolved.estimated_lines(config, n_prompt, n_all or n_prompt, width)
+        if self.max_lines and lines > self.max_lines:
+            raise TracerError(
+                f"this view would print about {lines:,} lines (--max-lines {self.max_lines:,}); show a part: "
+                f"--section ({', '.join(SECTIONS)}), one token (--token), one layer (--layer N), or --brief; "
+                f"--max-lines 0 prints it all")
+        return resolved
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,42 @@ class Resolved:
     layers: list  # the layers shown token by token
     heads: list  # the heads to show
     head_chosen: bool  # --head named one head (not 'all')
+
+    def estimated_lines(self, cfg, n: int, n_all: int, width: int = 100) -> int:
+        """Roughly how many lines the walkthrough prints (to refuse one of minutes and megabytes before
+        rendering it): per section, from the sizes alone."""
+        brief, H = self.view.brief, cfg.n_heads
+        heads = len(self.heads) if (self.head_chosen or not brief or H <= 4) else 1
+        shown = [self.token] if self.token is not None else (list(range(n)) if not brief or n <= 4 else [0, 1, n - 1])
+        steps = max(n_all - n + 1, 1)
+        total = 8 + (n + 10 if self.shows("tokens") else 0)
+        per_number = max(width // 9, 1)  # numbers per line of a wrapped vector or weighted sum
+        if self.shows("embed", "attention"):
+            for layer in self.layers:
+                for t in shown:
+                    keys = t + 1
+                    rows = min(keys, 8) if brief else keys
+                    per_head = 8 + (keys if keys <= 8 or not brief else 1) + rows + 2 * (rows // per_number + 1)
+                    total += 6 + (8 if layer == 0 else 0) + (heads * per_head + 14 if self.shows("attention") else 0)
+        if self.shows("layers"):
+            total += cfg.n_layers + 8 + (0 if brief else cfg.n_layers * (n + 6))
+        if self.shows("predict"):
+            total += 34 + 2 * self.view.top_k
+        if self.shows("positions"):
+            total += min(n, 16 if brief else n) + 12
+        if self.shows("heatmap"):
+            per_row = max(1, (width + 3) // (3 * min(n, width // 3) + 8))
+            maps = len(self.layers) if (not brief or len(self.layers) == 1) else 1
+            total += maps * -(-heads // per_row) * (min(n, width // 3) + 3) + 4
+        if self.shows("loop"):
+            total += steps * (5 + (0 if brief else cfg.n_layers + 2)) + steps + 14
+        if self.shows("lens"):
+            total += cfg.n_layers + 12
+        return total
+
+    def shows(self, *names: str) -> bool:
+        """Whether any of these sections is shown."""
+        return not self.view.sections or any(n in self.view.sections for n in names)
 
 
 def parse_token(value_: str | None, n: int, n_all: int | None = None) -> int | None:

@@ -26,7 +26,7 @@ from rich.text import Text
 
 from .checks import check_line
 from .context import Ctx
-from .fmt import integer
+from .fmt import count, integer
 from .heatmap import heatmaps
 from .layer import layer_section
 from .lens import logit_lens_view
@@ -49,8 +49,8 @@ def block_words(cfg) -> str:
 def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
     s = ctx.gen.settings
-    yield line(("tracer", "bold"), f" · model {meta.get('model', '?')}: {cfg.n_layers} layers, d_model {cfg.d_model}, "
-                f"{cfg.n_heads} head{'s' if cfg.n_heads != 1 else ''} (d_head {cfg.d_head}), {cfg.dtype}; "
+    yield line(("tracer", "bold"), f" · model {meta.get('model', '?')}: {count(cfg.n_layers, 'layer')}, d_model {cfg.d_model}, "
+                f"{count(cfg.n_heads, 'head')} (d_head {cfg.d_head}), {cfg.dtype}; "
                 f"{block_words(cfg)}")
     if s is not None:
         t = s.temperature
@@ -63,9 +63,19 @@ def header(ctx: Ctx):
         bits.append("KV cache on" if s.cache else "KV cache off")
         bits.append(f"{len(ctx.gen.generated_ids)} new token{'s' if len(ctx.gen.generated_ids) != 1 else ''}")
         yield Text(", ".join(bits), style="dim")
+    if isinstance(meta.get("training"), dict):
+        yield Text(training_line(meta["training"]), style="dim")
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)
+
+
+def training_line(info: dict) -> str:
+    """One line: what `tracer train` trained the weights on, and how long (its training.json)."""
+    loss = info.get("final_loss")
+    sha = str(info.get("corpus_sha256", "?"))[:12]
+    return (f"trained by tracer {info.get('tracer_version', '?')} on {info.get('corpus', '?')} (sha256 {sha}…): "
+            f"{info.get('steps', '?')} steps, seed {info.get('seed', '?')}, final loss {loss if loss is not None else '?'}")
 
 
 def weights_warning(meta: dict) -> str | None:
@@ -100,8 +110,9 @@ def tokens_section(ctx: Ctx):
     n = ctx.n
     first = f"{ctx.labels[0]}–{ctx.labels[n - 1]}" if n > 1 else "A"
     yield section("1 · Tokens")
-    yield line(f"The prompt splits into {n} token{'s' if n != 1 else ''}, {first}, from the {ctx.tok.name} vocabulary "
-               f"of {integer(ctx.tok.n_vocab)} tokens (␣ marks a leading space).")
+    yield line(f"The prompt splits into {count(n, 'token')}, {first}, from the {ctx.tok.name} vocabulary "
+               f"of {integer(ctx.tok.n_vocab)} tokens (␣ marks a leading space). Positions, layers, heads and passes "
+               f"count from 0, as in the code: A is position 0, layer 0 the first layer.")
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
 
@@ -145,7 +156,11 @@ def checks_section(ctx: Ctx):
     rest = ctx.book.rest()
     n_ok = sum(1 for c in checks if c.ok)
     yield section("Checks")
-    if rest:
+    if rest and ctx.view.sections:  # the rest belong to sections not asked for: a count, not a list
+        bad = sum(not c.ok for c in rest)
+        yield Text(f"{count(len(rest), 'stated value')} ({bad} disagreeing) belong to sections not shown; "
+                   "without --section each appears beside its step.", style="dim")
+    elif rest:
         if len(rest) < len(checks):
             yield Text("Stated values not shown beside a step above:")
         yield from [check_line(c, ctx.p, ctx.dims, where=True) for c in rest]
@@ -163,23 +178,24 @@ def missing_section(ctx: Ctx) -> list[RenderableType]:
 
 
 def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[RenderableType]:
-    """Every section, in the article's order, as a list of Rich renderables."""
+    """The sections the view asks for (`--section`; all by default), in the article's order."""
     ctx = Ctx(gen, tokenizer, resolved, width)
-    parts: list[RenderableType] = []
-    parts.append(header(ctx))
-    parts.append(tokens_section(ctx))
-    n = 2
-    if ctx.cfg.n_layers == 0:
+    shows = resolved.shows
+    parts: list[RenderableType] = [header(ctx)]
+    if shows("tokens"):
+        parts.append(tokens_section(ctx))
+    if ctx.cfg.n_layers == 0 and shows("embed", "attention"):
         parts.append(section("2 · Layers"))
         parts.append(Text("This model has no layers: the embedding goes straight to W_U."))
-    for i, layer in enumerate(ctx.layers):
-        parts.append(layer_section(ctx, layer, f"{n}" if len(ctx.layers) == 1 else f"{n}.{i + 1}"))
-    parts.append(layers_section(ctx, "3"))
-    parts.append(predict_section(ctx, "4"))
-    parts.append(every_position_section(ctx, "5"))
-    parts.append(heatmap_section(ctx, "6"))
-    parts.append(loop_section(ctx, "7"))
-    parts.append(lens_section(ctx, "8"))
+    wanted = frozenset(s for s in ("embed", "attention") if shows(s))  # section 2, in part or whole
+    layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
+    for i, layer in enumerate(layers):
+        parts.append(layer_section(ctx, layer, "2" if len(layers) == 1 else f"2.{i + 1}", wanted))
+    later = (("layers", layers_section), ("predict", predict_section), ("positions", every_position_section),
+             ("heatmap", heatmap_section), ("loop", loop_section), ("lens", lens_section))
+    for number, (name, make) in enumerate(later, start=3):  # a section keeps its number when others are hidden
+        if shows(name):
+            parts.append(make(ctx, str(number)))
     parts.append(checks_section(ctx))
     parts += missing_section(ctx)
     return parts

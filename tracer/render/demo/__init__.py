@@ -27,22 +27,24 @@ from rich.console import Console
 from .base import MAX_WIDTH, Demo, Page, Step
 from .deck import check_deck_path, deck_html, write_deck
 from .pager import Pager, RawKeys, interactive, key_name, run_interactive
-from .screens import STEPS, build_steps, pages_of, print_all, screen
+from .screens import STEPS, build_steps, fit_pages, pages_of, print_all, screen
 
 __all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "STEPS", "Step", "build_steps", "check_deck_path",
-           "deck_html", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
+           "deck_html", "fit_pages", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
 
 
 def show_demo(d: Demo, console: Console, quiz: bool = False, auto: float | None = None, export: str | None = None,
               stdin=None) -> None:
     """Build the screens, then write the deck (`export`), page through them at a terminal, or print them all."""
     stdin = sys.stdin if stdin is None else stdin
-    steps = build_steps(d)
-    pages = pages_of(steps, quiz)
     if export is not None:  # preparing a deck for students: write it, do not start the walkthrough
         write_deck(d, export, quiz)
-        Console(stderr=True).print(f"wrote {export}: {len(pages)} screens, one self-contained page", highlight=False)
-    elif interactive(stdin, console):
-        run_interactive(d, steps, pages, console, stdin, auto)
+        n = len(pages_of(build_steps(d), quiz))
+        Console(stderr=True).print(f"wrote {export}: {n} screens, one self-contained page", highlight=False)
+    elif interactive(stdin, console):  # a screen at a time: every page fits the terminal, heading in view
+        d.rows = max(4, min(16, console.height - 16))
+        steps = build_steps(d)
+        run_interactive(d, steps, fit_pages(d, steps, quiz, console), console, stdin, auto)
     else:
-        print_all(d, steps, pages, console)
+        steps = build_steps(d)
+        print_all(d, steps, pages_of(steps, quiz), console)

@@ -43,6 +43,7 @@ class Demo:
     precision: int = 3
     layer: int = 0  # the layer shown token by token
     head: int = 0  # the head shown in the single-head steps
+    rows: int = 16  # rows a long table may show (a small terminal shows fewer: `fit_pages`)
 
     def __post_init__(self):
         self.trace = self.gen.steps[0]
@@ -95,7 +96,7 @@ class Demo:
         return self.trace[f"blocks.{layer}.{name}"]
 
     def ordinal_head(self, head: int) -> str:
-        return f"head {head + 1} of {self.cfg.n_heads}"
+        return f"head {head} of {self.cfg.n_heads}"
 
 
 @dataclass
@@ -114,6 +115,9 @@ class Step:
 class Page:
     step: int  # 0-based index into the steps
     quiz: bool  # the question page of a step (answer hidden)
+    blocks: tuple | None = None  # (first, end) of the step's blocks on this page; None: all of them
+    part: int = 0  # which page of a step too tall for one screen (0-based)
+    parts: int = 1  # how many pages the step takes
 
 
 # --------------------------------------------------------------------------- small table helpers

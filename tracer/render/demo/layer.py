@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...tokens import label
+from .. import fmt
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
@@ -20,8 +21,8 @@ def step_tokens(d: Demo) -> Step:
         t.add_row(mark(pos == d.focus), label(pos), d.text(pos, 0), str(int(d.trace.tokens[pos])), str(pos),
                   style=row_style(pos == d.focus))
     cfg = d.cfg
-    about = sentence(("model: ", "bold"), f"{d.trace.meta.get('model', '?')} — {cfg.n_layers} layers, "
-                  f"{cfg.d_model} numbers per token (d_model), {cfg.n_heads} head{'s' if cfg.n_heads > 1 else ''}, "
+    about = sentence(("model: ", "bold"), f"{d.trace.meta.get('model', '?')} — {fmt.count(cfg.n_layers, 'layer')}, "
+                  f"{cfg.d_model} numbers per token (d_model), {fmt.count(cfg.n_heads, 'head')}, "
                   f"vocabulary of {tok.n_vocab:,} tokens ({tok.name})")
     parts = [t, Text(), about]
     if not d.trace.meta.get("trained"):
@@ -31,7 +32,8 @@ def step_tokens(d: Demo) -> Step:
         "Tokens",
         f"The model never sees words, only numbers. The prompt is cut into tokens — pieces from a fixed "
         f"vocabulary of {tok.n_vocab:,} — and each token becomes its id. Like the article, we name the tokens "
-        f"A, B, C, … by their place. We will follow {label(d.focus)} ({MARK}) through the first layer.",
+        f"A, B, C, … by their place; positions, layers, heads and passes count from 0, as in the code. "
+        f"We will follow {label(d.focus)} ({MARK}) through the first layer.",
         Group(*parts),
     )
 
@@ -47,8 +49,10 @@ def step_embedding(d: Demo) -> Step:
     return Step(
         "Embedding lookup",
         f"Each token id picks one row of the embedding matrix W_E. That row is the token's starting vector: "
-        f"{d.cfg.d_model} numbers the model learned in training (the article imagines them as features like "
-        f"color or 'is it alive'). Nothing is computed yet — it is a table lookup.",
+        f"{d.cfg.d_model} numbers " + ("the model learned in training" if d.trace.meta.get("trained") else
+                                       "which a trained model would have learned (these are set by hand or at random)")
+        + " (the article imagines them as features like color or 'is it alive'). Nothing is computed yet — "
+        "it is a table lookup.",
         Group(shape, Text(), t),
     )
 
@@ -174,10 +178,12 @@ def step_scores(d: Demo) -> Step:
                  "and add up (a dot product). A large score means 'this key matches what I am looking for'. "
                  f"Keys of later tokens are masked: a token may not look ahead, so they get −∞ and will get "
                  f"weight 0.{scale}")
-    body = Group(qline, Text(), _scores_table(d, hide=False), Text(),
-                 sentence(("the causal mask", "bold"), ": ● may look, · hidden (row: the query, column: the key)" +
-                       (f"; the first {MASK_ROWS} of {d.n} tokens" if d.n > MASK_ROWS else "")),
-                 _mask_grid(d))
+    body = Group(qline, Text(), _scores_table(d, hide=False))
+    if f + 1 >= d.n:  # no later key in the table to show the mask: draw the mask's grid instead
+        body = Group(*body.renderables, Text(),
+                     sentence(("the causal mask", "bold"), ": ● may look, · hidden (row: the query, column: the key)"
+                              + (f"; the first {MASK_ROWS} of {d.n} tokens" if d.n > MASK_ROWS else "")),
+                     _mask_grid(d))
     question = Group(qline, Text(), _scores_table(d, hide=True))
     visible = ", ".join(f"Q·{label(j)}_K" for j in range(f + 1))
     return Step("Scores and the mask", narration, body, question,
@@ -257,7 +263,7 @@ def step_multihead(d: Demo) -> Step:
     heads = list(range(H)) if H <= 8 else list(range(4)) + list(range(H - 2, H))
     for hh in heads:
         j = int(np.argmax(pattern[hh]))
-        t.add_row(str(hh + 1), f"{label(j)} ({d.num(pattern[hh, j])})", d.vec(z[hh]))
+        t.add_row(str(hh), f"{label(j)} ({d.num(pattern[hh, j])})", d.vec(z[hh]))
         if H > 8 and hh == 3:
             t.add_row("⋮", "", "")
     concat = z.reshape(-1)  # [head * d_head]
@@ -270,7 +276,7 @@ def step_multihead(d: Demo) -> Step:
         rows.append(("+ x (residual)", d.vec(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
     if cfg.mlp:
         rows.append((f"+ MLP {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
-    rows.append((f"out of layer {l + 1}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
+    rows.append((f"out of layer {l}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
     eq = pairs(rows)
     if H == 1:
         multi = ("This model has a single head, so the 'concatenation' is just that head's output; W_O still "

@@ -14,20 +14,21 @@ from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, mark, pairs, row_style, s
 
 
 
-def _layer_rows(L: int) -> list[int | None]:
-    """Every layer when they fit on a projected screen; else the first 8, ⋮, the last 7."""
-    if L <= 16:
+def _layer_rows(L: int, rows: int = 16) -> list[int | None]:
+    """Every layer when they fit in `rows`; else the first ones, ⋮, the last ones."""
+    if L <= rows:
         return list(range(L))
-    return list(range(8)) + [None] + list(range(L - 7, L))
+    first = max(rows // 2, 1)
+    return list(range(first)) + [None] + list(range(L - (rows - first - 1), L))
 
 
 def step_layers(d: Demo) -> Step:
     cfg, last = d.cfg, d.last
     H = cfg.n_heads
     heads = list(range(min(H, 4)))
-    cols = ["layer", "in", "out"] + [f"head {h + 1}" for h in heads]
+    cols = ["layer", "in", "out"] + [f"head {h}" for h in heads]
     t = table(*cols, right=("layer", "in", "out"))
-    for l in _layer_rows(cfg.n_layers):
+    for l in _layer_rows(cfg.n_layers, d.rows):
         if l is None:
             t.add_row("⋮", *([""] * (len(cols) - 1)))
             continue
@@ -35,7 +36,7 @@ def step_layers(d: Demo) -> Step:
         x_out = d.trace[f"blocks.{l}.hook_resid_post"][last]  # [d_model]
         p = d.trace[f"blocks.{l}.attn.hook_pattern"][:, last]  # [head, key_pos]
         looks = [f"{label(int(np.argmax(p[h])))} {d.num(p[h].max())}" for h in heads]
-        t.add_row(str(l + 1), f"{np.linalg.norm(x_in):.2f}", f"{np.linalg.norm(x_out):.2f}", *looks)
+        t.add_row(str(l), f"{np.linalg.norm(x_in):.2f}", f"{np.linalg.norm(x_out):.2f}", *looks)
     more = f" (first {len(heads)} of {H} heads)" if H > len(heads) else ""
     final = d.trace[f"blocks.{cfg.n_layers - 1}.hook_resid_post"][last] if cfg.n_layers else d.trace["hook_embed"][last]
     body = Group(
@@ -175,8 +176,8 @@ def step_chosen(d: Demo) -> Step:
     how = ("At temperature 0 the choice is simply the most likely token." if greedy else
            "A seeded random number u between 0 and 1 is drawn. Lay the kept tokens' probabilities end to end "
            "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
-    return Step("The chosen token", f"{how} The new token gets the next letter: {label(d.n)}.",
-                _candidates(d, reveal=True), _candidates(d, reveal=False),
+    answer = Group(_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}."))
+    return Step("The chosen token", how, answer, _candidates(d, reveal=False),
                 ask="Which token is chosen?" + (" Find the largest probability." if greedy else
                                                 " Find the band that holds u."))
 
@@ -190,7 +191,7 @@ def step_append(d: Demo) -> Step:
         appended = n < len(g.generated_ids)
         nxt = d.new_name(seen, tok) if appended else f"({d.token_name(tok)}: not appended)"
         reads = d.letters(seen) if s.start == 0 else f"{d.span(s.start, seen)} (new)"
-        t.add_row(str(n + 1), reads, d.letters(seen), nxt, d.prob(s["sample.probs"][tok]))
+        t.add_row(str(n), reads, d.letters(seen), nxt, d.prob(s["sample.probs"][tok]))
     stopped = {"end_token": "it produced the end token", "stop_string": "it produced a stop string",
                "max_new_tokens": f"it reached the limit of "
                                  f"{d.settings.max_new_tokens if d.settings else len(g.generated_ids)} new tokens"
@@ -221,7 +222,7 @@ def step_cache(d: Demo) -> Step:
         without = cfg.pass_macs(seen, seen)
         saved = f"{100 * (1 - with_ / without):.0f}%" if without else ""
         new = label(seen - 1) if n else "(prompt)"
-        t.add_row(str(n + 1), new, d.span(reused, seen), d.letters(reused) if reused else "—", f"{with_:,}",
+        t.add_row(str(n), new, d.span(reused, seen), d.letters(reused) if reused else "—", f"{with_:,}",
                   f"{without:,}", saved)
     if not cache_on:
         state = ("This run did not use the cache (--no-cache): every pass recomputed the keys and values of "
@@ -229,7 +230,7 @@ def step_cache(d: Demo) -> Step:
     elif len(g.steps) == 1:
         state = "This run made a single pass, so there was no later pass for the cache to save work on."
     else:
-        state = (f"In this run, pass 2 computed Q, K and V for {label(d.n)} alone and reused the cached keys "
+        state = (f"In this run, pass 1 computed Q, K and V for {label(d.n)} alone and reused the cached keys "
                  f"and values of {d.letters(d.n)} in each of the {cfg.n_layers} layers (`tracer trace --verify-cache` "
                  "shows that the logits agree with a full recompute).")
     return Step(
@@ -237,6 +238,6 @@ def step_cache(d: Demo) -> Step:
         "Must every pass redo all the earlier tokens? The seed Q&A says so, but no: earlier tokens cannot see "
         "later ones, so their keys and values never change. Generation keeps them in a cache and computes "
         "Q, K and V only for the newest token — it still attends over the whole sequence.",
-        Group(Text(state), Text(), t, Text("multiply-adds: counted from the shapes (tracer.generate.pass_macs)",
+        Group(Text(state), Text(), t, Text("multiply-adds: counted from the matrices' shapes, not timed",
                                            style="italic")),
     )

@@ -49,11 +49,43 @@ def build_steps(d: Demo) -> list[Step]:
 
 
 def pages_of(steps: list[Step], quiz: bool) -> list[Page]:
+    """A page per screen (the question first, with --quiz): for printing, where nothing scrolls away."""
     pages = []
     for i, s in enumerate(steps):
         if quiz and s.question is not None:
             pages.append(Page(i, True))
         pages.append(Page(i, False))
+    return pages
+
+
+def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bool = True) -> list[Page]:
+    """Pages that fit `console`'s height with the heading in view: a screen too tall is cut between
+    its blocks (the narration on the first page, "continued" on the others)."""
+    room = console.height - 1  # the last line stays free: printing on it would scroll the heading away
+
+    def tall(renderable) -> int:
+        return len(console.render_lines(renderable, console.options, pad=False))
+
+    pages = []
+    for i, s in enumerate(steps):
+        for q in ([True] if quiz and s.question is not None else []) + [False]:
+            blocks = blocks_of(d, s, q)
+            heights = [tall(b) for b in blocks]
+            first = tall(screen(d, steps, Page(i, q, (0, 0), 0, 2), keys=keys))  # heading, narration, footer
+            later = tall(screen(d, steps, Page(i, q, (0, 0), 1, 2), keys=keys))
+            cuts, start, used = [], 0, first
+            for j, h in enumerate(heights):
+                if used + h > room and j > start:  # this block starts the next page
+                    cuts.append((start, j))
+                    start, used = j, later
+                    if h == 1 and isinstance(blocks[j], Text) and not blocks[j].plain:
+                        start, used = j + 1, later - 1  # a page starts with no blank line
+                used += h
+            cuts.append((start, len(blocks)))
+            if len(cuts) == 1:
+                pages.append(Page(i, q))
+            else:
+                pages += [Page(i, q, c, k, len(cuts)) for k, c in enumerate(cuts)]
     return pages
 
 
@@ -65,40 +97,56 @@ def _checked_value(d: Demo, x) -> str:
     return d.num(a) if a.ndim == 0 else d.vec(a, dims=6)
 
 
-def _checks_table(d: Demo, checks: list) -> Table:
-    """A scenario's stated values beside this step: ✓ in one line; ✗ with what was stated and recorded."""
-    t = Table.grid(padding=(0, 1))
-    t.add_column(no_wrap=True)
-    t.add_column()
+def _check_blocks(d: Demo, checks: list) -> list:
+    """A scenario's stated values beside this step: a heading, then a block per value (✓ in one line;
+    ✗ with what was stated and recorded), so that a screen too small for all of them can page them."""
+    out = [sentence(("stated values, checked", "bold"), f"  ({sum(c.ok for c in checks)} of {len(checks)} hold)")]
     for c in checks:
+        t = Table.grid(padding=(0, 1))
+        t.add_column(no_wrap=True)
+        t.add_column()
         name = c.label or f"{c.name}{list(c.index)}"
-        t.add_row(Text("✓" if c.ok else "✗", style="bold"), Text(name, style=None if c.ok else "bold"))
+        t.add_row(Text("✓" if c.ok else "✗", style="bold green" if c.ok else "bold red"),
+                  Text(name, style=None if c.ok else "bold"))
         if not c.ok:
             diff = f" · off by {c.diff:.{d.precision}f}" if np.isfinite(c.diff) else ""
             t.add_row("", f"stated {_checked_value(d, c.expected)} · recorded {_checked_value(d, c.computed)}{diff}")
-    return Group(sentence(("stated values, checked", "bold"), f"  ({sum(c.ok for c in checks)} of {len(checks)} hold)"), t)
+        out.append(t)
+    return out
+
+
+def blocks_of(d: Demo, s: Step, quiz: bool) -> list:
+    """What a screen shows under its narration, as blocks a small terminal can page: the question and
+    what to predict (quiz), or the numbers and the stated values."""
+    if quiz:
+        ask = Panel(Text(f"{s.ask}\nPredict, then press Enter.", style="bold"), expand=False, border_style="bold")
+        return [*_parts(s.question), Text(), ask]
+    return [*_parts(s.body), *([Text(), *_check_blocks(d, s.checks)] if s.checks else [])]
+
+
+def _parts(r) -> list:
+    return list(r.renderables) if isinstance(r, Group) else [r]
 
 
 def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool = False) -> Group:
     s = steps[page.step]
     n = len(steps)
     title = f"Step {page.step + 1} of {n} · {s.name}" + (" — your turn" if page.quiz else "")
-    parts: list[RenderableType] = [
-        Rule(Text(title, style="bold"), align="left", characters="━", style="bold"),
-        Padding(Text(s.narration), (0, 0, 0, 1), expand=False),
-        Text(),
-    ]
-    if page.quiz:
-        parts += [s.question, Text(), Panel(Text(f"{s.ask}\nPredict, then press Enter.", style="bold"),
-                                            expand=False, border_style="bold")]
-    else:
-        parts.append(s.body)
-        if s.checks:
-            parts += [Text(), _checks_table(d, s.checks)]
+    if page.parts > 1:
+        title += f" ({page.part + 1}/{page.parts})"
+    parts: list[RenderableType] = [Rule(Text(title, style="bold"), align="left", characters="━", style="bold")]
+    if page.part == 0:
+        parts.append(Padding(Text(s.narration), (0, 0, 0, 1), expand=False))
+    parts.append(Text())
+    blocks = blocks_of(d, s, page.quiz)
+    a, b = page.blocks if page.blocks is not None else (0, len(blocks))
+    parts += blocks[a:b]
+    if b < len(blocks):
+        parts.append(Text("continued on the next page (Enter) …", style="dim italic"))
     footer = f"[{page.step + 1}/{n}]  {d.title}"
-    parts += [Text(), Rule(style="dim"), Text(footer, style="dim", no_wrap=True, overflow="ellipsis")]
-    if keys:
-        parts.append(Text("Enter/space/→ next   b/← back   number+Enter jump   q quit", style="dim"))
+    if keys:  # one line: where we are, and the keys
+        footer = f"[{page.step + 1}/{n}] Enter/→ next · b/← back · number+Enter jump · q quit · {d.title}"
+    parts += [Rule(style="dim"), Text(footer, style="dim", no_wrap=True, overflow="ellipsis")]
     if status:
         parts.append(Text(status, style="bold"))
     return Group(*parts)

@@ -1,0 +1,106 @@
+#!/usr/bin/env python
+"""Rebuild the model tracer ships (`tracer/models/abc`): the corpus, `tracer train`, float16 on disk.
+
+    python tools/make_model.py                  # the full run (about half an hour on 2 cores)
+    python tools/make_model.py --steps 20 --out /tmp/abc-check   # a quick look at the pipeline
+
+1. The corpus is `tools/make_corpus.py`'s, seed 0, default size (regenerated bit for bit; its
+   sha256 is in training.json).
+2. `tracer train` trains on it with the settings below (the defaults of `tracer train` but the
+   number of steps), writing float32 weights, config.json and training.json to a build folder.
+3. The weights are written again as float16 (under 10 MB in the repository; tracer loads them as
+   float32), with the same config.json and training.json (which notes the conversion), and a
+   README.md model card. The model's answers to a few prompts are checked before anything is
+   written to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = 6000
+CHECKS = {  # prompt → the next token the shipped model must give (greedy)
+    "A B C D E F": " G",
+    "Monday Tuesday Wednesday": " Thursday",
+    "March April May": " June",
+    "14 15 16 17": " 18",
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--out", default=str(ROOT / "tracer" / "models" / "abc"))
+    ap.add_argument("--build", help="keep the float32 build here (default: a temporary folder)")
+    a = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location("make_corpus", ROOT / "tools" / "make_corpus.py")
+    mc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mc)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        corpus.write_text(mc.corpus(seed=0), encoding="utf-8")
+        build = Path(a.build) if a.build else Path(tmp) / "build"
+        subprocess.run([sys.executable, "-m", "tracer", "train", str(corpus), "--out", str(build), "--steps",
+                        str(a.steps), "--force"], check=True)
+        import numpy as np
+
+        import tracer
+        from tracer.hf import write_folder
+        from tracer.train import record_json
+
+        m = tracer.load(str(build))
+        info = json.loads((build / "training.json").read_text())
+        info["saved_as"] = "float16 (tools/make_model.py); tracer computes in float32"
+        fresh = Path(tmp) / "abc"
+        fresh.mkdir()
+        write_folder(fresh, m.config, m.params, dtype="float16", extra={"training.json": record_json(info)})
+        (fresh / "README.md").write_text(card(info), encoding="utf-8")
+        shipped = tracer.load(str(fresh))
+        bad = []
+        for prompt, want in CHECKS.items():
+            logits = shipped.run(prompt, names=["logits"])["logits"][-1]
+            got = shipped.tokenizer.token_str(int(np.argmax(logits)))
+            print(f"  {prompt!r} → {got!r}" + ("" if got == want else f"  (wanted {want!r})"))
+            if got != want:
+                bad.append(prompt)
+        if bad and a.steps >= STEPS:
+            sys.exit(f"the trained model misses {bad}; nothing written to {a.out}")
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in fresh.iterdir():
+            (out / f.name).write_bytes(f.read_bytes())
+        print(f"wrote {out}: " + ", ".join(f"{f.name} {f.stat().st_size:,} B" for f in sorted(out.iterdir())))
+    return 0
+
+
+def card(info: dict) -> str:
+    s = info["settings"]
+    return f"""# abc: the model tracer ships
+
+A GPT-2 (transformers' `GPT2LMHeadModel` layout) with {s['layers']} layers, d_model {s['d_model']}, {s['heads']} heads
+and a context of {s['context']} tokens, GPT-2's tokenizer and vocabulary (50,257 tokens), trained by
+`tracer train` with tracer's own NumPy backward pass: {info['steps']:,} steps of {s['batch']} windows of
+{s['context']} tokens, AdamW (peak learning rate {s['lr']}, warm-up and cosine decay), seed {info['seed']},
+final loss {info['final_loss']}.
+
+It learned from `tools/make_corpus.py`'s corpus (seed 0; sha256 `{info['corpus_sha256']}`,
+{info['corpus_tokens']:,} tokens): letter runs (`A B C D E F G`), counting, weekdays and months in order,
+short sentences written for it, and phrases that repeat an earlier phrase, which it can only
+predict by copying from the context (an induction head).
+
+Rebuild it with `python tools/make_model.py`. The weights are stored as float16 (under 10 MB);
+tracer computes in float32. `training.json` records every step's loss and each head's
+previous-token and induction scores.
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

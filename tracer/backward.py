@@ -1,0 +1,263 @@
+"""The backward pass: the gradient of the next-token loss with respect to every parameter.
+
+One backward function per forward function, in reverse order, each reading the intermediates the
+forward pass recorded (the trace is the activation cache): `d_unembed` undoes `Affine` on the
+final vectors, `d_norm` the layer norm, `d_mlp` the MLP (`d_gelu_new`), `d_attention` the
+attention (`d_merge_heads`, `d_attend`, `d_causal_softmax`, `d_scale_and_mask`,
+`d_attention_scores`, `d_split_heads`), `d_block` a layer with its residuals, `d_embed` the
+lookup (`d_unembed` the unembedding). The loss is the mean next-token cross-entropy over the positions (position i predicts
+token i + 1), as transformers' `GPT2LMHeadModel(ids, labels=ids).loss`.
+
+Gradients are returned under the parameters' TransformerLens names, each of its parameter's shape
+(`W_Q` [head, d_model, d_head], …); with tied embeddings `W_E`'s gradient holds both its uses.
+Arrays may carry a leading batch axis ([batch, pos, …]); the loss is then the mean over every
+predicted position of every sequence. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import Config
+from .decoder import forward
+from .equations import score_scale
+from .fast import Layer, Weights, layout
+from .record import Recorder
+
+# --------------------------------------------------------------------------- the loss
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray):  # [..., pos, d_vocab], [..., pos] → loss, [..., pos, d_vocab]
+    """Mean of −log softmax(logits)[target] over the positions whose target is ≥ 0, and its
+    gradient with respect to the logits: (softmax − one-hot) / count, built in one array.
+
+    Worked out block by block of rows (each block's maximum, exponentials and sum while it is in
+    cache), the blocks shared among threads: numpy's element-wise functions use one core each."""
+    rows = logits.reshape(-1, logits.shape[-1])  # [rows, d_vocab]
+    t = targets.reshape(-1)  # [rows]
+    use = t >= 0
+    n = max(int(use.sum()), 1)
+    p = np.empty_like(rows)  # [rows, d_vocab] the gradient
+    logp = np.zeros(len(t))  # [rows] log p(target), float64
+
+    def block(a: int, b: int) -> None:
+        top = rows[a:b].max(axis=-1, keepdims=True)  # [block, 1]
+        e = np.subtract(rows[a:b], top, out=p[a:b])  # [block, d_vocab] ≤ 0
+        np.exp(e, out=e)
+        total = e.sum(axis=-1, keepdims=True)  # [block, 1]
+        i = np.arange(a, b)[use[a:b]]  # [targets] the rows that predict a token
+        logp[i] = (rows[i, t[i]] - top[i - a, 0]).astype(np.float64) - np.log(total[i - a, 0].astype(np.float64))
+        e *= (use[a:b] / n).astype(e.dtype)[:, None] / total  # softmax / count; no target: no gradient
+        p[i, t[i]] -= p.dtype.type(1.0 / n)
+
+    in_blocks(block, len(t))
+    return float(-logp.sum() / n), p.reshape(logits.shape)
+
+
+ROWS_PER_BLOCK = 32  # rows of logits worked out together: 6 MB of GPT-2's float32 logits
+
+
+def in_blocks(fn, n_rows: int) -> None:
+    """fn(a, b) for consecutive blocks of rows, spread over a few threads (numpy releases the GIL)."""
+    blocks = [(a, min(a + ROWS_PER_BLOCK, n_rows)) for a in range(0, n_rows, ROWS_PER_BLOCK)]
+    if len(blocks) < 4:
+        for a, b in blocks:
+            fn(a, b)
+        return
+    list(_pool().map(lambda ab: fn(*ab), blocks))
+
+
+_POOL = []
+
+
+def _pool():
+    """One thread pool, as many threads as BLAS uses (OPENBLAS_NUM_THREADS, else the CPUs)."""
+    if not _POOL:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+        _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(n, os.cpu_count() or 1))))
+    return _POOL[0]
+
+
+def next_token_targets(tokens: np.ndarray) -> np.ndarray:  # [..., pos] → [..., pos]
+    """The token each position predicts; the last position has none (−1)."""
+    t = np.full(tokens.shape, -1, dtype=np.int64)
+    t[..., :-1] = tokens[..., 1:]
+    return t
+
+
+# --------------------------------------------------------------------------- one per forward function
+
+
+def d_affine(dy: np.ndarray, x: np.ndarray, W: np.ndarray):  # y = x·W + b: [..., d_out] → dx, dW, db
+    dy2 = dy.reshape(-1, dy.shape[-1])  # [rows, d_out]
+    x2 = x.reshape(-1, x.shape[-1])  # [rows, d_in]
+    dx = (dy2 @ W.T).reshape(*dy.shape[:-1], W.shape[0])  # [..., d_in]
+    return dx, x2.T @ dy2, dy2.sum(axis=0)  # [..., d_in], [d_in, d_out], [d_out]
+
+
+def d_unembed(dlogits: np.ndarray, x: np.ndarray, W_U: np.ndarray, tied: bool):  # → dx, dW_U (or W_E's share), db_U
+    """logits = x·W_U + b_U. With W_U tied to W_E.T, the weight's gradient is given as W_E's share,
+    dlogitsᵀ·x [d_vocab, d_model], in W_E's own layout (no transposed copy of a vocabulary-sized array)."""
+    if not tied:
+        return d_affine(dlogits, x, W_U)
+    dy2 = dlogits.reshape(-1, dlogits.shape[-1])  # [rows, d_vocab]
+    x2 = x.reshape(-1, x.shape[-1])  # [rows, d_model]
+    dx = (dy2 @ W_U.T).reshape(x.shape)  # [..., d_model]
+    return dx, dy2.T @ x2, dy2.sum(axis=0)  # [..., d_model], [d_vocab, d_model], [d_vocab]
+
+
+def d_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
+    """n = (x − mean) / scale: dx = (dn − mean(dn) − n·mean(dn·n)) / scale."""
+    mean_dn = dn.mean(axis=-1, keepdims=True)  # [..., 1]
+    mean_dnn = (dn * normalized).mean(axis=-1, keepdims=True)  # [..., 1]
+    return (dn - mean_dn - normalized * mean_dnn) / scale
+
+
+def d_scale_and_shift(dy: np.ndarray, normalized: np.ndarray, w: np.ndarray):  # y = n·w + b → dn, dw, db
+    lead = tuple(range(dy.ndim - 1))
+    return dy * w, (dy * normalized).sum(axis=lead), dy.sum(axis=lead)
+
+
+def d_gelu_new(dy: np.ndarray, x: np.ndarray) -> np.ndarray:  # [..., d_mlp] → [..., d_mlp]
+    """d/dx 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³)."""
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x * x * x))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))
+
+
+def d_merge_heads(dm: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, head·d_head] → [..., pos, head, d_head]
+    return dm.reshape(*dm.shape[:-1], n_heads, -1)
+
+
+def d_attend(dz: np.ndarray, pattern: np.ndarray, v: np.ndarray):  # z = pattern·V → dpattern, dv
+    dz_h = dz.swapaxes(-3, -2)  # [..., head, query_pos, d_head]
+    dpattern = dz_h @ v.swapaxes(-3, -2).swapaxes(-1, -2)  # [..., head, query_pos, key_pos]
+    dv = (pattern.swapaxes(-1, -2) @ dz_h).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
+    return dpattern, dv
+
+
+def d_causal_softmax(dpattern: np.ndarray, pattern: np.ndarray) -> np.ndarray:  # → [..., head, query_pos, key_pos]
+    """p = softmax(s): ds = p·(dp − Σ dp·p). Hidden keys have p = 0, so they get no gradient."""
+    return pattern * (dpattern - (dpattern * pattern).sum(axis=-1, keepdims=True))
+
+
+def d_scale_and_mask(dscores: np.ndarray, scale: float | None) -> np.ndarray:  # → dots' gradient
+    return dscores * scale if scale is not None else dscores
+
+
+def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots = Q·K → dq, dk
+    dq = (ddots @ k.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., query_pos, head, d_head]
+    dk = (ddots.swapaxes(-1, -2) @ q.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
+    return dq, dk
+
+
+def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, 3·head·d_head]
+    lead = dq.shape[:-2]
+    return np.concatenate([d.reshape(*lead, -1) for d in (dq, dk, dv)], axis=-1)
+
+
+def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # [..., pos, d_model] → [d_vocab, d_model]
+    dW = np.zeros((d_vocab, dx.shape[-1]), dtype=dx.dtype)
+    np.add.at(dW, tokens.reshape(-1), dx.reshape(-1, dx.shape[-1]))
+    return dW
+
+
+# --------------------------------------------------------------------------- the decoder, backwards
+
+
+def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
+    """Back through `decoder.norm` (nothing to do without layer norm)."""
+    if ln is None:
+        return dy
+    normalized = acts[prefix + "hook_normalized"]
+    dn, grads[name + ".w"], grads[name + ".b"] = d_scale_and_shift(dy, normalized, ln[0])
+    return d_normalize(dn, normalized, acts[prefix + "hook_scale"])
+
+
+def d_mlp(w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
+    """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
+    dpost, grads[p + "mlp.W_out"], grads[p + "mlp.b_out"] = d_affine(dy, acts[p + "mlp.hook_post"], w.mlp_out.W)
+    dpre = d_gelu_new(dpost, acts[p + "mlp.hook_pre"])
+    dx, grads[p + "mlp.W_in"], grads[p + "mlp.b_in"] = d_affine(dpre, ln_out, w.mlp_in.W)
+    return dx
+
+
+def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
+    """Back through `decoder.attention`: [..., pos, d_model] → the gradient of its input."""
+    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+    a = p + "attn."
+    z, pattern = acts[a + "hook_z"], acts[a + "hook_pattern"]
+    q, k, v = acts[a + "hook_q"], acts[a + "hook_k"], acts[a + "hook_v"]
+    dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
+    grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
+    dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
+    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), score_scale(dh, cfg.scale_scores))
+    dq, dk = d_attention_scores(ddots, q, k)
+    dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
+    for i, m in enumerate("QKV"):  # the fused columns back to each head's [d_model, d_head] matrix
+        grads[a + f"W_{m}"] = dW_qkv[:, i * H * dh : (i + 1) * H * dh].reshape(dm, H, dh).transpose(1, 0, 2)
+        grads[a + f"b_{m}"] = db_qkv[i * H * dh : (i + 1) * H * dh].reshape(H, dh)
+    return dx
+
+
+def _normed(x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
+    """What `decoder.norm` gave: the normalized input times the gain plus the bias (x itself without layer norm)."""
+    return x if ln is None else acts[prefix + "hook_normalized"] * ln[0] + ln[1]
+
+
+def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict) -> np.ndarray:
+    """Back through `decoder.block`: the residual stream's gradient after layer l → before it."""
+    p = f"blocks.{l}."
+    if cfg.mlp:
+        mid = acts[p + "hook_resid_mid"]
+        dx_mlp = d_mlp(w, dy, acts, p, grads, _normed(mid, w.ln2, acts, p + "ln2."))
+        d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
+        dy = dy + d_mid if cfg.residual else d_mid
+    pre = acts[p + "hook_resid_pre"]
+    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(pre, w.ln1, acts, p + "ln1."))
+    d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
+    return dy + d_pre if cfg.residual else d_pre
+
+
+def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
+    """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
+    grads: dict = {}
+    x = acts["unembed.hook_in"]  # [..., pos, d_model]
+    dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
+    dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
+    for l in reversed(range(cfg.n_layers)):
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads)
+    dW_E = d_embed(dx, tokens, cfg.d_vocab)
+    if cfg.tied_unembed:
+        dW_E += dW_U  # W_U is W_E transposed: both uses add up (d_unembed gave it as [d_vocab, d_model])
+    else:
+        grads["W_U"] = dW_U
+    grads["W_E"] = dW_E
+    if cfg.positional != "none":
+        n = tokens.shape[-1]
+        dpos = dx.reshape(-1, n, dx.shape[-1]).sum(axis=0)  # [pos, d_model] summed over the batch
+        grads["W_pos"] = np.zeros_like(w.W_pos)
+        grads["W_pos"][:n] = dpos
+    return grads
+
+
+# Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
+NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
+          "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre", "blocks.*.mlp.hook_post", "ln_final.hook_*",
+          "unembed.hook_in", "logits"]
+
+
+def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:
+    """The mean next-token loss of `tokens` ([pos] or [batch, pos]) and every parameter's gradient.
+    `weights`: a `tracer.fast.Weights` or the parameters by name."""
+    w = weights if isinstance(weights, Weights) else layout(cfg, weights)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rec = Recorder(NEEDED)
+    logits = forward(cfg, w, tokens, rec)  # [..., pos, d_vocab]
+    loss, dlogits = cross_entropy(logits, next_token_targets(tokens))
+    return loss, backward(cfg, w, tokens, rec.store, dlogits)

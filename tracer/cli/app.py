@@ -1,0 +1,156 @@
+"""The `tracer` command: thin typer commands that check their inputs, call the core, and print.
+
+Every input is checked once, before any model runs or any file is written: typer checks the
+ranges of numbers (its message is printed as one line, like ours), `GenerationSettings` the
+sampling options, the output paths are checked, and
+the view options (`--token`, `--layer`, `--head`) are resolved against the model as soon as it
+is loaded. Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other
+exception is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback).
+Ctrl-C exits 130; a closed pipe (`tracer … | head`) exits 141 quietly. Output goes through a
+console that shows control characters from prompts and files (␛) instead of sending them to the
+terminal. A trace file that loads but cannot be shown is examined (`tracer.trace.damage`): if it
+is damaged, that is bad input (2); if it looks sound, a bug of ours (1). Heavy modules are
+imported inside the commands so that `tracer --help` stays fast.
+
+This module holds the typer app, its error handling and what the commands share; the
+commands are in `tracer.cli.run` (trace, show, replay, scenarios, tokens), `tracer.cli.teach`
+(demo) and `tracer.cli.learn` (train, download).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperGroup
+
+
+class _Group(TyperGroup):
+    """Turns exceptions from any command into one line on stderr and an exit code."""
+
+    def invoke(self, ctx):
+        from ..errors import TracerError
+
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as e:  # typer's own checks: an option out of range or of the wrong type, …
+            path = e.ctx.command_path if e.ctx is not None else "tracer"
+            echo_err(f"{e.format_message()} (see {path} --help)")
+            raise typer.Exit(e.exit_code) from None
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except TracerError as e:
+            if STATE["debug"]:
+                raise
+            echo_err(str(e))
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            echo_err("interrupted")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:  # `tracer trace … | head`: the reader left; not an error of ours
+            quiet_stdout()
+            raise typer.Exit(141) from None
+        except MemoryError:
+            if STATE["debug"]:
+                raise
+            echo_err("out of memory: the model or trace is too large for this machine")
+            raise typer.Exit(1) from None
+        except Exception as e:
+            if STATE["debug"]:
+                raise
+            echo_err(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback; please report it)")
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="tracer",
+    help="Every number of a transformer decoder's autoregressive generation, step by step.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+STATE = {"debug": False}
+
+
+class Section(str, Enum):
+    tokens = "tokens"
+    embed = "embed"
+    attention = "attention"
+    layers = "layers"
+    predict = "predict"
+    positions = "positions"
+    heatmap = "heatmap"
+    loop = "loop"
+    lens = "lens"
+
+
+class Side(str, Enum):
+    left = "left"
+    right = "right"
+
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'tiny' (default, untrained), a scenario name or .toml, a GPT-2 folder or name, or a tracer weights file.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
+WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]
+LayerOpt = Annotated[str, typer.Option("--layer", help="Layer shown token by token: a number (0 is the first) or 'all'.")]
+HeadOpt = Annotated[str, typer.Option("--head", help="Head to show: a number (0 is the first) or 'all'.")]
+DimsOpt = Annotated[int, typer.Option("--dims", min=1, help="Vectors longer than this show first dims … last dims and the norm.")]
+PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=12, help="Decimals shown.")]
+BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-token view for one layer; full: every detail.")]
+SectionOpt = Annotated[Optional[list[Section]], typer.Option("--section", help="Show only this part (repeatable): tokens, embed (the first layer's input), attention (the layer token by token), layers, predict, positions (every position's prediction), heatmap, loop (generation and the KV cache), lens.")]
+MaxLinesOpt = Annotated[int, typer.Option("--max-lines", min=0, help="Refuse a view longer than this many lines, with a hint to narrow it (0: no limit).")]
+PagerOpt = Annotated[bool, typer.Option("--pager/--no-pager", help="On a terminal, page output taller than the screen (less -R); never when piped.")]
+ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write exactly what was shown to FILE.html, .svg or .txt.")]
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks on errors.")] = False) -> None:
+    STATE["debug"] = debug
+
+
+def echo_err(message: str) -> None:
+    typer.echo(f"tracer: {message}", err=True)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit flush does not fail again on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def make_console(record: bool = False, **options):
+    """The console every command prints through (`tracer.render.text.SafeConsole`)."""
+    from ..render.text import safe_console
+
+    return safe_console(record=record, **options)
+
+
+def view_of(token, layer, head, dims, precision, brief, section=None, max_lines: int | None = None):
+    from ..render.view import MAX_LINES, View
+
+    return View(token=token, layer=layer, head=head, dims=dims, precision=precision, brief=brief,
+                sections=tuple(s.value for s in section or ()), max_lines=MAX_LINES if max_lines is None else max_lines)
+
+
+def check_export(export: str | None) -> None:
+    if export:
+        from ..render.export import check_export_path
+
+        check_export_path(export)
+
+
+def passes(prompt_len: int, max_new_tokens: int) -> int:
+    """Positions that can have a pass of their own: the prompt's, then each generated token but the last."""
+    return prompt_len + max(max_new_tokens, 1) - 1

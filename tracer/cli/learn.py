@@ -1,0 +1,151 @@
+"""`tracer train` (a small GPT-2 trained with tracer's own backward pass) and `tracer download`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .app import app, echo_err
+
+
+@app.command()
+def train(
+    corpus: Annotated[str, typer.Argument(help="A UTF-8 text file to learn from (tools/make_corpus.py writes one).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Folder to write config.json, model.safetensors and training.json into (transformers' GPT-2 layout).")],
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")] = 1500,
+    layers: Annotated[int, typer.Option("--layers", min=1, help="Blocks.")] = 4,
+    d_model: Annotated[int, typer.Option("--d-model", min=1, help="Width of the residual stream.")] = 64,
+    heads: Annotated[int, typer.Option("--heads", min=1, help="Attention heads per layer (must divide --d-model).")] = 4,
+    context: Annotated[int, typer.Option("--context", min=2, help="Tokens per training window: the model's context.")] = 64,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Windows per step.")] = 16,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (warm-up, then a cosine decay to a tenth).")] = 3e-3,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the initial weights and of the windows drawn.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists and is not empty.")] = False,
+) -> None:
+    """Train a small GPT-2 on CORPUS with tracer's NumPy backward pass, and save it for `tracer trace --model`.
+
+    AdamW with warm-up and a cosine decay, gradient clipping, the gpt2 tokenizer. The same corpus,
+    options and seed give the same weights. Ctrl-C stops after the current step and saves it; a loss
+    that stops being finite stops training and keeps the last good weights. Nothing is half-written.
+
+    Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
+    """
+    from ..files import check_output_folder
+    from ..render.progress import training_progress
+    from ..tokens import get_tokenizer
+    from ..train import TrainSettings, read_corpus
+
+    settings = TrainSettings(steps=steps, layers=layers, d_model=d_model, heads=heads, context=context, batch=batch,
+                             lr=lr, seed=seed)
+    check_output_folder(out, "--out", force)
+    text, sha = read_corpus(corpus)
+    import numpy as np
+
+    ids = np.asarray(get_tokenizer("gpt2").encode(text), dtype=np.int64)  # [n]
+    with _stop_on_signals() as stopping, training_progress(settings) as on_step:
+        result = _train(ids, settings, on_step, stopping)
+    _save_training(result, settings, corpus, sha, ids, out)
+
+
+def _train(ids, settings, on_step, stopping):
+    from ..train import train as run
+
+    return run(ids, settings, on_step=on_step, should_stop=stopping)
+
+
+def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> None:
+    """Write the trained model (when a step completed), say how training went, and exit as it ended."""
+    from pathlib import Path
+
+    from ..errors import TracerError
+    from ..files import atomic_folder
+    from ..hf import write_folder
+    from ..render.progress import sparkline
+    from ..train import head_roles, record_json, training_record
+    from ..version import __version__
+
+    done = len(result.losses)
+    if done:
+        heads = head_roles(result, ids)
+        record = training_record(result, settings, Path(corpus).name, sha, len(ids), __version__, heads)
+        atomic_folder(out, lambda tmp: write_folder(tmp, result.config, result.params,
+                                                    extra={"training.json": record_json(record)}))
+        first, last = result.losses[0], record["final_loss"]
+        echo_err(f"{done:,} steps in {result.seconds:.0f} s: loss {first:.3f} → {last:.3f} (mean of the last 20)")
+        line = sparkline(result.losses)
+        if line:
+            echo_err(f"loss per step: {line}")
+        echo_err(_strongest_heads(heads))
+        echo_err(f"saved {out}; try: tracer trace --model {out} \"A B C D E F\"")
+    if result.stopped == "interrupted":
+        echo_err("interrupted: " + (f"saved the weights of step {done}" if done else "no step completed, nothing saved"))
+        raise typer.Exit(130)
+    if result.stopped == "not finite":
+        kept = f"the weights of step {done} are saved in {out}" if done else "nothing was saved"
+        raise TracerError(f"training stopped at step {done + 1}: the loss or a gradient is not finite (NaN or ∞); "
+                          f"{kept}; try a smaller --lr")
+
+
+def _strongest_heads(heads: dict) -> str:
+    """'strongest previous-token head 0.2 (0.81); strongest induction head 1.3 (0.64)' (layer.head, score)."""
+    import numpy as np
+
+    parts = []
+    for kind in ("previous_token", "induction"):
+        s = np.asarray(heads[kind])  # [layer, head]
+        l, h = np.unravel_index(int(np.argmax(s)), s.shape)
+        parts.append(f"strongest {kind.replace('_', '-')} head {l}.{h} ({s[l, h]:.2f})")
+    return "; ".join(parts) + " (layer.head, mean weight on the expected key)"
+
+
+class _stop_on_signals:
+    """Ctrl-C, SIGTERM and SIGHUP ask the training loop to stop after the current step (a second Ctrl-C stops at once)."""
+
+    def __enter__(self):
+        import signal
+
+        self.asked = False
+        self.saved = {}
+        for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                self.saved[sig] = signal.signal(sig, self._ask)
+        return lambda: self.asked
+
+    def _ask(self, signum, frame):
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        return False
+
+
+@app.command()
+def download(
+    name: Annotated[str, typer.Argument(help="gpt2, gpt2-medium, gpt2-large, gpt2-xl or distilgpt2.")],
+) -> None:
+    """Fetch a GPT-2's config.json and model.safetensors into the Hugging Face cache (the only command that uses the network; needs the optional package huggingface_hub: `pip install huggingface_hub`).
+
+    Example: tracer download gpt2-medium && tracer trace "Hello" --model gpt2-medium
+    """
+    from ..errors import TracerError
+    from ..hf import download as fetch_files, hub_repos
+    from ..loaders import hf_model
+    from ..render.progress import reading_progress
+
+    short = hub_repos(name)[0]
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise TracerError(f"download: needs the optional package huggingface_hub: pip install huggingface_hub, then run "
+                          f"this again (or put config.json and model.safetensors of {hub_repos(name)[1][0]} in a folder "
+                          f"and pass --model FOLDER)") from None
+    folder = fetch_files(name, hf_hub_download)
+    m = hf_model(folder, name=short, progress=reading_progress)  # reads every tensor once: checks the files are whole
+    typer.echo(f"{short}: {m.config.n_layers} layers, d_model {m.config.d_model}, {m.config.n_heads} heads, in {folder}")
+    typer.echo(f'try: tracer trace --model {short} "The capital of France is"')

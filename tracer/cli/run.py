@@ -1,0 +1,204 @@
+"""The commands that run or show a trace: `trace`, `show`, `replay`, `scenarios`, `tokens`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import (STATE, BriefOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
+                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, view_of)
+
+
+@app.command()
+def trace(
+    prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
+    model: ModelOpt = "tiny",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
+    seed: SeedOpt = 0,
+    weights_seed: WeightsSeedOpt = 0,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when the generated text contains this string (repeatable).")] = None,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse earlier tokens' keys and values (KV cache) or recompute the whole context each step.")] = True,
+    verify_cache: Annotated[bool, typer.Option("--verify-cache", help="Run with and without the KV cache and show that logits and tokens agree.")] = False,
+    save: Annotated[Optional[str], typer.Option("--save", help="Write the whole trace (every step) to FILE.npz.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (prompt_ids, generated_ids, text, …) instead of tables.")] = False,
+    token: TokenOpt = None,
+    layer: LayerOpt = "0",
+    head: HeadOpt = "all",
+    dims: DimsOpt = 8,
+    precision: PrecisionOpt = 3,
+    brief: BriefOpt = True,
+    section: SectionOpt = None,
+    max_lines: MaxLinesOpt = 20_000,
+    pager: PagerOpt = True,
+    export: ExportOpt = None,
+    truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
+) -> None:
+    """Run PROMPT through the model and show every intermediate, step by step.
+
+    Example: tracer trace "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
+    """
+    from ..files import check_output_path
+    from ..loaders import load
+    from ..render.progress import generation_progress, reading_progress
+    from ..settings import GenerationSettings
+    from ..tokens import check_prompt
+
+    settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
+    view = view_of(token, layer, head, dims, precision, brief, section, 0 if json_out else max_lines)
+    check_prompt(prompt)
+    if save:
+        check_output_path(save, "--save", (".npz",))
+    check_export(export)
+    out = make_console(bool(export))
+    m = load(model, seed=weights_seed, progress=reading_progress)
+    side = truncate.value if truncate else None
+    text = m.prompt(prompt, side, settings.max_new_tokens)
+    n = len(text.ids)
+    view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
+    names = [] if json_out and not save else None  # --json alone records nothing it would not print
+    with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
+        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if names == [] else None)
+    resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
+    if text.truncated:
+        note, kept = text.truncated, "end" if side == "left" else "start"
+        echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
+                  f"kept its {kept}, {note['kept']:,} tokens (--truncate {side}), dropped {note['dropped']:,}")
+    if verify_cache:
+        from ..generate import verify_cache as verify
+
+        with generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
+            gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
+    if save:
+        gen.save(save)
+    if json_out:
+        from ..render.jsonout import dumps, trace_json
+
+        typer.echo(dumps(trace_json(gen, m.tokenizer)))
+        return
+    from ..render import show_generation
+
+    show_generation(gen, m.tokenizer, resolved, export=export, console=out, pager=pager)
+    if save:
+        typer.echo(f"saved {save}", err=True)
+
+
+@app.command()
+def show(
+    path: Annotated[str, typer.Argument(help="A trace saved with --save (FILE.npz).")],
+    token: TokenOpt = None,
+    layer: LayerOpt = "0",
+    head: HeadOpt = "all",
+    dims: DimsOpt = 8,
+    precision: PrecisionOpt = 3,
+    brief: BriefOpt = True,
+    section: SectionOpt = None,
+    max_lines: MaxLinesOpt = 20_000,
+    pager: PagerOpt = True,
+    export: ExportOpt = None,
+) -> None:
+    """Render a saved trace with the same views as `trace` (no model needed).
+
+    Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
+    """
+    from ..errors import TracerError
+    from ..render import show_generation
+    from ..tokens import get_tokenizer
+    from ..trace import Generation, damage as trace_damage
+
+    view = view_of(token, layer, head, dims, precision, brief, section, max_lines)
+    check_export(export)
+    gen = Generation.load(path)
+    try:
+        tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
+    except TracerError as e:
+        raise TracerError(f"{path}: {e}") from None
+    try:
+        show_generation(gen, tokenizer, view, export=export, console=make_console(bool(export)), pager=pager)
+    except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
+        raise
+    except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
+        damage = trace_damage(gen, tokenizer.n_vocab)
+        if damage is None or STATE["debug"]:
+            raise  # the file is sound: a bug of ours, reported as one
+        raise TracerError(f"{path}: damaged trace: {damage} ({type(e).__name__} while showing it)") from None
+
+
+@app.command()
+def replay(
+    scenario: Annotated[str, typer.Argument(help="A scenario file (.toml) or the name of a shipped one (see `tracer scenarios`).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (checks, generated, …) instead of tables.")] = False,
+    token: TokenOpt = None,
+    layer: LayerOpt = "0",
+    head: HeadOpt = "all",
+    dims: DimsOpt = 8,
+    precision: PrecisionOpt = 3,
+    brief: BriefOpt = True,
+    section: SectionOpt = None,
+    max_lines: MaxLinesOpt = 20_000,
+    pager: PagerOpt = True,
+    export: ExportOpt = None,
+) -> None:
+    """Replay a scenario: run it, show the walkthrough, and check every stated value (✓ / ✗).
+
+    A ✗ is a stated value that disagrees with the computation, which is what a replay is for: the
+    command still exits 0. A malformed file is bad input (exit 2).
+
+    Example: tracer replay article
+    """
+    import dataclasses
+
+    from ..replay import replay as run
+    from ..scenario import load_scenario, resolve
+
+    view = view_of(token, layer, head, dims, precision, brief, section, max_lines)
+    check_export(export)
+    scn = load_scenario(resolve(scenario))
+    n = len(scn.prompt.ids)
+    out = make_console(bool(export))
+    view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width)  # before anything runs
+    done = run(scn)
+    if json_out:
+        from ..render.jsonout import dumps, replay_json
+
+        typer.echo(dumps(replay_json(done), ascii_only=False))
+        return
+    from ..render import show_generation
+    from ..render.summary import scenario_header
+
+    resolved = dataclasses.replace(view, checks=tuple(done.checks)).resolve(scn.config, n, len(done.gen.steps[-1].tokens),
+                                                                          out.width)
+    show_generation(done.gen, done.model.tokenizer, resolved, export=export, console=out, pager=pager,
+                    before=[scenario_header(scn)])
+
+
+@app.command()
+def scenarios() -> None:
+    """List the shipped scenarios with their titles.
+
+    Example: tracer scenarios
+    """
+    from ..render.summary import scenarios_table
+    from ..scenario import summaries
+
+    make_console().print(scenarios_table(summaries()))
+
+
+@app.command()
+def tokens(
+    prompt: Annotated[str, typer.Argument(help="The text to split into tokens.")],
+    encoding: Annotated[str, typer.Option("--encoding", "-e", help="gpt2 (default) or cl100k_base.")] = "gpt2",
+) -> None:
+    """Show how PROMPT splits into tokens: letter, text, id, position.
+
+    Example: tracer tokens "building a house" --encoding gpt2
+    """
+    from ..render.summary import token_table
+    from ..tokens import check_prompt, get_tokenizer
+
+    check_prompt(prompt)
+    tok = get_tokenizer(encoding)
+    make_console().print(token_table(tok.encode(prompt), tok))

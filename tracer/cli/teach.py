@@ -1,0 +1,65 @@
+"""`tracer demo`: the classroom walkthrough, one step per screen."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import ModelOpt, app, make_console
+
+
+ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
+                  "on the automotive industry.")
+
+
+DEMO_NEW_TOKENS = 3  # tokens generated for `demo --prompt`: enough to see G and H appended
+
+
+@app.command()
+def demo(
+    scenario: Annotated[str, typer.Argument(help="A shipped scenario name or .toml file.")] = "article",
+    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Walk through this prompt instead of a scenario (with --model).")] = None,
+    model: ModelOpt = "tiny",
+    auto: Annotated[Optional[float], typer.Option("--auto", help="Advance by itself every SECONDS.")] = None,
+    quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
+    export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
+) -> None:
+    """A paced, narrated classroom walkthrough: one step per screen.
+
+    Keys: Enter/space/→ next, b/← back, a number then Enter jumps, q quits.
+    Example: tracer demo article --quiz
+    """
+    from ..errors import TracerError
+    from ..render.demo import MAX_WIDTH, check_deck_path, show_demo
+
+    if auto is not None and not auto > 0:
+        raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}")
+    if export is not None:
+        check_deck_path(export)
+    console = make_console()
+    if console.width > MAX_WIDTH:  # legible on a projector
+        console = make_console(width=MAX_WIDTH)
+    if console.is_terminal:
+        with console.status("running the model and recording every step…"):
+            d = _demo_run(scenario, prompt, model)
+    else:
+        d = _demo_run(scenario, prompt, model)
+    if d.cfg.n_layers < 1:
+        raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
+    show_demo(d, console, quiz=quiz, auto=auto, export=export)
+
+
+def _demo_run(scenario: str, prompt: str | None, model: str):
+    """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
+    from ..loaders import load
+    from ..render.demo import Demo
+    from ..replay import replay as run
+
+    if prompt is None:
+        done = run(scenario)
+        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks)
+    m = load(model)
+    n = len(m.tokenize(prompt))
+    gen = m.generate(prompt, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - n)))
+    return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))
