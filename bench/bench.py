@@ -644,24 +644,60 @@ def case_load(cfg, params, tmp: Path, rounds: int, results: dict) -> Path:
     return path
 
 
+def readme_prompt() -> str:
+    """The prompt of the README's first command (`tracer trace "…"`)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("```bash", 1)[1].split("```", 1)[0]
+    words = shlex.split(block.split(" trace ", 1)[1].splitlines()[0])
+    return words[0]
+
+
 def case_cli(cmd: list[str], runs: int, results: dict) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    out = {"command": " ".join(cmd)}
-    for label, args in (("help", ["--help"]), ("replay_article", ["replay", "article"])):
-        walls, code, last = [], 0, ""
-        for _ in range(runs + 1):
-            code, dt, _rss, last = wait_rss(cmd + args, env=env)
-            walls.append(dt)
+    """Whole processes, interleaved round by round (A B C … A B C …) so that the machine's drift
+    hits every case alike: Python's own start-up with numpy and rich imported (the floor any
+    NumPy + Rich program pays), `tracer --help`, the README's first trace, its `--section predict`,
+    and `tracer replay article`. Ratios are to the start-up of the same round."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "COLUMNS": "100"}
+    prompt = readme_prompt()
+    cases = {
+        "startup": [sys.executable, "-c", "import numpy, rich"],
+        "help": cmd + ["--help"],
+        "readme_trace": cmd + ["trace", prompt, "--no-pager"],
+        "readme_predict": cmd + ["trace", prompt, "--section", "predict", "--no-pager"],
+        "replay_article": cmd + ["replay", "article", "--no-pager"],
+    }
+    walls = {k: [] for k in cases}
+    failed = {}
+    for round_ in range(runs + 1):  # round 0 warms the page cache and is dropped
+        for label, c in cases.items():
+            if label in failed:
+                continue
+            code, dt, _rss, last = wait_rss(c, env=env)
             if code:
-                break
-        out[label] = {"exit": code, "wall_s": median(walls[1:]) if len(walls) > 1 else walls[0],
-                      "stderr": last if code else ""}
+                failed[label] = f"exit {code}: {last}"
+            elif round_:
+                walls[label].append(dt)
+    out = {"command": " ".join(cmd), "prompt": prompt, "rounds": runs}
+    base = walls["startup"]
+    for label in cases:
+        w = walls[label]
+        out[label] = {"exit": 1 if label in failed else 0, "stderr": failed.get(label, ""),
+                      "wall_s": median(w) if w else None,
+                      "over_startup": median([a / b for a, b in zip(w, base)]) if w and base and label != "startup" else None}
     results["cli"] = out
-    print(f"\nwhole process ({out['command']}), median of {runs} after one warm-up")
-    for label, shown in (("help", "tracer --help"), ("replay_article", "tracer replay article")):
+    print(f"\nwhole process ({out['command']}), median of {runs} interleaved rounds after one warm-up")
+    for label, shown in (("startup", 'python -c "import numpy, rich"'), ("help", "tracer --help"),
+                         ("readme_trace", f"tracer trace {prompt!r}"), ("readme_predict", "  … --section predict"),
+                         ("replay_article", "tracer replay article")):
         x = out[label]
-        note = f"   (exit {x['exit']}: {x['stderr']})" if x["exit"] else ""
-        print(f"  {shown:24s} {x['wall_s']:.3f} s{note}")
+        if x["exit"]:
+            print(f"  {shown:40s} ({x['stderr']})")
+            continue
+        ratio = f"   {x['over_startup']:.2f}× start-up" if x["over_startup"] else ""
+        print(f"  {shown:40s} {x['wall_s']:.3f} s{ratio}")
 
 
 def case_render(results: dict, runs: int) -> None:
@@ -817,7 +853,12 @@ def check_targets(r: dict) -> list[dict]:
         add("tracer --help ≤ 0.3 s", cli["help"]["wall_s"] <= 0.3 and not cli["help"]["exit"], f"{cli['help']['wall_s']:.3f} s")
         ra = cli["replay_article"]
         add("tracer replay article ≤ 1.0 s", (ra["wall_s"] <= 1.0) if not ra["exit"] else None,
-            f"{ra['wall_s']:.3f} s" if not ra["exit"] else f"not runnable yet (exit {ra['exit']}: {ra['stderr']})")
+            f"{ra['wall_s']:.3f} s" if not ra["exit"] else f"not runnable ({ra['stderr']})")
+        rt = cli["readme_trace"]
+        add("the README's first trace ≤ 5× `python -c \"import numpy, rich\"` (issue 16)",
+            rt["over_startup"] <= 5 if not rt["exit"] else None,
+            f"{rt['over_startup']:.2f}× ({rt['wall_s']:.2f} s against {cli['startup']['wall_s']:.2f} s)" if not rt["exit"]
+            else f"not runnable ({rt['stderr']})")
     return out
 
 

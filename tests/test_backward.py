@@ -42,6 +42,15 @@ CONFIGS = {
     "no residual": {"residual": False},
     "given positions": {"positional": "explicit"},
     "no positions": {"positional": "none"},
+    "rms norm": {"norm": "rms"},
+    "swiglu MLP": {"mlp": "swiglu"},
+    "rotary positions": {"positional": "rope", "rope_theta": 7.0},
+    "llama3 rope scaling": {"positional": "rope", "rope_theta": 50.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 2.0,
+        "original_max_position_embeddings": 8}},
+    "one key/value head": {"n_kv_heads": 1},
+    "sliding window": {"sliding_window": 2},
+    "llama block": {"positional": "rope", "norm": "rms", "mlp": "swiglu", "n_kv_heads": 1, "tied_unembed": False},
 }
 
 

@@ -22,6 +22,14 @@ SWITCHES = [
     dict(layer_norm=False, mlp=False, residual=False, scale_scores=False, positional="explicit"),  # the article's block
     dict(positional="sinusoidal"),
     dict(positional="none", tied_unembed=False),
+    dict(norm="rms"),
+    dict(mlp="swiglu"),
+    dict(positional="rope", rope_theta=5.0),
+    dict(positional="rope", rope_theta=500.0, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                                 high_freq_factor=4.0, original_max_position_embeddings=16)),
+    dict(n_kv_heads=1),
+    dict(sliding_window=3),
+    dict(positional="rope", norm="rms", mlp="swiglu", n_kv_heads=1, tied_unembed=False, sliding_window=4),  # Llama/Mistral
 ]
 
 

@@ -46,21 +46,27 @@ TOL = 1e-12  # float64 throughout: exact up to rounding
 @st.composite
 def small_models(draw):
     n_heads = draw(st.integers(1, 4))
+    positional = draw(st.sampled_from([p for p in POSITIONAL if p != "explicit"]))
+    d_head = draw(st.integers(1, 2)) * 2 if positional == "rope" else draw(st.integers(1, 4))  # RoPE turns pairs
     cfg = Config(
         d_vocab=draw(st.integers(2, 12)),
         n_ctx=draw(st.integers(1, 8)),
         d_model=draw(st.integers(1, 8)),
         n_heads=n_heads,
-        d_head=draw(st.integers(1, 4)),
+        d_head=d_head,
         d_mlp=draw(st.integers(1, 8)),
         n_layers=draw(st.integers(1, 3)),
         dtype="float64",
-        positional=draw(st.sampled_from([p for p in POSITIONAL if p != "explicit"])),
+        positional=positional,
         layer_norm=draw(st.booleans()),
-        mlp=draw(st.booleans()),
+        norm=draw(st.sampled_from(["layer", "rms"])),
+        mlp=draw(st.sampled_from([False, "gelu", "swiglu"])),
         residual=draw(st.booleans()),
         scale_scores=draw(st.booleans()),
         tied_unembed=draw(st.booleans()),
+        n_kv_heads=draw(st.sampled_from([k for k in range(1, n_heads + 1) if n_heads % k == 0])),
+        sliding_window=draw(st.one_of(st.none(), st.integers(1, 8))),
+        rope_theta=draw(st.sampled_from([3.0, 10000.0])),
     )
     params = init_weights(cfg, draw(st.integers(0, 2**32 - 1)))
     scale = draw(st.sampled_from([1.0, 25.0, 250.0]))  # 0.02 → up to 5: sharp softmaxes, big scores
@@ -71,13 +77,15 @@ def small_models(draw):
 
 
 def _z_reference(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """hook_z by loops: for each head and query, the pattern-weighted sum of the value rows."""
+    """hook_z by loops: for each head and query, the pattern-weighted sum of the value rows (of
+    the key/value head the query head shares, under grouped-query attention)."""
     n_heads, n_q, n_k = pattern.shape
+    group = n_heads // v.shape[1]
     z = np.zeros((n_q, n_heads, v.shape[-1]))
     for h in range(n_heads):
         for q in range(n_q):
             for k in range(n_k):
-                z[q, h] += pattern[h, q, k] * v[k, h]
+                z[q, h] += pattern[h, q, k] * v[k, h // group]
     return z
 
 
@@ -114,6 +122,8 @@ def check_invariants(model, prompt):
         assert pattern.shape == (cfg.n_heads, n, n)
         np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=TOL)
         above = np.triu(np.ones((n, n), dtype=bool), k=1)  # later keys
+        if cfg.sliding_window is not None:  # and keys the window has left behind
+            above |= np.tril(np.ones((n, n), dtype=bool), k=-cfg.sliding_window)
         assert (pattern[:, above] == 0.0).all()  # exactly 0, not merely small
         assert (pattern >= 0).all()
         np.testing.assert_allclose(t[b + "attn.hook_z"], _z_reference(pattern, t[b + "attn.hook_v"]), atol=1e-9, rtol=1e-12)

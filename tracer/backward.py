@@ -5,8 +5,10 @@ forward pass recorded (the trace is the activation cache): `d_unembed` undoes `A
 final vectors, `d_norm` the layer norm, `d_mlp` the MLP (`d_gelu_new`), `d_attention` the
 attention (`d_merge_heads`, `d_attend`, `d_causal_softmax`, `d_scale_and_mask`,
 `d_attention_scores`, `d_split_heads`), `d_block` a layer with its residuals, `d_embed` the
-lookup (`d_unembed` the unembedding). The loss is the mean next-token cross-entropy over the positions (position i predicts
-token i + 1), as transformers' `GPT2LMHeadModel(ids, labels=ids).loss`.
+lookup (`d_unembed` the unembedding); for Llama-shaped blocks `d_rms_normalize`, `d_swiglu`,
+`d_rotate`, and grouped-query attention in `d_attend` / `d_attention_scores`. The loss is the mean
+next-token cross-entropy over the positions (position i predicts token i + 1), as transformers'
+`GPT2LMHeadModel(ids, labels=ids).loss`.
 
 Gradients are returned under the parameters' TransformerLens names, each of its parameter's shape
 (`W_Q` [head, d_model, d_head], …); with tied embeddings `W_E`'s gradient holds both its uses.
@@ -22,7 +24,7 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import score_scale
+from .equations import rope_angles, rotate, score_scale, silu
 from .fast import Layer, Weights, layout
 from .record import Recorder
 
@@ -118,9 +120,25 @@ def d_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np
     return (dn - mean_dn - normalized * mean_dnn) / scale
 
 
+def d_rms_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
+    """n = x / scale, scale = √(mean(x²) + eps): dx = (dn − n·mean(dn·n)) / scale."""
+    return (dn - normalized * (dn * normalized).mean(axis=-1, keepdims=True)) / scale
+
+
 def d_scale_and_shift(dy: np.ndarray, normalized: np.ndarray, w: np.ndarray):  # y = n·w + b → dn, dw, db
     lead = tuple(range(dy.ndim - 1))
     return dy * w, (dy * normalized).sum(axis=lead), dy.sum(axis=lead)
+
+
+def d_swiglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray):  # post = SiLU(gate)·up → dgate, dup
+    """SiLU(g) = g·σ(g), whose slope is σ(g)·(1 + g·(1 − σ(g)))."""
+    sig = 0.5 * (1.0 + np.tanh(0.5 * gate))  # σ(gate)
+    return dpost * up * sig * (1.0 + gate * (1.0 - sig)), dpost * silu(gate)
+
+
+def d_rotate(dout: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # → [..., pos, head, d_head]
+    """A rotation's gradient is the rotation back: by the opposite angle."""
+    return rotate(dout, cos, -sin)
 
 
 def d_gelu_new(dy: np.ndarray, x: np.ndarray) -> np.ndarray:  # [..., d_mlp] → [..., d_mlp]
@@ -134,11 +152,25 @@ def d_merge_heads(dm: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, hea
     return dm.reshape(*dm.shape[:-1], n_heads, -1)
 
 
+def shared(x: np.ndarray, n_kv_heads: int) -> np.ndarray:  # [..., pos, head, d] → [..., pos, kv_head, d]
+    """Grouped-query attention: the query heads' shares summed onto the key/value head they read."""
+    H = x.shape[-2]
+    if H == n_kv_heads:
+        return x
+    return x.reshape(*x.shape[:-2], n_kv_heads, H // n_kv_heads, x.shape[-1]).sum(axis=-2)
+
+
+def each_head(x: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, kv_head, d] → [..., pos, head, d]
+    """Each key/value head repeated for the query heads that share it."""
+    return x if x.shape[-2] == n_heads else np.repeat(x, n_heads // x.shape[-2], axis=-2)
+
+
 def d_attend(dz: np.ndarray, pattern: np.ndarray, v: np.ndarray):  # z = pattern·V → dpattern, dv
     dz_h = dz.swapaxes(-3, -2)  # [..., head, query_pos, d_head]
-    dpattern = dz_h @ v.swapaxes(-3, -2).swapaxes(-1, -2)  # [..., head, query_pos, key_pos]
+    v_h = each_head(v, dz.shape[-2])  # [..., key_pos, head, d_head]
+    dpattern = dz_h @ v_h.swapaxes(-3, -2).swapaxes(-1, -2)  # [..., head, query_pos, key_pos]
     dv = (pattern.swapaxes(-1, -2) @ dz_h).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
-    return dpattern, dv
+    return dpattern, shared(dv, v.shape[-2])
 
 
 def d_causal_softmax(dpattern: np.ndarray, pattern: np.ndarray) -> np.ndarray:  # → [..., head, query_pos, key_pos]
@@ -151,12 +183,13 @@ def d_scale_and_mask(dscores: np.ndarray, scale: float | None) -> np.ndarray:  #
 
 
 def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots = Q·K → dq, dk
-    dq = (ddots @ k.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., query_pos, head, d_head]
+    k_h = each_head(k, q.shape[-2])  # [..., key_pos, head, d_head]
+    dq = (ddots @ k_h.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., query_pos, head, d_head]
     dk = (ddots.swapaxes(-1, -2) @ q.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
-    return dq, dk
+    return dq, shared(dk, k.shape[-2])
 
 
-def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, 3·head·d_head]
+def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
     lead = dq.shape[:-2]
     return np.concatenate([d.reshape(*lead, -1) for d in (dq, dk, dv)], axis=-1)
 
@@ -175,51 +208,68 @@ def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, gra
     if ln is None:
         return dy
     normalized = acts[prefix + "hook_normalized"]
-    dn, grads[name + ".w"], grads[name + ".b"] = d_scale_and_shift(dy, normalized, ln[0])
+    dn, grads[name + ".w"], db = d_scale_and_shift(dy, normalized, ln[0])
+    if cfg.norm == "rms":
+        return d_rms_normalize(dn, normalized, acts[prefix + "hook_scale"])
+    grads[name + ".b"] = db
     return d_normalize(dn, normalized, acts[prefix + "hook_scale"])
 
 
-def d_mlp(w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
+def d_mlp(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
     """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
     dpost, grads[p + "mlp.W_out"], grads[p + "mlp.b_out"] = d_affine(dy, acts[p + "mlp.hook_post"], w.mlp_out.W)
+    if cfg.mlp == "swiglu":
+        dgate, dup = d_swiglu(dpost, acts[p + "mlp.hook_pre"], acts[p + "mlp.hook_pre_linear"])
+        dx, grads[p + "mlp.W_in"], grads[p + "mlp.b_in"] = d_affine(dup, ln_out, w.mlp_in.W)
+        dx_gate, grads[p + "mlp.W_gate"], _ = d_affine(dgate, ln_out, w.mlp_gate.W)
+        return dx + dx_gate
     dpre = d_gelu_new(dpost, acts[p + "mlp.hook_pre"])
     dx, grads[p + "mlp.W_in"], grads[p + "mlp.b_in"] = d_affine(dpre, ln_out, w.mlp_in.W)
     return dx
 
 
-def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
+def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray,
+                turn=None) -> np.ndarray:
     """Back through `decoder.attention`: [..., pos, d_model] → the gradient of its input."""
-    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+    H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
     a = p + "attn."
     z, pattern = acts[a + "hook_z"], acts[a + "hook_pattern"]
-    q, k, v = acts[a + "hook_q"], acts[a + "hook_k"], acts[a + "hook_v"]
+    qk = ("hook_rot_q", "hook_rot_k") if turn is not None else ("hook_q", "hook_k")
+    q, k, v = acts[a + qk[0]], acts[a + qk[1]], acts[a + "hook_v"]
     dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
     grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
     dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
     ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), score_scale(dh, cfg.scale_scores))
     dq, dk = d_attention_scores(ddots, q, k)
+    if turn is not None:  # back through the rotation to the projections' Q and K
+        dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
     dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
-    for i, m in enumerate("QKV"):  # the fused columns back to each head's [d_model, d_head] matrix
-        grads[a + f"W_{m}"] = dW_qkv[:, i * H * dh : (i + 1) * H * dh].reshape(dm, H, dh).transpose(1, 0, 2)
-        grads[a + f"b_{m}"] = db_qkv[i * H * dh : (i + 1) * H * dh].reshape(H, dh)
+    edges = np.cumsum([0, H * dh, KV * dh, KV * dh])  # the fused columns: Q's heads, then K's, then V's
+    for i, (m, heads) in enumerate(zip("QKV", (H, KV, KV))):  # back to each head's [d_model, d_head] matrix
+        cols = slice(edges[i], edges[i + 1])
+        grads[a + f"W_{m}"] = dW_qkv[:, cols].reshape(dm, heads, dh).transpose(1, 0, 2)
+        grads[a + f"b_{m}"] = db_qkv[cols].reshape(heads, dh)
     return dx
 
 
 def _normed(x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
-    """What `decoder.norm` gave: the normalized input times the gain plus the bias (x itself without layer norm)."""
-    return x if ln is None else acts[prefix + "hook_normalized"] * ln[0] + ln[1]
+    """What `decoder.norm` gave: the normalized input times the gain plus the bias (x itself without a norm)."""
+    if ln is None:
+        return x
+    out = acts[prefix + "hook_normalized"] * ln[0]
+    return out if ln[1] is None else out + ln[1]
 
 
-def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict) -> np.ndarray:
+def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, turn=None) -> np.ndarray:
     """Back through `decoder.block`: the residual stream's gradient after layer l → before it."""
     p = f"blocks.{l}."
     if cfg.mlp:
         mid = acts[p + "hook_resid_mid"]
-        dx_mlp = d_mlp(w, dy, acts, p, grads, _normed(mid, w.ln2, acts, p + "ln2."))
+        dx_mlp = d_mlp(cfg, w, dy, acts, p, grads, _normed(mid, w.ln2, acts, p + "ln2."))
         d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
         dy = dy + d_mid if cfg.residual else d_mid
     pre = acts[p + "hook_resid_pre"]
-    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(pre, w.ln1, acts, p + "ln1."))
+    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(pre, w.ln1, acts, p + "ln1."), turn)
     d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
     return dy + d_pre if cfg.residual else d_pre
 
@@ -230,15 +280,16 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
     dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
     dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
+    turn = rope_angles(w.rope, 0, tokens.shape[-1], cfg.dtype) if w.rope is not None else None
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads)
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn)
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
     if cfg.tied_unembed:
         dW_E += dW_U  # W_U is W_E transposed: both uses add up (d_unembed gave it as [d_vocab, d_model])
     else:
         grads["W_U"] = dW_U
     grads["W_E"] = dW_E
-    if cfg.positional != "none":
+    if cfg.has_positions:
         n = tokens.shape[-1]
         dpos = dx.reshape(-1, n, dx.shape[-1]).sum(axis=0)  # [pos, d_model] summed over the batch
         grads["W_pos"] = np.zeros_like(w.W_pos)
@@ -248,7 +299,8 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 
 # Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
-          "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre", "blocks.*.mlp.hook_post", "ln_final.hook_*",
+          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
+          "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
           "unembed.hook_in", "logits"]
 
 

@@ -1,18 +1,22 @@
 """The model's shape and the switches that choose its block (follows nanoGPT's `GPTConfig`).
 
-One decoder runs both the seed article's simplified block (explicit positions, no layer
-norm, no MLP, no residual, unscaled scores) and a real GPT-2 block; `Config` says which.
-Core module: imports numpy only.
+One decoder runs the seed article's simplified block (explicit positions, no layer norm, no MLP,
+no residual, unscaled scores), a real GPT-2 block, and the Llama / Qwen2 / Mistral block (rotary
+positions, RMS norm, the gated SwiGLU MLP, grouped-query attention, a sliding window); `Config`
+says which. Core module: imports numpy only.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from .errors import TracerError, near
 
-POSITIONAL = ("learned", "sinusoidal", "explicit", "none")
+POSITIONAL = ("learned", "sinusoidal", "explicit", "none", "rope")
+NORMS = ("layer", "rms")
+MLPS = ("gelu", "swiglu")
 DTYPES = ("float32", "float64")
+ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
 @dataclass(frozen=True)
@@ -25,20 +29,30 @@ class Config:
     d_mlp: int | None = None  # hidden width of the MLP; default 4 * d_model
     n_layers: int = 12  # blocks (the article's 24 is GPT-2 medium)
     dtype: str = "float32"  # float64 for hand-checkable toys, float32 for real models
-    positional: str = "learned"  # learned | sinusoidal | explicit (given vectors) | none
-    layer_norm: bool = True  # pre-LN before attention and MLP, plus the final LN (GPT-2)
-    mlp: bool = True  # the GELU MLP after attention (GPT-2's gelu_new, tanh approximation)
+    positional: str = "learned"  # learned | sinusoidal | explicit (given vectors) | none | rope (Q and K rotated)
+    layer_norm: bool = True  # a norm before attention and MLP, plus the final one (GPT-2, Llama)
+    mlp: bool | str = True  # the MLP after attention: "gelu" (GPT-2's, also `true`), "swiglu" (Llama's gated one), false
     residual: bool = True  # add each sublayer's output to its input
     scale_scores: bool = True  # divide Q·K by sqrt(d_head); the article does not
     tied_unembed: bool = True  # W_U is W_E transposed (GPT-2); false: W_U is its own matrix
-    ln_eps: float = 1e-5  # layer norm's epsilon (GPT-2's layer_norm_epsilon)
+    ln_eps: float = 1e-5  # the norm's epsilon (GPT-2's layer_norm_epsilon, Llama's rms_norm_eps)
+    norm: str = "layer"  # layer (mean and variance, gain and bias: GPT-2) | rms (root mean square, gain only: Llama)
+    n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: as many as query heads
+    rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · rope_theta^(−2i/d_head)
+    rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
+    sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
 
     def __post_init__(self) -> None:
         if self.d_head is None:
             object.__setattr__(self, "d_head", self.d_model // max(self.n_heads, 1))
         if self.d_mlp is None:
             object.__setattr__(self, "d_mlp", 4 * self.d_model)
-        for name in ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp"):
+        mlp = {True: "gelu", False: False, "none": False}.get(self.mlp, self.mlp) if isinstance(self.mlp, (bool, str)) else self.mlp
+        if mlp is not False and mlp not in MLPS:
+            raise TracerError(f"config: mlp must be one of gelu, swiglu, true, false, got {self.mlp!r}")
+        object.__setattr__(self, "mlp", mlp)
+        counts = ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp")
+        for name in counts + (("n_kv_heads",) if self.n_kv_heads is not None else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
@@ -50,11 +64,37 @@ class Config:
             raise TracerError(
                 f"config: positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}"
             )
-        for name in ("layer_norm", "mlp", "residual", "scale_scores", "tied_unembed"):
+        for name in ("layer_norm", "residual", "scale_scores", "tied_unembed"):
             if not isinstance(getattr(self, name), bool):
                 raise TracerError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.ln_eps, (int, float)) or isinstance(self.ln_eps, bool) or not self.ln_eps > 0:
             raise TracerError(f"config: ln_eps must be a number > 0, got {self.ln_eps!r}")
+        if self.norm not in NORMS:
+            raise TracerError(f"config: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        if self.n_heads % self.kv_heads:
+            raise TracerError(f"config: n_heads {self.n_heads} is not a multiple of n_kv_heads {self.kv_heads} "
+                              f"(each key/value head serves the same number of query heads)")
+        if not _positive(self.rope_theta):
+            raise TracerError(f"config: rope_theta must be a number > 0, got {self.rope_theta!r}")
+        if self.positional == "rope" and self.d_head % 2:
+            raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
+        if self.rope_scaling is not None:
+            self._check_rope_scaling()
+        w = self.sliding_window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
+
+    def _check_rope_scaling(self) -> None:
+        rs = self.rope_scaling
+        kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+        if kind != "llama3":
+            raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
+                              f"'llama3' scaling, or none)")
+        for key in ROPE_SCALING_KEYS:
+            if not _positive(rs.get(key)):
+                raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")
+        if not rs["high_freq_factor"] > rs["low_freq_factor"]:
+            raise TracerError("config: rope_scaling.high_freq_factor must be greater than low_freq_factor")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,30 +107,50 @@ class Config:
             raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
         return cls(**d)
 
+    @property
+    def has_positions(self) -> bool:
+        """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
+        return self.positional not in ("none", "rope")
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads under grouped-query attention, else one per query head."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def qkv_width(self) -> int:
+        """Columns of the fused [W_Q | W_K | W_V]: the query heads', then the key and value heads'."""
+        return (self.n_heads + 2 * self.kv_heads) * self.d_head
+
     def n_params(self) -> int:
         """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
         that a huge config is cheap to refuse before anything is allocated."""
         V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
-        per_layer = 3 * H * d * dh + 3 * H * dh + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
+        ln = 2 * d if self.norm == "layer" else d  # gain and bias, or the gain alone
+        per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
         if self.layer_norm:
-            per_layer += 2 * d
+            per_layer += ln
         if self.mlp:
-            per_layer += 2 * d * dm + dm + d + (2 * d if self.layer_norm else 0)
-        total = V * d + (C * d if self.positional != "none" else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
-        total += 2 * d if self.layer_norm else 0  # ln_final
+            per_layer += (3 if self.mlp == "swiglu" else 2) * d * dm + dm + d + (ln if self.layer_norm else 0)
+        total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
+        total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
         return total
 
     def pass_macs(self, n_new: int, n_seen: int) -> int:
         """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys."""
         dm, H, dh = self.d_model, self.n_heads, self.d_head
-        per_layer = n_new * dm * 3 * H * dh  # Q, K, V
+        per_layer = n_new * dm * self.qkv_width  # Q, K, V
         keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
         per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
         per_layer += n_new * H * dh * dm  # W_O
         if self.mlp:
-            per_layer += 2 * n_new * dm * self.d_mlp
+            per_layer += (3 if self.mlp == "swiglu" else 2) * n_new * dm * self.d_mlp
         return self.n_layers * per_layer + n_new * dm * self.d_vocab
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
 # GPT-2's published shapes. The article's "24 layers … 1024 dimensions" is gpt2-medium.

@@ -6,12 +6,17 @@ Reads like nanoGPT's `Block.forward` and picoGPT's `gpt2`:
     x = x + mlp(ln2(x))
 
 with the switches of `tracer.config.Config` (no layer norm, no MLP, no residual: the seed article's
-simplified block). The equations themselves are in `tracer.equations`; the weights come in the
+simplified block; rotary positions, RMS norm, the SwiGLU MLP and grouped-query attention: Llama,
+Qwen2 and Mistral). The equations themselves are in `tracer.equations`; the weights come in the
 layouts the products want (`tracer.fast`). Every intermediate is recorded where it is made,
 under TransformerLens's hook names without the batch axis (`rec("hook_q", q)`); two extras that
 teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and the mask) and
 `blocks.{l}.attn.hook_result` (each head's output after its slice of W_O, before the heads are
-summed: recorded as a recipe, computed when read). How a recorded value is held is the store's
+summed: recorded as a recipe, computed when read). With rotary positions Q and K are recorded
+before (`hook_q`, `hook_k`) and after (`hook_rot_q`, `hook_rot_k`) their rotation; the SwiGLU MLP
+records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (`hook_post`), as
+TransformerLens names them. Under grouped-query attention `hook_k` and `hook_v` hold the
+key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
 
 `forward` takes an optional `KVCache`: then only the new positions are computed, and the keys
@@ -24,7 +29,8 @@ import numpy as np
 
 from .config import Config
 from .equations import (attend, attention_scores, causal_softmax, embed, gelu_new, head_results, merge_heads,
-                        normalize, position_vectors, scale_and_mask, scale_and_shift, score_scale, split_heads)
+                        normalize, position_vectors, rms_normalize, rope_angles, rotate, scale_and_mask,
+                        scale_and_shift, score_scale, split_heads, swiglu)
 from .fast import Layer, Weights, layout
 from .params import init_weights
 from .record import NOTHING, Recorder
@@ -39,24 +45,25 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     n = tokens.shape[-1]
     start = cache.length if cache is not None else 0
     x = rec("hook_embed", embed(w.W_E, tokens).astype(cfg.dtype, copy=False))  # [pos, d_model]
-    if cfg.positional != "none":
+    if cfg.has_positions:
         x = x + rec("hook_pos_embed", position_vectors(w.W_pos, start, n))  # [pos, d_model]
+    turn = rope_angles(w.rope, start, n, cfg.dtype) if w.rope is not None else None  # cos, sin [pos, d_head / 2]
     for l, layer in enumerate(w.layers):
-        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None)
+        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None, turn)
     if cache is not None:
         cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
     return rec("logits", w.unembed(x))  # [pos, d_vocab]
 
 
-def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """One layer: attention, then the MLP, each added back to its input."""
     x = rec("hook_resid_pre", x)
-    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv)  # [pos, d_model]
+    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn)  # [pos, d_model]
     x = residual(cfg, x, rec("hook_attn_out", attn_out))  # x + attention(ln1(x))
     if cfg.mlp:
         x = rec("hook_resid_mid", x)
-        mlp_out = mlp(w, norm(cfg, x, w.ln2, rec.scope("ln2")), rec.scope("mlp"))  # [pos, d_model]
+        mlp_out = mlp(cfg, w, norm(cfg, x, w.ln2, rec.scope("ln2")), rec.scope("mlp"))  # [pos, d_model]
         x = residual(cfg, x, rec("hook_mlp_out", mlp_out))  # x + mlp(ln2(x))
     return rec("hook_resid_post", x)
 
@@ -66,34 +73,43 @@ def residual(cfg: Config, x: np.ndarray, out: np.ndarray) -> np.ndarray:  # [pos
     return x + out if cfg.residual else out
 
 
-def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """Layer norm (when the model has one): zero mean and unit variance, then the gain and bias."""
+def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder = NOTHING) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """The norm (when the model has one): layer norm's zero mean and unit variance, or RMS norm's
+    unit root mean square; then the gain (and layer norm's bias)."""
     if ln is None:
         return x
-    normalized, scale = normalize(x, cfg.ln_eps)  # [pos, d_model], [pos, 1]
+    normalized, scale = (rms_normalize if cfg.norm == "rms" else normalize)(x, cfg.ln_eps)  # [pos, d_model], [pos, 1]
     rec("hook_scale", scale)
     return scale_and_shift(rec("hook_normalized", normalized), *ln)
 
 
-def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Causal self-attention, every head at once: each query weighs the keys it may see, takes
-    that blend of their values, and W_O merges the heads."""
-    q, k, v = split_heads(w.qkv(x), cfg.n_heads)  # [pos, head, d_head] each
+    that blend of their values, and W_O merges the heads. `turn`: RoPE's (cos, sin) for these positions."""
+    q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
     q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
+    if turn is not None:  # rotary positions: Q and K turned by their position's angles
+        q, k = rec("hook_rot_q", rotate(q, *turn)), rec("hook_rot_k", rotate(k, *turn))
     if kv is not None:
-        k, v = kv.extend(k, v)  # [key_pos, head, d_head]: the cached positions' keys and values, then these
+        k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
     dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-    scores = rec("hook_attn_scores", scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores)))
+    scores = rec("hook_attn_scores", scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores), cfg.sliding_window))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
     rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
     return w.out(merge_heads(z))  # [pos, d_model]
 
 
-def mlp(w: Layer, x: np.ndarray, rec: Recorder) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """Two affine maps with GELU between them, on each position alone."""
-    pre = rec("hook_pre", w.mlp_in(x))  # [pos, d_mlp]
-    post = rec("hook_post", gelu_new(pre))  # [pos, d_mlp]
+def mlp(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """Two affine maps with GELU between them, on each position alone; or SwiGLU's three:
+    SiLU(x·W_gate) ⊙ (x·W_in), then W_out."""
+    if cfg.mlp == "swiglu":
+        gate = rec("hook_pre", w.mlp_gate(x))  # [pos, d_mlp]
+        up = rec("hook_pre_linear", w.mlp_in(x))  # [pos, d_mlp]
+        post = rec("hook_post", swiglu(gate, up))  # [pos, d_mlp]
+    else:
+        pre = rec("hook_pre", w.mlp_in(x))  # [pos, d_mlp]
+        post = rec("hook_post", gelu_new(pre))  # [pos, d_mlp]
     return w.mlp_out(post)  # [pos, d_model]
 
 
@@ -101,9 +117,9 @@ class KVCache:
     """Keys and values of the positions seen so far, per layer, reused by later passes."""
 
     def __init__(self, cfg: Config, capacity: int):
-        shape = (cfg.n_layers, capacity, cfg.n_heads, cfg.d_head)
-        self.k = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, head, d_head]
-        self.v = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, head, d_head]
+        shape = (cfg.n_layers, capacity, cfg.kv_heads, cfg.d_head)
+        self.k = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, kv_head, d_head] (rotated, with RoPE)
+        self.v = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, kv_head, d_head]
         self.length = 0  # positions filled
 
     @property
@@ -120,7 +136,7 @@ class LayerCache:
     def __init__(self, cache: KVCache, l: int):
         self.cache, self.l = cache, l
 
-    def extend(self, k: np.ndarray, v: np.ndarray):  # [pos, head, d_head] ×2 → [key_pos, head, d_head] ×2
+    def extend(self, k: np.ndarray, v: np.ndarray):  # [pos, kv_head, d_head] ×2 → [key_pos, kv_head, d_head] ×2
         """Keep this pass's keys and values; return every key and value so far."""
         c, start = self.cache, self.cache.length
         end = start + k.shape[0]
@@ -133,7 +149,7 @@ class LayerCache:
 
 def hook_names(cfg: Config) -> list[str]:
     """Every name `forward` records for `cfg`, in order (from a one-token run, so it is exact)."""
-    small = Config(**{**cfg.to_dict(), **dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=1, d_mlp=1)})
+    small = Config(**{**cfg.to_dict(), **dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=2, d_mlp=1)})
     rec = Recorder()
     forward(small, init_weights(small, 0), [0], rec)
     return list(rec.store)

@@ -9,6 +9,13 @@ weights (`causal_softmax`), the weights blend the values (`attend`: the article'
 the MLP applies GELU (`gelu_new`) between two affine maps, the unembedding gives one score per
 vocabulary token, and `tempered_softmax` turns the last one's scores into probabilities. picoGPT's `gpt2.py` reads the same way.
 
+Llama, Qwen2 and Mistral change four of these steps, and the functions for them sit beside the
+ones they replace: no position vector is added, Q and K are rotated by their position instead
+(`rope_frequencies`, `rope_angles`, `rotate`); the norm divides by the root mean square without
+subtracting the mean (`rms_normalize`); the MLP is gated (`silu`, `swiglu`); and several query
+heads may share one key/value head (grouped-query attention: `split_heads`, `attention_scores`
+and `attend` take K and V with fewer heads than Q).
+
 Axis names in the shape comments: pos, head, d_head, query_pos, key_pos, d_model, d_mlp, d_vocab;
 any of them may follow a leading batch axis ([batch, pos, …], as training uses). Pure functions of
 arrays; `tracer.decoder` composes them into blocks and records what they make.
@@ -40,28 +47,92 @@ def normalize(x: np.ndarray, eps: float):  # [pos, d_model] → [pos, d_model], 
     return centred / scale, scale  # [pos, d_model], [pos, 1]
 
 
-def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """The layer norm's learned gain and bias."""
+def rms_normalize(x: np.ndarray, eps: float):  # [pos, d_model] → [pos, d_model], [pos, 1]
+    """RMS norm before its weight (Llama, Qwen2, Mistral): no mean is subtracted; each position is
+    divided by its root mean square √(mean(x²) + eps), which is also returned (`hook_scale`)."""
+    d = x.shape[-1]
+    scale = np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) / d + eps)  # [pos, 1]
+    return x / scale, scale  # [pos, d_model], [pos, 1]
+
+
+def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """The norm's learned gain and bias (an RMS norm has no bias: b is None)."""
     out = normalized * w  # [pos, d_model]
-    out += b
+    if b is not None:
+        out += b
     return out
 
 
-def split_heads(qkv: np.ndarray, n_heads: int):  # [pos, 3·head·d_head] → 3 × [pos, head, d_head]
-    """x·[W_Q | W_K | W_V] + [b_Q | b_K | b_V], cut into each head's Query, Key and Value (views)."""
-    qkv = qkv.reshape(*qkv.shape[:-1], 3, n_heads, -1)  # [pos, 3, head, d_head]
-    return qkv[..., 0, :, :], qkv[..., 1, :, :], qkv[..., 2, :, :]  # [pos, head, d_head] each
+def split_heads(qkv: np.ndarray, n_heads: int, n_kv_heads: int | None = None):  # [pos, (head + 2·kv_head)·d_head] → [pos, head, d_head], 2 × [pos, kv_head, d_head]
+    """x·[W_Q | W_K | W_V] + [b_Q | b_K | b_V], cut into each head's Query, Key and Value (views).
+    With grouped-query attention K and V have `n_kv_heads` heads (fewer than Q's)."""
+    kv = n_heads if n_kv_heads is None else n_kv_heads
+    d_head = qkv.shape[-1] // (n_heads + 2 * kv)
+    if kv == n_heads:
+        qkv = qkv.reshape(*qkv.shape[:-1], 3, n_heads, d_head)  # [pos, 3, head, d_head]
+        return qkv[..., 0, :, :], qkv[..., 1, :, :], qkv[..., 2, :, :]  # [pos, head, d_head] each
+    lead = qkv.shape[:-1]
+    q_end, k_end = n_heads * d_head, (n_heads + kv) * d_head
+    return (qkv[..., :q_end].reshape(*lead, n_heads, d_head),  # [pos, head, d_head]
+            qkv[..., q_end:k_end].reshape(*lead, kv, d_head),  # [pos, kv_head, d_head]
+            qkv[..., k_end:].reshape(*lead, kv, d_head))  # [pos, kv_head, d_head]
 
 
-def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [query_pos, head, d_head], [key_pos, head, d_head] → [head, query_pos, key_pos]
-    """Q·K for every head, query and key: how well each query matches each key."""
-    return np.matmul(q.swapaxes(-3, -2), k.swapaxes(-3, -2).swapaxes(-1, -2))  # [head, query_pos, key_pos]
+def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> np.ndarray:  # → [d_head / 2]
+    """The angle per position of each pair of a head's dimensions: θ_i = theta^(−2i/d_head) (RoPE),
+    with Llama 3's stretch of the slow frequencies when `scaling` says {"rope_type": "llama3", …}."""
+    inv = 1.0 / np.power(float(theta), np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head / 2]
+    if not scaling:
+        return inv
+    factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+    old_ctx = float(scaling["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv  # [d_head / 2] positions per turn
+    slow = np.where(wavelen > old_ctx / low, inv / factor, inv)  # long waves stretched by the factor
+    smooth = (old_ctx / wavelen - low) / (high - low)  # between the two: a blend
+    medium = (wavelen >= old_ctx / high) & (wavelen <= old_ctx / low)
+    return np.where(medium, (1 - smooth) * slow / factor + smooth * slow, slow)  # [d_head / 2]
 
 
-def causal_mask(n_query: int, n_key: int) -> np.ndarray:  # → [query_pos, key_pos] bool
-    """True where a key comes after its query (hidden). The queries are the last n_query keys."""
+def rope_angles(frequencies: np.ndarray, start: int, n: int, dtype) -> tuple[np.ndarray, np.ndarray]:  # → 2 × [pos, d_head / 2]
+    """cos and sin of position·θ_i for positions start … start + n − 1."""
+    angle = np.arange(start, start + n, dtype=np.float64)[:, None] * frequencies[None, :]  # [pos, d_head / 2]
+    return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # [pos, head, d_head], 2 × [pos, d_head / 2] → [pos, head, d_head]
+    """RoPE: each pair (x_i, x_{i + d_head/2}) turned by its position's angle (transformers' rotate_half
+    pairing): (x_i·cos − x_{i+h}·sin, x_{i+h}·cos + x_i·sin)."""
+    h = x.shape[-1] // 2
+    c, s = cos[..., :, None, :], sin[..., :, None, :]  # [pos, 1, d_head / 2]: the same angle for every head
+    first, second = x[..., :h], x[..., h:]  # [pos, head, d_head / 2] each
+    return np.concatenate([first * c - second * s, second * c + first * s], axis=-1)  # [pos, head, d_head]
+
+
+def _grouped(x: np.ndarray, groups: int) -> np.ndarray:  # [..., head, a, b] → [..., kv_head, group, a, b]
+    """Query heads gathered under the key/value head they share (heads g·group … g·group + group − 1)."""
+    return x.reshape(*x.shape[:-3], x.shape[-3] // groups, groups, *x.shape[-2:])
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [query_pos, head, d_head], [key_pos, kv_head, d_head] → [head, query_pos, key_pos]
+    """Q·K for every head, query and key: how well each query matches each key. With fewer key heads
+    than query heads (grouped-query attention), query head h meets key head h // (head / kv_head)."""
+    qh, kh = q.swapaxes(-3, -2), k.swapaxes(-3, -2).swapaxes(-1, -2)  # [head, query_pos, d_head], [kv_head, d_head, key_pos]
+    groups = q.shape[-2] // k.shape[-2]
+    if groups == 1:
+        return np.matmul(qh, kh)  # [head, query_pos, key_pos]
+    dots = np.matmul(_grouped(qh, groups), kh[..., :, None, :, :])  # [kv_head, group, query_pos, key_pos]
+    return dots.reshape(*qh.shape[:-1], kh.shape[-1])  # [head, query_pos, key_pos]
+
+
+def causal_mask(n_query: int, n_key: int, window: int | None = None) -> np.ndarray:  # → [query_pos, key_pos] bool
+    """True where a key is hidden from its query: it comes after the query, or (with a sliding
+    window, Mistral's) `window` or more positions before it. The queries are the last n_query keys."""
     query_pos = np.arange(n_key - n_query, n_key)[:, None]  # [query_pos, 1]
-    return np.arange(n_key)[None, :] > query_pos  # [query_pos, key_pos]
+    key_pos = np.arange(n_key)[None, :]  # [1, key_pos]
+    hidden = key_pos > query_pos  # [query_pos, key_pos]
+    if window is not None:
+        hidden |= key_pos <= query_pos - window
+    return hidden
 
 
 def score_scale(d_head: int, scaled: bool) -> float | None:
@@ -69,12 +140,12 @@ def score_scale(d_head: int, scaled: bool) -> float | None:
     return 1.0 / math.sqrt(d_head) if scaled else None
 
 
-def scale_and_mask(dots: np.ndarray, scale: float | None) -> np.ndarray:  # [head, query_pos, key_pos] → same
-    """Q·K ÷ √d_head (when the model scales), later keys −∞ so softmax gives them exactly 0."""
+def scale_and_mask(dots: np.ndarray, scale: float | None, window: int | None = None) -> np.ndarray:  # [head, query_pos, key_pos] → same
+    """Q·K ÷ √d_head (when the model scales), hidden keys −∞ so softmax gives them exactly 0."""
     scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos] a new array
     n_query, n_key = scores.shape[-2:]
-    if n_query > 1:  # copyto with a broadcast mask: far faster than boolean indexing
-        np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key))
+    if n_query > 1 or (window is not None and n_key > window):  # copyto with a broadcast mask: far faster than boolean indexing
+        np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key, window))
     return scores
 
 
@@ -86,9 +157,16 @@ def causal_softmax(scores: np.ndarray) -> np.ndarray:  # [head, query_pos, key_p
     return e
 
 
-def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos], [key_pos, head, d_head] → [pos, head, d_head]
-    """The weighted sum of values: the article's 0.4×A_V + 0.6×B_V for B."""
-    z = np.matmul(pattern, v.swapaxes(-3, -2))  # [head, query_pos, d_head]
+def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos], [key_pos, kv_head, d_head] → [pos, head, d_head]
+    """The weighted sum of values: the article's 0.4×A_V + 0.6×B_V for B (query head h reads value
+    head h // (head / kv_head) under grouped-query attention)."""
+    vh = v.swapaxes(-3, -2)  # [kv_head, key_pos, d_head]
+    groups = pattern.shape[-3] // vh.shape[-3]
+    if groups == 1:
+        z = np.matmul(pattern, vh)  # [head, query_pos, d_head]
+    else:
+        z = np.matmul(_grouped(pattern, groups), vh[..., :, None, :, :])  # [kv_head, group, query_pos, d_head]
+        z = z.reshape(*pattern.shape[:-1], vh.shape[-1])  # [head, query_pos, d_head]
     return z.swapaxes(-3, -2)  # [pos, head, d_head]
 
 
@@ -117,6 +195,22 @@ def gelu_new(x: np.ndarray) -> np.ndarray:  # [pos, d_mlp] → [pos, d_mlp]
     t *= x
     t *= 0.5  # exact (a power of two), so the order of the products does not matter
     return t  # [pos, d_mlp]
+
+
+def silu(x: np.ndarray) -> np.ndarray:  # [pos, d_mlp] → [pos, d_mlp]
+    """SiLU (swish): x·sigmoid(x), with sigmoid(x) written as (1 + tanh(x/2))/2 so that no exp overflows."""
+    s = np.tanh(x * 0.5)  # [pos, d_mlp]
+    s += 1.0
+    s *= x
+    s *= 0.5
+    return s
+
+
+def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:  # [pos, d_mlp] ×2 → [pos, d_mlp]
+    """The gated MLP's middle (Llama's act_fn(gate_proj(x)) * up_proj(x)): SiLU(x·W_gate) ⊙ x·W_in."""
+    out = silu(gate)
+    out *= up
+    return out
 
 
 def scale_logits(logits: np.ndarray, temperature: float) -> np.ndarray:  # [d_vocab] → [d_vocab]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import Config
+from .equations import rope_frequencies
 from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
@@ -27,7 +28,7 @@ class Affine:
     """x·W + b for W [d_in, d_out], the bias added in place (no second output-sized array)."""
 
     W: np.ndarray  # [d_in, d_out]
-    b: np.ndarray  # [d_out]
+    b: np.ndarray | None  # [d_out], or None for a map without bias
     rows: np.ndarray | None = None  # W transposed, C-contiguous [d_out, d_in]: read by one-position steps
     by_rows: bool = False  # compute (W.T @ x.T).T for one sequence: the unembedding, whose W.T is W_E's rows
 
@@ -39,21 +40,24 @@ class Affine:
             out = (self.rows @ rows[0])[None]  # [1, d_out]
         else:
             out = rows @ self.W  # [pos, d_out]
-        out += self.b
+        if self.b is not None:
+            out += self.b
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 @dataclass
 class Layer:
-    """One block's weights. `ln1`/`ln2`: (gain, bias) or None without layer norm; `mlp_*`: None without MLP."""
+    """One block's weights. `ln1`/`ln2`: (gain, bias) or None without a norm (bias None for an RMS
+    norm); `mlp_*`: None without MLP (`mlp_gate` only in the gated SwiGLU MLP)."""
 
     ln1: tuple | None
-    qkv: Affine  # [d_model, 3 * head * d_head]: [W_Q | W_K | W_V], each block of heads side by side
+    qkv: Affine  # [d_model, (head + 2·kv_head)·d_head]: [W_Q | W_K | W_V], each block of heads side by side
     W_O: np.ndarray  # [head, d_head, d_model]
     out: Affine  # W_O as [head * d_head, d_model], with b_O
     ln2: tuple | None
     mlp_in: Affine | None  # [d_model, d_mlp]
     mlp_out: Affine | None  # [d_mlp, d_model]
+    mlp_gate: Affine | None = None  # [d_model, d_mlp] (SwiGLU's W_gate; no bias)
 
 
 @dataclass
@@ -63,13 +67,21 @@ class Weights:
     layers: list = field(default_factory=list)  # [Layer]
     ln_final: tuple | None = None
     unembed: Affine | None = None  # W_U [d_model, d_vocab], b_U
+    rope: np.ndarray | None = None  # [d_head / 2] RoPE's angle per position of each pair (rotary positions only)
 
 
-def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # 3 × [head, d_model, d_head] → [d_model, 3·head·d_head]
+def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
     """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side."""
     return np.concatenate(
         [W.transpose(1, 0, 2).reshape(W.shape[1], -1) for W in (W_Q, W_K, W_V)], axis=1
-    )  # [d_model, 3 * head * d_head]
+    )  # [d_model, (head + 2·kv_head)·d_head]
+
+
+def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
+    """A norm's (gain, bias), the bias None for an RMS norm; None when the model has no norm."""
+    if not cfg.layer_norm:
+        return None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm == "layer" else None
 
 
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
@@ -81,21 +93,24 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
         b = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])  # [3 * head * d_head]
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
+        gate = params.get(p + "mlp.W_gate") if cfg.mlp == "swiglu" else None
         layers.append(Layer(
-            ln1=(params[p + "ln1.w"], params[p + "ln1.b"]) if cfg.layer_norm else None,
+            ln1=norm_weights(cfg, params, p + "ln1"),
             qkv=Affine(W, b),
             W_O=W_O,
             out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
-            ln2=(params[p + "ln2.w"], params[p + "ln2.b"]) if cfg.layer_norm and cfg.mlp else None,
+            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp else None,
             mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
             mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
+            mlp_gate=Affine(gate, None) if gate is not None else None,
         ))
     return Weights(
         W_E=params["W_E"],
-        W_pos=params.get("W_pos") if cfg.positional != "none" else None,
+        W_pos=params.get("W_pos") if cfg.has_positions else None,
         layers=layers,
-        ln_final=(params["ln_final.w"], params["ln_final.b"]) if cfg.layer_norm else None,
+        ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
+        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.positional == "rope" else None,
     )
 
 

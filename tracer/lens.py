@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .equations import normalize, scale_and_shift
+from .decoder import norm
+from .fast import norm_weights
 from .params import unembedding
 
 LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows)
@@ -75,9 +76,9 @@ def position_predictions(logits: np.ndarray, tokens, start: int, chosen: int) ->
 def residual_streams(cfg, arrays) -> list[np.ndarray] | None:
     """The residual stream before each layer and after the last: L + 1 arrays [pos, d_model]."""
     if cfg.n_layers == 0:
-        if "hook_embed" not in arrays or (cfg.positional != "none" and "hook_pos_embed" not in arrays):
+        if "hook_embed" not in arrays or (cfg.has_positions and "hook_pos_embed" not in arrays):
             return None
-        x = arrays["hook_embed"] + (arrays["hook_pos_embed"] if cfg.positional != "none" else 0)  # [pos, d_model]
+        x = arrays["hook_embed"] + (arrays["hook_pos_embed"] if cfg.has_positions else 0)  # [pos, d_model]
         return [x]
     names = [f"blocks.{l}.hook_resid_pre" for l in range(cfg.n_layers)] + [f"blocks.{cfg.n_layers - 1}.hook_resid_post"]
     if any(n not in arrays for n in names):
@@ -91,9 +92,7 @@ def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
     The same sum as the decoder's unembedding, computed as x @ W_U so that the logits come out in
     C order: the lens reduces each row, which numpy does faster on C-order rows.
     """
-    x = resid
-    if cfg.layer_norm:
-        x = scale_and_shift(normalize(x, cfg.ln_eps)[0], params["ln_final.w"], params["ln_final.b"])  # [pos, d_model]
+    x = norm(cfg, resid, norm_weights(cfg, params, "ln_final"))  # [pos, d_model]
     logits = x @ W_U  # [pos, d_vocab]
     logits += params["b_U"]
     return logits

@@ -24,31 +24,32 @@ Params = dict  # name -> np.ndarray, TransformerLens names
 def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     """Every parameter the config uses, in a fixed order, with its shape."""
     H, dm, dh, dmlp = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_mlp
+    heads = {"Q": H, "K": cfg.kv_heads, "V": cfg.kv_heads}  # grouped-query attention: fewer K/V heads
+    norm = ("w", "b") if cfg.norm == "layer" else ("w",)  # an RMS norm has a gain only
     shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm)}
-    if cfg.positional != "none":
+    if cfg.has_positions:
         shapes["W_pos"] = (cfg.n_ctx, dm)
     for l in range(cfg.n_layers):
         b = f"blocks.{l}."
         if cfg.layer_norm:
-            shapes[b + "ln1.w"] = (dm,)
-            shapes[b + "ln1.b"] = (dm,)
+            shapes.update({b + f"ln1.{x}": (dm,) for x in norm})
         for m in "QKV":
-            shapes[b + f"attn.W_{m}"] = (H, dm, dh)
+            shapes[b + f"attn.W_{m}"] = (heads[m], dm, dh)
         for m in "QKV":
-            shapes[b + f"attn.b_{m}"] = (H, dh)
+            shapes[b + f"attn.b_{m}"] = (heads[m], dh)
         shapes[b + "attn.W_O"] = (H, dh, dm)
         shapes[b + "attn.b_O"] = (dm,)
         if cfg.mlp:
             if cfg.layer_norm:
-                shapes[b + "ln2.w"] = (dm,)
-                shapes[b + "ln2.b"] = (dm,)
+                shapes.update({b + f"ln2.{x}": (dm,) for x in norm})
+            if cfg.mlp == "swiglu":
+                shapes[b + "mlp.W_gate"] = (dm, dmlp)
             shapes[b + "mlp.W_in"] = (dm, dmlp)
             shapes[b + "mlp.b_in"] = (dmlp,)
             shapes[b + "mlp.W_out"] = (dmlp, dm)
             shapes[b + "mlp.b_out"] = (dm,)
     if cfg.layer_norm:
-        shapes["ln_final.w"] = (dm,)
-        shapes["ln_final.b"] = (dm,)
+        shapes.update({f"ln_final.{x}": (dm,) for x in norm})
     if not cfg.tied_unembed:
         shapes["W_U"] = (dm, cfg.d_vocab)
     shapes["b_U"] = (cfg.d_vocab,)
@@ -131,8 +132,8 @@ def init_weights(cfg: Config, seed: int = 0, given: Params | None = None, where:
         hint = near(unknown[0], shapes)
         if unknown[0] == "W_U" and cfg.tied_unembed:
             hint = " (tied_unembed is true, so W_U is W_E transposed; set tied_unembed = false to give W_U)"
-        elif unknown[0] == "W_pos" and cfg.positional == "none":
-            hint = " (positional is 'none')"
+        elif unknown[0] == "W_pos" and not cfg.has_positions:
+            hint = f" (positional is {cfg.positional!r}: no position vector is added)"
         raise TracerError(f"{where}: unknown parameter {unknown[0]!r}{hint}")
     if cfg.positional == "sinusoidal" and "W_pos" in given:
         raise TracerError(f"{where}: 'W_pos' is computed when positional = 'sinusoidal'; use 'explicit' to give it")

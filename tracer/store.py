@@ -5,10 +5,11 @@ need not be held whole, because nothing is lost:
   - a [head, query_pos, key_pos] array whose entries above the causal diagonal all hold one value
     (0 in `hook_pattern`, −∞ in `hook_attn_scores`) is held as its lower part (`CausalHalf`);
   - a value the store can recompute from others it holds is held as a recipe (`Derived`): the
-    scores from Q·K (the same scaling and mask), and in long passes Q·K from Q and K and the GELU
-    from `mlp.hook_pre`. A recipe that is not exact by construction is kept only when recomputing
-    it gave the same bits; a value recorded with `later` (each head's share of the attention
-    output) is only ever a recipe, computed when first read.
+    scores from Q·K (the same scaling and mask), and in long passes Q·K from Q and K (rotated, with
+    RoPE) and the MLP's middle from `mlp.hook_pre` (and `hook_pre_linear`). A recipe that is not
+    exact by construction is kept only when recomputing it gave the same bits; a value recorded
+    with `later` (each head's share of the attention output) is only ever a recipe, computed when
+    first read.
 Reading `store[name]` always gives the whole array, bit for bit the one recorded or read from a
 file (rebuilt on access; the last REBUILT_KEPT rebuilt arrays are kept). Every array a store gives
 is read-only: a trace records what was computed (copy an array to change it).
@@ -28,7 +29,7 @@ from functools import partial
 
 import numpy as np
 
-from .equations import attention_scores, gelu_new, scale_and_mask, score_scale
+from .equations import attention_scores, gelu_new, scale_and_mask, score_scale, swiglu
 
 PACK_MIN_QUERIES = 256  # passes with fewer query positions keep their arrays whole
 REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
@@ -113,7 +114,7 @@ class Recipe:
     a file stays at hand once checked (the next recipe in the table reads it)."""
 
     fn: object
-    sources: tuple
+    sources: object  # names in the block, or a function of the config giving them
     when: object = None
     exact: bool = False
     remember: bool = False
@@ -122,7 +123,8 @@ class Recipe:
         if self.when is not None and not self.when(a):
             return None
         block = name[: len(name) - len(_leaf(name))]
-        names = tuple(block + s for s in self.sources)
+        sources = self.sources(store.config) if callable(self.sources) else self.sources
+        names = tuple(block + s for s in sources)
         if not all(s in store for s in names):
             return None
         d = Derived(partial(self.fn, store.config), names, a.shape, a.dtype)
@@ -137,15 +139,25 @@ class Recipe:
 
 
 def _scores(cfg, dots: np.ndarray) -> np.ndarray:
-    return scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores))  # [head, query_pos, key_pos]
+    return scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores), cfg.sliding_window)  # [head, query_pos, key_pos]
+
+
+def _qk(cfg) -> tuple:
+    """The Q and K that meet in Q·K: the rotated ones under rotary positions."""
+    return ("attn.hook_rot_q", "attn.hook_rot_k") if cfg.positional == "rope" else ("attn.hook_q", "attn.hook_k")
 
 
 def _dots(cfg, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return attention_scores(q, k)  # [head, query_pos, key_pos]
 
 
-def _gelu(cfg, pre: np.ndarray) -> np.ndarray:
-    return gelu_new(pre)  # [pos, d_mlp]
+def _post(cfg, pre: np.ndarray, linear: np.ndarray | None = None) -> np.ndarray:
+    return gelu_new(pre) if linear is None else swiglu(pre, linear)  # [pos, d_mlp]
+
+
+def _pre(cfg) -> tuple:
+    """What the MLP's middle is made of: x·W_in (GELU), or x·W_gate and x·W_in (SwiGLU)."""
+    return ("mlp.hook_pre", "mlp.hook_pre_linear") if cfg.mlp == "swiglu" else ("mlp.hook_pre",)
 
 
 # A block's value (name after `blocks.{l}.`) → the ways it may be held, tried in order; a value
@@ -153,8 +165,8 @@ def _gelu(cfg, pre: np.ndarray) -> np.ndarray:
 HOLD = {
     "attn.hook_pattern": (Causal(0.0),),
     "attn.hook_attn_scores": (Recipe(_scores, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
-    "attn.hook_dots": (Recipe(_dots, ("attn.hook_q", "attn.hook_k"), when=long_prefill, remember=True),),
-    "mlp.hook_post": (Recipe(_gelu, ("mlp.hook_pre",), when=long),),
+    "attn.hook_dots": (Recipe(_dots, _qk, when=long_prefill, remember=True),),
+    "mlp.hook_post": (Recipe(_post, _pre, when=long),),
 }
 
 

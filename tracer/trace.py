@@ -257,14 +257,15 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
 def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None):
     """The shape `forward`, `sample` and the lens record under `name`, or None for names it does not know."""
     leaf = name.split("blocks.", 1)[-1].split(".", 1)[-1] if name.startswith("blocks.") else name
-    dm, H, dh = cfg.d_model, cfg.n_heads, cfg.d_head
+    dm, H, KV, dh = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head
     shapes = {
         "hook_embed": (n_new, dm), "hook_pos_embed": (n_new, dm), "hook_resid_pre": (n_new, dm),
         "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
         "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
         "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
         "ln1.hook_scale": (n_new, 1), "ln2.hook_scale": (n_new, 1), "ln_final.hook_scale": (n_new, 1),
-        "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, H, dh), "attn.hook_v": (n_new, H, dh),
+        "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, KV, dh), "attn.hook_v": (n_new, KV, dh),
+        "attn.hook_rot_q": (n_new, H, dh), "attn.hook_rot_k": (n_new, KV, dh), "mlp.hook_pre_linear": (n_new, cfg.d_mlp),
         "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),
         "attn.hook_dots": (H, n_new, n_keys), "attn.hook_attn_scores": (H, n_new, n_keys),
         "attn.hook_pattern": (H, n_new, n_keys), "mlp.hook_pre": (n_new, cfg.d_mlp),

@@ -60,8 +60,9 @@ def trace(
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
     names = [] if json_out and not save else None  # --json alone records nothing it would not print
+    unseen = names == [] or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if names == [] else None)
+        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None)
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"

@@ -50,7 +50,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield ctx.eq(f"{L} queries the embedding matrix W_E ({shape(cfg.d_vocab, cfg.d_model)}) at row "
                                f"{ctx.ids[t]}", f"E_{L}", ctx.v(E))
             yield from ctx.checks_at("hook_embed", t)
-        if cfg.positional != "none":
+        if cfg.has_positions:
             P = ctx.at("hook_pos_embed", t)
             kind = {"learned": "learned", "sinusoidal": "sin/cos", "explicit": "given"}[cfg.positional]
             if P is not None:

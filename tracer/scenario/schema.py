@@ -37,6 +37,10 @@ from .source import Where, check_keys, non_number, quoted, read_toml, tables, ty
 MAX_WEIGHT_BYTES = 8 * 10**9  # refuse to allocate more than this for the weights
 TOP_KEYS = ("title", "description", "model", "tokenizer", "weights", "prompt", "generate", "expect", "note")
 MODEL_KEYS = tuple(f.name for f in fields(Config)) + ("seed",)
+MIXED_KEYS = {  # [model] keys whose type is not their default's: what the file may give
+    "mlp": ('"gelu", "swiglu", true or false', (bool, str)),
+    "rope_scaling": ('a table such as {rope_type = "llama3", factor = 8.0, …}', dict),
+}
 TOKENIZER_KEYS = ("vocab", "encoding", "end")
 PROMPT_KEYS = ("tokens", "text")
 GENERATE_KEYS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "cache")
@@ -204,7 +208,11 @@ def _config(t: dict, tok, given: dict, file_arrays: dict, file_cfg, w: Where) ->
             continue
         kp = f"model.{key}"
         kind = type(getattr(defaults, key)) if getattr(defaults, key) is not None else int
-        if kind is bool:
+        if key in MIXED_KEYS:
+            said, kinds = MIXED_KEYS[key]
+            if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+                raise w.error(kp, f"expected {said}, got {type_name(v)}", "model", 0, key)
+        elif kind is bool:
             if not isinstance(v, bool):
                 raise w.error(kp, f"expected true or false, got {type_name(v)}", "model", 0, key)
         elif kind is int:
@@ -271,8 +279,8 @@ def _params(cfg: Config, seed: int, given: dict, file_arrays: dict, w: Where) ->
             hint = near(name, shapes)
             if name == "W_U" and cfg.tied_unembed:
                 hint = " (tied_unembed is true, so W_U is W_E transposed; set model.tied_unembed = false to give W_U)"
-            elif name == "W_pos" and cfg.positional == "none":
-                hint = " (model.positional is \"none\")"
+            elif name == "W_pos" and not cfg.has_positions:
+                hint = f" (model.positional is \"{cfg.positional}\": no position vector is added)"
             elif name == "W_pos" and cfg.positional == "sinusoidal":
                 hint = " (model.positional is \"sinusoidal\", so W_pos is computed; use \"explicit\" to give it)"
             elif not hint:

@@ -66,7 +66,7 @@ def step_position(d: Demo) -> Step:
         "learned": "GPT-2 learns one position vector per place (the matrix W_pos).",
         "sinusoidal": "Here they are made of sines and cosines of the position (the original Transformer's recipe).",
     }.get(cfg.positional, "")
-    if cfg.positional == "none":
+    if not cfg.has_positions:
         body = Group(Text("This model adds no position vector: the first layer's input is the embedding itself."))
         return Step("Position vector", "Some models add no position vector and let attention work order out "
                     "from the mask alone. This one is such a model.", body)
