@@ -32,6 +32,8 @@ AWKWARD = [
     # accents, NFC and NFD forms, ligatures, case oddities
     "café Café Cafe\u0301 cafe\u0301", "naïve nai\u0308ve résumé re\u0301sume\u0301", "Ångström A\u030angstro\u0308m",
     "ß ǅ ﬀ ﬁ ΐ ẞ", "\u0301 a combining mark first", "Straße STRASSE", "İstanbul ıi",
+    # marks newer than tokenizers' Unicode 9 normalization tables, and the one composition it lacks
+    "a\u0898\u0334 b\u0334\u08d3\u0301 e\u1dfa\u0301", "x\U00011935\U00011930 \U00011938", "o\u0301\u07fd\u0323",
     # emoji: plain, skin tones, ZWJ sequences, flags, keycaps
     "😀", "😀😀😀", "👍🏽 thumbs", "👩‍💻 coder 👨‍👩‍👧‍👦 family", "🇫🇷🇯🇵 flags", "1️⃣ #️⃣", "❤️‍🔥",
     # scripts
@@ -139,8 +141,8 @@ def test_interface_and_spec_round_trip(tmp_path):
     assert HFTokenizer(DATA / "gpt2-like.json", end=5).end_id == 5
 
 
-def _variant(tmp_path, change) -> Path:
-    data = json.loads((DATA / "qwen2-like.json").read_text(encoding="utf-8"))
+def _variant(tmp_path, change, base: str = "qwen2-like") -> Path:
+    data = json.loads((DATA / f"{base}.json").read_text(encoding="utf-8"))
     change(data)
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -210,6 +212,17 @@ def test_regex_split_removed_and_digit_runs_match_tokenizers(tmp_path):
         tok, ref = HFTokenizer(path), ref_mod.Tokenizer.from_file(str(path))
         for s in AWKWARD + ["a,b;c,,d", "x--y---z", "12ab345 6"]:
             assert tok.encode(s) == ref.encode(s).ids, (pre, s)
+
+
+def test_tiktoken_engine_hands_text_its_regex_leaves_unmatched_to_bpe(tmp_path):
+    """tiktoken drops text its pat_str does not match; tokenizers keeps it as a piece."""
+    ref_mod = pytest.importorskip("tokenizers")
+    path = _variant(tmp_path, lambda d: d["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=r"\p{L}+|\p{N}{1,3}"),
+                    "llama3-like")
+    tok, ref = HFTokenizer(path), ref_mod.Tokenizer.from_file(str(path))
+    assert tok.engine == "tiktoken"
+    for s in AWKWARD:
+        assert tok.encode(s) == ref.encode(s).ids, s
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
