@@ -24,7 +24,7 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import rope_angles, rotate, score_scale, silu
+from .equations import rotate, score_scale, silu
 from .fast import Layer, Weights, layout
 from .record import Recorder
 
@@ -280,7 +280,10 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
     dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
     dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
-    turn = rope_angles(w.rope, 0, tokens.shape[-1], cfg.dtype) if w.rope is not None else None
+    turn = None
+    if w.rope is not None:  # the forward pass's cos and sin, from the angles it recorded
+        angle = acts["rope.hook_angle"]  # [pos, d_head / 2]
+        turn = np.cos(angle), np.sin(angle)
     for l in reversed(range(cfg.n_layers)):
         dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn)
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
@@ -301,7 +304,7 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
           "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
           "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
-          "unembed.hook_in", "logits"]
+          "unembed.hook_in", "logits", "rope.hook_angle"]
 
 
 def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:

@@ -15,7 +15,8 @@ teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and th
 summed: recorded as a recipe, computed when read). With rotary positions Q and K are recorded
 before (`hook_q`, `hook_k`) and after (`hook_rot_q`, `hook_rot_k`) their rotation; the SwiGLU MLP
 records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (`hook_post`), as
-TransformerLens names them. Under grouped-query attention `hook_k` and `hook_v` hold the
+TransformerLens names them; `rope.hook_angle` holds each position's angles (one per pair of a
+head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
 
@@ -47,7 +48,10 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     x = rec("hook_embed", embed(w.W_E, tokens).astype(cfg.dtype, copy=False))  # [pos, d_model]
     if cfg.has_positions:
         x = x + rec("hook_pos_embed", position_vectors(w.W_pos, start, n))  # [pos, d_model]
-    turn = rope_angles(w.rope, start, n, cfg.dtype) if w.rope is not None else None  # cos, sin [pos, d_head / 2]
+    turn = None
+    if w.rope is not None:  # rotary positions: the angle each pair of a head's dimensions turns by, here
+        angle = rec("rope.hook_angle", rope_angles(w.rope, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
+        turn = np.cos(angle), np.sin(angle)  # [pos, d_head / 2] each
     for l, layer in enumerate(w.layers):
         x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None, turn)
     if cache is not None:

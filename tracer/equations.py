@@ -93,10 +93,9 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
     return np.where(medium, (1 - smooth) * slow / factor + smooth * slow, slow)  # [d_head / 2]
 
 
-def rope_angles(frequencies: np.ndarray, start: int, n: int, dtype) -> tuple[np.ndarray, np.ndarray]:  # → 2 × [pos, d_head / 2]
-    """cos and sin of position·θ_i for positions start … start + n − 1."""
-    angle = np.arange(start, start + n, dtype=np.float64)[:, None] * frequencies[None, :]  # [pos, d_head / 2]
-    return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+def rope_angles(frequencies: np.ndarray, start: int, n: int) -> np.ndarray:  # [d_head / 2] → [pos, d_head / 2]
+    """position·θ_i, the angle each pair of a head's dimensions turns by, for positions start … start + n − 1."""
+    return np.arange(start, start + n, dtype=np.float64)[:, None] * frequencies[None, :]  # [pos, d_head / 2]
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # [pos, head, d_head], 2 × [pos, d_head / 2] → [pos, head, d_head]

@@ -76,7 +76,7 @@ def read_config(folder: Path) -> Config:
         raise TracerError(f"{where}: not a JSON object")
     model_type = raw.get("model_type", "gpt2")
     if model_type != "gpt2":
-        raise TracerError(f"{where}: model_type is {model_type!r}; tracer loads GPT-2 checkpoints (model_type 'gpt2')")
+        raise TracerError(f"{where}: model_type is {model_type!r}; tracer loads gpt2, llama, qwen2 and mistral checkpoints")
     act = raw.get("activation_function", "gelu_new")
     if act not in GELU_TANH:
         raise TracerError(f"{where}: activation_function {act!r} is not supported; tracer computes GPT-2's gelu_new (tanh GELU)")

@@ -2,9 +2,9 @@
 
 Understood: "abc" (the default: a small GPT-2 trained by `tracer train`, shipped in
 `tracer/models/abc`), "tiny" (an untrained 24-layer model), a scenario name or `.toml` file, a weights file
-(`.npz` / `.safetensors` written by tracer), a folder holding a Hugging Face GPT-2
-(`config.json` + `model.safetensors`), or a GPT-2 name found in the local Hugging Face cache.
-The readers (`tracer.hf`, `tracer.scenario`, `tracer.files`) give a config and arrays; this
+(`.npz` / `.safetensors` written by tracer), a folder holding a Hugging Face GPT-2, Llama, Qwen2
+or Mistral (`config.json` + `model.safetensors`), or such a name found in the local Hugging Face
+cache. The readers (`tracer.hf`, `tracer.families`, `tracer.scenario`, `tracer.files`) give a config and arrays; this
 module turns them into a `Model`, so that nothing below it needs to know what a Model is.
 """
 
@@ -92,11 +92,17 @@ def weights_file_model(path: Path, seed: int = 0) -> Model:
 
 
 def hf_model(folder, name: str | None = None, progress=None) -> Model:
-    """A Hugging Face GPT-2 folder (config.json + model.safetensors, either key layout)."""
-    from .hf import read_folder
+    """A Hugging Face folder (config.json + model.safetensors): a GPT-2 (either key layout, GPT-2's
+    tokenizer) or a Llama / Qwen2 / Mistral (the folder's own tokenizer.json)."""
+    from . import families, hf
 
-    cfg, params, W_qkv, where, training = read_folder(folder, name, progress)
-    return Model(cfg, params, get_tokenizer("gpt2"), name or str(folder), trained=True,
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise TracerError(f"{folder}: not a folder")
+    family = families.model_type(folder) in families.FAMILIES
+    cfg, params, W_qkv, where, training = (families if family else hf).read_folder(folder, name, progress)
+    tokenizer = get_tokenizer({"kind": "tokenizer.json", "path": str(folder)} if family else "gpt2")
+    return Model(cfg, params, tokenizer, name or str(folder), trained=True,
                  weights=layout(cfg, params, W_qkv=W_qkv), source=where, training=training)
 
 

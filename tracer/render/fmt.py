@@ -151,3 +151,11 @@ def sequence(a: int, b: int, limit: int = 26) -> str:
 def span(a: int, b: int) -> str:
     """Letters of positions a..b-1: 'A–F', 'G', 'none'."""
     return letters([label(i) for i in range(a, b)])
+
+
+def size(nbytes: float) -> str:
+    """A byte count in B, KB, MB or GB (powers of 1000), three significant digits."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{int(nbytes)} B"

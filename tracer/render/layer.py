@@ -1,7 +1,10 @@
 """One layer, token by token, in the seed article's words: the input ("A queries the embedding
 matrix…", "+ position vector P1"), the layer norm, what the causal mask hides, each head's Q, K and V,
 its scores and softmax weights, the weighted sum ("0.450×A_V + 0.550×B_V = …"), the heads merged
-through W_O, the residual and the MLP. Reads the recorded arrays only (`Ctx`)."""
+through W_O, the residual and the MLP. Llama-shaped blocks say where they differ: no position
+vector but Q and K rotated by position (RoPE), the RMS norm without the mean, key/value heads
+shared by groups of query heads, the gated SwiGLU MLP, a sliding window. Reads the recorded
+arrays only (`Ctx`)."""
 
 from __future__ import annotations
 
@@ -58,6 +61,9 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
                 yield from ctx.checks_at("hook_pos_embed", t)
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
+        elif x is not None and cfg.positional == "rope":
+            yield ctx.eq(f"no position vector is added (rotary positions): {L}'s query and key are rotated by its "
+                         f"position in every layer instead, so the input is E itself", f"x_{L}", ctx.v(x))
         elif x is not None:
             yield ctx.eq("no position vectors (positional = none), so the input is E itself", f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
@@ -69,11 +75,17 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
     if cfg.layer_norm:
         ln = ctx.at(b + "ln1.hook_normalized", t)
         if ln is not None:
-            yield ctx.eq(f"layer norm: (x_{L} − mean) ÷ std; then ln1(x_{L}) = LN(x_{L}) × ln1.w + ln1.b meets W_Q, W_K, W_V",
-                          f"LN(x_{L})", ctx.v(ln))
+            if cfg.norm == "rms":
+                how = (f"RMS norm: x_{L} ÷ √(mean(x_{L}²) + ε), no mean subtracted; then ln1(x_{L}) = "
+                       f"RMS(x_{L}) × ln1.w (no bias) meets W_Q, W_K, W_V")
+            else:
+                how = f"layer norm: (x_{L} − mean) ÷ std; then ln1(x_{L}) = LN(x_{L}) × ln1.w + ln1.b meets W_Q, W_K, W_V"
+            yield ctx.eq(how, f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
     yield visibility(ctx, t)
+    if cfg.positional == "rope":
+        yield rotation(ctx, t)
     for h in heads:
         yield head_at_token(ctx, t, layer, h)
     if len(heads) < cfg.n_heads:
@@ -81,6 +93,31 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
         yield Text(f"heads {rest[0]}–{rest[-1]}: the same steps with their own W_Q, W_K, W_V "
                         f"(--head N shows one, --full shows all)", style="dim")
     yield after_attention(ctx, t, layer)
+
+
+def norm_name(cfg) -> str:
+    return "RMS" if cfg.norm == "rms" else "LN"
+
+
+def kv_head(cfg, h: int) -> int:
+    """The key/value head query head h reads (itself, without grouped-query attention)."""
+    return h // (cfg.n_heads // cfg.kv_heads)
+
+
+def rotation(ctx: Ctx, t: int) -> Text:
+    """RoPE at position t: the angle each pair of a head's dimensions turns by (from `rope.hook_angle`)."""
+    cfg, L = ctx.cfg, ctx.labels[t]
+    angle = ctx.at("rope.hook_angle", t)
+    half = cfg.d_head // 2
+    if angle is None:
+        return Text("")
+    first = ", ".join(f"{float(a):.{ctx.p}f}" for a in angle[: min(4, half)])
+    more = f", … ({half} angles)" if half > 4 else ""
+    return line(("rotary positions: ", "bold"),
+                f"after W_Q and W_K, {L}'s query and key are rotated by its position {t}: pair (q_i, q_(i+{half})) "
+                f"turns by angle {t}·θ_i, θ_i = {cfg.rope_theta:g}^(−2i/{cfg.d_head})"
+                f"{' (Llama 3 scaling divides the slow ones)' if cfg.rope_scaling else ''}; here [{first}{more}] radians. "
+                f"Q·K then depends on how far apart two tokens are, not on where they are.")
 
 
 def visibility(ctx: Ctx, t: int) -> Text:
@@ -96,6 +133,10 @@ def visibility(ctx: Ctx, t: int) -> Text:
     if st.start > 0:
         sees += (f"; those of {letters(ctx.labels[: st.start])} come from the KV cache "
                  f"(“cache k”: computed by pass k)")
+    w = ctx.cfg.sliding_window
+    if w is not None and t >= w:
+        sees += (f"; the sliding window ({w} keys) hides {letters(ctx.labels[: t - w + 1])} "
+                 f"(positions 0–{t - w}: score −∞, weight 0)")
     if hidden:
         where = f"position {t + 1}" if len(hidden) == 1 else f"positions {t + 1}–{len(st.tokens) - 1}"
         return line(sees + "; ", ("the causal mask hides ", "bold"), (letters(hidden), "bold"),
@@ -107,42 +148,61 @@ def visibility(ctx: Ctx, t: int) -> Text:
 def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     cfg, L, p = ctx.cfg, ctx.labels[t], ctx.p
     a = f"blocks.{layer}.attn."
-    H = cfg.n_heads
+    H, KV = cfg.n_heads, cfg.kv_heads
+    g = kv_head(cfg, h)
     wshape = f"{shape(H, cfg.d_model, cfg.d_head)}, one {shape(cfg.d_model, cfg.d_head)} slice per head" if H > 1 \
         else shape(cfg.d_model, cfg.d_head)
-    if H > 1:
+    if KV < H:
+        group_of = [q for q in range(H) if kv_head(cfg, q) == g]
+        yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q: {wshape}); it shares key/value head {g} of {KV} "
+                   f"(W_K, W_V: {shape(KV, cfg.d_model, cfg.d_head)}) with query heads "
+                   f"{group_of[0]}–{group_of[-1]} (grouped-query attention)")
+    elif H > 1:
         yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q, W_K, W_V: {wshape})")
     else:
         yield line(f"W_Q, W_K, W_V: {wshape} each")
     sl = f"[{h}]" if H > 1 else ""
+    kl = f"[{g}]" if H > 1 else ""
     src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
+    rope = cfg.positional == "rope"
+    shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
     for m in "QKV":
         row = ctx.at(a + f"hook_{m.lower()}", t)
         have[m] = row is not None
+        if m != "Q" and shared:
+            if m == "K":
+                yield Text(f"{L}_K and {L}_V: key/value head {g}'s, the same as for head {shared[0]} above", style="dim")
+            continue
         if row is not None:
-            yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl} + b_{m}", ctx.v(row[h]))
-            yield from ctx.checks_at(a + f"hook_{m.lower()}", t, h)
+            which = h if m == "Q" else g
+            yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl if m == 'Q' else kl} + b_{m}", ctx.v(row[which]))
+            yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
+        if rope and m in "QK":
+            rot = ctx.at(a + f"hook_rot_{m.lower()}", t)
+            if rot is not None:
+                yield ctx.eq(f"rotated by position {t}", f"{L}_{m}↻", ctx.v(rot[h if m == 'Q' else g]))
     n_keys = t + 1
     cached = [ctx.cached_from(j, t) for j in range(n_keys)]
-    if have["K"] and have["V"] and n_keys > 1 and (n_keys <= BRIEF_KV_ROWS or not ctx.view.brief):
+    if have["K"] and have["V"] and n_keys > 1 and not shared and (n_keys <= BRIEF_KV_ROWS or not ctx.view.brief):
         kv = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False)
         kv.add_column("", style="bold")
         from_cache = any(c is not None for c in cached)
         if from_cache:
             kv.add_column("from", no_wrap=True)
-        kv.add_column("K (key)")
+        kv.add_column("K↻ (key, rotated)" if rope else "K (key)")
         kv.add_column("V (value)")
         for j in range(n_keys):
-            kj, vj = ctx.at(a + "hook_k", j, cached[j]), ctx.at(a + "hook_v", j, cached[j])
+            kj = ctx.at(a + ("hook_rot_k" if rope else "hook_k"), j, cached[j])
+            vj = ctx.at(a + "hook_v", j, cached[j])
             if kj is None or vj is None:
                 continue
             row = [ctx.labels[j]]
             if from_cache:
                 row.append(f"cache {cached[j]}" if cached[j] is not None else "new")
-            kv.add_row(*row, ctx.v(kj[h]), ctx.v(vj[h]))
+            kv.add_row(*row, ctx.v(kj[g]), ctx.v(vj[g]))
         yield indent(kv)
-    elif n_keys > BRIEF_KV_ROWS:
+    elif n_keys > BRIEF_KV_ROWS and not shared:
         yield Text(f"(the {n_keys} K and V vectors: --full lists them)", style="dim")
     dots = ctx.att(a + "hook_dots", h, t)
     scores = ctx.att(a + "hook_attn_scores", h, t)
@@ -154,7 +214,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     tab = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, show_footer=pattern is not None)
     tab.add_column("key", style="bold", footer="sum")
     if dots is not None:
-        tab.add_column(f"{L}_Q·K", justify="right")
+        tab.add_column(f"{L}_Q↻·K↻" if rope else f"{L}_Q·K", justify="right")
     if scaled:
         tab.add_column(f"÷ √{cfg.d_head}", justify="right")
     if pattern is not None:
@@ -221,13 +281,24 @@ def after_attention(ctx: Ctx, t: int, layer: int):
         if cfg.layer_norm:
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
             if ln2 is not None:
-                yield ctx.eq("layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP", "LN(x)",
-                             ctx.v(ln2))
+                how = ("RMS norm: x ÷ √(mean(x²) + ε), later × ln2.w, before the MLP" if cfg.norm == "rms" else
+                       "layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP")
+                yield ctx.eq(how, f"{norm_name(cfg)}(x)", ctx.v(ln2))
         pre, post, mo = ctx.at(b + "mlp.hook_pre", t), ctx.at(b + "mlp.hook_post", t), ctx.at(b + "hook_mlp_out", t)
-        if pre is not None:
-            yield ctx.eq(f"MLP: × W_in ({shape(dm, cfg.d_mlp)}) + b_in", "pre", ctx.v(pre))
-        if post is not None:
-            yield ctx.eq("GELU", "post", ctx.v(post))
+        if cfg.mlp == "swiglu":
+            up = ctx.at(b + "mlp.hook_pre_linear", t)
+            if pre is not None:
+                yield ctx.eq(f"SwiGLU MLP: gate = ln2(x)·W_gate ({shape(dm, cfg.d_mlp)})", "gate", ctx.v(pre))
+            if up is not None:
+                yield ctx.eq(f"up = ln2(x)·W_in ({shape(dm, cfg.d_mlp)})", "up", ctx.v(up))
+            if post is not None:
+                yield ctx.eq("SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes",
+                             "post", ctx.v(post))
+        else:
+            if pre is not None:
+                yield ctx.eq(f"MLP: × W_in ({shape(dm, cfg.d_mlp)}) + b_in", "pre", ctx.v(pre))
+            if post is not None:
+                yield ctx.eq("GELU", "post", ctx.v(post))
         if mo is not None:
             yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
             yield from ctx.checks_at(b + "hook_mlp_out", t)

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokens import label
-from .fmt import count, cprob, integer, num, prob, sequence, span, stok, tok
+from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
 
 
 def cache_rows(gen) -> list[dict]:
@@ -51,10 +51,17 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
                   f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
     done = sum(r["macs"] for r in rows)
     full = sum(r["full"] for r in rows)
-    per_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
+    per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head
+    kv = count(cfg.n_heads, "head") if cfg.kv_heads == cfg.n_heads else count(cfg.kv_heads, "key/value head")
     notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass.",
              f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
-             f"{count(cfg.n_heads, 'head')} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
+             f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
+    if cfg.kv_heads < cfg.n_heads:
+        full_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
+        notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {cfg.kv_heads} key/value heads, so the "
+                     f"cache keeps {integer(per_row)} numbers per token instead of {integer(full_row)} "
+                     f"({cfg.n_heads // cfg.kv_heads}× less); at {cfg.n_ctx:,} tokens of context in bfloat16 that is "
+                     f"{size(per_row * cfg.n_ctx * 2)} instead of {size(full_row * cfg.n_ctx * 2)}.")
     if len(rows) > 1 and on:
         notes.append(f"Total: {integer(done)} multiply-adds with the cache against {integer(full)} recomputing every "
                      f"row each pass: {100 * (full - done) / full:.0f}% saved.")

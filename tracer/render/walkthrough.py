@@ -38,10 +38,16 @@ from .view import Resolved
 
 def block_words(cfg) -> str:
     pos = {"learned": "learned positions", "sinusoidal": "sin/cos positions", "explicit": "given position vectors",
-           "none": "no position vectors"}[cfg.positional]
-    parts = [pos, "layer norm" if cfg.layer_norm else "no layer norm", "MLP" if cfg.mlp else "no MLP",
-             "residual" if cfg.residual else "no residual",
+           "none": "no position vectors", "rope": f"rotary positions (θ base {cfg.rope_theta:g}"
+           + (", llama3 scaling)" if cfg.rope_scaling else ")")}[cfg.positional]
+    norm = ("RMS norm" if cfg.norm == "rms" else "layer norm") if cfg.layer_norm else "no layer norm"
+    mlp = {"gelu": "GELU MLP", "swiglu": "SwiGLU MLP"}.get(cfg.mlp, "no MLP")
+    parts = [pos, norm, mlp, "residual" if cfg.residual else "no residual",
              "scores ÷ √d_head" if cfg.scale_scores else "unscaled scores"]
+    if cfg.kv_heads < cfg.n_heads:
+        parts.append(f"{cfg.kv_heads} key/value heads shared by {cfg.n_heads} query heads")
+    if cfg.sliding_window is not None:
+        parts.append(f"sliding window {cfg.sliding_window}")
     return ", ".join(parts)
 
 

@@ -27,6 +27,7 @@ DECK_FOCUS = "bold #000000 on #ffe27a"  # reverse video has no colors to swap in
 
 
 TOP = 6  # rows of candidate tables
+WHO_CHARS = 10  # a token's text beside its letter, at most
 
 
 # --------------------------------------------------------------------------- what one demo shows
@@ -62,6 +63,8 @@ class Demo:
     def who(self, pos: int, step: int = -1) -> str:
         """The article's letter, plus the token's text when that says more (B ␣are)."""
         t = self.text(pos, step)
+        if len(t) > WHO_CHARS:  # a long special token (<|begin_of_text|>) would squeeze the numbers out
+            t = t[: WHO_CHARS - 1] + "…"
         return label(pos) if t == label(pos) else f"{label(pos)} {t}"
 
     def token_name(self, token_id: int) -> str:
@@ -97,6 +100,21 @@ class Demo:
 
     def ordinal_head(self, head: int) -> str:
         return f"head {head} of {self.cfg.n_heads}"
+
+    @property
+    def kv_head(self) -> int:
+        """The key/value head the shown head reads (itself, without grouped-query attention)."""
+        return self.head // (self.cfg.n_heads // self.cfg.kv_heads)
+
+    @property
+    def rotary(self) -> bool:
+        return self.cfg.positional == "rope"
+
+    def query_key(self):
+        """The shown head's Q [pos, d_head] and K [pos, d_head] as they meet in Q·K: rotated by
+        position under RoPE; and the mark their names carry (↻ for rotated)."""
+        pre = "attn.hook_rot_" if self.rotary else "attn.hook_"
+        return self.block(pre + "q")[:, self.head], self.block(pre + "k")[:, self.kv_head], "↻" if self.rotary else ""
 
 
 @dataclass

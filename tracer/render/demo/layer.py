@@ -66,6 +66,8 @@ def step_position(d: Demo) -> Step:
         "learned": "GPT-2 learns one position vector per place (the matrix W_pos).",
         "sinusoidal": "Here they are made of sines and cosines of the position (the original Transformer's recipe).",
     }.get(cfg.positional, "")
+    if d.rotary:
+        return _rotary_position(d)
     if not cfg.has_positions:
         body = Group(Text("This model adds no position vector: the first layer's input is the embedding itself."))
         return Step("Position vector", "Some models add no position vector and let attention work order out "
@@ -91,13 +93,38 @@ def step_position(d: Demo) -> Step:
     )
 
 
+def _rotary_position(d: Demo) -> Step:
+    """RoPE: no vector is added; the focus token's query turns by an angle proportional to its place."""
+    cfg, f, h = d.cfg, d.focus, d.head
+    angle = d.trace["rope.hook_angle"]  # [pos, d_head / 2]
+    q, q_rot = d.block("attn.hook_q")[f, h], d.block("attn.hook_rot_q")[f, h]  # [d_head] each
+    half = cfg.d_head // 2
+    eq = pairs([
+        (f"  {label(f)}_Q", d.vec(q)),
+        (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold")),
+    ])
+    t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
+    for pos in range(min(d.n, 6)):
+        t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
+    return Step(
+        "Position: rotated, not added",
+        f"This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
+        f"position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
+        f"pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' dot "
+        f"product then depends only on how far apart the tokens are, which is what attention needs to know.",
+        Group(sentence((f"{label(f)} at position {f}, {d.ordinal_head(h)}, first layer", "bold")), Text(), eq, Text(), t),
+    )
+
+
 def step_qkv(d: Demo) -> Step:
     cfg, f, h = d.cfg, d.focus, d.head
     q = d.block("attn.hook_q")[:, h]  # [pos, d_head]
-    k = d.block("attn.hook_k")[:, h]  # [pos, d_head]
-    v = d.block("attn.hook_v")[:, h]  # [pos, d_head]
+    k = d.block("attn.hook_k")[:, d.kv_head]  # [pos, d_head]
+    v = d.block("attn.hook_v")[:, d.kv_head]  # [pos, d_head]
     where = sentence(("first layer, ", "bold"), f"{d.ordinal_head(h)}: W_Q, W_K, W_V are each "
-                  f"[{cfg.d_model} × {cfg.d_head}]")
+                  f"[{cfg.d_model} × {cfg.d_head}]" + (
+                      f"; K and V come from key/value head {d.kv_head} of {cfg.kv_heads}, shared with "
+                      f"{fmt.count(cfg.n_heads // cfg.kv_heads - 1, 'other query head')}" if cfg.kv_heads < cfg.n_heads else ""))
     qline = sentence((f"{label(f)}'s query  Q = ", "bold"), d.vec(q[f]))
     t = Table.grid(padding=(0, 2))
     t.add_column(no_wrap=True)
@@ -114,7 +141,9 @@ def step_qkv(d: Demo) -> Step:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
         parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
                                f"look ahead (the causal mask, next step).")]
-    ln = " (GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.)" \
+    ln = (" (First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
+          "this model's RMS norm only divides them by their root mean square.)" if cfg.norm == "rms" else
+          " (GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.)") \
         if cfg.layer_norm else ""
     return Step(
         "Query, Key and Value",
@@ -130,8 +159,8 @@ def _scores_table(d: Demo, hide: bool) -> Table:
     cfg, f, h = d.cfg, d.focus, d.head
     dots = d.block("attn.hook_dots")[h, f]  # [key_pos] raw Q·K
     scores = d.block("attn.hook_attn_scores")[h, f]  # [key_pos] scaled and masked
-    k = d.block("attn.hook_k")[:, h]  # [pos, d_head]
-    cols = ["", "key", "K"] + ([] if hide else ["Q·K"])
+    _, k, r = d.query_key()  # [pos, d_head]
+    cols = ["", "key", "K" + r] + ([] if hide else ["Q·K"])
     if cfg.scale_scores and not hide:
         cols.append(f"÷ √{cfg.d_head}")
     t = table(*cols, right=("Q·K", f"÷ √{cfg.d_head}"))
@@ -141,7 +170,7 @@ def _scores_table(d: Demo, hide: bool) -> Table:
         if pos is None:
             t.add_row("", "⋮", *([""] * (len(cols) - 2)), style="dim")
             continue
-        visible = pos <= f
+        visible = pos <= f and (cfg.sliding_window is None or pos > f - cfg.sliding_window)
         row = [mark(pos == f), d.who(pos, 0), d.vec(k[pos]) if visible else "hidden by the mask"]
         if not hide:
             row.append(d.num(dots[pos]) if visible else "masked")
@@ -169,15 +198,15 @@ def _mask_grid(d: Demo) -> Table:
 
 def step_scores(d: Demo) -> Step:
     cfg, f, h = d.cfg, d.focus, d.head
-    q = d.block("attn.hook_q")[f, h]  # [d_head]
-    qline = sentence((f"{label(f)}'s query  Q = ", "bold"), d.vec(q))
-    scale = (f" Then GPT-2 divides each score by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which keeps "
-             "them in a range softmax handles well.") if cfg.scale_scores else \
+    q, _, r = d.query_key()
+    qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
+    scale = (f" Then the model divides each score by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which "
+             "keeps them in a range softmax handles well.") if cfg.scale_scores else \
         " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
     narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "
                  "and add up (a dot product). A large score means 'this key matches what I am looking for'. "
                  f"Keys of later tokens are masked: a token may not look ahead, so they get −∞ and will get "
-                 f"weight 0.{scale}")
+                 f"weight 0.{scale}" + (" Q and K are the rotated ones (the position screen)." if r else ""))
     body = Group(qline, Text(), _scores_table(d, hide=False))
     if f + 1 >= d.n:  # no later key in the table to show the mask: draw the mask's grid instead
         body = Group(*body.renderables, Text(),
@@ -228,7 +257,7 @@ def step_softmax(d: Demo) -> Step:
 def step_weighted_sum(d: Demo) -> Step:
     f, h = d.focus, d.head
     w = d.block("attn.hook_pattern")[h, f]  # [key_pos]
-    v = d.block("attn.hook_v")[:, h]  # [pos, d_head]
+    v = d.block("attn.hook_v")[:, d.kv_head]  # [pos, d_head]
     z = d.block("attn.hook_z")[f, h]  # [d_head]
     seen = list(range(f + 1))
     shown = seen if len(seen) <= 6 else seen[:3] + seen[-3:]
@@ -275,7 +304,8 @@ def step_multihead(d: Demo) -> Step:
     if cfg.residual:
         rows.append(("+ x (residual)", d.vec(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
     if cfg.mlp:
-        rows.append((f"+ MLP {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
+        kind = "SwiGLU MLP" if cfg.mlp == "swiglu" else "MLP"
+        rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
     rows.append((f"out of layer {l}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
     eq = pairs(rows)
     if H == 1:
@@ -288,7 +318,10 @@ def step_multihead(d: Demo) -> Step:
     rest = []
     if cfg.residual:
         rest.append("the input is added back (the residual connection)")
-    if cfg.mlp:
+    if cfg.mlp == "swiglu":
+        rest.append("a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each "
+                    "token alone")
+    elif cfg.mlp:
         rest.append("a small two-layer network (the MLP) works on each token alone")
     tail = ("Then " + " and ".join(rest) + ".") if rest else \
         "Like the article's model, this one has no residual connection and no MLP."

@@ -1,0 +1,263 @@
+"""Llama, Qwen2 and Mistral checkpoints → a config and parameters, offline, in TransformerLens names.
+
+A Hugging Face folder holds `config.json`, `model.safetensors` (or shards listed in
+`model.safetensors.index.json`) and `tokenizer.json`. The block differs from GPT-2's in four places
+(`tracer.config`: positional "rope", norm "rms", mlp "swiglu", n_kv_heads), and its weights are
+torch `Linear`s, stored [out, in], so each is transposed (a view, no copy) on the way in:
+
+    model.embed_tokens → W_E [d_vocab, d_model]        (no W_pos: Q and K are rotated instead)
+    layers.{l}.input_layernorm → ln1.w                  post_attention_layernorm → ln2.w
+    self_attn.q_proj / k_proj / v_proj [heads·d_head, d_model]
+        → the fused [W_Q | W_K | W_V] the decoder reads ([d_model, (head + 2·kv_head)·d_head], one copy),
+          and W_Q [head, d_model, d_head], W_K / W_V [kv_head, d_model, d_head] as views of it;
+          Qwen2's (and Llama's `attention_bias`) biases → b_Q / b_K / b_V, else zeros
+    self_attn.o_proj [d_model, head·d_head] → W_O [head, d_head, d_model], b_O zeros (o_proj bias if any)
+    mlp.gate_proj → W_gate [d_model, d_mlp]   mlp.up_proj → W_in   mlp.down_proj → W_out [d_mlp, d_model]
+    model.norm → ln_final.w       lm_head → W_U [d_model, d_vocab] (absent when tied)   b_U zeros
+
+config.json is read as transformers 4 writes it (`rope_theta`, `rope_scaling`) and as transformers 5
+does (`rope_parameters`); Llama 3's `llama3` scaling is computed, other scalings are refused. Core
+module: numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .errors import TracerError
+from .hf import _no_progress, as_float32, check_finite, read_tensors, read_training, weight_files
+
+FAMILIES = ("llama", "qwen2", "mistral")
+ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
+PREFIX = "model."
+
+
+def model_type(folder: Path) -> str:
+    """config.json's model_type ("gpt2" when it names none, as GPT-2's own files do)."""
+    return str(read_json(folder / "config.json").get("model_type", "gpt2"))
+
+
+def read_json(where: Path) -> dict:
+    try:
+        raw = json.loads(where.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TracerError(f"{where.parent}: no {where.name} (a Hugging Face folder holds config.json and model.safetensors)") from None
+    except json.JSONDecodeError as e:
+        raise TracerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (OSError, UnicodeDecodeError, RecursionError) as e:
+        raise TracerError(f"{where}: cannot read ({type(e).__name__})") from None
+    if not isinstance(raw, dict):
+        raise TracerError(f"{where}: not a JSON object")
+    return raw
+
+
+# --------------------------------------------------------------------------- config.json
+
+
+def _whole(raw: dict, key: str, where: Path, default=None) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        got = "missing" if key not in raw and default is None else f"got {value!r}"
+        raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1 ({got})")
+    return value
+
+
+def _number(raw: dict, key: str, where: Path, default=None) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise TracerError(f"{where}: {key!r} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _flag(raw: dict, key: str, where: Path, default: bool) -> bool:
+    value = raw.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise TracerError(f"{where}: {key!r} must be true or false, got {value!r}")
+    return value
+
+
+def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
+    """(rope_theta, the llama3 scaling or None) from transformers 4's or 5's keys."""
+    params = raw.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise TracerError(f"{where}: 'rope_parameters' must be an object, got {params!r}")
+    scaling = params if params is not None else raw.get("rope_scaling")
+    theta = _number(params if params is not None and "rope_theta" in params else raw, "rope_theta", where, 10000.0)
+    if scaling is None:
+        return theta, None
+    if not isinstance(scaling, dict):
+        raise TracerError(f"{where}: 'rope_scaling' must be an object or null, got {scaling!r}")
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return theta, None
+    if kind != "llama3":
+        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported; tracer computes plain RoPE and "
+                          f"Llama 3's 'llama3' scaling")
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    return theta, {"rope_type": "llama3", **{k: _number(scaling, k, where) for k in keys}}
+
+
+def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | None:
+    """The window every layer uses, or None; a window on some layers only is refused."""
+    window = raw.get("sliding_window")
+    if family == "llama" or window is None:
+        return None
+    if family == "qwen2" and not raw.get("use_sliding_window", False):
+        return None  # Qwen2 writes a sliding_window it does not use
+    kinds = set(raw.get("layer_types") or ["sliding_attention"] * n_layers)
+    if family == "qwen2" or kinds != {"sliding_attention"}:
+        raise TracerError(f"{where}: a sliding window on some layers only (use_sliding_window / layer_types) is not "
+                          f"supported; tracer applies one window to every layer or none")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise TracerError(f"{where}: 'sliding_window' must be a whole number ≥ 1 or null, got {window!r}")
+    return window
+
+
+def read_config(folder: Path) -> Config:
+    """A Llama / Qwen2 / Mistral config.json as a tracer `Config` (float32, the Llama block)."""
+    where = folder / "config.json"
+    raw = read_json(where)
+    family = raw.get("model_type")
+    if family not in FAMILIES:
+        raise TracerError(f"{where}: model_type {family!r}; tracer loads gpt2, {', '.join(FAMILIES)}")
+    act = raw.get("hidden_act", "silu")
+    if act not in ACTIVATIONS:
+        raise TracerError(f"{where}: hidden_act {act!r} is not supported; the SwiGLU MLP tracer computes uses silu")
+    if _flag(raw, "mlp_bias", where, False):
+        raise TracerError(f"{where}: mlp_bias is not supported (tracer's SwiGLU MLP has no gate bias)")
+    d_model = _whole(raw, "hidden_size", where)
+    n_heads = _whole(raw, "num_attention_heads", where)
+    n_kv = _whole(raw, "num_key_value_heads", where, n_heads)
+    head_dim = raw.get("head_dim")
+    if head_dim is None and d_model % n_heads:
+        raise TracerError(f"{where}: hidden_size {d_model} is not divisible by num_attention_heads {n_heads} and no head_dim is given")
+    n_layers = _whole(raw, "num_hidden_layers", where)
+    theta, scaling = rope_settings(raw, where)
+    try:
+        return Config(
+            d_vocab=_whole(raw, "vocab_size", where), n_ctx=_whole(raw, "max_position_embeddings", where),
+            d_model=d_model, n_heads=n_heads, d_head=_whole(raw, "head_dim", where) if head_dim is not None else None,
+            d_mlp=_whole(raw, "intermediate_size", where), n_layers=n_layers, dtype="float32",
+            positional="rope", layer_norm=True, norm="rms", mlp="swiglu", residual=True, scale_scores=True,
+            tied_unembed=_flag(raw, "tie_word_embeddings", where, False),
+            ln_eps=_number(raw, "rms_norm_eps", where, 1e-6),
+            n_kv_heads=n_kv if n_kv != n_heads else None, rope_theta=theta, rope_scaling=scaling,
+            sliding_window=sliding_window(raw, family, where, n_layers),
+        )
+    except TracerError as e:
+        raise TracerError(f"{where}: {str(e).removeprefix('config: ')}") from None
+
+
+def has_qkv_bias(folder: Path) -> bool:
+    raw = read_json(folder / "config.json")
+    return raw.get("model_type") == "qwen2" or bool(raw.get("attention_bias"))
+
+
+def hf_shapes(cfg: Config, qkv_bias: bool, o_bias: bool) -> dict[str, tuple[int, ...]]:
+    """Every tensor the file must hold for `cfg`, by its name in transformers' layout."""
+    V, d, H, KV, dh, dm = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_mlp
+    shapes: dict[str, tuple[int, ...]] = {PREFIX + "embed_tokens.weight": (V, d)}
+    for l in range(cfg.n_layers):
+        p = f"{PREFIX}layers.{l}."
+        shapes[p + "input_layernorm.weight"] = (d,)
+        for m, heads in (("q", H), ("k", KV), ("v", KV)):
+            shapes[p + f"self_attn.{m}_proj.weight"] = (heads * dh, d)
+            if qkv_bias:
+                shapes[p + f"self_attn.{m}_proj.bias"] = (heads * dh,)
+        shapes[p + "self_attn.o_proj.weight"] = (d, H * dh)
+        if o_bias:
+            shapes[p + "self_attn.o_proj.bias"] = (d,)
+        shapes[p + "post_attention_layernorm.weight"] = (d,)
+        shapes[p + "mlp.gate_proj.weight"] = (dm, d)
+        shapes[p + "mlp.up_proj.weight"] = (dm, d)
+        shapes[p + "mlp.down_proj.weight"] = (d, dm)
+    shapes[PREFIX + "norm.weight"] = (d,)
+    if not cfg.tied_unembed:
+        shapes["lm_head.weight"] = (V, d)
+    return shapes
+
+
+# --------------------------------------------------------------------------- translation
+
+
+def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
+    """transformers' names → TransformerLens names (views where possible), and each layer's fused
+    [W_Q | W_K | W_V] (W_Q, W_K and W_V are views of it)."""
+    d, H, KV, dh = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head
+    zeros = lambda n: np.zeros(n, dtype=np.float32)  # noqa: E731
+    params = {"W_E": t[PREFIX + "embed_tokens.weight"]}
+    fused = []
+    for l in range(cfg.n_layers):
+        p, b = f"{PREFIX}layers.{l}.", f"blocks.{l}."
+        a = p + "self_attn."
+        params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
+        W = np.concatenate([t[a + f"{m}_proj.weight"].T for m in "qkv"], axis=1)  # [d_model, (head + 2·kv_head)·d_head]
+        fused.append(W)
+        edges = np.cumsum([0, H * dh, KV * dh, KV * dh])
+        for i, (m, heads) in enumerate(zip("QKV", (H, KV, KV))):
+            cols = W[:, edges[i] : edges[i + 1]]  # [d_model, heads·d_head]
+            params[b + f"attn.W_{m}"] = cols.reshape(d, heads, dh).transpose(1, 0, 2)  # [heads, d_model, d_head]
+            bias = t.get(a + f"{m.lower()}_proj.bias")
+            params[b + f"attn.b_{m}"] = (bias if bias is not None else zeros(heads * dh)).reshape(heads, dh)
+        params[b + "attn.W_O"] = t[a + "o_proj.weight"].T.reshape(H, dh, d)  # [head, d_head, d_model]
+        params[b + "attn.b_O"] = t.get(a + "o_proj.bias", zeros(d))
+        params[b + "ln2.w"] = t[p + "post_attention_layernorm.weight"]
+        params[b + "mlp.W_gate"] = t[p + "mlp.gate_proj.weight"].T  # [d_model, d_mlp]
+        params[b + "mlp.W_in"] = t[p + "mlp.up_proj.weight"].T  # [d_model, d_mlp]
+        params[b + "mlp.b_in"] = zeros(cfg.d_mlp)
+        params[b + "mlp.W_out"] = t[p + "mlp.down_proj.weight"].T  # [d_mlp, d_model]
+        params[b + "mlp.b_out"] = zeros(d)
+    params["ln_final.w"] = t[PREFIX + "norm.weight"]
+    if not cfg.tied_unembed:
+        params["W_U"] = t["lm_head.weight"].T  # [d_model, d_vocab]
+    params["b_U"] = zeros(cfg.d_vocab)
+    return params, fused
+
+
+def check_tensors(cfg: Config, shapes: dict, tensors: dict, origin: dict, folder: Path) -> None:
+    """Every tensor present with config.json's shape, and nothing the block would ignore."""
+    from .errors import near
+
+    files = ", ".join(sorted({p.name for p in origin.values()})) or "model.safetensors"
+    for name, shape in shapes.items():
+        if name not in tensors:
+            raise TracerError(f"{folder / files}: missing tensor {name!r}{near(name, list(tensors))}")
+        if tuple(tensors[name].shape) != shape:
+            raise TracerError(f"{origin[name]}: tensor {name!r} has shape {list(tensors[name].shape)} but config.json "
+                              f"implies {list(shape)}")
+    extra = [k for k in tensors if k not in shapes and not k.endswith("rotary_emb.inv_freq")]
+    if extra:
+        raise TracerError(f"{origin[extra[0]]}: tensor {extra[0]!r} is not part of the block config.json describes "
+                          f"(num_hidden_layers {cfg.n_layers}, biases as the family has them)")
+
+
+def read_folder(path, name: str | None = None, progress=None):
+    """A Llama / Qwen2 / Mistral folder: its config, its parameters (TransformerLens names), each
+    layer's fused Q|K|V matrix, the folder's path and its training record (None). `progress`: as
+    in `tracer.hf.read_folder`."""
+    folder = Path(path).expanduser()
+    cfg = read_config(folder)
+    files = weight_files(folder)
+    tensors, origin = read_tensors(files)
+    if cfg.n_layers > len(tensors):  # sized from the file before anything is built per layer
+        raise TracerError(f"{folder / 'config.json'}: num_hidden_layers {cfg.n_layers:,} but the weights hold "
+                          f"{len(tensors):,} tensors in all")
+    raw = read_json(folder / "config.json")
+    shapes = hf_shapes(cfg, has_qkv_bias(folder), bool(raw.get("attention_bias")))
+    check_tensors(cfg, shapes, tensors, origin, folder)
+    total = sum(tensors[k].nbytes for k in shapes)
+    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
+    t: dict[str, np.ndarray] = {}
+    with (progress or _no_progress)(total, label) as advance:
+        for k in shapes:
+            arr = as_float32(k, tensors[k], origin[k])  # a view when the file is float32; bf16/f16 converted
+            check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
+            t[k] = arr
+    params, fused = translate(cfg, t)
+    return cfg, params, fused, str(folder), read_training(folder)
