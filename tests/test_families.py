@@ -260,3 +260,67 @@ def test_saved_family_trace_shows_again(run_tracer, tmp_path):
     shown = run_tracer("show", str(path), "--no-pager", env={"COLUMNS": "100"}, text=True)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == r.stdout
+
+
+# --------------------------------------------------------------------------- by name, from the local Hugging Face cache
+
+
+def _fake_hub(tmp_path: Path, monkeypatch, source: Path, sharded: bool = False):
+    """An isolated Hugging Face cache and an hf_hub_download stand-in serving `source`'s files
+    (split into two shards with an index when `sharded`); returns the cache and the list of asks."""
+    from tracer.files import load_safetensors, save_safetensors
+
+    serve = tmp_path / "served"
+    shutil.copytree(source, serve)
+    if sharded:
+        arrays, _ = load_safetensors(serve / "model.safetensors", mmap=False)
+        names = sorted(arrays)
+        parts = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+                 "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
+        for f, keys in parts.items():
+            save_safetensors(serve / f, {k: arrays[k] for k in keys}, {"format": "pt"})
+        (serve / "model.safetensors").unlink()
+        index = {"metadata": {}, "weight_map": {k: f for f, keys in parts.items() for k in keys}}
+        (serve / "model.safetensors.index.json").write_text(json.dumps(index))
+    cache = tmp_path / "hub"
+    for var in ("HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    asked = []
+
+    def fake_hf_hub_download(repo_id, filename):
+        asked.append(filename)
+        if not (serve / filename).is_file():
+            raise FileNotFoundError(f"404 {repo_id}/{filename}")
+        snap = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / "feedbeef"
+        snap.mkdir(parents=True, exist_ok=True)
+        shutil.copy(serve / filename, snap / filename)
+        return str(snap / filename)
+
+    return fake_hf_hub_download, asked
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_download_then_load_by_repo_id(tmp_path, monkeypatch, sharded):
+    from tracer import hf
+
+    fetch, asked = _fake_hub(tmp_path, monkeypatch, DATA / "qwen2-tiny", sharded)
+    with pytest.raises(TracerError, match="weights not found in the local Hugging Face cache.*tracer download Qwen/Tiny"):
+        tracer.load("Qwen/Tiny")
+    folder = hf.download("Qwen/Tiny", fetch)
+    weights = (["model.safetensors", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                "model-00002-of-00002.safetensors"] if sharded else ["model.safetensors"])
+    assert asked == ["config.json", *weights, "tokenizer.json", "tokenizer_config.json"]
+    m = tracer.load("Qwen/Tiny")
+    assert m.name == "Qwen/Tiny" and Path(m.source) == folder
+    ref = load_npz(DATA / "qwen2-tiny" / "reference.npz")
+    np.testing.assert_allclose(m.run(ids(ref, 0))["logits"], ref["logits_0"], atol=ATOL, rtol=0)
+
+
+def test_a_cached_snapshot_without_tokenizer_json_is_named(tmp_path, monkeypatch):
+    fetch, _ = _fake_hub(tmp_path, monkeypatch, DATA / "llama-tiny")
+    for f in ("config.json", "model.safetensors"):
+        fetch("meta-llama/Tiny", f)
+    with pytest.raises(TracerError, match=r"feedbeef lacks tokenizer\.json"):
+        tracer.load("meta-llama/Tiny")

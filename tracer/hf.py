@@ -128,10 +128,11 @@ def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
 # --------------------------------------------------------------------------- the weights files
 
 
-def weight_files(folder: Path) -> list[Path]:
-    """model.safetensors, or the shards its index lists; a clear error for pickled-only folders."""
+def weight_files(folder: Path, listed_only: bool = False) -> list[Path]:
+    """model.safetensors, or the shards its index lists; a clear error for pickled-only folders.
+    `listed_only`: the shards the index names, present or not (what to download)."""
     single = folder / "model.safetensors"
-    if single.is_file():
+    if single.is_file() and not listed_only:
         return [single]
     index = folder / "model.safetensors.index.json"
     if index.is_file():
@@ -295,11 +296,22 @@ def read_training(folder: Path) -> dict | None:
 # --------------------------------------------------------------------------- the local HF cache
 
 
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")  # owner/name on the Hub
+
+
+def is_repo_id(name: str) -> bool:
+    """A Hugging Face repo id (HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, …) or a GPT-2 name."""
+    return name in GPT2_SHAPES or bool(REPO_ID.match(name)) and ".." not in name
+
+
 def hub_repos(name: str) -> tuple[str, list[str]]:
-    """The short name (gpt2-medium) and the repo ids it is cached under, newest naming first."""
+    """The short name (gpt2-medium, or the repo id itself) and the repo ids it is cached under, newest naming first."""
     short = name.split("/", 1)[1] if name.startswith(("openai-community/", "distilbert/")) else name
     if short not in GPT2_SHAPES:
-        raise TracerError(f"model {name!r}: not a GPT-2 name{near(short, GPT2_SHAPES)}; known: {', '.join(GPT2_SHAPES)}")
+        if REPO_ID.match(name) and ".." not in name:
+            return name, [name]
+        raise TracerError(f"model {name!r}: not a GPT-2 name or a Hugging Face repo id (owner/name){near(short, GPT2_SHAPES)}; "
+                          f"known: {', '.join(GPT2_SHAPES)}")
     if short == "distilgpt2":
         return short, ["distilbert/distilgpt2", "distilgpt2"]
     return short, [f"openai-community/{short}", short]
@@ -339,7 +351,8 @@ def _snapshots(repo_dir: Path) -> list[Path]:
 
 def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
     """(snapshot folder or None, the places searched, notes on snapshots that lacked files)."""
-    _, repos = hub_repos(name)
+    short, repos = hub_repos(name)
+    needs = ("config.json", "model.safetensors") + (() if short in GPT2_SHAPES else ("tokenizer.json",))
     searched: list[str] = []
     notes: list[str] = []
     for cache in cache_dirs():
@@ -347,10 +360,11 @@ def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
             repo_dir = cache / ("models--" + repo.replace("/", "--"))
             searched.append(f"{repo_dir}/snapshots/*/")
             for snap in _snapshots(repo_dir):
-                has_weights = (snap / "model.safetensors").is_file() or (snap / "model.safetensors.index.json").is_file()
-                if (snap / "config.json").is_file() and has_weights:
+                has = {f: (snap / f).is_file() for f in needs}
+                has["model.safetensors"] = has["model.safetensors"] or (snap / "model.safetensors.index.json").is_file()
+                if all(has.values()):
                     return snap, searched, notes
-                lacks = [f for f in ("config.json", "model.safetensors") if not (snap / f).is_file()]
+                lacks = [f for f in needs if not has[f]]
                 pickled = " (it has pytorch_model.bin, which tracer never loads)" if (snap / "pytorch_model.bin").exists() else ""
                 notes.append(f"{snap} lacks {' and '.join(lacks)}{pickled}")
     return None, searched, notes
@@ -358,7 +372,8 @@ def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
 
 def how_to_get(short: str) -> str:
     repo = hub_repos(short)[1][0]
-    return (f"get them with: huggingface-cli download {repo} config.json model.safetensors, "
+    files = "config.json model.safetensors" + ("" if short in GPT2_SHAPES else " tokenizer.json")
+    return (f"get them with: huggingface-cli download {repo} {files}, "
             f"or: pip install huggingface_hub && tracer download {short}")
 
 
@@ -376,16 +391,33 @@ def cached_folder(name: str) -> Path:
 
 
 def download(name: str, fetch) -> Path:
-    """Fetch config.json and model.safetensors with `fetch` (huggingface_hub's `hf_hub_download`,
-    passed in by the CLI so that this module never imports it) and return the snapshot folder."""
-    _, repos = hub_repos(name)
-    paths = []
-    for f in ("config.json", "model.safetensors"):
+    """Fetch what tracer reads with `fetch` (huggingface_hub's `hf_hub_download`, passed in by the
+    CLI so that this module never imports it) and return the snapshot folder: config.json, then
+    model.safetensors (or its index and every shard it lists), and for other models than GPT-2 the
+    tokenizer (tokenizer.json, and tokenizer_config.json when the repo has one)."""
+    short, repos = hub_repos(name)
+    repo = repos[0]
+
+    def get(f: str, optional: bool = False) -> Path | None:
         try:
-            paths.append(Path(fetch(repo_id=repos[0], filename=f)))
+            return Path(fetch(repo_id=repo, filename=f))
         except Exception as e:  # network, authentication, disk: one line, no traceback
-            raise TracerError(f"download {repos[0]}/{f}: {type(e).__name__}: {e}") from None
-    return paths[0].parent
+            if optional:
+                return None
+            raise TracerError(f"download {repo}/{f}: {type(e).__name__}: {e}") from None
+
+    folder = get("config.json").parent
+    if get("model.safetensors", optional=True) is None:
+        index = get("model.safetensors.index.json", optional=True)
+        if index is None:
+            raise TracerError(f"download {repo}: it has neither model.safetensors nor model.safetensors.index.json "
+                              f"(tracer never loads pickled checkpoints)")
+        for shard in weight_files(folder, listed_only=True):
+            get(shard.name)
+    if short not in GPT2_SHAPES:
+        get("tokenizer.json")
+        get("tokenizer_config.json", optional=True)
+    return folder
 
 
 # --------------------------------------------------------------------------- writing a GPT-2 folder

@@ -59,13 +59,15 @@ def _load_path(name: str, path: Path, seed: int, progress) -> Model:
         return hf_model(path, progress=progress)
     if path.suffix in (".npz", ".safetensors") + PICKLED_SUFFIXES:
         return weights_file_model(path, seed)
-    if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
-        from .hf import cached_folder, hub_repos
+    from .hf import cached_folder, hub_repos, is_repo_id
 
+    if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
         return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress)
     found = scenario.find_scenario(name)
     if found is not None:
         return scenario_model(scenario.load_scenario(found))
+    if is_repo_id(name) and not path.exists():  # HuggingFaceTB/SmolLM2-135M: from the local Hugging Face cache
+        return hf_model(cached_folder(name), name=name, progress=progress)
     if path.exists():
         raise TracerError(f"{path}: not a model (expected a folder with config.json, a .toml scenario or a weights file)")
     known = list(BUILTIN) + list(GPT2_SHAPES)

@@ -127,11 +127,11 @@ class _stop_on_signals:
 
 @app.command()
 def download(
-    name: Annotated[str, typer.Argument(help="gpt2, gpt2-medium, gpt2-large, gpt2-xl or distilgpt2.")],
+    name: Annotated[str, typer.Argument(help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, or a Hugging Face repo id of a Llama, Qwen2 or Mistral model (HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, meta-llama/Llama-3.2-1B).")],
 ) -> None:
-    """Fetch a GPT-2's config.json and model.safetensors into the Hugging Face cache (the only command that uses the network; needs the optional package huggingface_hub: `pip install huggingface_hub`).
+    """Fetch a model's config.json, model.safetensors (or its shards) and tokenizer.json into the Hugging Face cache (the only command that uses the network; needs the optional package huggingface_hub: `pip install huggingface_hub`).
 
-    Example: tracer download gpt2-medium && tracer trace "Hello" --model gpt2-medium
+    Example: tracer download HuggingFaceTB/SmolLM2-135M && tracer trace "Hello" --model HuggingFaceTB/SmolLM2-135M
     """
     from ..errors import TracerError
     from ..hf import download as fetch_files, hub_repos
@@ -143,8 +143,7 @@ def download(
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise TracerError(f"download: needs the optional package huggingface_hub: pip install huggingface_hub, then run "
-                          f"this again (or put config.json and model.safetensors of {hub_repos(name)[1][0]} in a folder "
-                          f"and pass --model FOLDER)") from None
+                          f"this again (or put the files of {hub_repos(name)[1][0]} in a folder and pass --model FOLDER)") from None
     folder = fetch_files(name, hf_hub_download)
     m = hf_model(folder, name=short, progress=reading_progress)  # reads every tensor once: checks the files are whole
     typer.echo(f"{short}: {m.config.n_layers} layers, d_model {m.config.d_model}, {m.config.n_heads} heads, in {folder}")
