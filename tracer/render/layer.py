@@ -86,6 +86,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
     yield visibility(ctx, t)
     if cfg.positional == "rope":
         yield rotation(ctx, t)
+        yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
         yield head_at_token(ctx, t, layer, h)
     if len(heads) < cfg.n_heads:
@@ -182,6 +183,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             rot = ctx.at(a + f"hook_rot_{m.lower()}", t)
             if rot is not None:
                 yield ctx.eq(f"rotated by position {t}", f"{L}_{m}↻", ctx.v(rot[h if m == 'Q' else g]))
+                yield from ctx.checks_at(a + f"hook_rot_{m.lower()}", t, h if m == "Q" else g)
     n_keys = t + 1
     cached = [ctx.cached_from(j, t) for j in range(n_keys)]
     if have["K"] and have["V"] and n_keys > 1 and not shared and (n_keys <= BRIEF_KV_ROWS or not ctx.view.brief):

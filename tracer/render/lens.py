@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokens import label, show_token
-from .fmt import cprob, short, tok
+from .fmt import count, cprob, short, tok
 from .text import Fit, missing
 
 BRIEF_LENS_COLUMNS = 6  # positions of the logit lens table in brief mode (the last ones)
@@ -82,8 +82,12 @@ def logit_lens_view(step, tokenizer, view) -> Group:
              f"{where}")
         if stays is not None and stays != first:
             s += f", and stays the top-1 from layer {stays} on"
-        notes.append(s + f". The article says it appears \"only after the 24th layer\"; this model has {n_layers} "
-                     f"layers. Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
+        if first < n_layers:
+            s += (f". The article says the prediction appears \"only after the 24th layer\", the last; in this model "
+                  f"of {count(n_layers, 'layer')} it is there {where}")
+        else:
+            s += ", the last, as the article says of its 24th"
+        notes.append(s + ". Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
     return Group(Fit(build, n_cols), *(Text(x) for x in notes))

@@ -58,7 +58,7 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
              f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
     if cfg.kv_heads < cfg.n_heads:
         full_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
-        notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {cfg.kv_heads} key/value heads, so the "
+        notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {count(cfg.kv_heads, 'key/value head')}, so the "
                      f"cache keeps {integer(per_row)} numbers per token instead of {integer(full_row)} "
                      f"({cfg.n_heads // cfg.kv_heads}× less); at {cfg.n_ctx:,} tokens of context in bfloat16 that is "
                      f"{size(per_row * cfg.n_ctx * 2)} instead of {size(full_row * cfg.n_ctx * 2)}.")
