@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Rebuild the model tracer ships (`tracer/models/abc`): the corpus, `tracer train`, float16 on disk.
 
-    python tools/make_model.py                  # the full run (about half an hour on 2 cores)
+    python tools/make_model.py                  # the full run (about half an hour on 2 idle cores)
     python tools/make_model.py --steps 20 --out /tmp/abc-check   # a quick look at the pipeline
+    python tools/make_model.py --build BUILD --reuse   # convert an earlier full run kept in BUILD
 
 1. The corpus is `tools/make_corpus.py`'s, seed 0, default size (regenerated bit for bit; its
    sha256 is in training.json).
@@ -26,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6000
+ABOUT = ("tools/make_corpus.py's lines: letter runs, counting, weekdays and months, short sentences, and phrases "
+         "said twice, to copy")
 CHECKS = {  # prompt → the next token the shipped model must give (greedy)
     "A B C D E F": " G",
     "Monday Tuesday Wednesday": " Thursday",
@@ -39,7 +42,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--out", default=str(ROOT / "tracer" / "models" / "abc"))
     ap.add_argument("--build", help="keep the float32 build here (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="do not train: convert the float32 build already in --build (its corpus must be this one)")
     a = ap.parse_args()
+    if a.reuse and not a.build:
+        ap.error("--reuse needs --build")
     sys.path.insert(0, str(ROOT))
     spec = importlib.util.spec_from_file_location("make_corpus", ROOT / "tools" / "make_corpus.py")
     mc = importlib.util.module_from_spec(spec)
@@ -48,8 +55,16 @@ def main() -> int:
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text(mc.corpus(seed=0), encoding="utf-8")
         build = Path(a.build) if a.build else Path(tmp) / "build"
-        subprocess.run([sys.executable, "-m", "tracer", "train", str(corpus), "--out", str(build), "--steps",
-                        str(a.steps), "--force"], check=True)
+        if a.reuse:
+            import hashlib
+
+            done = json.loads((build / "training.json").read_text())
+            sha = hashlib.sha256(corpus.read_bytes()).hexdigest()
+            if done.get("corpus_sha256") != sha or done.get("steps") != a.steps or done.get("stopped") != "done":
+                sys.exit(f"{build} was not trained on this corpus for {a.steps} steps to the end; nothing written")
+        else:
+            subprocess.run([sys.executable, "-m", "tracer", "train", str(corpus), "--out", str(build), "--steps",
+                            str(a.steps), "--force"], check=True)
         import numpy as np
 
         import tracer
@@ -58,7 +73,16 @@ def main() -> int:
 
         m = tracer.load(str(build))
         info = json.loads((build / "training.json").read_text())
+        if info.get("heads") is None:  # a build from before `tracer train` measured its heads
+            from types import SimpleNamespace
+
+            from tracer.tokens import get_tokenizer
+            from tracer.train import head_roles
+
+            ids = np.asarray(get_tokenizer("gpt2").encode(corpus.read_text(encoding="utf-8")), dtype=np.int64)
+            info["heads"] = head_roles(SimpleNamespace(config=m.config, params=m.params), ids)
         info["saved_as"] = "float16 (tools/make_model.py); tracer computes in float32"
+        info["corpus_about"] = ABOUT
         fresh = Path(tmp) / "abc"
         fresh.mkdir()
         write_folder(fresh, m.config, m.params, dtype="float16", extra={"training.json": record_json(info)})
@@ -96,10 +120,26 @@ It learned from `tools/make_corpus.py`'s corpus (seed 0; sha256 `{info['corpus_s
 short sentences written for it, and phrases that repeat an earlier phrase, which it can only
 predict by copying from the context (an induction head).
 
+{heads_text(info.get("heads"))}
+
 Rebuild it with `python tools/make_model.py`. The weights are stored as float16 (under 10 MB);
 tracer computes in float32. `training.json` records every step's loss and each head's
 previous-token and induction scores.
 """
+
+
+def heads_text(heads: dict | None) -> str:
+    """What training made of the heads, in words, from training.json's scores."""
+    if not heads:
+        return ""
+    prev, ind = heads["previous_token"], heads["induction"]
+    cells = [(l, h) for l in range(len(prev)) for h in range(len(prev[l]))]
+    p = max(cells, key=lambda c: prev[c[0]][c[1]])
+    copies = sorted((c for c in cells if ind[c[0]][c[1]] >= 0.4), key=lambda c: -ind[c[0]][c[1]])
+    said = ", ".join(f"layer {l} head {h} ({ind[l][h]:.2f})" for l, h in copies) or "none above 0.4"
+    return (f"Its heads, measured on {heads['measured_on']}: the strongest previous-token head is layer {p[0]} head "
+            f"{p[1]} ({prev[p[0]][p[1]]:.2f} of its weight on the token just before; spread evenly it would be about "
+            f"0.1); induction heads, which look from a repeated token to what followed it last time: {said}.")
 
 
 if __name__ == "__main__":

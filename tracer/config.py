@@ -162,6 +162,11 @@ GPT2_SHAPES = {
     "distilgpt2": dict(n_layers=6, d_model=768, n_heads=12),
 }
 
-# The model `tracer trace` uses out of the box: the GPT-2 block and tokenizer, the article's
+# The untrained model `tracer trace --model tiny` runs: the GPT-2 block and tokenizer, the article's
 # 24 layers, and a width small enough to read every number. Its weights are seeded, untrained.
 TINY = Config(d_model=8, n_heads=2, n_layers=24, dtype="float64")
+
+# The model `tracer trace` and `tracer demo` use out of the box: tracer/models/abc, a small GPT-2
+# trained by `tracer train` (tools/make_model.py rebuilds it).
+DEFAULT_MODEL = "abc"
+DEFAULT_PROMPT = "A B C D E F"  # the seed article's tokens; the default model continues them with G

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import GPT2_SHAPES, TINY
+from .config import DEFAULT_MODEL, GPT2_SHAPES, TINY
 from .errors import TracerError, near
 from .fast import layout
 from .model import Model
@@ -21,7 +21,6 @@ from .settings import check_seed
 from .tokens import get_tokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "models"  # trained models that come with tracer, one folder each
-DEFAULT_MODEL = "abc"
 BUILTIN = {
     "abc": "the default: a 4-layer GPT-2 (d_model 64, 4 heads) trained by `tracer train` on tools/make_corpus.py's corpus",
     "tiny": "the GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights",

@@ -80,7 +80,8 @@ def training_line(info: dict) -> str:
     """One line: what `tracer train` trained the weights on, and how long (its training.json)."""
     loss = info.get("final_loss")
     sha = str(info.get("corpus_sha256", "?"))[:12]
-    return (f"trained by tracer {info.get('tracer_version', '?')} on {info.get('corpus', '?')} (sha256 {sha}…): "
+    about = f", {info['corpus_about']}" if isinstance(info.get("corpus_about"), str) else ""
+    return (f"trained by tracer {info.get('tracer_version', '?')} on {info.get('corpus', '?')} (sha256 {sha}…{about}): "
             f"{info.get('steps', '?')} steps, seed {info.get('seed', '?')}, final loss {loss if loss is not None else '?'}")
 
 

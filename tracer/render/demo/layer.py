@@ -25,7 +25,11 @@ def step_tokens(d: Demo) -> Step:
                   f"{cfg.d_model} numbers per token (d_model), {fmt.count(cfg.n_heads, 'head')}, "
                   f"vocabulary of {tok.n_vocab:,} tokens ({tok.name})")
     parts = [t, Text(), about]
-    if not d.trace.meta.get("trained"):
+    info = d.trace.meta.get("training")
+    if isinstance(info, dict):
+        parts.append(Text(f"Trained by `tracer train` ({info.get('steps', '?')} steps) on "
+                          f"{info.get('corpus_about') or info.get('corpus', 'a corpus')}.", style="italic"))
+    elif not d.trace.meta.get("trained"):
         parts.append(Text("The weights are not trained (seeded or set by hand): the arithmetic is real, but "
                           "what it predicts was not learned from text.", style="italic"))
     return Step(
