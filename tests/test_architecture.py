@@ -19,7 +19,7 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "files", "tokens", "checks", "store", "record", "trace", "heads"],  # data, its holding and reading
+    1: ["params", "reading", "files", "tokens", "checks", "store", "record", "trace", "heads"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["hf", "scenario"],  # readers of other formats: a config and arrays, never a Model

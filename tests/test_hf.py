@@ -315,7 +315,7 @@ def test_corrupt_header(tmp_path):
     raw = bytearray(f.read_bytes())
     raw[8:40] = b"\xff" * 32
     f.write_bytes(bytes(raw))
-    with pytest.raises(TracerError, match=r"model\.safetensors: not a safetensors file \(header is not JSON"):
+    with pytest.raises(TracerError, match=r"model\.safetensors: not a safetensors file: its header is not JSON \("):
         tracer.load(str(folder))
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from .config import GPT2_SHAPES, Config
 from .errors import TracerError, near
 from .files import load_safetensors
+from .reading import parse_json, read_small
 from .params import first_non_finite
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
@@ -58,20 +59,17 @@ def _config_value(raw: dict, key: str, where: Path, default=None, kind=int):
         raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1, got {value!r}")
     if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
         raise TracerError(f"{where}: {key!r} must be a number > 0, got {value!r}")
+    if kind is bool and not isinstance(value, bool):  # the string "false" is not false
+        raise TracerError(f"{where}: {key!r} must be true or false, got {value!r}")
     return value
 
 
 def read_config(folder: Path) -> Config:
     """A GPT-2 `config.json` as a tracer `Config` (float32, the GPT-2 block)."""
     where = folder / "config.json"
-    if not where.is_file():
+    if not where.exists():
         raise TracerError(f"{folder}: no config.json (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
-    try:
-        raw = json.loads(where.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise TracerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TracerError(f"{where}: cannot read ({e})") from None
+    raw = parse_json(read_small(where), f"{where}: not valid JSON")
     if not isinstance(raw, dict):
         raise TracerError(f"{where}: not a JSON object")
     model_type = raw.get("model_type", "gpt2")
@@ -80,7 +78,7 @@ def read_config(folder: Path) -> Config:
     act = raw.get("activation_function", "gelu_new")
     if act not in GELU_TANH:
         raise TracerError(f"{where}: activation_function {act!r} is not supported; tracer computes GPT-2's gelu_new (tanh GELU)")
-    if raw.get("scale_attn_by_inverse_layer_idx"):
+    if _config_value(raw, "scale_attn_by_inverse_layer_idx", where, False, kind=bool):
         raise TracerError(f"{where}: scale_attn_by_inverse_layer_idx is not supported (GPT-2 divides scores by sqrt(d_head) only)")
     n_embd = _config_value(raw, "n_embd", where)
     n_head = _config_value(raw, "n_head", where)
@@ -97,11 +95,11 @@ def read_config(folder: Path) -> Config:
             d_mlp=_config_value(raw, "n_inner", where) if n_inner is not None else 4 * n_embd,
             dtype="float32",
             ln_eps=float(_config_value(raw, "layer_norm_epsilon", where, 1e-5, kind=float)),
-            scale_scores=bool(raw.get("scale_attn_weights", True)),
-            tied_unembed=bool(raw.get("tie_word_embeddings", True)),
+            scale_scores=_config_value(raw, "scale_attn_weights", where, True, kind=bool),
+            tied_unembed=_config_value(raw, "tie_word_embeddings", where, True, kind=bool),
         )
     except TracerError as e:  # Config's own errors lack the file; _config_value's already name it
-        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {e}") from None
+        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {str(e).removeprefix('config: ')}") from None
 
 
 def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
@@ -129,17 +127,24 @@ def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """model.safetensors, or the shards its index lists; a clear error for pickled-only folders."""
+    """model.safetensors, or the shards its index lists; a clear error for pickled-only folders.
+    Every file must be inside the folder (see `inside`)."""
     single = folder / "model.safetensors"
-    if single.is_file():
-        return [single]
+    if single.exists() or single.is_symlink():
+        return [inside(folder, "model.safetensors", single)]
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            return [folder / f for f in sorted(set(weight_map.values()))]
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, OSError, UnicodeDecodeError) as e:
-            raise TracerError(f"{index}: not a readable safetensors index ({type(e).__name__}: {e})") from None
+    if index.exists():
+        raw = parse_json(read_small(inside(folder, index.name, index)), f"{index}: not a readable safetensors index")
+        weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise TracerError(f"{index}: not a readable safetensors index (no \"weight_map\" of tensor names to files)")
+        shards = []
+        for name in weight_map.values():
+            if not isinstance(name, str) or not name:
+                raise TracerError(f"{index}: not a readable safetensors index (a shard is named {name!r})")
+            if name not in shards:
+                shards.append(name)
+        return [inside(folder, name, index) for name in sorted(shards)]
     pickled = [f for f in PICKLED if (folder / f).exists()]
     if pickled:
         raise TracerError(
@@ -147,6 +152,40 @@ def weight_files(folder: Path) -> list[Path]:
             f"(huggingface-cli download openai-community/gpt2 config.json model.safetensors, for example)"
         )
     raise TracerError(f"{folder}: no model.safetensors (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
+
+
+def inside(folder: Path, name: str, named_by: Path) -> Path:
+    """`folder / name`, when `name` is a plain relative path and the file it reaches (symlinks
+    followed) is inside the folder, or, in the Hugging Face cache, inside the repository's `blobs/`
+    (a snapshot's files are links there). Else refused, before the file is opened or looked at,
+    so that the message says nothing about a file elsewhere (not even whether it exists)."""
+    parts = Path(name).parts
+    if Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
+        raise TracerError(f"{named_by}: names {name!r}, which is not a file inside the model folder; refused")
+    try:
+        real, home = (folder / name).resolve(), folder.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise TracerError(f"{named_by}: names {name!r}, which cannot be resolved ({e})") from None
+    homes = [home]
+    if home.parent.name == "snapshots":  # models--org--name/snapshots/REV/file -> ../../blobs/HASH
+        homes.append(home.parent.parent / "blobs")
+    if not any(real.is_relative_to(h) for h in homes):
+        raise TracerError(f"{named_by}: {name!r} leads outside the model folder (a link or a path elsewhere); refused")
+    return folder / name
+
+
+def check_sizes(cfg: Config, files: list[Path], where: Path) -> None:
+    """Refuse a config.json that declares more parameters than the weights files can hold (at 2 bytes
+    each, float16's size), before any layer's names or shapes are built from it."""
+    need = (cfg.n_params() - cfg.d_vocab) * 2  # b_U is not stored
+    try:
+        have = sum(f.stat().st_size for f in files)
+    except OSError:
+        return  # a missing shard is reported by name when it is read
+    if need > have:
+        raise TracerError(f"{where}: describes {cfg.n_params() - cfg.d_vocab:,} parameters ({need / 1e9:.2f} GB at the "
+                          f"least), but {', '.join(f.name for f in files)} hold{'s' if len(files) == 1 else ''} "
+                          f"{have / 1e9:.2f} GB; config.json does not match the weights")
 
 
 def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
@@ -263,6 +302,7 @@ def read_folder(path, name: str | None = None, progress=None):
         raise TracerError(f"{folder}: not a folder")
     cfg = read_config(folder)
     files = weight_files(folder)
+    check_sizes(cfg, files, folder / "config.json")
     tensors, origin = strip_prefix(*read_tensors(files))
     check_names(cfg, tensors, origin, folder)
     needed = hf_shapes(cfg)
@@ -281,12 +321,9 @@ def read_folder(path, name: str | None = None, progress=None):
 def read_training(folder: Path) -> dict | None:
     """How the weights were trained, when `tracer train` made them (training.json), else None."""
     where = folder / "training.json"
-    if not where.is_file():
+    if not where.exists():
         return None
-    try:
-        info = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TracerError(f"{where}: not readable JSON ({e})") from None
+    info = parse_json(read_small(where), f"{where}: not readable JSON")
     if not isinstance(info, dict) or info.get("format") != "tracer-training":
         raise TracerError(f"{where}: not a tracer training record (no \"format\": \"tracer-training\")")
     return info

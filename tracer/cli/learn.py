@@ -31,7 +31,7 @@ def train(
 
     Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
-    from ..files import check_output_folder
+    from ..files import check_output_folder, stop_signals
     from ..render.progress import training_progress
     from ..tokens import get_tokenizer
     from ..train import TrainSettings, read_corpus
@@ -43,8 +43,9 @@ def train(
     import numpy as np
 
     ids = np.asarray(get_tokenizer("gpt2").encode(text), dtype=np.int64)  # [n]
-    with _stop_on_signals() as stopping, training_progress(settings) as on_step:
-        result = _train(ids, settings, on_step, stopping)
+    asked: list = []  # Ctrl-C, SIGTERM or SIGHUP: stop after the current step (a second one stops at once)
+    with stop_signals(ask=lambda: asked.append(True)), training_progress(settings) as on_step:
+        result = _train(ids, settings, on_step, lambda: bool(asked))
     _save_training(result, settings, corpus, sha, ids, out)
 
 
@@ -97,32 +98,6 @@ def _strongest_heads(heads: dict) -> str:
         l, h = np.unravel_index(int(np.argmax(s)), s.shape)
         parts.append(f"strongest {kind.replace('_', '-')} head {l}.{h} ({s[l, h]:.2f})")
     return "; ".join(parts) + " (layer.head, mean weight on the expected key)"
-
-
-class _stop_on_signals:
-    """Ctrl-C, SIGTERM and SIGHUP ask the training loop to stop after the current step (a second Ctrl-C stops at once)."""
-
-    def __enter__(self):
-        import signal
-
-        self.asked = False
-        self.saved = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if sig is not None:
-                self.saved[sig] = signal.signal(sig, self._ask)
-        return lambda: self.asked
-
-    def _ask(self, signum, frame):
-        if self.asked:
-            raise KeyboardInterrupt
-        self.asked = True
-
-    def __exit__(self, *exc):
-        import signal
-
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        return False
 
 
 @app.command()
