@@ -27,7 +27,8 @@ Loading checks the file before it allocates anything from it: the metadata (a fo
 this tracer reads, a config within `Config`'s limits, passes that fit the tokens), then every
 entry's `.npy` header against the shape and kind of number its pass and config give (logits
 [n, d_vocab], patterns [head, n, n], token ids whole numbers, …), then it reads the arrays one at a
-time. Values that went NaN or infinite are what the model computed, not damage. Loading refuses pickled objects without unpickling them. Core module: imports
+time. Values that went NaN or infinite are what the model computed, not damage
+(`tracer.overflow.non_finite` names the first). Loading refuses pickled objects without unpickling them. Core module: imports
 numpy only.
 """
 

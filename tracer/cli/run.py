@@ -43,6 +43,7 @@ def trace(
     """
     from ..files import check_output_path
     from ..loaders import load
+    from ..overflow import REACHED_NAMES
     from ..render.progress import generation_progress, reading_progress
     from ..settings import GenerationSettings
     from ..tokens import check_prompt
@@ -59,9 +60,10 @@ def trace(
     text = m.prompt(prompt, side, settings.max_new_tokens)
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
-    names = [] if json_out and not save else None  # --json alone records nothing it would not print
+    # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
+    names = REACHED_NAMES if json_out and not save else None
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if names == [] else None)
+        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if names else None)
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"

@@ -13,7 +13,16 @@ from __future__ import annotations
 def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=(), pager: bool = False) -> None:
     """Print the walkthrough of `gen` for `view` (a `View`, or one already resolved against the model),
     and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title).
-    `pager`: on a terminal, output taller than the screen goes through a pager (less -R)."""
+    `pager`: on a terminal, output taller than the screen goes through a pager (less -R).
+    A run that overflowed is shown as recorded (∞, nan): the arithmetic the renderers do on it
+    (a norm, a bar's length) warns of nothing."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        _show_generation(gen, tokenizer, view, export, console, before, pager)
+
+
+def _show_generation(gen, tokenizer, view, export, console, before, pager) -> None:
     from rich.console import Console, Group
 
     from ..errors import TracerError

@@ -34,7 +34,16 @@ def trace_json(gen, tokenizer) -> dict:
         "tokens": [tokenizer.token_str(t) for t in gen.tokens],
         "settings": settings,
         "verify_cache": gen.meta.get("verify_cache"),
+        "non_finite": _non_finite(gen),
     }
+
+
+def _non_finite(gen):
+    """The first value that went NaN or ±∞ ({step, name, index, value}), or None for a finite run."""
+    from ..overflow import non_finite
+
+    found = non_finite(gen)
+    return found.to_dict() if found is not None else None
 
 
 def replay_json(replay) -> dict:
@@ -51,4 +60,5 @@ def replay_json(replay) -> dict:
         "passed": sum(c.ok for c in checks),
         "failed": sum(not c.ok for c in checks),
         "notes": scn.notes,
+        "non_finite": _non_finite(gen),
     }

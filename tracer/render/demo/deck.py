@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import io
 
+import numpy as np
 from rich.console import Console
 
 from ...files import atomic_write, check_output_path
@@ -35,6 +36,11 @@ footer { margin: 1em 2em 2em; color: #555; font-size: 0.9em; }
 
 def deck_html(d: Demo, quiz: bool = False) -> str:
     """One self-contained page: a section per screen, Rich's recording with inline styles."""
+    with np.errstate(all="ignore"):  # a run that overflowed: shown as recorded, without warnings
+        return _deck_html(d, quiz)
+
+
+def _deck_html(d: Demo, quiz: bool) -> str:
     with focus_style(DECK_FOCUS):
         steps = build_steps(d)
     pages = pages_of(steps, quiz)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...tokens import label
 from .. import fmt
+from ..summary import overflow_note
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
@@ -28,6 +29,9 @@ def step_tokens(d: Demo) -> Step:
     if not d.trace.meta.get("trained"):
         parts.append(Text("The weights are not trained (seeded or set by hand): the arithmetic is real, but "
                           "what it predicts was not learned from text.", style="italic"))
+    overflow = overflow_note(d.gen)
+    if overflow is not None:
+        parts += [Text(), overflow]
     return Step(
         "Tokens",
         f"The model never sees words, only numbers. The prompt is cut into tokens — pieces from a fixed "
