@@ -166,7 +166,7 @@ def replay(
     if json_out:
         from ..render.jsonout import dumps, replay_json
 
-        typer.echo(dumps(replay_json(done), ascii_only=False))
+        typer.echo(dumps(replay_json(done)))
         return
     from ..render import show_generation
     from ..render.summary import scenario_header
