@@ -85,7 +85,9 @@ def trace(
 
     show_generation(gen, m.tokenizer, resolved, export=export, console=out, pager=pager)
     if save:
-        typer.echo(f"saved {save}", err=True)
+        from ..tokens import show_invisible
+
+        typer.echo(f"saved {show_invisible(save)}", err=True)
 
 
 @app.command()
