@@ -108,7 +108,7 @@ def test_a_config_json_is_weighed_against_the_weights_it_comes_with(tmp_path, ru
     layer's tensor names are built."""
     folder = hf_folder(tmp_path, config={"n_layer": 1000})
     one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]),
-             "config.json: describes", "but model.safetensors holds 0.00 GB; config.json does not match the weights")
+             "config.json: describes", "but model.safetensors holds 3,312,892 bytes; config.json does not match the weights")
 
 
 @pytest.mark.slow

@@ -93,14 +93,15 @@ class Config:
     def pass_bytes(self, n_new: int, n_seen: int) -> int:
         """Bytes one recorded pass holds at most (every value whole): per layer and computed position
         about 27 vectors of d_model and 2 of d_mlp, the [head, query, key] arrays (Q·K, the scores,
-        the weights), and the logits and the draw's [d_vocab] arrays."""
+        the weights), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
         per_layer = n_new * (27 * self.d_model + 2 * self.d_mlp + 4 * self.n_heads * self.d_head)
         per_layer += 3 * self.n_heads * n_new * n_seen
         values = self.n_layers * per_layer + (n_new + 4) * self.d_vocab
         return values * (8 if self.dtype == "float64" else 4)
 
     def pass_macs(self, n_new: int, n_seen: int) -> int:
-        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys."""
+        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys (or of
+        arrays of passes)."""
         dm, H, dh = self.d_model, self.n_heads, self.d_head
         per_layer = n_new * dm * 3 * H * dh  # Q, K, V
         keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs

@@ -26,9 +26,11 @@ import numpy as np
 
 from .config import Config
 from .errors import TracerError
-from .reading import MAX_TEXT_BYTES, load_npz, open_regular, parse_json, read_npz, reason  # noqa: F401  load_npz: part of this API
+from .reading import MAX_TEXT_BYTES, open_regular, parse_json, read_npz, reason
+from .reading import load_npz  # noqa: F401  still part of this module's API (tests, tools)
 
 MAX_ST_HEADER = 16 * 2**20  # bytes of a safetensors JSON header (GPT-2 xl's is 60 KB)
+
 
 def check_output_path(path, option: str, suffixes: tuple[str, ...]) -> None:
     """Refuse an output path before any work is done: wrong suffix, a folder, a missing or read-only

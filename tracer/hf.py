@@ -38,8 +38,8 @@ import numpy as np
 from .config import GPT2_SHAPES, Config
 from .errors import TracerError, near
 from .files import load_safetensors
-from .reading import parse_json, read_small
 from .params import first_non_finite
+from .reading import parse_json, read_small
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
@@ -183,9 +183,9 @@ def check_sizes(cfg: Config, files: list[Path], where: Path) -> None:
     except OSError:
         return  # a missing shard is reported by name when it is read
     if need > have:
-        raise TracerError(f"{where}: describes {cfg.n_params() - cfg.d_vocab:,} parameters ({need / 1e9:.2f} GB at the "
-                          f"least), but {', '.join(f.name for f in files)} hold{'s' if len(files) == 1 else ''} "
-                          f"{have / 1e9:.2f} GB; config.json does not match the weights")
+        raise TracerError(f"{where}: describes {cfg.n_params() - cfg.d_vocab:,} parameters (at least {need:,} bytes), "
+                          f"but {', '.join(f.name for f in files)} hold{'s' if len(files) == 1 else ''} {have:,} bytes; "
+                          f"config.json does not match the weights")
 
 
 def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:

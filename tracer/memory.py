@@ -35,12 +35,12 @@ def retain_freed_memory(trim_threshold: int = 2**31 - 1) -> bool:
 def memory_room() -> int:
     """Bytes this process can still allocate, as far as its limits tell: its address-space limit
     (`ulimit -v`, `resource.RLIMIT_AS`) less what it has mapped already, and never more than the
-    machine's memory. What a file declares is weighed against this before it is allocated."""
+    machine's memory and swap. What a file declares is weighed against this before it is allocated."""
     import os
 
     room = []
     try:
-        room.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        room.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") + _swap_bytes())
     except (ValueError, OSError, AttributeError):
         pass
     try:
@@ -63,3 +63,15 @@ def _mapped_bytes() -> int:
             return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def _swap_bytes() -> int:
+    """The machine's swap space (Linux's /proc/meminfo); 0 where unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"SwapTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -294,17 +294,16 @@ def _entry(name: str, z: Npz, cfg: Config, steps: list, where: str) -> tuple[int
     start, k = steps[n]
     lens = STEP_PREFIX + f"{n}.lens.positions" if n else "lens.positions"
     n_lens = z.header(lens).shape[0] if lens in z.names and len(z.header(lens).shape) == 1 else None
-    want = (1,) if leaf == "lens.positions" else expected_shape(leaf, cfg, k - start, k, n_lens)
-    kinds = "iu" if leaf in _WHOLE_NUMBERS else "f" if want is not None else "biuf"
+    if leaf == "lens.positions":  # which of the pass's positions the lens covers: some of them
+        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= k, f"[≤ {k}]"
+    else:
+        want = expected_shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
+        kinds = "iu" if leaf in _WHOLE_NUMBERS else "f" if want is not None else "biuf"
+        ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))
     if h.dtype.kind not in kinds:
         what = "whole numbers" if kinds == "iu" else "floating-point numbers" if kinds == "f" else "numbers"
         raise TracerError(f"{where}: damaged trace: {name!r} holds {h.dtype}, not {what}")
-    if leaf == "lens.positions":
-        ok = len(h.shape) == 1 and h.shape[0] <= k
-    else:
-        ok = want is None or tuple(h.shape) == want
     if not ok:
-        need = f"[≤ {k}]" if leaf == "lens.positions" else str(list(want))
         raise TracerError(f"{where}: damaged trace: {name!r} has shape {list(h.shape)}, its config needs {need}")
     return n, leaf
 

@@ -252,17 +252,18 @@ def _check_cost(cfg: Config, prompt: Prompt, settings: GenerationSettings, w: Wh
     pass, and the multiply-adds of every pass."""
     item = np.dtype(cfg.dtype).itemsize
     weights = cfg.n_params() * item + (4 * 8 * cfg.n_ctx * cfg.d_model if cfg.positional == "sinusoidal" else 0)
-    n, new = len(prompt.ids), max(settings.max_new_tokens, 1)
-    passes = [(n, n)] + [(1 if settings.cache else n + i, n + i) for i in range(1, new)]  # (computed, seen) per pass
-    recording = sum(cfg.pass_bytes(a, b) for a, b in passes)
+    n, passes = len(prompt.ids), max(settings.max_new_tokens, 1)
+    seen = n + np.arange(passes, dtype=np.float64)  # [pass] tokens each pass sees (floats: sums past 2^63)
+    computed = np.where(np.arange(passes) == 0, n, 1.0 if settings.cache else seen)  # [pass] positions it computes
+    recording = float(np.sum(cfg.pass_bytes(computed, seen)))
     room = memory_room()
     if weights + recording > room:
         raise w.error("model", f"too large for this process: the weights take {weights / 1e9:.2f} GB and recording "
-                      f"{len(passes):,} passes {recording / 1e9:.2f} GB, and it can take {room / 1e9:.2f} GB more",
+                      f"{passes:,} passes {recording / 1e9:.2f} GB, and it can take {room / 1e9:.2f} GB more",
                       "model")
-    macs = sum(cfg.pass_macs(a, b) for a, b in passes)
+    macs = float(np.sum(cfg.pass_macs(computed, seen)))
     if macs > MAX_MACS:
-        raise w.error("model", f"too slow to run: {macs:.1e} multiply-adds over {len(passes):,} passes; tracer "
+        raise w.error("model", f"too slow to run: {macs:.1e} multiply-adds over {passes:,} passes; tracer "
                       f"runs a scenario of at most {MAX_MACS:.0e}", "model")
 
 
