@@ -92,6 +92,13 @@ def test_a_trace_that_declares_a_billion_layers_is_refused_at_once(good, tmp_pat
     assert "n_layers 1,000,000,000 is more than tracer reads (at most 1,024" in r.stderr
 
 
+def test_a_trace_that_declares_more_passes_than_tokens_is_refused(good, tmp_path, runner):
+    """Each pass sees one token more than the one before: a file cannot make tracer build 10^5 of them."""
+    bad = with_meta(good, tmp_path / "passes.npz",
+                    lambda m: m.update(steps=[{"start": 0, "n_tokens": 2}] * 100_000, step_meta=[{}] * 100_000))
+    one_line(runner.invoke(app, ["show", str(bad)]), "'steps' is not a list of at most 4 passes")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tensors", [True, False])
 def test_a_config_json_with_a_billion_layers_is_refused_at_once(tmp_path, limited, tensors):

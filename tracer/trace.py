@@ -260,13 +260,15 @@ def _read_meta(z: Npz, where: str) -> dict:
 
 
 def _passes(info, n_tokens: int) -> list[tuple[int, int]]:
-    """(start, tokens seen) of every pass: at least one, each seeing 1..n_tokens tokens from a start inside them."""
-    if not isinstance(info, list) or not info:
-        raise ValueError("'steps' is not a list of passes")
+    """(start, tokens seen) of every pass: at least one, each seeing more of the n_tokens tokens than
+    the pass before (so there are at most n_tokens), from a start inside them."""
+    if not isinstance(info, list) or not info or len(info) > n_tokens:
+        raise ValueError(f"'steps' is not a list of at most {n_tokens} passes")
     out = []
     for i, step in enumerate(info):
         start, k = step["start"], step["n_tokens"]
-        if type(start) is not int or type(k) is not int or not 0 <= start < k <= n_tokens:
+        seen_before = out[-1][1] if out else 0
+        if type(start) is not int or type(k) is not int or not (0 <= start < k <= n_tokens and k > seen_before):
             raise ValueError(f"pass {i} starts at {start!r} and sees {k!r} of the {n_tokens} tokens")
         out.append((start, k))
     return out
