@@ -259,6 +259,22 @@ def test_replay_json_escapes_c1_controls_and_bidi_overrides(tmp_path, runner):
             assert json.loads(r.stdout)["title"].startswith("\x9b31m\u202eevil")
 
 
+def test_rich_markup_in_a_file_is_text(tmp_path, runner):
+    """A vocabulary word or a title '[/x]' is shown as written: Rich does not parse it (it raised
+    MarkupError, exit 1), nor style the terminal with '[bold red]'."""
+    text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
+    path = tmp_path / "markup.toml"
+    path.write_text(text.replace('title = "Two heads', 'title = "[/x][bold red]Two heads', 1)
+                    .replace('vocab = ["X", "Y", "Z", "<end>"]', 'vocab = ["[/x]", "Y", "Z", "<end>"]')
+                    .replace('tokens = ["X", "Y", "Z"]', 'tokens = ["[/x]", "Y", "Z"]'))
+    for args in (["replay", str(path), "--full"], ["demo", str(path)], ["demo", str(path), "--export",
+                                                                        str(tmp_path / "deck.html")]):
+        r = runner.invoke(app, args, env={"COLUMNS": "120"})
+        assert r.exit_code == 0, (args, r.stderr)
+    assert "[/x][bold red]Two heads" in runner.invoke(app, ["replay", str(path)]).stdout
+    assert "[/x]" in (tmp_path / "deck.html").read_text()
+
+
 # --------------------------------------------------------------------------------------------
 # 4. Paths stay where they belong: a shard index cannot reach outside its folder
 

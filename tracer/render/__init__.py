@@ -23,16 +23,16 @@ def show_generation(gen, tokenizer, view, export: str | None = None, console=Non
 
 
 def _show_generation(gen, tokenizer, view, export, console, before, pager) -> None:
-    from rich.console import Console, Group
+    from rich.console import Group
 
     from ..errors import TracerError
-    from .text import Trimmed
+    from .text import Trimmed, safe_console
     from .view import View
     from .walkthrough import walkthrough
 
     if not gen.steps:
         raise TracerError("trace: it holds no passes")
-    console = console or Console(record=bool(export))
+    console = console or safe_console(record=bool(export))
     if isinstance(view, View):
         view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width)
     resolved = view

@@ -7,9 +7,9 @@ import html
 import io
 
 import numpy as np
-from rich.console import Console
 
 from ...files import atomic_write, check_output_path
+from ..text import safe_console
 from .base import DECK_FOCUS, MAX_WIDTH, Demo, focus_style
 from .screens import build_steps, pages_of, screen
 
@@ -46,7 +46,7 @@ def _deck_html(d: Demo, quiz: bool) -> str:
     pages = pages_of(steps, quiz)
     sections = []
     for page in pages:
-        rec = Console(record=True, width=MAX_WIDTH, file=io.StringIO(), color_system="truecolor",
+        rec = safe_console(record=True, width=MAX_WIDTH, file=io.StringIO(), color_system="truecolor",
                       force_terminal=True, legacy_windows=False)
         rec.print(screen(d, steps, page))
         code = rec.export_html(inline_styles=True, code_format="{code}")
