@@ -235,3 +235,75 @@ def run_tracer():
     """`run_tracer(*args, env=None, cwd=None, stdin=None, text=False, timeout=60)`: see `_run_tracer`.
     A test that uses it starts a process: mark it `slow`."""
     return _run_tracer
+
+
+# --------------------------------------------------------------------------- hostile files: limited processes
+
+MEMORY_LIMIT = 2**30  # address space a command run on a hostile file may take (resource.RLIMIT_AS)
+TIME_LIMIT = 20  # seconds; a refusal takes well under one
+
+
+class Limited:
+    """A `tests/limited_runner.py` process: `limited(*args, memory=MEMORY_LIMIT, seconds=TIME_LIMIT,
+    cwd=None)` runs `tracer ARGS` in a forked process of its own under those limits and returns a
+    `subprocess.CompletedProcess`-like result: `.returncode` (None when a signal ended it: then
+    `.signal`), `.stdout`, `.stderr` (text, decoded leniently) and `.seconds`."""
+
+    def __init__(self, folder: Path):
+        env = {**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        self.folder = folder
+        self.count = 0
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "limited_runner.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def __call__(self, *args, memory: int = MEMORY_LIMIT, seconds: float = TIME_LIMIT, cwd=None):
+        import json
+        from types import SimpleNamespace
+
+        self.count += 1
+        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        case = {"args": [str(a) for a in args], "out": str(out), "err": str(err), "memory": memory,
+                "seconds": seconds, "cwd": str(cwd) if cwd else None}
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+        got = json.loads(self.proc.stdout.readline())
+        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"],
+                               stdout=out.read_bytes().decode("utf-8", "replace"),
+                               stderr=err.read_bytes().decode("utf-8", "replace"), args=args)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def limited(tmp_path_factory):
+    """`limited(*args, memory=1 GiB, seconds=20, cwd=None)`: `tracer ARGS` in a process of its own under a
+    memory limit (RLIMIT_AS) and a time limit (see `Limited`). A test that uses it is slow."""
+    runner = Limited(tmp_path_factory.mktemp("limited"))
+    yield runner
+    runner.close()
+
+
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\x00", "\x90", "\x9d")  # ESC, BEL, CSI, RLO, NUL, DCS, OSC
+
+
+def _check_refusal_or_result(r, expect: tuple = (0, 2)) -> None:
+    """A hostile file's run ended as tracer promises: exit 0 (a correct result) or 2 (one line on
+    stderr), within its limits, no traceback, no internal error, no raw control character on either
+    stream (the file's escape sequences are shown, never sent)."""
+    what = f"tracer {' '.join(map(str, r.args))[:300]}"
+    assert r.signal is None, f"{what}: ended by signal {r.signal} (time or memory limit) after {r.seconds:.1f} s"
+    assert r.returncode in expect, f"{what}: exit {r.returncode}\n{r.stderr[-2000:]}"
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, f"{what}:\n{r.stderr[-2000:]}"
+    for c in RAW_CONTROLS:
+        assert c not in r.stdout and c not in r.stderr, f"{what}: a raw {c!r} reached the terminal"
+    if r.returncode == 2:
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tracer: "), f"{what}: not one line:\n{r.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="session")
+def check_outcome():
+    """`check_outcome(result, expect=(0, 2))`: see `_check_refusal_or_result`."""
+    return _check_refusal_or_result

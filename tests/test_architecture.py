@@ -19,10 +19,11 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "files", "tokens", "hf_tokenizer", "checks", "store", "record", "trace", "heads"],  # data, its holding and reading
+    1: ["params", "reading", "files", "tokens", "hf_tokenizer", "checks", "store", "record", "trace", "heads",
+        "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
-    4: ["hf", "families", "scenario"],  # readers of other formats: a config and arrays, never a Model
+    4: ["hf", "families", "hub", "scenario"],  # readers of other formats: a config and arrays, never a Model
     5: ["loaders", "replay"],  # every Model is built here
     6: ["render"],  # renderers: read a trace, never compute the model
     7: ["cli", "__init__", "__main__"],
@@ -30,7 +31,8 @@ LAYERS = {
 # The one upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) by handing
 # itself to the renderers; they never import the trace module back, so no cycle comes of it.
 UPWARD = {("trace", "render.notebook")}
-RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads"}
+RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads",
+                     "overflow"}
 THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
     "numpy": "everything but the CLI's own startup path",
     "rich": "render",

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import hf
+from tracer import hf, hub
 from tracer.cli import app
 from tracer.errors import TracerError
 from tracer.files import load_safetensors, save_safetensors
@@ -180,7 +180,7 @@ def test_download_fetches_both_files_into_a_cache_that_load_finds(tmp_path, monk
         shutil.copy(FIXTURE / "hub" / filename, snap / filename)
         return str(snap / filename)
 
-    folder = hf.download("gpt2", fake_hf_hub_download)
+    folder = hub.download("gpt2", fake_hf_hub_download)
     assert asked == [("openai-community/gpt2", "config.json"), ("openai-community/gpt2", "model.safetensors")]
     assert folder.name == "0123abcd"
     assert tracer.load("gpt2").name == "gpt2"
@@ -242,7 +242,7 @@ def test_incomplete_snapshot_is_skipped_for_a_complete_one(tmp_path, monkeypatch
     isolate_cache(monkeypatch, tmp_path, hub_cache=cache)
     make_snapshot(cache, "models--openai-community--gpt2", "aaa", files=("config.json",), main=True)
     good = make_snapshot(cache, "models--openai-community--gpt2", "bbb", main=False)
-    snap, searched, notes = hf.find_cached("gpt2")
+    snap, searched, notes = hub.find_cached("gpt2")
     assert snap == good
     assert any("aaa lacks model.safetensors" in n for n in notes)
 
@@ -315,7 +315,7 @@ def test_corrupt_header(tmp_path):
     raw = bytearray(f.read_bytes())
     raw[8:40] = b"\xff" * 32
     f.write_bytes(bytes(raw))
-    with pytest.raises(TracerError, match=r"model\.safetensors: not a safetensors file \(header is not JSON"):
+    with pytest.raises(TracerError, match=r"model\.safetensors: not a safetensors file: its header is not JSON \("):
         tracer.load(str(folder))
 
 

@@ -26,12 +26,19 @@ class Check:
     def __post_init__(self):
         e = np.asarray(self.expected, dtype=float)
         c = np.asarray(self.computed, dtype=float)
-        self.diff = float(np.max(np.abs(e - c))) if e.shape == c.shape else float("inf")
+        if e.shape != c.shape:
+            self.diff = float("inf")
+        elif e.size == 0:
+            self.diff = 0.0  # nothing stated, nothing to disagree with
+        else:
+            with np.errstate(invalid="ignore"):  # ∞ stated and ∞ computed agree; NaN agrees with nothing
+                gaps = np.where(e == c, 0.0, np.abs(e - c))
+            self.diff = float(np.max(gaps)) if not np.isnan(gaps).any() else float("nan")
         self.ok = bool(self.diff <= self.tolerance)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "index": list(self.index), "label": self.label, "expected": self.expected,
                 "computed": self.computed, "ok": self.ok,
-                "diff": self.diff if np.isfinite(self.diff) else None,  # JSON has no Infinity
+                "diff": self.diff if np.isfinite(self.diff) else None,  # JSON has no Infinity or NaN
                 "tolerance": self.tolerance,
                 "step": self.step}

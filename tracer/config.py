@@ -17,6 +17,11 @@ NORMS = ("layer", "rms")
 MLPS = ("gelu", "swiglu")
 DTYPES = ("float32", "float64")
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+# The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
+# layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
+# billion layers or size arrays from an absurd width before anything is checked against the file.
+LIMITS = {"n_layers": 1_024, "n_heads": 1_024, "d_model": 131_072, "d_head": 131_072, "d_mlp": 524_288,
+          "n_ctx": 1_048_576, "d_vocab": 1_048_576}
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,10 @@ class Config:
                 raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
         if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
             raise TracerError(f"config: n_layers must be a whole number ≥ 0, got {self.n_layers!r}")
+        for name, most in LIMITS.items():
+            if getattr(self, name) > most:
+                raise TracerError(f"config: {name} {getattr(self, name):,} is more than tracer reads (at most {most:,}; "
+                                  f"no published model comes near it)")
         if self.dtype not in DTYPES:
             raise TracerError(f"config: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.positional not in POSITIONAL:
@@ -137,8 +146,18 @@ class Config:
         total += d * V if not self.tied_unembed else 0  # W_U
         return total
 
+    def pass_bytes(self, n_new: int, n_seen: int) -> int:
+        """Bytes one recorded pass holds at most (every value whole): per layer and computed position
+        about 27 vectors of d_model and 2 of d_mlp, the [head, query, key] arrays (Q·K, the scores,
+        the weights), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
+        per_layer = n_new * (27 * self.d_model + 2 * self.d_mlp + 4 * self.n_heads * self.d_head)
+        per_layer += 3 * self.n_heads * n_new * n_seen
+        values = self.n_layers * per_layer + (n_new + 4) * self.d_vocab
+        return values * (8 if self.dtype == "float64" else 4)
+
     def pass_macs(self, n_new: int, n_seen: int) -> int:
-        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys."""
+        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys (or of
+        arrays of passes)."""
         dm, H, dh = self.d_model, self.n_heads, self.d_head
         per_layer = n_new * dm * self.qkv_width  # Q, K, V
         keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs

@@ -22,14 +22,14 @@ module: numpy and the standard library.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from .config import Config
 from .errors import TracerError
-from .hf import _no_progress, as_float32, check_finite, read_tensors, read_training, weight_files
+from .hf import _no_progress, as_float32, check_finite, check_sizes, read_tensors, read_training, weight_files
+from .reading import parse_json, read_small
 
 FAMILIES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
@@ -42,14 +42,10 @@ def model_type(folder: Path) -> str:
 
 
 def read_json(where: Path) -> dict:
-    try:
-        raw = json.loads(where.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TracerError(f"{where.parent}: no {where.name} (a Hugging Face folder holds config.json and model.safetensors)") from None
-    except json.JSONDecodeError as e:
-        raise TracerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except (OSError, UnicodeDecodeError, RecursionError) as e:
-        raise TracerError(f"{where}: cannot read ({type(e).__name__})") from None
+    """A JSON object from a file we were given (a regular file, bounded in size and depth)."""
+    if not where.exists():
+        raise TracerError(f"{where.parent}: no {where.name} (a Hugging Face folder holds config.json and model.safetensors)")
+    raw = parse_json(read_small(where), f"{where}: not valid JSON")
     if not isinstance(raw, dict):
         raise TracerError(f"{where}: not a JSON object")
     return raw
@@ -244,12 +240,10 @@ def read_folder(path, name: str | None = None, progress=None):
     folder = Path(path).expanduser()
     cfg = read_config(folder)
     files = weight_files(folder)
-    tensors, origin = read_tensors(files)
-    if cfg.n_layers > len(tensors):  # sized from the file before anything is built per layer
-        raise TracerError(f"{folder / 'config.json'}: num_hidden_layers {cfg.n_layers:,} but the weights hold "
-                          f"{len(tensors):,} tensors in all")
     raw = read_json(folder / "config.json")
-    shapes = hf_shapes(cfg, has_qkv_bias(folder), bool(raw.get("attention_bias")))
+    shapes = hf_shapes(cfg, has_qkv_bias(folder), bool(raw.get("attention_bias")))  # at most LIMITS' 1,024 layers
+    check_sizes(cfg, files, folder / "config.json", sum(int(np.prod(s)) for s in shapes.values()))
+    tensors, origin = read_tensors(files)
     check_tensors(cfg, shapes, tensors, origin, folder)
     total = sum(tensors[k].nbytes for k in shapes)
     label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"

@@ -1,11 +1,15 @@
 """Files: atomic writes, output-path checks, `.npz` and safetensors, and tracer's own weights files.
 
 Every file tracer writes goes through `atomic_write` (a temporary name in the same folder, then a
-rename), so a failure never leaves a partial file. `.npz` files are read with
-`allow_pickle=False`: a pickled object is refused, never unpickled. safetensors is read and written
-with numpy alone (the format is an 8-byte length, a JSON header and raw little-endian bytes), so
-that the core stays numpy-only and large files are memory-mapped rather than copied; the tests
-check this code against the `safetensors` library. Core module: imports numpy only.
+rename), so a failure, Ctrl-C, SIGTERM or SIGHUP never leaves a partial file. Files are read
+through `tracer.reading` (regular files only, sized from what they declare before anything is
+allocated): a weights file's stored config is read first and every array's header checked
+against the shapes that config gives before the array is read (`weights_header`, then
+`load_weights_file`). `.npz` arrays are read with `allow_pickle=False`: a pickled object is
+refused, never unpickled. safetensors is read and written with numpy alone (an 8-byte length, a JSON
+header and raw little-endian bytes), so that the core stays numpy-only and large files are
+memory-mapped rather than copied; the tests check this code against the `safetensors` library.
+Core module: imports numpy only.
 """
 
 from __future__ import annotations
@@ -15,41 +19,133 @@ import math
 import os
 import struct
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .config import Config
 from .errors import TracerError
+from .reading import MAX_TEXT_BYTES, open_regular, parse_json, read_npz, reason
+from .reading import load_npz  # noqa: F401  still part of this module's API (tests, tools)
+
+MAX_ST_HEADER = 16 * 2**20  # bytes of a safetensors JSON header (GPT-2 xl's is 60 KB)
+
 
 def check_output_path(path, option: str, suffixes: tuple[str, ...]) -> None:
-    """Refuse an output path before any work is done: wrong suffix, a folder, a missing or read-only folder."""
+    """Refuse an output path before any work is done: wrong suffix, a folder, a missing or read-only
+    folder, a name the system refuses (too long)."""
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise TracerError(f"{option} {path}: the file must end in {', '.join(suffixes)}")
-    if not p.parent.is_dir():
-        raise TracerError(f"{option} {path}: folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise TracerError(f"{option} {path}: is a folder; give a file name")
-    if not os.access(p.parent, os.W_OK | os.X_OK):
-        raise TracerError(f"{option} {path}: folder {str(p.parent)!r} is not writable")
+    try:
+        if not p.parent.is_dir():
+            raise TracerError(f"{option} {path}: folder {str(p.parent)!r} does not exist")
+        if p.is_dir():
+            raise TracerError(f"{option} {path}: is a folder; give a file name")
+        if not os.access(p.parent, os.W_OK | os.X_OK):
+            raise TracerError(f"{option} {path}: folder {str(p.parent)!r} is not writable")
+        _check_name_length(p)
+    except OSError as e:
+        raise TracerError(f"{option} {path}: cannot write there ({reason(e)})") from None
+
+
+def _check_name_length(p: Path) -> None:
+    """An OSError (ENAMETOOLONG) for a name the folder's file system cannot hold, before any work."""
+    import errno
+
+    try:
+        most = os.pathconf(p.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    if len(os.fsencode(p.name)) > most:
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+
+
+def _sibling(path: Path, tag: str) -> Path:
+    """A hidden name beside `path` for this process ('.x.npz.1234.tmp'), short enough for any file
+    system however long `path`'s own name is."""
+    name = path.name
+    while len(os.fsencode(f".{name}.{os.getpid()}.{tag}")) > 255:
+        name = name[: len(name) // 2]
+    return path.with_name(f".{name}.{os.getpid()}.{tag}")
 
 
 def atomic_write(path: str | os.PathLike, write) -> None:
-    """Write through a temporary name in the same folder and rename, so no partial file is left."""
+    """Write through a temporary name in the same folder and rename, so no partial file is left:
+    not on an error, nor on Ctrl-C, SIGTERM or SIGHUP (`stop_signals`)."""
     path = Path(path)
-    if not path.parent.exists():
-        raise TracerError(f"{path}: folder {str(path.parent)!r} does not exist")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
+        if not path.parent.is_dir():
+            raise TracerError(f"{path}: folder {str(path.parent)!r} does not exist")
     except OSError as e:
-        raise TracerError(f"{path}: cannot write ({e.strerror or e})") from None
+        raise TracerError(f"{path}: cannot write ({reason(e)})") from None
+    tmp = _sibling(path, "tmp")
+    try:
+        with stop_signals(), open(tmp, "wb") as f:
+            write(f)
+            f.close()
+            os.replace(tmp, path)
+    except OSError as e:
+        raise TracerError(f"{path}: cannot write ({reason(e)})") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    except OSError:
+        pass
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived: a KeyboardInterrupt that knows which (the exit code is 128 +
+    the signal's number, as a shell reports a process the signal ended)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def stop_signals(ask=None):
+    """SIGINT, SIGTERM and SIGHUP while inside become a `Stopped` exception, so that `finally` blocks
+    run (a temporary file is removed) instead of the process ending where it stands.
+
+    With `ask`, the first signal only calls `ask()` (a loop stops after its current step: `tracer
+    train`) and a second one raises. Outside the main thread (where signals cannot be caught)
+    nothing changes. The handlers before are put back on leaving."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    asked = []
+
+    def handler(signum, frame):
+        if ask is not None and not asked:
+            asked.append(signum)
+            ask()
+            return
+        raise Stopped(signum)
+
+    saved = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
 
 
 def check_output_folder(path, option: str, force: bool) -> None:
@@ -70,25 +166,22 @@ def check_output_folder(path, option: str, force: bool) -> None:
 def atomic_folder(path, fill) -> None:
     """Make folder `path` whole or not at all: `fill(tmp)` writes into a temporary sibling folder,
     which then takes the place of `path` (an old `path` is removed only once the new one is in place)."""
-    import shutil
-
     path = Path(path).absolute()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
     try:
-        tmp.mkdir()
-        fill(tmp)
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
+        with stop_signals():
+            tmp.mkdir()
+            fill(tmp)
+            if path.exists():
+                os.replace(path, old)
+            os.replace(tmp, path)
     except OSError as e:
+        raise TracerError(f"{path}: cannot write ({reason(e)})") from None
+    finally:
         if old.exists() and not path.exists():
             os.replace(old, path)  # put the old folder back
-        raise TracerError(f"{path}: cannot write ({e.strerror or e})") from None
-    finally:
         for leftover in (tmp, old):
-            if leftover.exists():
-                shutil.rmtree(leftover, ignore_errors=True)
+            _remove(leftover)
 
 
 def save_npz(path, arrays) -> None:
@@ -106,49 +199,6 @@ def save_npz(path, arrays) -> None:
                     np.lib.format.write_array(out, np.asanyarray(arr), allow_pickle=False)
 
     atomic_write(path, write)
-
-
-def load_npz(path) -> dict[str, np.ndarray]:
-    """Every array of an `.npz`, refusing pickled objects (never unpickled)."""
-    with read_npz(path) as (names, get):
-        return {k: get(k) for k in names}
-
-
-@contextmanager
-def read_npz(path):
-    """Open an `.npz` to read one array at a time: yields (names in file order, get(name)).
-    Pickled objects are refused (never unpickled); damage is a TracerError, at open or at read."""
-    path = Path(path)
-    if not path.is_file():
-        raise TracerError(f"{path}: no such file")
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic != b"PK\x03\x04":  # an .npz is a zip archive; np.load would try other formats
-        what = "a pickle; refused (tracer never unpickles)" if magic[:1] == b"\x80" else "not a zip archive"
-        raise TracerError(f"{path}: not a readable .npz file ({what})")
-
-    def refused(e: Exception) -> TracerError:
-        if isinstance(e, ValueError) and "pickle" in str(e).lower():
-            return TracerError(f"{path}: holds a pickled object; refused (tracer never unpickles)")
-        if isinstance(e, ValueError):
-            return TracerError(f"{path}: not a readable .npz file ({e})")
-        return TracerError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})")
-
-    try:
-        z = np.load(path, allow_pickle=False)
-    except Exception as e:  # zipfile.BadZipFile, EOFError, OSError on truncated files
-        raise refused(e) from None
-
-    def get(name: str) -> np.ndarray:
-        try:
-            return z[name]
-        except Exception as e:
-            raise refused(e) from None
-
-    try:
-        yield list(z.files), get
-    finally:
-        z.close()
 
 
 _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
@@ -187,20 +237,15 @@ def save_safetensors(path, arrays: dict[str, np.ndarray], metadata: dict[str, st
 def read_safetensors_header(path) -> tuple[dict, int]:
     """The JSON header and where the data starts; a TracerError for anything malformed."""
     path = Path(path)
-    if not path.is_file():
-        raise TracerError(f"{path}: no such file")
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
         head = f.read(8)
         if len(head) < 8:
             raise TracerError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
         (n,) = struct.unpack("<Q", head)
-        if n > min(size - 8, 100_000_000):
+        if n > min(size - 8, MAX_ST_HEADER):
             raise TracerError(f"{path}: not a safetensors file (header length {n} does not fit a {size}-byte file)")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise TracerError(f"{path}: not a safetensors file (header is not JSON: {e})") from None
+        header = parse_json(f.read(n), f"{path}: not a safetensors file: its header is not JSON")
     if not isinstance(header, dict):
         raise TracerError(f"{path}: not a safetensors file (header is not a JSON object)")
     start = 8 + n
@@ -235,10 +280,10 @@ def load_safetensors(path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
     out: dict[str, np.ndarray] = {}
     if not header:
         return out, meta
-    if mmap:
-        buf = np.memmap(path, dtype=np.uint8, mode="r")
-    else:
-        buf = np.fromfile(path, dtype=np.uint8)
+    try:
+        buf = np.memmap(path, dtype=np.uint8, mode="r") if mmap else np.fromfile(path, dtype=np.uint8)
+    except (OSError, ValueError) as e:  # no address space left to map it (ulimit -v), a file changed meanwhile
+        raise TracerError(f"{path}: cannot map it into memory ({reason(e) if isinstance(e, OSError) else e})") from None
     for name, info in header.items():
         a, b = info["data_offsets"]
         raw = buf[start + a : start + b]
@@ -263,26 +308,77 @@ def save_weights(path, cfg: Config, params: dict, seed: int | None = None) -> No
         raise TracerError(f"{path}: weights are saved as .npz or .safetensors, not {suffix or 'no suffix'}")
 
 
-def load_weights_file(path) -> tuple[dict[str, np.ndarray], Config | None]:
-    """Arrays of a weights file (`.npz` or `.safetensors`) and the config stored in it, if any."""
+PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+@dataclass(frozen=True)
+class WeightsHeader:
+    """What a weights file declares, read without its arrays: the stored config (None when it has
+    none) and every array's shape and dtype."""
+
+    config: Config | None
+    shapes: dict  # name -> tuple
+    dtypes: dict  # name -> np.dtype
+
+
+def weights_header(path) -> WeightsHeader:
+    """The stored config and the arrays' shapes and dtypes of a weights file (`.npz` or
+    `.safetensors`), arrays unread: what to check before anything is allocated."""
     path = Path(path)
-    suffix = path.suffix
-    if suffix == ".safetensors":
-        arrays, meta = load_safetensors(path)
-        cfg_json = meta.get("config")
-    elif suffix == ".npz":
-        arrays = load_npz(path)
-        meta_arr = arrays.pop("__meta__", None)
-        try:
-            cfg_json = json.loads(str(meta_arr)).get("config") if meta_arr is not None else None
-        except (ValueError, AttributeError):
-            raise TracerError(f"{path}: its '__meta__' entry is not a JSON object") from None
-    elif suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
+    if path.suffix == ".safetensors":
+        header, _ = read_safetensors_header(path)
+        meta = header.pop("__metadata__", {}) or {}
+        shapes = {k: tuple(v["shape"]) for k, v in header.items()}
+        dtypes = {k: np.dtype(np.float32 if v["dtype"] == "BF16" else _ST_DTYPES[v["dtype"]]) for k, v in header.items()}
+        return WeightsHeader(_stored_config(path, meta.get("config")), shapes, dtypes)
+    if path.suffix == ".npz":
+        with read_npz(path) as z:
+            heads = {k: z.header(k) for k in z.names if k != "__meta__"}
+            cfg_json = None
+            if "__meta__" in z.names:
+                h = z.header("__meta__")
+                if h.shape != () or h.dtype.kind not in "US" or h.nbytes > 4 * MAX_TEXT_BYTES:
+                    raise TracerError(f"{path}: its '__meta__' entry is not a JSON object")
+                meta = parse_json(str(z.read("__meta__")), f"{path}: its '__meta__' entry is not a JSON object")
+                if not isinstance(meta, dict):
+                    raise TracerError(f"{path}: its '__meta__' entry is not a JSON object")
+                cfg_json = meta.get("config")
+        return WeightsHeader(_stored_config(path, cfg_json), {k: h.shape for k, h in heads.items()},
+                             {k: h.dtype for k, h in heads.items()})
+    if path.suffix in PICKLED_SUFFIXES:
         raise TracerError(f"{path}: pickled checkpoints are never loaded; tracer needs .safetensors or .npz")
-    else:
-        raise TracerError(f"{path}: not a weights file (expected .npz or .safetensors)")
+    raise TracerError(f"{path}: not a weights file (expected .npz or .safetensors)")
+
+
+def _stored_config(path: Path, cfg_json) -> Config | None:
+    if not cfg_json:
+        return None
     try:
-        cfg = Config.from_dict(json.loads(cfg_json)) if cfg_json else None
-    except (ValueError, TypeError, AttributeError) as e:
-        raise TracerError(f"{path}: its stored config is damaged ({type(e).__name__}: {e})") from None
-    return arrays, cfg
+        d = parse_json(cfg_json, "not JSON") if isinstance(cfg_json, str) else None
+        if not isinstance(d, dict):
+            raise TypeError("not a JSON object")
+        return Config.from_dict(d)
+    except (TracerError, TypeError) as e:
+        raise TracerError(f"{path}: its stored config is damaged ({e})") from None
+
+
+def load_weights_file(path, shapes: dict | None = None) -> tuple[dict[str, np.ndarray], Config | None]:
+    """Arrays of a weights file (`.npz` or `.safetensors`) and the config stored in it, if any.
+
+    With `shapes` (name → shape), every array is checked against it before any is read: a name
+    it does not hold, another shape, or anything but numbers is refused, one line naming it."""
+    path = Path(path)
+    head = weights_header(path)
+    for name, dtype in head.dtypes.items():
+        if dtype.kind not in "biuf":
+            raise TracerError(f"{path}: {name!r} must hold numbers, got {dtype}")
+        if shapes is not None and name not in shapes:
+            raise TracerError(f"{path}: holds {name!r}, which is not a parameter of this model")
+        if shapes is not None and tuple(head.shapes[name]) != tuple(shapes[name]):
+            raise TracerError(f"{path}: {name!r}: expected {list(shapes[name])}, got {list(head.shapes[name])}")
+    if path.suffix == ".safetensors":
+        arrays, _ = load_safetensors(path)
+    else:
+        with read_npz(path) as z:
+            arrays = {k: z.read(k) for k in z.names if k != "__meta__"}
+    return arrays, head.config

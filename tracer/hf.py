@@ -20,25 +20,26 @@ Every translated array is a view of the memory-mapped file when it is float32 (n
 1.4 GB gpt2-medium), and `c_attn` itself is handed on as the fused Q|K|V matrix the decoder reads
 (`tracer.fast`). `tracer.load` builds the Model.
 
-Names (`gpt2`, `gpt2-medium`, `gpt2-large`, `gpt2-xl`, `distilgpt2`, `openai-community/…`) are
-looked up in the local Hugging Face cache, never on the network. Pickled checkpoints
-(`pytorch_model.bin`) are never loaded. Core module: numpy and the standard library.
+Names are looked up in the local Hugging Face cache by `tracer.hub`, never on the network. Pickled
+checkpoints (`pytorch_model.bin`) are never loaded. Also here: the shared readers of weights files
+(`weight_files`, `inside`, `check_sizes`, `read_tensors`) that `tracer.families` uses too, and the
+writer of a GPT-2 folder (`write_folder`, for `tracer train`). Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from .config import GPT2_SHAPES, Config
+from .config import Config
 from .errors import TracerError, near
 from .files import load_safetensors
 from .params import first_non_finite
+from .reading import parse_json, read_small
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
@@ -58,20 +59,17 @@ def _config_value(raw: dict, key: str, where: Path, default=None, kind=int):
         raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1, got {value!r}")
     if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
         raise TracerError(f"{where}: {key!r} must be a number > 0, got {value!r}")
+    if kind is bool and not isinstance(value, bool):  # the string "false" is not false
+        raise TracerError(f"{where}: {key!r} must be true or false, got {value!r}")
     return value
 
 
 def read_config(folder: Path) -> Config:
     """A GPT-2 `config.json` as a tracer `Config` (float32, the GPT-2 block)."""
     where = folder / "config.json"
-    if not where.is_file():
+    if not where.exists():
         raise TracerError(f"{folder}: no config.json (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
-    try:
-        raw = json.loads(where.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise TracerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TracerError(f"{where}: cannot read ({e})") from None
+    raw = parse_json(read_small(where), f"{where}: not valid JSON")
     if not isinstance(raw, dict):
         raise TracerError(f"{where}: not a JSON object")
     model_type = raw.get("model_type", "gpt2")
@@ -80,7 +78,7 @@ def read_config(folder: Path) -> Config:
     act = raw.get("activation_function", "gelu_new")
     if act not in GELU_TANH:
         raise TracerError(f"{where}: activation_function {act!r} is not supported; tracer computes GPT-2's gelu_new (tanh GELU)")
-    if raw.get("scale_attn_by_inverse_layer_idx"):
+    if _config_value(raw, "scale_attn_by_inverse_layer_idx", where, False, kind=bool):
         raise TracerError(f"{where}: scale_attn_by_inverse_layer_idx is not supported (GPT-2 divides scores by sqrt(d_head) only)")
     n_embd = _config_value(raw, "n_embd", where)
     n_head = _config_value(raw, "n_head", where)
@@ -97,11 +95,11 @@ def read_config(folder: Path) -> Config:
             d_mlp=_config_value(raw, "n_inner", where) if n_inner is not None else 4 * n_embd,
             dtype="float32",
             ln_eps=float(_config_value(raw, "layer_norm_epsilon", where, 1e-5, kind=float)),
-            scale_scores=bool(raw.get("scale_attn_weights", True)),
-            tied_unembed=bool(raw.get("tie_word_embeddings", True)),
+            scale_scores=_config_value(raw, "scale_attn_weights", where, True, kind=bool),
+            tied_unembed=_config_value(raw, "tie_word_embeddings", where, True, kind=bool),
         )
     except TracerError as e:  # Config's own errors lack the file; _config_value's already name it
-        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {e}") from None
+        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {str(e).removeprefix('config: ')}") from None
 
 
 def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
@@ -128,19 +126,25 @@ def hf_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
 # --------------------------------------------------------------------------- the weights files
 
 
-def weight_files(folder: Path, listed_only: bool = False) -> list[Path]:
+def weight_files(folder: Path) -> list[Path]:
     """model.safetensors, or the shards its index lists; a clear error for pickled-only folders.
-    `listed_only`: the shards the index names, present or not (what to download)."""
+    Every file must be inside the folder (see `inside`)."""
     single = folder / "model.safetensors"
-    if single.is_file() and not listed_only:
-        return [single]
+    if single.exists() or single.is_symlink():
+        return [inside(folder, "model.safetensors", single)]
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            return [folder / f for f in sorted(set(weight_map.values()))]
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, OSError, UnicodeDecodeError) as e:
-            raise TracerError(f"{index}: not a readable safetensors index ({type(e).__name__}: {e})") from None
+    if index.exists():
+        raw = parse_json(read_small(inside(folder, index.name, index)), f"{index}: not a readable safetensors index")
+        weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise TracerError(f"{index}: not a readable safetensors index (no \"weight_map\" of tensor names to files)")
+        shards = []
+        for name in weight_map.values():
+            if not isinstance(name, str) or not name:
+                raise TracerError(f"{index}: not a readable safetensors index (a shard is named {name!r})")
+            if name not in shards:
+                shards.append(name)
+        return [inside(folder, name, index) for name in sorted(shards)]
     pickled = [f for f in PICKLED if (folder / f).exists()]
     if pickled:
         raise TracerError(
@@ -148,6 +152,42 @@ def weight_files(folder: Path, listed_only: bool = False) -> list[Path]:
             f"(huggingface-cli download openai-community/gpt2 config.json model.safetensors, for example)"
         )
     raise TracerError(f"{folder}: no model.safetensors (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
+
+
+def inside(folder: Path, name: str, named_by: Path) -> Path:
+    """`folder / name`, when `name` is a plain relative path and the file it reaches (symlinks
+    followed) is inside the folder, or, in the Hugging Face cache, inside the repository's `blobs/`
+    (a snapshot's files are links there). Else refused, before the file is opened or looked at,
+    so that the message says nothing about a file elsewhere (not even whether it exists)."""
+    parts = Path(name).parts
+    if Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
+        raise TracerError(f"{named_by}: names {name!r}, which is not a file inside the model folder; refused")
+    try:
+        real, home = (folder / name).resolve(), folder.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise TracerError(f"{named_by}: names {name!r}, which cannot be resolved ({e})") from None
+    homes = [home]
+    if home.parent.name == "snapshots":  # models--org--name/snapshots/REV/file -> ../../blobs/HASH
+        homes.append(home.parent.parent / "blobs")
+    if not any(real.is_relative_to(h) for h in homes):
+        raise TracerError(f"{named_by}: {name!r} leads outside the model folder (a link or a path elsewhere); refused")
+    return folder / name
+
+
+def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int | None = None) -> None:
+    """Refuse a config.json that declares more parameters than the weights files can hold (at 2 bytes
+    each, float16's size), before any layer's names or shapes are built from it. `stored`: how many
+    numbers the file must hold, when not GPT-2's count (every parameter but b_U)."""
+    count = cfg.n_params() - cfg.d_vocab if stored is None else stored  # b_U is not stored
+    need = count * 2
+    try:
+        have = sum(f.stat().st_size for f in files)
+    except OSError:
+        return  # a missing shard is reported by name when it is read
+    if need > have:
+        raise TracerError(f"{where}: describes {count:,} parameters (at least {need:,} bytes), "
+                          f"but {', '.join(f.name for f in files)} hold{'s' if len(files) == 1 else ''} {have:,} bytes; "
+                          f"config.json does not match the weights")
 
 
 def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
@@ -264,6 +304,7 @@ def read_folder(path, name: str | None = None, progress=None):
         raise TracerError(f"{folder}: not a folder")
     cfg = read_config(folder)
     files = weight_files(folder)
+    check_sizes(cfg, files, folder / "config.json")
     tensors, origin = strip_prefix(*read_tensors(files))
     check_names(cfg, tensors, origin, folder)
     needed = hf_shapes(cfg)
@@ -282,142 +323,12 @@ def read_folder(path, name: str | None = None, progress=None):
 def read_training(folder: Path) -> dict | None:
     """How the weights were trained, when `tracer train` made them (training.json), else None."""
     where = folder / "training.json"
-    if not where.is_file():
+    if not where.exists():
         return None
-    try:
-        info = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TracerError(f"{where}: not readable JSON ({e})") from None
+    info = parse_json(read_small(where), f"{where}: not readable JSON")
     if not isinstance(info, dict) or info.get("format") != "tracer-training":
         raise TracerError(f"{where}: not a tracer training record (no \"format\": \"tracer-training\")")
     return info
-
-
-# --------------------------------------------------------------------------- the local HF cache
-
-
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")  # owner/name on the Hub
-
-
-def is_repo_id(name: str) -> bool:
-    """A Hugging Face repo id (HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, …) or a GPT-2 name."""
-    return name in GPT2_SHAPES or bool(REPO_ID.match(name)) and ".." not in name
-
-
-def hub_repos(name: str) -> tuple[str, list[str]]:
-    """The short name (gpt2-medium, or the repo id itself) and the repo ids it is cached under, newest naming first."""
-    short = name.split("/", 1)[1] if name.startswith(("openai-community/", "distilbert/")) else name
-    if short not in GPT2_SHAPES:
-        if REPO_ID.match(name) and ".." not in name:
-            return name, [name]
-        raise TracerError(f"model {name!r}: not a GPT-2 name or a Hugging Face repo id (owner/name){near(short, GPT2_SHAPES)}; "
-                          f"known: {', '.join(GPT2_SHAPES)}")
-    if short == "distilgpt2":
-        return short, ["distilbert/distilgpt2", "distilgpt2"]
-    return short, [f"openai-community/{short}", short]
-
-
-def cache_dirs() -> list[Path]:
-    """Where huggingface_hub keeps downloads: HF_HUB_CACHE, HF_HOME/hub, then the default."""
-    found: list[Path] = []
-    env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        found.append(Path(env["HF_HUB_CACHE"]))
-    if env.get("HF_HOME"):
-        found.append(Path(env["HF_HOME"]) / "hub")
-    if env.get("XDG_CACHE_HOME"):
-        found.append(Path(env["XDG_CACHE_HOME"]) / "huggingface" / "hub")
-    found.append(Path("~/.cache/huggingface/hub"))
-    out: list[Path] = []
-    for p in found:
-        p = p.expanduser()
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def _snapshots(repo_dir: Path) -> list[Path]:
-    """The repo's snapshots, the one refs/main names first, then the newest."""
-    snaps = repo_dir / "snapshots"
-    if not snaps.is_dir():
-        return []
-    found = sorted((p for p in snaps.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    main = repo_dir / "refs" / "main"
-    if main.is_file():
-        ref = main.read_text(encoding="utf-8", errors="replace").strip()
-        found.sort(key=lambda p: p.name != ref)
-    return found
-
-
-def find_cached(name: str) -> tuple[Path | None, list[str], list[str]]:
-    """(snapshot folder or None, the places searched, notes on snapshots that lacked files)."""
-    short, repos = hub_repos(name)
-    needs = ("config.json", "model.safetensors") + (() if short in GPT2_SHAPES else ("tokenizer.json",))
-    searched: list[str] = []
-    notes: list[str] = []
-    for cache in cache_dirs():
-        for repo in repos:
-            repo_dir = cache / ("models--" + repo.replace("/", "--"))
-            searched.append(f"{repo_dir}/snapshots/*/")
-            for snap in _snapshots(repo_dir):
-                has = {f: (snap / f).is_file() for f in needs}
-                has["model.safetensors"] = has["model.safetensors"] or (snap / "model.safetensors.index.json").is_file()
-                if all(has.values()):
-                    return snap, searched, notes
-                lacks = [f for f in needs if not has[f]]
-                pickled = " (it has pytorch_model.bin, which tracer never loads)" if (snap / "pytorch_model.bin").exists() else ""
-                notes.append(f"{snap} lacks {' and '.join(lacks)}{pickled}")
-    return None, searched, notes
-
-
-def how_to_get(short: str) -> str:
-    repo = hub_repos(short)[1][0]
-    files = "config.json model.safetensors" + ("" if short in GPT2_SHAPES else " tokenizer.json")
-    return (f"get them with: huggingface-cli download {repo} {files}, "
-            f"or: pip install huggingface_hub && tracer download {short}")
-
-
-def cached_folder(name: str) -> Path:
-    """The snapshot folder of a GPT-2, by name, in the local Hugging Face cache; never touches the network."""
-    short, _ = hub_repos(name)
-    snap, searched, notes = find_cached(name)
-    if snap is None:
-        extra = f"; {'; '.join(notes)}" if notes else ""
-        raise TracerError(
-            f"model {name!r}: weights not found in the local Hugging Face cache (searched {', '.join(searched)}){extra}; "
-            + how_to_get(short)
-        )
-    return snap
-
-
-def download(name: str, fetch) -> Path:
-    """Fetch what tracer reads with `fetch` (huggingface_hub's `hf_hub_download`, passed in by the
-    CLI so that this module never imports it) and return the snapshot folder: config.json, then
-    model.safetensors (or its index and every shard it lists), and for other models than GPT-2 the
-    tokenizer (tokenizer.json, and tokenizer_config.json when the repo has one)."""
-    short, repos = hub_repos(name)
-    repo = repos[0]
-
-    def get(f: str, optional: bool = False) -> Path | None:
-        try:
-            return Path(fetch(repo_id=repo, filename=f))
-        except Exception as e:  # network, authentication, disk: one line, no traceback
-            if optional:
-                return None
-            raise TracerError(f"download {repo}/{f}: {type(e).__name__}: {e}") from None
-
-    folder = get("config.json").parent
-    if get("model.safetensors", optional=True) is None:
-        index = get("model.safetensors.index.json", optional=True)
-        if index is None:
-            raise TracerError(f"download {repo}: it has neither model.safetensors nor model.safetensors.index.json "
-                              f"(tracer never loads pickled checkpoints)")
-        for shard in weight_files(folder, listed_only=True):
-            get(shard.name)
-    if short not in GPT2_SHAPES:
-        get("tokenizer.json")
-        get("tokenizer_config.json", optional=True)
-    return folder
 
 
 # --------------------------------------------------------------------------- writing a GPT-2 folder

@@ -15,6 +15,7 @@ from pathlib import Path
 from .config import DEFAULT_MODEL, GPT2_SHAPES, TINY
 from .errors import TracerError, near
 from .fast import layout
+from .files import PICKLED_SUFFIXES
 from .model import Model
 from .params import init_weights, param_shapes
 from .settings import check_seed
@@ -25,7 +26,6 @@ BUILTIN = {
     "abc": "the default: a 4-layer GPT-2 (d_model 64, 4 heads) trained by `tracer train` on tools/make_corpus.py's corpus",
     "tiny": "the GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights",
 }
-PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 def tiny(seed: int = 0) -> Model:
@@ -58,7 +58,7 @@ def _load_path(name: str, path: Path, seed: int, progress) -> Model:
         return hf_model(path, progress=progress)
     if path.suffix in (".npz", ".safetensors") + PICKLED_SUFFIXES:
         return weights_file_model(path, seed)
-    from .hf import cached_folder, hub_repos, is_repo_id
+    from .hub import cached_folder, hub_repos, is_repo_id
 
     if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
         return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress)
@@ -79,13 +79,16 @@ def _load_path(name: str, path: Path, seed: int, progress) -> Model:
 
 
 def weights_file_model(path: Path, seed: int = 0) -> Model:
-    """A weights file written by tracer (`tracer.files.save_weights`): its config and every parameter."""
-    from .files import load_weights_file
+    """A weights file written by tracer (`tracer.files.save_weights`): its config and every parameter,
+    each array's shape checked against the config before any array is read."""
+    from .files import load_weights_file, weights_header
 
-    arrays, cfg = load_weights_file(path)
+    cfg = weights_header(path).config
     if cfg is None:
         raise TracerError(f"{path}: holds no tracer config; load a Hugging Face folder or a scenario instead")
-    missing = [k for k in param_shapes(cfg) if k not in arrays]
+    shapes = param_shapes(cfg)
+    arrays, _ = load_weights_file(path, shapes)
+    missing = [k for k in shapes if k not in arrays]
     if missing:  # a weights file is the whole model; a scenario may seed what it leaves out
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise TracerError(f"{path}: parameter {missing[0]!r}{more} is missing; its config needs it")

@@ -75,7 +75,8 @@ class Model:
         """One recorded forward pass. `names`: globs of hook names to keep (None: everything)."""
         prompt = self.prompt(prompt_or_ids, truncate)
         rec = Recorder(names, self.config)
-        forward(self.config, self.weights, prompt.ids, rec)
+        with np.errstate(all="ignore"):  # overflow is recorded where it arises (∞, NaN), not warned about
+            forward(self.config, self.weights, prompt.ids, rec)
         return Trace(rec.store, np.asarray(prompt.ids, dtype=np.int64), self.config,
                      [self.tokenizer.token_str(t) for t in prompt.ids], {**self.meta(), **prompt.meta()}, 0)
 

@@ -76,17 +76,19 @@ FINITE_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra me
 def first_non_finite(arr: np.ndarray, advance=None, chunk: int = FINITE_CHUNK) -> list[int] | None:
     """The index of the first NaN or infinity, or None when every number is finite.
 
-    One read of the array, in chunks, with no array of booleans as large as it: a NaN or an
-    infinity anywhere makes a chunk's sum NaN or infinite (nothing cancels them), so a finite sum
-    proves the chunk finite; only a chunk whose sum is not finite is looked at element-wise (an
-    overflowing sum of finite numbers is then found finite). `advance(n_elements)` is called after
+    One read of the array, in chunks and in memory order (a transposed array is not copied), with
+    no array of booleans as large as it: a NaN or an infinity anywhere makes a chunk's sum NaN or
+    infinite (nothing cancels them), so a finite sum proves the chunk finite; only a chunk whose
+    sum is not finite is looked at element-wise (an overflowing sum of finite numbers is then found
+    finite). `advance(n_elements)` is called after
     each chunk (a progress bar).
     """
     if arr.dtype.kind != "f":
         if advance is not None:
             advance(arr.size)
         return None
-    flat = arr.reshape(-1)  # [n] a view for contiguous arrays
+    c_order = arr.flags.c_contiguous
+    flat = arr.reshape(-1) if c_order else arr.ravel(order="K")  # [n] in memory order: a view when contiguous
     for start in range(0, flat.size, chunk):
         part = flat[start : start + chunk]  # [chunk]
         with np.errstate(all="ignore"):
@@ -94,7 +96,10 @@ def first_non_finite(arr: np.ndarray, advance=None, chunk: int = FINITE_CHUNK) -
         if suspect:
             ok = np.isfinite(part)  # [chunk]
             if not ok.all():
-                first = start + int(np.argmin(ok))
+                if c_order:
+                    first = start + int(np.argmin(ok))
+                else:  # read in memory order (a transposed array): find the first in index order
+                    first = int(np.argmin(np.isfinite(arr).reshape(-1)))
                 return [int(i) for i in np.unravel_index(first, arr.shape)] if arr.ndim else []
         if advance is not None:
             advance(part.size)

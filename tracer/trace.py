@@ -23,12 +23,19 @@ unpacking. In memory a recorded pass is smaller (`tracer.store.Store`): long cau
 held as their lower half, and values the store can recompute (the scores from `hook_dots`, each
 head's result from `hook_z` and W_O, and in long passes Q·K and the GELU) as recipes, rebuilt on
 access; saving writes every array whole, one at a time.
-Loading refuses pickled objects without unpickling them. Core module: imports numpy only.
+Loading checks the file before it allocates anything from it: the metadata (a format version ≥ 1
+this tracer reads, a config within `Config`'s limits, passes that fit the tokens), then every
+entry's `.npy` header against the shape and kind of number its pass and config give (logits
+[n, d_vocab], patterns [head, n, n], token ids whole numbers, …), then it reads the arrays one at a
+time. Values that went NaN or infinite are what the model computed, not damage
+(`tracer.overflow.non_finite` names the first). Loading refuses pickled objects without unpickling them. Core module: imports
+numpy only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -36,7 +43,8 @@ import numpy as np
 
 from .config import Config
 from .errors import TracerError, near
-from .files import read_npz, save_npz
+from .files import save_npz
+from .reading import MAX_TEXT_BYTES, Npz, parse_json, read_npz
 from .settings import GenerationSettings
 from .store import Store
 
@@ -138,27 +146,11 @@ class Generation:
 
     @staticmethod
     def load(path) -> "Generation":
-        """Read a trace file one array at a time, each held as a fresh recording would hold it when
-        that loses nothing (`tracer.store`)."""
-        with read_npz(path) as (names, get):
-            return from_arrays(_Members(names, get), str(path))
-
-
-class _Members:
-    """An open `.npz` as the mapping `from_arrays` reads: each array is read when asked for."""
-
-    def __init__(self, names, get):
-        self.names, self.get = list(names), get
-
-    def __contains__(self, name) -> bool:
-        return name in self.names
-
-    def pop(self, name):
-        self.names.remove(name)
-        return self.get(name)
-
-    def items(self):
-        return ((name, self.get(name)) for name in list(self.names))
+        """Read a trace file, every entry's header checked first (see the module docstring), then
+        one array at a time, each held as a fresh recording would hold it when that loses nothing
+        (`tracer.store`)."""
+        with read_npz(path) as z:
+            return read_trace(z, str(path))
 
 
 def to_arrays(gen: Generation):
@@ -199,26 +191,22 @@ def _with_settings(gen: Generation) -> dict:
     return {**first, "settings": settings, **{k: v for k, v in gen.meta.items() if k not in MODEL_META}}
 
 
-def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generation:
-    if "meta" not in arrays:
-        raise TracerError(f"{where}: not a tracer trace (no 'meta' entry)")
-    try:
-        meta = json.loads(str(arrays.pop("meta")))
-    except (json.JSONDecodeError, TypeError) as e:
-        raise TracerError(f"{where}: its 'meta' entry is not JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise TracerError(f"{where}: not a tracer trace ('meta' does not say format {FORMAT!r})")
-    version = meta.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise TracerError(
-            f"{where}: trace format version {version!r} is newer than this tracer reads ({FORMAT_VERSION}); upgrade tracer"
-        )
-    if "tokens" not in arrays:
-        raise TracerError(f"{where}: not a tracer trace (no 'tokens' entry)")
+def read_trace(z: Npz, where: str) -> Generation:
+    """The generation an open trace file holds (see the module docstring for what is checked)."""
+    meta = _read_meta(z, where)
     try:
         config = Config.from_dict(meta.pop("config"))
-        tokens = np.asarray(arrays.pop("tokens"))
-        steps_info = meta.pop("steps")
+    except (KeyError, TypeError, AttributeError) as e:
+        raise TracerError(f"{where}: damaged trace metadata (config: {type(e).__name__}: {e})") from None
+    except TracerError as e:
+        raise TracerError(f"{where}: {e}") from None
+    h = z.header("tokens")
+    if h.dtype.kind not in "iu" or len(h.shape) != 1 or not 1 <= h.shape[0] <= config.n_ctx:
+        raise TracerError(f"{where}: 'tokens' must be 1 to n_ctx ({config.n_ctx:,}) whole numbers, "
+                          f"got {list(h.shape)} of {h.dtype}")
+    tokens = z.read("tokens")
+    try:
+        steps_info = _passes(meta.pop("steps"), len(tokens))
         step_meta = meta.pop("step_meta", [{} for _ in steps_info])
         token_strs = meta.pop("token_strs")
         prompt_ids = meta.pop("prompt_ids")
@@ -230,25 +218,96 @@ def from_arrays(arrays: dict[str, np.ndarray], where: str = "trace") -> Generati
                 settings, stopped = GenerationSettings.from_dict(meta.pop("settings"))
             except TracerError as e:
                 raise TracerError(f"{where}: damaged trace metadata ({e})") from None
-        if tokens.dtype.kind not in "iu" or tokens.ndim != 1:
-            raise TracerError(f"{where}: 'tokens' must be a 1-D integer array")
+        if not isinstance(step_meta, list) or len(step_meta) != len(steps_info) or \
+                not all(isinstance(m, dict) for m in step_meta):
+            raise ValueError("'step_meta' is not one table per pass")
+        names = [n for n in z.names if n not in ("meta", "tokens")]
+        placed = [(name, *_entry(name, z, config, steps_info, where)) for name in names]  # every header, before any read
         by_step = [Store(config) for _ in steps_info]
-        for name, arr in arrays.items():
-            n = 0
-            if name.startswith(STEP_PREFIX):
-                num, _, name = name[len(STEP_PREFIX) :].partition(".")
-                n = int(num)
-            by_step[n].put(name, arr, trusted=False)  # held as a recording would hold it, when nothing is lost
+        for name, n, leaf in placed:
+            by_step[n].put(leaf, z.read(name), trusted=False)  # held as a recording would hold it, when nothing is lost
         steps = []
-        for n, (info, smeta) in enumerate(zip(steps_info, step_meta)):
-            k = int(info["n_tokens"])
-            steps.append(Trace(by_step[n], tokens[:k], config, token_strs[:k], {**meta, **smeta}, int(info["start"]),
-                               settings))
+        for n, ((start, k), smeta) in enumerate(zip(steps_info, step_meta)):
+            steps.append(Trace(by_step[n], tokens[:k], config, list(token_strs[:k]), {**meta, **smeta}, start, settings))
         return Generation(steps, list(prompt_ids), list(generated_ids), text, meta, settings, stopped)
     except TracerError:
         raise
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
         raise TracerError(f"{where}: damaged trace metadata ({type(e).__name__}: {e})") from None
+
+
+def _read_meta(z: Npz, where: str) -> dict:
+    """The 'meta' entry: a JSON object naming this format and a version this tracer reads."""
+    if "meta" not in z.names:
+        raise TracerError(f"{where}: not a tracer trace (no 'meta' entry)")
+    h = z.header("meta")
+    if h.shape != () or h.dtype.kind not in "US" or h.nbytes > 4 * MAX_TEXT_BYTES:
+        raise TracerError(f"{where}: its 'meta' entry is not JSON (a {list(h.shape)} array of {h.dtype})")
+    meta = parse_json(str(z.read("meta")), f"{where}: its 'meta' entry is not JSON")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise TracerError(f"{where}: not a tracer trace ('meta' does not say format {FORMAT!r})")
+    version = meta.get("version")
+    if type(version) is not int or version < 1:
+        raise TracerError(f"{where}: trace format version {json.dumps(version)} is not a version (a whole number ≥ 1); "
+                          f"the file is damaged")
+    if version > FORMAT_VERSION:
+        raise TracerError(
+            f"{where}: trace format version {version!r} is newer than this tracer reads ({FORMAT_VERSION}); upgrade tracer"
+        )
+    if "tokens" not in z.names:
+        raise TracerError(f"{where}: not a tracer trace (no 'tokens' entry)")
+    return meta
+
+
+def _passes(info, n_tokens: int) -> list[tuple[int, int]]:
+    """(start, tokens seen) of every pass: at least one, each seeing more of the n_tokens tokens than
+    the pass before (so there are at most n_tokens), from a start inside them."""
+    if not isinstance(info, list) or not info or len(info) > n_tokens:
+        raise ValueError(f"'steps' is not a list of at most {n_tokens} passes")
+    out = []
+    for i, step in enumerate(info):
+        start, k = step["start"], step["n_tokens"]
+        seen_before = out[-1][1] if out else 0
+        if type(start) is not int or type(k) is not int or not (0 <= start < k <= n_tokens and k > seen_before):
+            raise ValueError(f"pass {i} starts at {start!r} and sees {k!r} of the {n_tokens} tokens")
+        out.append((start, k))
+    return out
+
+
+STEP_KEY = re.compile(r"steps\.([1-9][0-9]{0,8})\.(.+)")
+LAYER_KEY = re.compile(r"blocks\.([0-9]{1,9})\.")
+
+
+def _entry(name: str, z: Npz, cfg: Config, steps: list, where: str) -> tuple[int, str]:
+    """(pass, recorded name) of a file entry, once its header fits them: a pass the metadata lists,
+    a layer the config has, the shape `expected_shape` gives, whole numbers where ids are kept."""
+    n, leaf = 0, name
+    if name.startswith(STEP_PREFIX):
+        m = STEP_KEY.fullmatch(name)
+        if m is None or int(m.group(1)) >= len(steps):
+            raise TracerError(f"{where}: damaged trace: {name!r} names no pass of this trace (passes 1 to "
+                              f"{len(steps) - 1} are 'steps.N.NAME'; the first pass's names have no prefix)")
+        n, leaf = int(m.group(1)), m.group(2)
+    layer = LAYER_KEY.match(leaf)
+    if layer and int(layer.group(1)) >= cfg.n_layers:
+        raise TracerError(f"{where}: damaged trace: {name!r} is in layer {layer.group(1)}, but its config has "
+                          f"{cfg.n_layers} layer{'s' if cfg.n_layers != 1 else ''}")
+    h = z.header(name)
+    start, k = steps[n]
+    lens = STEP_PREFIX + f"{n}.lens.positions" if n else "lens.positions"
+    n_lens = z.header(lens).shape[0] if lens in z.names and len(z.header(lens).shape) == 1 else None
+    if leaf == "lens.positions":  # which of the pass's positions the lens covers: some of them
+        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= k, f"[≤ {k}]"
+    else:
+        want = expected_shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
+        kinds = "iu" if leaf in _WHOLE_NUMBERS else "f" if want is not None else "biuf"
+        ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))
+    if h.dtype.kind not in kinds:
+        what = "whole numbers" if kinds == "iu" else "floating-point numbers" if kinds == "f" else "numbers"
+        raise TracerError(f"{where}: damaged trace: {name!r} holds {h.dtype}, not {what}")
+    if not ok:
+        raise TracerError(f"{where}: damaged trace: {name!r} has shape {list(h.shape)}, its config needs {need}")
+    return n, leaf
 
 
 # --------------------------------------------------------------------------- a damaged file
@@ -288,9 +347,10 @@ _META_TYPES = {  # what `generate` writes into a trace's metadata, by key (`sett
 
 
 def damage(gen: "Generation", n_vocab: int) -> str | None:
-    """What is wrong with a loaded trace (metadata of the wrong type, an array that does not fit its
-    config, a token id out of range), or None when it looks sound. `tracer show` asks only after
-    rendering failed, so that a bug of ours on a sound file is still reported as one."""
+    """What is wrong with a loaded trace (metadata of the wrong type, a token id out of range), or
+    None when it looks sound; shapes and kinds of number were checked when it was loaded, and NaN
+    or ∞ in its values is arithmetic, not damage. `tracer show` asks only after rendering failed,
+    so that a bug of ours on a sound file is still reported as one."""
     if not gen.steps:
         return "it holds no passes ('steps' is empty)"
     for key, kinds in _META_TYPES.items():
@@ -316,20 +376,10 @@ def damage(gen: "Generation", n_vocab: int) -> str | None:
         lens = np.asarray(step.arrays.get("lens.positions", np.zeros(0, dtype=np.int64)))
         if lens.ndim != 1 or lens.dtype.kind not in "iu" or not ((lens >= 0) & (lens < len(step.tokens))).all():
             return f"{where_step}: 'lens.positions' is not a list of its positions"
-        n_lens = len(lens)
-        for name, arr in step.arrays.items():
-            want = expected_shape(name, cfg, step.n_new, len(step.tokens), n_lens)
-            arr = np.asarray(arr)
-            where = name if n == 0 else f"steps.{n}.{name}"
-            if arr.dtype.kind not in "biuf":
-                return f"{where!r} holds {arr.dtype}, not numbers"
-            if want is not None and tuple(arr.shape) != want:
-                return f"{where!r} has shape {list(arr.shape)}, its config needs {list(want)}"
-            if arr.dtype.kind == "f" and np.isnan(arr).any():  # a forward pass never makes NaN (see test_properties)
-                return f"{where!r} holds NaN"
-            if name in _WHOLE_NUMBERS and arr.size and not (np.isfinite(arr).all() and (arr == np.round(arr)).all()):
-                return f"{where!r} must hold whole numbers"
-            if name in _TOKEN_IDS and arr.size and not ((arr >= 0) & (arr < n_vocab)).all():
+        for name in _TOKEN_IDS:  # the loader checked shapes and kinds; ids must also name tokens
+            arr = np.asarray(step.arrays[name]) if name in step.arrays else None
+            if arr is not None and arr.size and not ((arr >= 0) & (arr < n_vocab)).all():
+                where = name if n == 0 else f"steps.{n}.{name}"
                 return f"{where!r} holds a token id outside the vocabulary 0..{n_vocab - 1}"
     return None
 

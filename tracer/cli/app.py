@@ -6,9 +6,11 @@ sampling options, the output paths are checked, and
 the view options (`--token`, `--layer`, `--head`) are resolved against the model as soon as it
 is loaded. Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other
 exception is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback).
-Ctrl-C exits 130; a closed pipe (`tracer … | head`) exits 141 quietly. Output goes through a
-console that shows control characters from prompts and files (␛) instead of sending them to the
-terminal. A trace file that loads but cannot be shown is examined (`tracer.trace.damage`): if it
+Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129 (a file being written is removed first); a closed
+pipe (`tracer … | head`) exits 141 quietly. Output goes through a console that shows control
+characters from prompts and files (␛) instead of sending them to the terminal, and so does every
+error message (`echo_err`), which may quote a file's text (a key name, a shard's name); a Python
+warning is one such line too, never a source line. A trace file that loads but cannot be shown is examined (`tracer.trace.damage`): if it
 is damaged, that is bad input (2); if it looks sound, a bug of ours (1). Heavy modules are
 imported inside the commands so that `tracer --help` stays fast.
 
@@ -31,10 +33,14 @@ class _Group(TyperGroup):
     """Turns exceptions from any command into one line on stderr and an exit code."""
 
     def invoke(self, ctx):
+        import warnings
+
         from ..errors import TracerError
 
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings(), _pipe_watch():
+                warnings.showwarning = warn_on_one_line
+                return super().invoke(ctx)
         except typer.BadParameter as e:  # typer's own checks: an option out of range or of the wrong type, …
             path = e.ctx.command_path if e.ctx is not None else "tracer"
             echo_err(f"{e.format_message()} (see {path} --help)")
@@ -46,9 +52,10 @@ class _Group(TyperGroup):
                 raise
             echo_err(str(e))
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
-            echo_err("interrupted")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.files.Stopped)
+            signum = getattr(e, "signum", 2)
+            echo_err("interrupted" if signum == 2 else f"stopped by signal {signum}")
+            raise typer.Exit(128 + signum) from None
         except BrokenPipeError:  # `tracer trace … | head`: the reader left; not an error of ours
             quiet_stdout()
             raise typer.Exit(141) from None
@@ -62,6 +69,33 @@ class _Group(TyperGroup):
                 raise
             echo_err(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback; please report it)")
             raise typer.Exit(1) from None
+
+
+class _pipe_watch:
+    """SIGPIPE (a write reached a pipe whose reader left) raises BrokenPipeError where the command
+    stands. Python ignores the signal, and a write the reader's leaving cut short returns without
+    an error, so without this `tracer … | head -1` could finish with status 0."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = None
+        if hasattr(signal, "SIGPIPE") and threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGPIPE, _pipe_broke)
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.old is not None:
+            signal.signal(signal.SIGPIPE, self.old)
+        return False
+
+
+def _pipe_broke(signum, frame):
+    import errno
+
+    raise BrokenPipeError(errno.EPIPE, "the reader of the pipe left")
 
 
 app = typer.Typer(
@@ -116,7 +150,17 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show Python trace
 
 
 def echo_err(message: str) -> None:
-    typer.echo(f"tracer: {message}", err=True)
+    """One line on stderr, 'tracer: …', with every control character of `message` shown (␛, ↵,
+    ⟨U+202E⟩), never obeyed: a message may quote a file's text."""
+    from ..tokens import show_token
+
+    shown = " ".join(show_token(part) for part in str(message).split(" "))  # spaces stay spaces
+    typer.echo(f"tracer: {shown}", err=True)
+
+
+def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """`warnings.showwarning` for the command: one sanitised line, no file name or source line."""
+    echo_err(f"warning: {message} ({category.__name__})")
 
 
 def quiet_stdout() -> None:

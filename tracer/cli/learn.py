@@ -33,7 +33,7 @@ def train(
 
     Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
-    from ..files import check_output_folder
+    from ..files import check_output_folder, stop_signals
     from ..render.progress import training_progress
     from ..tokens import get_tokenizer
     from ..train import TrainSettings, read_corpus
@@ -45,8 +45,9 @@ def train(
     import numpy as np
 
     ids = np.asarray(get_tokenizer("gpt2").encode(text), dtype=np.int64)  # [n]
-    with _stop_on_signals() as stopping, training_progress(settings) as on_step:
-        result = _train(ids, settings, on_step, stopping)
+    asked: list = []  # Ctrl-C, SIGTERM or SIGHUP: stop after the current step (a second one stops at once)
+    with stop_signals(ask=lambda: asked.append(True)), training_progress(settings) as on_step:
+        result = _train(ids, settings, on_step, lambda: bool(asked))
     _save_training(result, settings, corpus, sha, ids, out)
 
 
@@ -101,32 +102,6 @@ def _strongest_heads(heads: dict) -> str:
     return "; ".join(parts) + " (layer.head, mean weight on the expected key)"
 
 
-class _stop_on_signals:
-    """Ctrl-C, SIGTERM and SIGHUP ask the training loop to stop after the current step (a second Ctrl-C stops at once)."""
-
-    def __enter__(self):
-        import signal
-
-        self.asked = False
-        self.saved = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if sig is not None:
-                self.saved[sig] = signal.signal(sig, self._ask)
-        return lambda: self.asked
-
-    def _ask(self, signum, frame):
-        if self.asked:
-            raise KeyboardInterrupt
-        self.asked = True
-
-    def __exit__(self, *exc):
-        import signal
-
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        return False
-
-
 @app.command()
 def download(
     name: Annotated[str, typer.Argument(help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, or a Hugging Face repo id of a Llama, Qwen2 or Mistral model (HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, meta-llama/Llama-3.2-1B).")],
@@ -136,7 +111,7 @@ def download(
     Example: tracer download HuggingFaceTB/SmolLM2-135M && tracer trace "Hello" --model HuggingFaceTB/SmolLM2-135M
     """
     from ..errors import TracerError
-    from ..hf import download as fetch_files, hub_repos
+    from ..hub import download as fetch_files, hub_repos
     from ..loaders import hf_model
     from ..render.progress import reading_progress
 

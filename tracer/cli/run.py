@@ -43,6 +43,7 @@ def trace(
     """
     from ..files import check_output_path
     from ..loaders import load
+    from ..overflow import REACHED_NAMES
     from ..render.progress import generation_progress, reading_progress
     from ..settings import GenerationSettings
     from ..tokens import check_prompt
@@ -59,8 +60,9 @@ def trace(
     text = m.prompt(prompt, side, settings.max_new_tokens)
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
-    names = [] if json_out and not save else None  # --json alone records nothing it would not print
-    unseen = names == [] or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
+    # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
+    names = REACHED_NAMES if json_out and not save else None
+    unseen = bool(names) or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
         gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None)
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
@@ -84,7 +86,9 @@ def trace(
 
     show_generation(gen, m.tokenizer, resolved, export=export, console=out, pager=pager)
     if save:
-        typer.echo(f"saved {save}", err=True)
+        from ..tokens import show_invisible
+
+        typer.echo(f"saved {show_invisible(save)}", err=True)
 
 
 @app.command()
@@ -165,7 +169,7 @@ def replay(
     if json_out:
         from ..render.jsonout import dumps, replay_json
 
-        typer.echo(dumps(replay_json(done), ascii_only=False))
+        typer.echo(dumps(replay_json(done)))
         return
     from ..render import show_generation
     from ..render.summary import scenario_header

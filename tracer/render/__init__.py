@@ -13,17 +13,26 @@ from __future__ import annotations
 def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=(), pager: bool = False) -> None:
     """Print the walkthrough of `gen` for `view` (a `View`, or one already resolved against the model),
     and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title).
-    `pager`: on a terminal, output taller than the screen goes through a pager (less -R)."""
-    from rich.console import Console, Group
+    `pager`: on a terminal, output taller than the screen goes through a pager (less -R).
+    A run that overflowed is shown as recorded (∞, nan): the arithmetic the renderers do on it
+    (a norm, a bar's length) warns of nothing."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        _show_generation(gen, tokenizer, view, export, console, before, pager)
+
+
+def _show_generation(gen, tokenizer, view, export, console, before, pager) -> None:
+    from rich.console import Group
 
     from ..errors import TracerError
-    from .text import Trimmed
+    from .text import Trimmed, safe_console
     from .view import View
     from .walkthrough import walkthrough
 
     if not gen.steps:
         raise TracerError("trace: it holds no passes")
-    console = console or Console(record=bool(export))
+    console = console or safe_console(record=bool(export))
     if isinstance(view, View):
         view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width)
     resolved = view

@@ -52,8 +52,10 @@ class CheckBook:
 
 
 def _diff(c, p: int) -> str:
-    if not np.isfinite(c.diff):
-        return "shapes differ"
+    if np.isnan(c.diff):
+        return "not a number (nan)"
+    if np.isinf(c.diff):
+        return "shapes differ" if np.shape(c.expected) != np.shape(c.computed) else "∞"
     if c.diff == 0:
         return "0"
     if c.diff < 0.5 * 10.0**-p:

@@ -93,8 +93,11 @@ def letters(labels: list[str]) -> str:
 
 
 def bar(w: float, width: int = 10) -> str:
-    """A bar of block characters for a weight in [0, 1] (readable without color)."""
-    w = min(max(float(w), 0.0), 1.0)
+    """A bar of block characters for a weight in [0, 1] (readable without color); none for NaN."""
+    w = float(w)
+    if math.isnan(w):
+        return ""
+    w = min(max(w, 0.0), 1.0)
     eighths = int(round(w * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("" if part == 0 else " ▏▎▍▌▋▊▉"[part])

@@ -3,7 +3,8 @@
 Each cell is the softmax weight that the row's token gives the column's key: a colored cell
 (viridis, dark → yellow, which survives projectors and color blindness) holding a digit, so the
 grid reads the same without color: the digit is the weight in tenths (0 below 0.05), █ is 0.95
-or more, and · marks a key the causal mask hides. Reads `hook_pattern` [head, query_pos, key_pos].
+or more, · marks a key the causal mask hides, and ! a weight that is not a finite number (a run
+that overflowed: NaN, ∞). Reads `hook_pattern` [head, query_pos, key_pos].
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.text import Text
 # viridis at 0, 0.25, 0.5, 0.75, 1
 _STOPS = np.array([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)], dtype=float)
 LEGEND = "digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask"
+NOT_FINITE = "!"  # a weight that is NaN or ±∞: the arithmetic overflowed
 
 
 def color(w: float) -> tuple[int, int, int]:
@@ -30,12 +32,16 @@ def color(w: float) -> tuple[int, int, int]:
 
 def glyph(w: float) -> str:
     """The character for a weight, readable without color."""
+    if not np.isfinite(w):
+        return NOT_FINITE
     if w >= 0.95:
         return "█"
     return str(min(9, int(w * 10 + 0.5)))
 
 
 def _style(w: float) -> Style:
+    if not np.isfinite(w):
+        return Style(color="white", bgcolor="red", bold=True)
     r, g, b = color(w)
     bg = f"rgb({r},{g},{b})"
     if w >= 0.95:  # the █ glyph in the cell's own color: a solid cell in color, a block without
@@ -91,5 +97,7 @@ def heatmaps(pattern: np.ndarray, query_labels: list[str], key_labels: list[str]
             t.add_column(no_wrap=True)
         t.add_row(*chunk)
         rows.append(t)
-    rows.append(Text(LEGEND, style="dim"))
+    shown = np.asarray(pattern)[heads]  # [head, query_pos, key_pos]
+    overflowed = not np.isfinite(shown).all()
+    rows.append(Text(LEGEND + (f", {NOT_FINITE} not a finite number (nan or ∞)" if overflowed else ""), style="dim"))
     return Group(*rows)

@@ -1,5 +1,8 @@
 """The `--json` outputs of `trace` and `replay`: one JSON object each, their fields a contract
-(README, "Stability"). Infinite and NaN numbers, which JSON lacks, are written as strings."""
+(README, "Stability"). Infinite and NaN numbers, which JSON lacks, are written as strings. One
+writer for both, all ASCII: every character beyond it is a \\u escape, so a C1 control (U+009B)
+or a bidi override (U+202E) from a prompt or a scenario never reaches the terminal raw, and the
+output survives a terminal that is not UTF-8."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ def json_safe(x):
     return x
 
 
-def dumps(obj, ascii_only: bool = True) -> str:
-    return json.dumps(json_safe(obj), ensure_ascii=ascii_only)
+def dumps(obj) -> str:
+    return json.dumps(json_safe(obj), ensure_ascii=True)
 
 
 def trace_json(gen, tokenizer) -> dict:
@@ -34,7 +37,16 @@ def trace_json(gen, tokenizer) -> dict:
         "tokens": [tokenizer.token_str(t) for t in gen.tokens],
         "settings": settings,
         "verify_cache": gen.meta.get("verify_cache"),
+        "non_finite": _non_finite(gen),
     }
+
+
+def _non_finite(gen):
+    """The first value that went NaN or ±∞ ({step, name, index, value}), or None for a finite run."""
+    from ..overflow import non_finite
+
+    found = non_finite(gen)
+    return found.to_dict() if found is not None else None
 
 
 def replay_json(replay) -> dict:
@@ -51,4 +63,5 @@ def replay_json(replay) -> dict:
         "passed": sum(c.ok for c in checks),
         "failed": sum(not c.ok for c in checks),
         "notes": scn.notes,
+        "non_finite": _non_finite(gen),
     }

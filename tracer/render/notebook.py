@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
+from .text import safe_console
 
 SUMMARY = ("tokens", "predict", "loop")  # what a cell shows of a generation
 
@@ -27,7 +27,7 @@ def show(gen, tokenizer=None, console=None, **options) -> None:
     if "section" in options:
         s = options.pop("section")
         options["sections"] = (s,) if isinstance(s, str) else tuple(s)
-    show_generation(gen, tokenizer or _tokenizer(gen), View(**options), console=console or Console())
+    show_generation(gen, tokenizer or _tokenizer(gen), View(**options), console=console or safe_console())
 
 
 def html(gen, width: int = 100) -> str:
@@ -35,7 +35,7 @@ def html(gen, width: int = 100) -> str:
     from . import show_generation
     from .view import View
 
-    console = Console(record=True, file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True)
+    console = safe_console(record=True, file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True)
     show_generation(gen, _tokenizer(gen), View(sections=SUMMARY, max_lines=0), console=console)
     return console.export_html(inline_styles=True, code_format="<pre style=\"font-size: 13px\">{code}</pre>")
 

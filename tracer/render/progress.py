@@ -1,12 +1,14 @@
 """Progress bars on stderr, for work long enough to need one and only on a terminal: a multi-token
-generation of a large model, and reading a large weights file."""
+generation of a large model, and reading a large weights file. They draw through `SafeConsole`, and
+a label (which names the model's files) is text, not Rich markup: a file name cannot style, break
+or drive the terminal."""
 
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
 
-from rich.console import Console
+from .text import safe_console
 
 PROGRESS_PARAMS = 50_000_000  # models larger than this get a progress bar for multi-token runs
 BIG_FILE = 100 * 2**20  # files larger than this get a progress bar while they are read
@@ -27,8 +29,8 @@ def generation_progress(model, max_new_tokens: int, description: str = "generati
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(file=stream if stream is not None else sys.stderr)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    console = safe_console(file=stream if stream is not None else sys.stderr)
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task(description, total=max(max_new_tokens, 1))
 
@@ -47,8 +49,8 @@ def reading_progress(total_bytes: int, label: str, stream=None):
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(file=stream), transient=True) as bar:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=safe_console(file=stream), transient=True) as bar:
         task = bar.add_task(label, total=total_bytes)
         yield lambda n: bar.advance(task, n)
 
@@ -88,7 +90,7 @@ def training_progress(settings, stream=None):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(file=stream), transient=False) as bar:
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=safe_console(file=stream), transient=False) as bar:
         task = bar.add_task("train", total=total, info="")
 
         def on_step(p) -> None:

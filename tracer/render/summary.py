@@ -1,5 +1,6 @@
 """Small tables outside the walkthrough: `tracer tokens` (letter, visible text, id and position of
-each token), `tracer scenarios`, and a scenario's heading before its replay."""
+each token), `tracer scenarios`, a scenario's heading before its replay, and the note on a run
+whose arithmetic overflowed (`overflow_note`, shown by the walkthrough and the demo)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokens import label, show_token
+from .fmt import num
 
 
 def token_table(ids, tokenizer) -> Table:
@@ -39,3 +41,28 @@ def scenario_header(scn):
     for note in scn.notes:
         yield Text("Note" + (f" ({note['label']})" if note["label"] else "") + ": ", style="bold") + Text(note["text"])
     yield Text()
+
+
+def overflow_words(found, dtype: str) -> str:
+    """Where a run's arithmetic first left the finite numbers (`tracer.trace.NonFinite`), in words."""
+    import numpy as np
+
+    where = f"{found.name}[{', '.join(str(i) for i in found.index)}]" if found.index else found.name
+    which = "the prompt's pass (pass 0)" if found.step == 0 else f"pass {found.step}"
+    return (f"The arithmetic overflowed: in {which}, {where} = {num(found.value)} is the first recorded value "
+            f"that is not a finite number ({dtype} holds numbers up to about {float(np.finfo(dtype).max):.1e}). "
+            f"Values computed from it are ∞ or nan as well (∞ − ∞ and 0 × ∞ are nan): the numbers below are "
+            f"what was computed, shown as nan, ∞ and −∞.")
+
+
+def overflow_note(gen):
+    """A marked panel naming the first value of `gen` that went NaN or ±∞, or None for a finite run."""
+    from rich.panel import Panel
+
+    from ..overflow import non_finite
+
+    found = non_finite(gen)
+    if found is None:
+        return None
+    return Panel(Text(overflow_words(found, gen.steps[0].config.dtype), style="bold"), title="⚠ overflow",
+                 title_align="left", border_style="red", expand=False)

@@ -2,7 +2,8 @@
 hanging indent, tables that fit the width they are given, and the console tracer prints through.
 
 `safe_console` makes the one console every command prints through: text from a prompt or a file
-reaches the terminal only through it, so an escape sequence in it is shown (␛[31m), never obeyed.
+reaches the terminal only through it, so an escape sequence in it is shown (␛[31m), never obeyed,
+and a string is never read as Rich markup.
 `Trimmed` drops the spaces Rich pads lines with, so nothing trails a line in a pipe or an export.
 """
 
@@ -21,7 +22,12 @@ BRIEF_ROWS = 16  # rows of a long table in brief mode (the first and last ones)
 
 class SafeConsole(Console):
     """A console that never writes control characters from the data: they are shown (␛), not obeyed.
-    Rich's own styling is added after this check."""
+    Rich's own styling is added after this check. A closed pipe raises BrokenPipeError (the CLI
+    exits 141) instead of Rich's own exit with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
 
     def render(self, renderable, options=None):
         for seg in super().render(renderable, options):
@@ -30,8 +36,19 @@ class SafeConsole(Console):
             yield seg
 
 
+MIN_WIDTH = 40  # narrower than this, tables and equations cannot be laid out: COLUMNS=0 means "unknown"
+
+
 def safe_console(record: bool = False, **options) -> SafeConsole:
-    return SafeConsole(record=record, **options)
+    """The console tracer prints through. Strings are text, never Rich markup (a token or a title
+    '[/x]' is shown as written; tracer styles with `Text`). A width the environment gives that is
+    too narrow to lay anything out (COLUMNS=0, COLUMNS=3) is taken as unknown: 80 columns, as
+    Rich's default."""
+    options.setdefault("markup", False)
+    console = SafeConsole(record=record, **options)
+    if "width" not in options and console.width < MIN_WIDTH:
+        console = SafeConsole(record=record, width=80, **options)
+    return console
 
 
 def section(title: str) -> Rule:

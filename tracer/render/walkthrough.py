@@ -32,6 +32,7 @@ from .layer import layer_section
 from .lens import logit_lens_view
 from .loop import generation_steps, kv_cache_view
 from .predict import every_position_section, layers_section, predict_section
+from .summary import overflow_note
 from .text import line, section
 from .view import Resolved
 
@@ -74,6 +75,9 @@ def header(ctx: Ctx):
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)
+    overflow = overflow_note(ctx.gen)
+    if overflow is not None:
+        yield overflow
 
 
 def training_line(info: dict) -> str:

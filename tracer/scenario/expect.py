@@ -115,9 +115,11 @@ def _check_value(value, tokens: bool, err) -> None:
     if bad is not None:
         raise err("value", f"expected numbers, found {type_name(bad)}")
     try:
-        np.array(value, dtype=float)
+        stated = np.array(value, dtype=float)
     except ValueError:
         raise err("value", "not a rectangular list: its rows have different lengths") from None
+    if stated.size == 0:
+        raise err("value", "an empty list states nothing; give the number or numbers expected")
 
 
 _SLICE = re.compile(r"^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*$")

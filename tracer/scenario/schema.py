@@ -27,7 +27,9 @@ import numpy as np
 
 from ..config import Config
 from ..errors import TracerError, near
-from ..files import load_weights_file
+from ..files import load_weights_file, weights_header
+from ..memory import memory_room
+from ..reading import reason
 from ..params import first_non_finite, init_weights, param_shapes
 from ..settings import GenerationSettings, SettingError
 from ..tokens import ENCODINGS, ContextOverflow, Prompt, Tokenizer, WordTokenizer, encode_prompt, get_tokenizer
@@ -35,6 +37,7 @@ from .expect import read_expects
 from .source import Where, check_keys, non_number, quoted, read_toml, tables, type_name, want_table
 
 MAX_WEIGHT_BYTES = 8 * 10**9  # refuse to allocate more than this for the weights
+MAX_MACS = 10**12  # multiply-adds of a whole run, about 150 times gpt2_medium_shape (7e9): minutes
 TOP_KEYS = ("title", "description", "model", "tokenizer", "weights", "prompt", "generate", "expect", "note")
 MODEL_KEYS = tuple(f.name for f in fields(Config)) + ("seed",)
 MIXED_KEYS = {  # [model] keys whose type is not their default's: what the file may give
@@ -79,9 +82,9 @@ def load_scenario(path) -> Scenario:
     tok = _tokenizer(want_table(doc, "tokenizer", w), w)
     weights_table = want_table(doc, "weights", w)
     _check_keys_weights(weights_table, w)
-    file_arrays, file_cfg = _weights_file(weights_table, path, w)
+    file, file_head = _weights_file(weights_table, path, w)
     given = {k: v for k, v in weights_table.items() if k != "file"}
-    cfg, seed = _config(want_table(doc, "model", w), tok, given, file_arrays, file_cfg, w)
+    cfg, seed = _config(want_table(doc, "model", w), tok, given, file_head, w)
     # Everything that needs no weights is checked before the weights are allocated (which takes
     # a while for a large model), so a typo further down is reported at once.
     written = _prompt(want_table(doc, "prompt", w), tok, w, doc)
@@ -89,7 +92,8 @@ def load_scenario(path) -> Scenario:
     prompt = _encode(tok, cfg, written, settings, w)
     expects = read_expects(doc.get("expect", []), cfg, w, source)
     notes = _notes(doc.get("note", []), w)
-    params, made = _params(cfg, seed, given, file_arrays, w)
+    _check_cost(cfg, prompt, settings, w)
+    params, made = _params(cfg, seed, given, (file, file_head), w)
     return Scenario(cfg, params, tok, seed, title, description, prompt, settings, expects, notes, path, made)
 
 
@@ -148,17 +152,22 @@ def _check_keys_weights(t: dict, w: Where) -> None:
 
 
 def _weights_file(t: dict, path: Path, w: Where):
+    """(path, `WeightsHeader`) of the `file =` weights, read without their arrays; (None, None) without one."""
     if "file" not in t:
-        return {}, None
-    fpath = (path.parent / t["file"]).resolve() if not Path(t["file"]).is_absolute() else Path(t["file"])
-    if not fpath.exists():
+        return None, None
+    try:
+        fpath = (path.parent / t["file"]).resolve() if not Path(t["file"]).is_absolute() else Path(t["file"])
+        exists = fpath.exists()
+    except (OSError, ValueError, RuntimeError) as e:
+        raise w.error("weights.file", f"cannot read {t['file']!r} ({reason(e) if isinstance(e, OSError) else e})",
+                      "weights", 0, "file") from None
+    if not exists:
         raise w.error("weights.file", f"no such file {str(fpath)!r} (a relative name is relative to the scenario)",
                       "weights", 0, "file")
     try:
-        arrays, cfg = load_weights_file(fpath)
+        return fpath, weights_header(fpath)
     except TracerError as e:
         raise w.error("weights.file", str(e), "weights", 0, "file") from None
-    return arrays, cfg
 
 
 def _array(name: str, value, w: Where, keypath: str) -> np.ndarray:
@@ -191,15 +200,15 @@ def _ragged(v) -> str:
     return "lengths " + ", ".join(str(n) for n in lengths[:6]) + ("…" if len(lengths) > 6 else "")
 
 
-def _config(t: dict, tok, given: dict, file_arrays: dict, file_cfg, w: Where) -> tuple[Config, int]:
+def _config(t: dict, tok, given: dict, file_head, w: Where) -> tuple[Config, int]:
     check_keys(t, MODEL_KEYS, "model", w, "model")
     # A weights file's own config is the base; [model] overrides it. d_vocab follows from the
     # tokenizer and n_ctx from W_pos's rows when neither says otherwise.
-    d = dict(file_cfg.to_dict()) if file_cfg is not None else {}
+    d = dict(file_head.config.to_dict()) if file_head is not None and file_head.config is not None else {}
     d.setdefault("d_vocab", tok.n_vocab)
-    w_pos = given.get("W_pos", file_arrays.get("W_pos"))
+    w_pos = given.get("W_pos", file_head.shapes.get("W_pos") if file_head is not None else None)
     if "n_ctx" not in t and w_pos is not None:
-        rows = len(w_pos) if isinstance(w_pos, list) else (np.shape(w_pos)[0] if np.ndim(w_pos) >= 1 else None)
+        rows = len(w_pos) if isinstance(w_pos, list) else (w_pos[0] if isinstance(w_pos, tuple) and w_pos else None)
         if rows:
             d["n_ctx"] = int(rows)
     defaults = Config()
@@ -245,14 +254,45 @@ def _config(t: dict, tok, given: dict, file_arrays: dict, file_cfg, w: Where) ->
     return cfg, seed
 
 
-def _params(cfg: Config, seed: int, given: dict, file_arrays: dict, w: Where) -> dict:
+def _check_cost(cfg: Config, prompt: Prompt, settings: GenerationSettings, w: Where) -> None:
+    """Refuse a run the process cannot hold or that would take too long, from the config, the prompt
+    and the settings alone: the weights (and sin/cos positions' working arrays), every recorded
+    pass, and the multiply-adds of every pass."""
+    item = np.dtype(cfg.dtype).itemsize
+    weights = cfg.n_params() * item + (4 * 8 * cfg.n_ctx * cfg.d_model if cfg.positional == "sinusoidal" else 0)
+    n, passes = len(prompt.ids), max(settings.max_new_tokens, 1)
+    seen = n + np.arange(passes, dtype=np.float64)  # [pass] tokens each pass sees (floats: sums past 2^63)
+    computed = np.where(np.arange(passes) == 0, n, 1.0 if settings.cache else seen)  # [pass] positions it computes
+    recording = float(np.sum(cfg.pass_bytes(computed, seen)))
+    room = memory_room()
+    if weights + recording > room:
+        raise w.error("model", f"too large for this process: the weights take {weights / 1e9:.2f} GB and recording "
+                      f"{passes:,} passes {recording / 1e9:.2f} GB, and it can take {room / 1e9:.2f} GB more",
+                      "model")
+    macs = float(np.sum(cfg.pass_macs(computed, seen)))
+    if macs > MAX_MACS:
+        raise w.error("model", f"too slow to run: {macs:.1e} multiply-adds over {passes:,} passes; tracer "
+                      f"runs a scenario of at most {MAX_MACS:.0e}", "model")
+
+
+def _params(cfg: Config, seed: int, given: dict, file, w: Where) -> dict:
     shapes = param_shapes(cfg)
     exact: dict[str, tuple[object, str, str]] = {}  # name -> (value, key path, key as written)
-    for name, arr in file_arrays.items():
+    fpath, head = file
+    for name in head.shapes if head is not None else ():  # checked from the file's headers, before reading it
         if name not in shapes:
             raise w.error("weights.file", f"holds {name!r}, which is not a parameter of this model"
                           f"{near(name, shapes)}; is it a tracer weights file?", "weights", 0, "file")
-        exact[name] = (arr, f"weights.file ({name})", "file")
+        if tuple(head.shapes[name]) != tuple(shapes[name]):
+            raise w.error(f"weights.file ({name})", f"expected {list(shapes[name])}, got {list(head.shapes[name])}",
+                          "weights", 0, "file")
+    if head is not None:
+        try:
+            file_arrays, _ = load_weights_file(fpath, {k: shapes[k] for k in head.shapes})
+        except TracerError as e:
+            raise w.error("weights.file", str(e), "weights", 0, "file") from None
+        for name, arr in file_arrays.items():
+            exact[name] = (arr, f"weights.file ({name})", "file")
     wild: dict[str, tuple[object, str, str]] = {}
     for name, value in given.items():
         if isinstance(value, dict):  # `blocks.0.attn.W_Q = …` unquoted is a nested TOML table

@@ -34,8 +34,11 @@ def find_scenario(name: str) -> Path | None:
 def resolve(scenario: str) -> Path:
     """A file path as given, else a shipped scenario by name, else a TracerError with suggestions."""
     path = Path(scenario).expanduser()
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except (OSError, ValueError) as e:  # a name too long for the file system, a NUL byte
+        raise TracerError(f"{scenario}: cannot read ({e.strerror if isinstance(e, OSError) else e})") from None
     found = find_scenario(scenario) if "/" not in scenario else None
     if found is not None:
         return found

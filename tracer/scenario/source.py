@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TracerError, near
+from ..reading import MAX_DEPTH, check_depth, read_small
 
 _KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-*]+)\s*=\s*(.*)$""")
 _HEADER = re.compile(r"""^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$""")
@@ -186,14 +187,9 @@ def non_number(v):
 
 
 def read_toml(path: Path) -> tuple[dict, Source]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TracerError(f"{path}: no such scenario file") from None
-    except IsADirectoryError:
-        raise TracerError(f"{path}: is a folder, not a scenario file") from None
-    except OSError as e:
-        raise TracerError(f"{path}: cannot read ({e.strerror or e})") from None
+    """The parsed TOML of a scenario (a regular file of at most 16 MB, nested at most MAX_DEPTH deep)
+    and its `Source`."""
+    raw = read_small(path, "scenario file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -208,4 +204,7 @@ def read_toml(path: Path) -> tuple[dict, Source]:
             raise TracerError(f"{path}:{m.group(1)}:{m.group(2)}: TOML syntax error: {msg} "
                               f"(line {m.group(1)}, column {m.group(2)})") from None
         raise TracerError(f"{path}: TOML syntax error: {msg}") from None
+    except RecursionError:
+        raise TracerError(f"{path}: TOML too deep (nested more than {MAX_DEPTH} deep)") from None
+    check_depth(doc, f"{path}: TOML too deep")
     return doc, Source(text)

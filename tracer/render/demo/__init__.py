@@ -24,6 +24,7 @@ import sys
 
 from rich.console import Console
 
+from ..text import safe_console
 from .base import MAX_WIDTH, Demo, Page, Step
 from .deck import check_deck_path, deck_html, write_deck
 from .pager import Pager, RawKeys, interactive, key_name, run_interactive
@@ -35,12 +36,20 @@ __all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "STEPS", "Step", "bu
 
 def show_demo(d: Demo, console: Console, quiz: bool = False, auto: float | None = None, export: str | None = None,
               stdin=None) -> None:
-    """Build the screens, then write the deck (`export`), page through them at a terminal, or print them all."""
-    stdin = sys.stdin if stdin is None else stdin
+    """Build the screens, then write the deck (`export`), page through them at a terminal, or print them
+    all. A run that overflowed is shown as recorded (∞, nan), without warnings."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        _show_demo(d, console, quiz, auto, export, sys.stdin if stdin is None else stdin)
+
+
+def _show_demo(d: Demo, console: Console, quiz: bool, auto: float | None, export: str | None, stdin) -> None:
     if export is not None:  # preparing a deck for students: write it, do not start the walkthrough
         write_deck(d, export, quiz)
         n = len(pages_of(build_steps(d), quiz))
-        Console(stderr=True).print(f"wrote {export}: {n} screens, one self-contained page", highlight=False)
+        safe_console(stderr=True).print(f"wrote {export}: {n} screens, one self-contained page", highlight=False,
+                                        markup=False)
     elif interactive(stdin, console):  # a screen at a time: every page fits the terminal, heading in view
         d.rows = max(4, min(16, console.height - 16))
         steps = build_steps(d)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import html
 import io
 
-from rich.console import Console
+import numpy as np
 
 from ...files import atomic_write, check_output_path
+from ..text import safe_console
 from .base import DECK_FOCUS, MAX_WIDTH, Demo, focus_style
 from .screens import build_steps, pages_of, screen
 
@@ -35,12 +36,17 @@ footer { margin: 1em 2em 2em; color: #555; font-size: 0.9em; }
 
 def deck_html(d: Demo, quiz: bool = False) -> str:
     """One self-contained page: a section per screen, Rich's recording with inline styles."""
+    with np.errstate(all="ignore"):  # a run that overflowed: shown as recorded, without warnings
+        return _deck_html(d, quiz)
+
+
+def _deck_html(d: Demo, quiz: bool) -> str:
     with focus_style(DECK_FOCUS):
         steps = build_steps(d)
     pages = pages_of(steps, quiz)
     sections = []
     for page in pages:
-        rec = Console(record=True, width=MAX_WIDTH, file=io.StringIO(), color_system="truecolor",
+        rec = safe_console(record=True, width=MAX_WIDTH, file=io.StringIO(), color_system="truecolor",
                       force_terminal=True, legacy_windows=False)
         rec.print(screen(d, steps, page))
         code = rec.export_html(inline_styles=True, code_format="{code}")

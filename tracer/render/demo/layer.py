@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...tokens import label
 from .. import fmt
+from ..summary import overflow_note
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
@@ -32,6 +33,9 @@ def step_tokens(d: Demo) -> Step:
     elif not d.trace.meta.get("trained"):
         parts.append(Text("The weights are not trained (seeded or set by hand): the arithmetic is real, but "
                           "what it predicts was not learned from text.", style="italic"))
+    overflow = overflow_note(d.gen)
+    if overflow is not None:
+        parts += [Text(), overflow]
     return Step(
         "Tokens",
         f"The model never sees words, only numbers. The prompt is cut into tokens — pieces from a fixed "
@@ -201,7 +205,7 @@ def _mask_grid(d: Demo) -> Table:
 
 
 def step_scores(d: Demo) -> Step:
-    cfg, f, h = d.cfg, d.focus, d.head
+    cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
     qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
     scale = (f" Then the model divides each score by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which "

@@ -1,0 +1,336 @@
+"""Every reader, fed mutated real files, each case a process of its own under a memory and a time limit.
+
+The readers: a trace `.npz` (`tracer show`), tracer's weights files (`.npz`, `.safetensors`), a
+Hugging Face folder (config.json, model.safetensors or shards and their index), and a scenario's
+TOML with its `file =` weights (`tracer replay`). Each starts from a good file and changes one thing
+an attacker or an unlucky user would: a metadata value made absurd (10⁹, −1, true, "false", a
+string of escape sequences, a list nested 40 deep), a key renamed, an array of another kind or
+shape, NaN and ∞ in the numbers, an entry renamed (`steps.-1.…`), bytes flipped or cut. Whatever
+the change, the run must end as tracer promises (`check_outcome`): a correct result (exit 0) or one
+line on stderr (exit 2), under 1 GiB of address space and within its time, no traceback, no exit 1,
+and no escape sequence from the file on stdout or stderr. The cases are drawn from a seeded
+generator, so a failure names a case that can be run again (`FUZZ_SEED`, `-k`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.config import Config
+from tracer.files import save_safetensors, save_weights
+from tracer.params import init_weights
+
+pytestmark = pytest.mark.slow
+
+SEED = int(os.environ.get("FUZZ_SEED", "17"))
+CASES = 32  # per reader: 128 cases, about 20 s of CPU
+ESCAPES = "\x1b]52;c;aGk=\x07\x1b[2J\x9b31m\u202e\x00[/x][bold red]"  # escape sequences, and Rich markup
+HUB = Path(__file__).parent / "data" / "gpt2-tiny" / "hub"
+TWO_HEADS = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
+
+
+def nested(depth: int):
+    v: list = []
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+SIZES = [10**9, 2**31, 10**6, 65_536, 1_025, 4_096]
+HOSTILE_VALUES = [10**9, -1, 0, 2**63, 1e308, -1e308, True, False, None, "false", "1", ESCAPES, [], {},
+                  nested(40), [1, 2, 3], 0.5, "nan", {ESCAPES: ESCAPES}]
+
+
+# --------------------------------------------------------------------------------------------
+# Mutations
+
+
+def json_paths(v, path=()):
+    """Every place in a JSON value: (path to it, …)."""
+    yield path
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from json_paths(x, path + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v[:8]):
+            yield from json_paths(x, path + (i,))
+
+
+def mutate_json(value, rng: random.Random):
+    """`value` with one place changed: a hostile value put there, a key renamed with escapes, or removed."""
+    value = json.loads(json.dumps(value))
+    paths = [p for p in json_paths(value) if p]
+    if not paths:
+        return rng.choice(HOSTILE_VALUES)
+    path = rng.choice(paths)
+    parent = value
+    for k in path[:-1]:
+        parent = parent[k]
+    last, how = path[-1], rng.random()
+    if isinstance(parent, dict) and how < 0.15:
+        parent[ESCAPES + str(last)] = parent.pop(last)
+    elif isinstance(parent, dict) and how < 0.25:
+        del parent[last]
+    elif type(parent[last]) is int and how < 0.6:  # a size: what a file declares to cost gigabytes or hours
+        parent[last] = rng.choice(SIZES)
+    else:
+        parent[last] = rng.choice(HOSTILE_VALUES)
+    return value
+
+
+def mutate_array(a: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Another kind, another shape, or NaN, ∞ and huge numbers among the values."""
+    how = rng.randrange(6)
+    if how == 0:
+        return a.astype(rng.choice(["bool", "complex64", "int8", "float16", "uint64", "<U3"]))
+    if how == 1:
+        return a.T.copy() if a.ndim > 1 else a[:-1].copy()
+    if how == 2:
+        return a.reshape(1, *a.shape)
+    if how == 3:
+        return np.zeros((0,) + a.shape[1:], a.dtype)
+    out = np.array(a, dtype=a.dtype if a.dtype.kind == "f" else np.float64)
+    flat = out.reshape(-1)
+    if flat.size:
+        for _ in range(rng.randint(1, 3)):
+            flat[rng.randrange(flat.size)] = rng.choice([np.nan, np.inf, -np.inf, 1e300 if out.dtype == np.float64 else 3e38])
+    return out
+
+
+def mutate_name(name: str, rng: random.Random) -> str:
+    return rng.choice(["steps.-1." + name, "steps.99." + name, "steps.0." + name, "blocks.5000.attn.hook_q",
+                       ESCAPES + name, name + ".x", "steps.1", "meta.npy"])
+
+
+def mutate_bytes(raw: bytes, rng: random.Random) -> bytes:
+    out = bytearray(raw)
+    if rng.random() < 0.5:
+        for _ in range(rng.randint(1, 16)):
+            out[rng.randrange(len(out))] = rng.randrange(256)
+    else:
+        out = out[: rng.randrange(len(out))]
+    return bytes(out)
+
+
+TELLING = ("hook_pattern", "hook_attn_scores", "sample.probs", "sample.final", "logits", "tokens", "W_E", "W_pos",
+           "lens.positions", "lens.top_token", "predict.top_prob", "hook_scale")
+
+
+def mutate_npz(src: Path, dst: Path, rng: random.Random, meta_key: str) -> str:
+    """A mutated copy of an `.npz` (its JSON entry `meta_key`, an array, a name, or its bytes);
+    returns what was changed, for the failure message."""
+    arrays = dict(np.load(src, allow_pickle=False))
+    how = rng.randrange(4)
+    if how == 0:
+        meta = json.loads(str(arrays[meta_key]))
+        if meta_key == "__meta__" and rng.random() < 0.7:  # the stored config is JSON inside the JSON
+            meta["config"] = json.dumps(mutate_json(json.loads(meta["config"]), rng))
+        elif meta_key == "meta" and rng.random() < 0.6:  # what sizes everything else: the config, the passes
+            key = rng.choice(["config", "steps", "version", "prompt_ids"])
+            meta[key] = mutate_json({key: meta[key]}, rng).get(key, rng.choice(HOSTILE_VALUES))
+        else:
+            meta = mutate_json(meta, rng)
+        arrays[meta_key] = np.array(json.dumps(meta))
+        what = f"{meta_key}: {json.dumps(meta)[:300]}"
+    elif how == 1:
+        names = [k for k in arrays if k != meta_key]
+        telling = [k for k in names if k.endswith(TELLING)]  # what the renderers compute with
+        name = rng.choice(telling if telling and rng.random() < 0.6 else names)
+        arrays[name] = mutate_array(arrays[name], rng)
+        what = f"{name}: {arrays[name].dtype} {arrays[name].shape}"
+    elif how == 2:
+        name = rng.choice([k for k in arrays if k != meta_key])
+        new = mutate_name(name, rng)
+        arrays[new] = arrays.pop(name)
+        what = f"renamed {name} to {new!r}"
+    if how < 3:
+        np.savez(dst, **arrays)
+        return what
+    dst.write_bytes(mutate_bytes(src.read_bytes(), rng))
+    return "bytes"
+
+
+def mutate_safetensors(src: Path, dst: Path, rng: random.Random) -> str:
+    """A mutated copy of a safetensors file: its JSON header (shapes, offsets, dtypes, the stored
+    config) changed, or its bytes."""
+    raw = src.read_bytes()
+    if rng.random() < 0.3:
+        dst.write_bytes(mutate_bytes(raw, rng))
+        return "bytes"
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    meta = header.get("__metadata__", {})
+    if "config" in meta and rng.random() < 0.4:
+        meta["config"] = json.dumps(mutate_json(json.loads(meta["config"]), rng))
+    else:
+        header = mutate_json(header, rng)
+    body = json.dumps(header).encode()
+    dst.write_bytes(struct.pack("<Q", len(body)) + body + raw[8 + n :])
+    return f"header {body[:300]!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# Good files
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory, word_model, gpt2_config) -> dict:
+    d = tmp_path_factory.mktemp("fuzz_good")
+    word_model(seed=1).generate(["w1", "w2", "w3"], max_new_tokens=2).save(d / "trace.npz")
+    cfg = gpt2_config(n_layers=1)
+    params = init_weights(cfg, 0)
+    save_weights(d / "w.npz", cfg, params)
+    save_weights(d / "w.safetensors", cfg, params)
+    small = Config(d_vocab=5, n_ctx=8, d_model=4, n_heads=2, n_layers=1, dtype="float64")
+    save_weights(d / "scn.npz", small, init_weights(small, 3))
+    (d / "scn.toml").write_text('title = "a scenario with its weights in a file"\n[tokenizer]\n'
+                                'vocab = ["a", "b", "c", "d", "<end>"]\n[weights]\nfile = "scn.npz"\n'
+                                '[prompt]\ntokens = ["a", "b", "c"]\n[generate]\nmax_new_tokens = 2\n'
+                                '[[expect]]\nname = "blocks.0.attn.hook_pattern"\nindex = [0, 1, "0:2"]\n'
+                                'value = [0.5, 0.5]\n')
+    return {k: d / k for k in ("trace.npz", "w.npz", "w.safetensors", "scn.npz", "scn.toml")}
+
+
+def hf_copy(folder: Path, sharded: bool) -> None:
+    """The committed GPT-2 fixture, whole or split into two shards with their index."""
+    folder.mkdir()
+    shutil.copy(HUB / "config.json", folder / "config.json")
+    if not sharded:
+        shutil.copy(HUB / "model.safetensors", folder / "model.safetensors")
+        return
+    from tracer.files import load_safetensors
+
+    arrays, _ = load_safetensors(HUB / "model.safetensors", mmap=False)
+    names = sorted(arrays)
+    half = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+            "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
+    for shard, keys in half.items():
+        save_safetensors(folder / shard, {k: arrays[k] for k in keys}, {"format": "pt"})
+    index = {"metadata": {}, "weight_map": {k: shard for shard, keys in half.items() for k in keys}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def cases(reader: str) -> list:
+    return [pytest.param(i, id=f"{reader}-{i}") for i in range(CASES)]
+
+
+def rng_for(reader: str, i: int) -> random.Random:
+    return random.Random(f"{SEED}-{reader}-{i}")
+
+
+# --------------------------------------------------------------------------------------------
+# The readers
+
+
+@pytest.mark.parametrize("i", cases("trace"))
+def test_trace_files(good, tmp_path, limited, check_outcome, i):
+    rng = rng_for("trace", i)
+    path = tmp_path / "t.npz"
+    what = mutate_npz(good["trace.npz"], path, rng, "meta")
+    r = limited("show", path, "--full", "--layer", "all")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+@pytest.mark.parametrize("i", cases("weights"))
+def test_tracer_weights_files(good, tmp_path, limited, check_outcome, i):
+    rng = rng_for("weights", i)
+    if i % 2:
+        path = tmp_path / "w.safetensors"
+        what = mutate_safetensors(good["w.safetensors"], path, rng)
+    else:
+        path = tmp_path / "w.npz"
+        what = mutate_npz(good["w.npz"], path, rng, "__meta__")
+    r = limited("trace", "hi there", "--model", path, "-n", "1")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+@pytest.mark.parametrize("i", cases("hf"))
+def test_hugging_face_folders(tmp_path, limited, check_outcome, i):
+    rng = rng_for("hf", i)
+    folder = tmp_path / "m"
+    sharded = i % 2 == 1
+    hf_copy(folder, sharded)
+    part = rng.choice(["config.json", "weights", "index.json"] if sharded else ["config.json", "weights"])
+    if part == "config.json":
+        cfg = mutate_json(json.loads((folder / "config.json").read_text()), rng)
+        (folder / "config.json").write_text(json.dumps(cfg))
+        what = json.dumps(cfg)[:300]
+    elif part == "index.json":
+        index = json.loads((folder / "model.safetensors.index.json").read_text())
+        name = rng.choice(sorted(index["weight_map"]))
+        index["weight_map"][name] = rng.choice(["../model-00001-of-00002.safetensors", "/etc/passwd", ESCAPES,
+                                                "missing.safetensors", 7, None, "config.json",
+                                                str(folder / "model-00002-of-00002.safetensors")])
+        if rng.random() < 0.3:
+            index = mutate_json(index, rng)
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+        what = json.dumps(index)[:300]
+    else:
+        shard = rng.choice(sorted(folder.glob("*.safetensors")))
+        what = mutate_safetensors(shard, shard, rng)
+    r = limited("trace", "hi", "--model", folder, "-n", "1")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+NUMBER = re.compile(r"(?<![\w.\"])-?\d+(\.\d+)?([eE][+-]?\d+)?(?![\w.\"])")
+STRING = re.compile(r'"[^"\n]*"')
+
+
+def mutate_toml(text: str, rng: random.Random) -> str:
+    """One change to a scenario's text: a number made absurd, a string or key made of escapes, a
+    line dropped or doubled, a list nested too deep, the weights file pointed elsewhere."""
+    lines = text.splitlines()
+    how = rng.randrange(7)
+    if how == 0:
+        spots = list(NUMBER.finditer(text))
+        m = rng.choice(spots)
+        new = rng.choice(["1000000000", "-1", "0", "1e400", "1e200", "99999999999999999999", "nan", "inf", "1048577",
+                          "0.5", "true"])
+        return text[: m.start()] + new + text[m.end() :]
+    if how == 1:
+        m = rng.choice(list(STRING.finditer(text)))
+        return text[: m.start()] + json.dumps(ESCAPES) + text[m.end() :]
+    if how == 2:
+        tables = [i for i, line in enumerate(lines) if line.startswith("[")]
+        at = rng.choice(tables) + 1
+        return "\n".join(lines[:at] + [f"{json.dumps(ESCAPES)} = 1"] + lines[at:]) + "\n"
+    if how == 3:
+        del lines[rng.randrange(len(lines))]
+        return "\n".join(lines) + "\n"
+    if how == 4:
+        i = rng.randrange(len(lines))
+        return "\n".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :]) + "\n"
+    if how == 5:
+        return text + "\n[weights.deep]\nx = " + "[" * 60 + "]" * 60 + "\n"
+    return text.replace('file = "scn.npz"', "file = " + json.dumps(rng.choice(
+        ["/dev/zero", "../scn.npz", "scn.toml", "nosuch.npz", ESCAPES, "x" * 300 + ".npz", "/proc/self/mem"])))
+
+
+@pytest.mark.parametrize("i", cases("scenario"))
+def test_scenarios_and_their_weights_files(good, tmp_path, limited, check_outcome, i):
+    rng = rng_for("scenario", i)
+    base = good["scn.toml"].read_text() if i % 2 else TWO_HEADS.read_text()
+    shutil.copy(good["scn.npz"], tmp_path / "scn.npz")
+    what = "text"
+    if i % 2 and rng.random() < 0.5:  # the weights file itself
+        what = mutate_npz(good["scn.npz"], tmp_path / "scn.npz", rng, "__meta__")
+    else:
+        base = mutate_toml(base, rng)
+    path = tmp_path / "s.toml"
+    path.write_text(base)
+    r = limited("replay", path, "--full", "--layer", "all")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, (what, base[-500:])
