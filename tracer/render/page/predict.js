@@ -194,6 +194,9 @@ function slideLens() {
         el("span", { class: "tt" }, short(text(row[c]), 8)), ` ${cprob(pr)}${hit ? " ✓" : ""}`);
     })));
   out.push(el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body)));
+  const start = D.passes[k].start;
+  if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, `the last ${cols.length} of the ${lens.positions.length} positions the lens covers`));
+  if (lens.positions[0] > start) out.push(el("p", { class: "note" }, `(the lens covers the last ${lens.positions.length} positions of this pass, to keep it fast on large models)`));
   const last = lens.positions.length - 1, target = lens.target[last], col = lens.top.map(row => row[last]);
   const first = col.indexOf(target);
   const ranks = lens.rank.map(row => row[last] + 1).join(" ");

@@ -91,7 +91,8 @@ function slideQKV() {
   for (const m of ["Q", "K", "V"]) out.push(eq("", `${L}_${m} = ${src}·W_${m}${sl} + b_${m}`, vecOf(Y[m.toLowerCase()], t, h)));
   out.push(visibility(t));
   const row = attRow(l, h, t), start = stepStart(t);
-  let keys = row ? row.keys : []; let more = 0;
+  let keys = row ? row.keys.filter(j => CI.has(j)) : []; let more = 0;
+  const absent = t + 1 - D.carried.filter(j => j <= t).length;
   if (keys.length > 12 && row.w) {
     const strong = keys.map((j, i) => [j, row.w[i]]).sort((a, c) => c[1] - a[1]).slice(0, 8).map(x => x[0]).sort((a, c) => a - c);
     more = keys.length - strong.length; keys = strong;
@@ -102,6 +103,7 @@ function slideQKV() {
   out.push(el("table", { class: "grid kv" }, el("thead", null, el("tr", null, el("th", null, "key"), start > 0 ? el("th", null, "from") : null,
     el("th", null, "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
   if (more) out.push(el("p", { class: "note" }, `the ${keys.length} keys ${L} weighs most; ${more} more visible keys are not listed`));
+  if (absent > 0) out.push(el("p", { class: "note" }, `the keys and values of ${count(absent, "earlier position")} are not in this page (see “left out”)`));
   return out;
 }
 
@@ -129,7 +131,8 @@ function scoreTable(l, h, t) {
 
 function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: the keys they read
   const pos = D.carried.slice(-64);
-  const cell = Math.max(mini ? 3 : 8, Math.min(mini ? 22 : 34, Math.floor((mini ? 150 : 310) / pos.length)));
+  const room = mini ? (CFG.n_heads <= 4 ? 150 : CFG.n_heads <= 16 ? 104 : 80) : 310;
+  const cell = Math.max(mini ? 2 : 8, Math.min(mini ? 22 : 34, Math.floor(room / pos.length)));
   const table = el("table", { class: `heat${mini ? " mini" : ""}`, "aria-label": `attention weights, layer ${l}, head ${h}` });
   const show = cell >= 16 && !mini;
   if (!mini) table.append(el("tr", null, el("th", null, ""), pos.map(j => el("th", { class: "k" }, label(j)))));
@@ -143,7 +146,7 @@ function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: 
       if (i < 0) { tr.append(el("td", { class: "none", style }, "")); continue; }
       const w = row.w[i], c = viridis(w);
       tr.append(el("td", { style: `${style};background:rgb(${c});color:${ink(c)}`, "data-q": t, "data-k": j, "data-w": w,
-        "data-s": row.s ? row.s[i] : "" }, show ? glyph(w) : ""));
+        "data-s": row.s ? row.s[i] : "", title: mini ? null : `${label(t)} → ${label(j)}: ${exact(w)}` }, show ? glyph(w) : ""));
     }
     table.append(tr);
   }
