@@ -78,8 +78,8 @@ def open_page(driver, path: Path, address: str = "", full_screen: bool = True):
     else:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         driver.set_window_size(*SIZE)
+    driver.get("about:blank")  # a new address with only a different #fragment would not load the page again
     driver.get(path.as_uri() + address)
-    driver.refresh()  # a new address with only a different #fragment would not reload the page
     driver.get_log("browser")  # what an earlier page logged is not this one's
     assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
 
@@ -252,11 +252,53 @@ def test_the_article_temperature_flattens_its_peaked_choice(browser, pages):
     assert got[6] < 0.6
 
 
+@pytest.fixture(scope="module")
+def odd_pages(tmp_path_factory, word_model):
+    """Runs that leave parts out: no layers, a names filter, sampling with top-k and top-p and no KV
+    cache, one head, and a page over its size budget (some positions and logits left out)."""
+    import tracer
+    from tracer.render.page import page
+
+    out = tmp_path_factory.mktemp("odd")
+    words = ["w1", "w2", "w3", "w4", "w5"]
+    runs = {"no-layers": (word_model(n_layers=0), dict(max_new_tokens=2), {}),
+            "names": (word_model(), dict(max_new_tokens=2, names=["blocks.*.attn.hook_pattern", "logits"]), {}),
+            "one-head": (word_model(n_heads=1, d_head=8), dict(max_new_tokens=0), {}),
+            "over-budget": (word_model(), dict(max_new_tokens=3), dict(budget=2_500, logits_budget=300, token=1))}
+    paths = {}
+    for name, (m, options, page_options) in runs.items():
+        paths[name] = out / f"{name}.html"
+        paths[name].write_text(page(m.generate(words, **options), m.tokenizer, **page_options), encoding="utf-8")
+    m = tracer.load("tiny")
+    gen = m.generate("The cat sat on the mat", max_new_tokens=3, temperature=0.8, top_k=5, top_p=0.9, seed=3, cache=False)
+    paths["sampled"] = out / "sampled.html"
+    paths["sampled"].write_text(page(gen, m.tokenizer), encoding="utf-8")
+    return paths
+
+
+@pytest.mark.parametrize("name", ["no-layers", "names", "one-head", "over-budget", "sampled"])
+def test_runs_that_leave_parts_out_draw_without_errors(browser, odd_pages, name):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, odd_pages[name])
+    for expected in steps(browser):
+        assert step(browser) == expected
+        for selector in ("[data-token]", "[data-layer]", "[data-head]", "[data-pass]"):  # the last two of each
+            n = len(browser.find_elements(By.CSS_SELECTOR, selector))
+            for i in range(max(n - 2, 0), n):
+                browser.find_elements(By.CSS_SELECTOR, selector)[i].click()  # each click draws the controls anew
+        assert sideways(browser) <= 0, f"step {expected} scrolls sideways"
+        key(browser, "ARROW_RIGHT")
+    assert errors(browser) == []
+    if name in ("names", "over-budget"):
+        assert "Left out of this page" in text(browser, "#detail")
+
+
 def test_screenshots_at_1280x720(browser, pages, tmp_path):
     keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
     shots = [("default", "#step=scores&token=5", "page-default-scores.png"),
              ("default", "#step=predict", "page-default-predict.png"),
-             ("article", "#step=qkv&token=1", "page-article-qkv.png"),
+             ("article", "#step=sum&token=1", "page-article-sum.png"),
              ("article", "#step=scores&token=1", "page-article-scores.png")]
     for name, address, file in shots:
         open_page(browser, pages[name], address)

@@ -186,7 +186,7 @@ def replay(
     show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
                     before=[scenario_header(scn)])
     if page:
-        export_page(done.gen, done.model.tokenizer, resolved, page, title=scn.title)
+        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
 
 
 @app.command()

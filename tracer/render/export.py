@@ -51,9 +51,10 @@ def export_console(console, path: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def export_page(gen, tokenizer, view, path: str, title: str | None = None) -> None:
+def export_page(gen, tokenizer, view, path: str, scenario=None) -> None:
     """Write the interactive page of `gen` to `path`, opening on the view's token, layer and head
-    (a `View`, or one resolved against the model), with its checks (a replay's stated values)."""
+    (a `View`, or one resolved against the model), with its checks (a replay's stated values) and
+    the scenario's title, description and notes."""
     import dataclasses
 
     from .page import page
@@ -64,7 +65,12 @@ def export_page(gen, tokenizer, view, path: str, title: str | None = None) -> No
         view = dataclasses.replace(view, max_lines=0).resolve(gen.steps[0].config, len(gen.steps[0].tokens),
                                                               len(gen.steps[-1].tokens))
     opts = view.view
-    text = page(gen, tokenizer, checks=opts.checks, title=title, token=view.token,
+    about = []
+    if scenario is not None:
+        about = [" ".join(scenario.description.split())] if scenario.description else []
+        about += [f"Note ({n['label']}): {n['text']}" if n.get("label") else f"Note: {n['text']}" for n in scenario.notes]
+    text = page(gen, tokenizer, checks=opts.checks, title=scenario.title if scenario else None, about=about,
+                token=view.token,
                 layer=view.layers[0] if view.layers else 0, head=view.heads[0] if view.head_chosen else 0,
                 precision=opts.precision, top_k=opts.top_k)
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -37,11 +37,24 @@ def loss_mean(step) -> float | None:
     return r6(float(np.mean(np.asarray(loss)[:-1])))
 
 
-def page_data(gen, tokenizer, *, checks=(), title: str | None = None, token: int | None = None, layer: int = 0,
+def not_recorded(step, cfg) -> list[str]:
+    """The hooks a full recording of this config holds and this pass does not (layer 0 standing for every layer)."""
+    from .data import VECTORS
+
+    wanted = ["hook_embed", "logits", "sample.probs", "predict.top_token", "lens.top_token"]
+    if cfg.n_layers:
+        switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()
+        switched_off |= {"pre", "post", "mlp_out", "mid", "ln2"} if not cfg.mlp else set()
+        wanted += [f"blocks.*.{hook}" for key, hook, _ in VECTORS if key not in switched_off] + ["blocks.*.attn.hook_pattern"]
+    return [n for n in wanted if n.replace("*", "0") not in step.arrays]
+
+
+def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
               head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
               logits_budget: int = LOGITS_BUDGET) -> dict:
     """Everything the page shows, as JSON-ready values. `token`, `layer`, `head`: what it shows first
-    (default: the last prompt token, layer 0, head 0). `checks`: a scenario's stated values."""
+    (default: the last prompt token, layer 0, head 0). `checks`: a scenario's stated values; `title`
+    and `about` (paragraphs): what the page says it shows (a scenario's title, description, notes)."""
     cfg = gen.steps[0].config
     rows = Rows(gen)
     follow = rows.n_prompt - 1 if token is None or not 0 <= token < rows.n_rows else int(token)
@@ -60,11 +73,15 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, token: int
     if any(p.get("top") and p["top"]["ids"] and len(p["top"]["ids"]) < cfg.d_vocab for p in passes):
         left_out.append(f"the token texts beyond each pass's top {top_k} of {cfg.d_vocab:,}")
     left_out += notes
+    gone = not_recorded(gen.steps[0], cfg)
+    if gone:
+        left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
     s = gen.settings
     meta = gen.meta
     return {
         "format": FORMAT, "version": VERSION,
         "title": show_invisible(title) if title else None,
+        "about": [show_invisible(str(a)) for a in about],
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id},
         "warning": weights_warning(meta),

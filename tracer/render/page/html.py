@@ -61,8 +61,8 @@ SKELETON = """<!DOCTYPE html>
   <ol id="path" aria-label="the article's steps"></ol>
   <div id="tokens" aria-label="tokens: click one to follow it"></div>
   <div id="controls">
-    <span class="ctl-name">layer</span><span id="layers" role="group" aria-label="layer"></span>
-    <span class="ctl-name">head</span><span id="heads" role="group" aria-label="head"></span>
+    <span class="ctl-name per-layer">layer</span><span id="layers" role="group" aria-label="layer"></span>
+    <span class="ctl-name per-layer">head</span><span id="heads" role="group" aria-label="head"></span>
     <span class="ctl-name">pass</span><span id="passes" role="group" aria-label="generation pass"></span>
   </div>
 </header>

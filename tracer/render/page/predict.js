@@ -208,7 +208,8 @@ function slideLens() {
 
 function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
-  const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : "")];
+  const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : ""),
+    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a))];
   for (const [id, , title] of STEPS) {
     const here = id === "checks" ? [] : D.checks.filter(c => c.section === id);
     if (!here.length) continue;

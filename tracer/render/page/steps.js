@@ -12,16 +12,18 @@ function slideTokens() {
     `from the ${CFG.vocab} vocabulary of ${integer(CFG.n_vocab)} tokens (␣ marks a leading space). `,
     "Positions, layers, heads and passes count from 0, as in the code: A is position 0, layer 0 the first layer. ",
     "Click a token to follow it through every step.")];
-  out.push(el("p", { class: "note" }, modelWords()));
   if (D.warning) out.push(el("div", { class: "warn", role: "note" }, b("⚠ "), D.warning));
-  if (D.training) out.push(p(D.training));
-  if (D.left_out.length) out.push(el("p", { class: "note" }, "Left out of this page (its size): ", D.left_out.join("; "), "."));
   const rows = D.tokens.map((tk, t) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t < N && CI.has(t) ? t : null },
     el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
     el("td", { class: "r" }, t),
-    el("td", null, t < n ? "the prompt" : tk.pass === null ? "generated, appended after the last pass" : `generated; pass ${tk.pass} read it`)));
+    el("td", null, t < n ? "the prompt" : tk.pass !== null ? `generated; pass ${tk.pass} read it`
+      : tk.id === CFG.end_id ? "generated: the end token, so generation stops" : "generated, appended after the last pass")));
   out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["token", "text", "id", "position", ""].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
+  out.push(...D.about.map(a => el("p", { class: "about" }, a)));
+  out.push(el("p", { class: "note" }, modelWords()));
+  if (D.training) out.push(p(D.training));
+  if (D.left_out.length) out.push(el("p", { class: "note" }, "Left out of this page (its size): ", D.left_out.join("; "), "."));
   return out;
 }
 
