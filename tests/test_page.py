@@ -95,7 +95,7 @@ def test_text_from_the_trace_cannot_become_markup(make_model):
     body = html.split('id="trace-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in body and ">" not in body and "&" not in body and body.isascii()
     assert "\u202e" not in html and "\x1b" not in html
-    assert "<title>&lt;script&gt;alert(3)&lt;/script&gt;</title>" in html
+    assert "<title>tracer · &lt;script&gt;alert(3)&lt;/script&gt;</title>" in html
     d = data_of(html)
     assert [t["text"] for t in d["tokens"][:6]] == [show_token(v) for v in vocab[:6]]
     assert d["tokens"][2]["text"] == "⟨U+202E⟩evil" and d["model"]["name"] == "</title><img src=x onerror=alert(2)>"
@@ -175,7 +175,7 @@ def test_trace_show_and_replay_write_the_page(runner, tmp_path):
     r = runner.invoke(app, ["replay", "article", "--export", str(three)], env={"COLUMNS": "100"})
     assert r.exit_code == 0, r.stderr
     html = three.read_text(encoding="utf-8")
-    assert "<title>The seed article" in html and len(data_of(html)["checks"]) == 22
+    assert "<title>tracer · The seed article" in html and len(data_of(html)["checks"]) == 22
     r = runner.invoke(app, ["trace", "A B C D E F", "--export", str(rich)], env={"COLUMNS": "100"})
     assert r.exit_code == 0, r.stderr
     text = rich.read_text(encoding="utf-8")

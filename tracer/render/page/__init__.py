@@ -80,7 +80,8 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     meta = gen.meta
     return {
         "format": FORMAT, "version": VERSION,
-        "title": show_invisible(title) if title else None,
+        "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
+                                                      if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id},

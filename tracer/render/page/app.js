@@ -153,7 +153,7 @@ function header() {
     `${c.dtype}; ${c.block}`;
   const badge = document.getElementById("badge");
   if (D.badge) { badge.textContent = `⚠ ${D.badge}`; badge.title = D.warning; badge.className = "badge"; }
-  if (D.title) document.title = `tracer · ${D.title}`;
+
 }
 
 header();

@@ -129,7 +129,6 @@ def attention_block(rows: Rows, layer: int, carried: list[int], H: int) -> dict 
     if not any(rows.has(n) for n in names.values()):
         return None
     full = carried == list(range(len(carried)))
-    inside = set(carried)
     block: dict = {key: ([] if rows.has(n) else None) for key, n in names.items()}
     block["keys"] = None if full else []
     block["rest"] = None if full else []

@@ -84,7 +84,7 @@ JSON block at the end of the file.</p></noscript>
 
 def page_html(data: dict) -> str:
     """The page around `data` (`tracer.render.page.page_data`)."""
-    title = data.get("title") or f"tracer · {data['model']['name']}"
+    title = f"tracer · {data.get('title') or data['model']['name']}"
     script = "\n".join(asset(name) for name in SCRIPTS)
     if "</script" in script.lower():  # the inlined script must not close its own element
         raise ValueError("page script holds '</script'")
