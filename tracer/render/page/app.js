@@ -76,6 +76,8 @@ function drawControls() {
   });
   if (many) chips.unshift(el("span", { class: "note" }, `(${integer(N - D.carried.length)} tokens not in this page)`));
   toks.replaceChildren(...chips);
+  const on = toks.querySelector('[aria-pressed="true"]');
+  if (on && toks.scrollHeight > toks.clientHeight) toks.scrollTop = on.offsetTop - toks.offsetTop - 4;  // the followed chip in view
   document.getElementById("controls").classList.toggle("no-layers", !CFG.n_layers);
   document.getElementById("layers").replaceChildren(...D.layers.map((_, l) => button({ "data-layer": l, title: `layer ${l}` }, String(l), l === S.layer)));
   document.getElementById("heads").replaceChildren(...Array.from({ length: CFG.n_layers ? CFG.n_heads : 0 },

@@ -191,17 +191,21 @@ function checkEl(c) {
     el("span", { class: "mark" }, c.ok ? "✓ agrees" : "✗ disagrees"), " ", c.text);
 }
 
-function checksHere(section) {            // this step's checks: the followed token's, then a count of the rest
-  const mine = D.checks.filter(c => c.section === section && (c.pos === null || c.pos === S.token));
-  const others = D.checks.filter(c => c.section === section && c.pos !== null && c.pos !== S.token);
-  if (!mine.length && !others.length) return null;
+function checksHere(section) {            // this step's checks for what is shown; the others as links to them
+  const here = D.checks.filter(c => c.section === section);
+  const shows = c => (c.pos === null || c.pos === S.token) && (c.layer === null || c.layer === S.layer) && (c.head === null || c.head === S.head);
+  const mine = here.filter(shows), others = here.filter(c => !shows(c));
+  if (!here.length) return null;
   const box = el("div", { class: "checks" }, el("h3", null, "Stated values checked here"));
   mine.forEach(c => box.append(checkEl(c)));
   if (others.length) {
-    const who = [...new Set(others.map(c => c.pos))].sort((a, b_) => a - b_);
-    box.append(el("p", { class: "note" }, `${count(others.length, "more stated value")} for `,
-      who.map((t, i) => [i ? ", " : "", el("button", { class: "link", type: "button", "data-follow": t }, label(t))]),
-      " (click to follow)"));
+    const where = [...new Map(others.map(c => {
+      const what = c.layer !== null && c.layer !== S.layer ? ["data-pick-layer", c.layer, `layer ${c.layer}`]
+        : c.head !== null && c.head !== S.head ? ["data-pick-head", c.head, `head ${c.head}`] : ["data-follow", c.pos, label(c.pos)];
+      return [what.join(" "), what];
+    })).values()];
+    box.append(el("p", { class: "note" }, `${count(others.length, "more stated value")} here, for `,
+      where.map(([attr, v, words], i) => [i ? ", " : "", el("button", { class: "link", type: "button", [attr]: v }, words)]), " (click to see)"));
   }
   return box;
 }

@@ -108,7 +108,7 @@ def positions_data(rows) -> list[dict | None]:
 
 SECTION_OF = (  # a check's hook name → the page's step that shows it (first match)
     ("tokens", "tokens"), ("generated", "loop"), ("hook_embed", "embed"), ("hook_pos_embed", "embed"),
-    ("attn.hook_q", "qkv"), ("attn.hook_k", "qkv"), ("attn.hook_v", "qkv"), ("attn.hook_dots", "scores"),
+    ("ln1.", "qkv"), ("attn.hook_q", "qkv"), ("attn.hook_k", "qkv"), ("attn.hook_v", "qkv"), ("attn.hook_dots", "scores"),
     ("attn.hook_attn_scores", "scores"), ("attn.hook_pattern", "scores"), ("attn.hook_z", "sum"),
     ("attn.hook_result", "heads"), ("hook_attn_out", "heads"), ("ln_final", "predict"), ("unembed", "predict"),
     ("logits", "predict"), ("sample.", "predict"), ("predict.", "positions"), ("loss.", "positions"),

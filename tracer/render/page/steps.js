@@ -115,7 +115,15 @@ function scoreTable(l, h, t) {
   const scaled = CFG.scale_scores && row.s;
   const head = el("tr", null, el("th", null, "key"), row.d ? el("th", { class: "r" }, `${L}_Q·K`) : null,
     scaled ? el("th", { class: "r" }, `÷ √${CFG.d_head}`) : null, row.w ? el("th", { class: "r" }, "weight") : null, row.w ? el("th", null, "") : null);
-  const body = row.keys.map((j, i) => el("tr", { class: j === t ? "on" : null }, el("th", null, label(j)),
+  let shownKeys = row.keys.map((j, i) => i), rest = row.rest || 0;
+  if (row.w && row.keys.length > 12) {  // the 8 strongest keys and the token itself, as the terminal's brief tables
+    const strong = shownKeys.slice().sort((a, c) => row.w[c] - row.w[a]).slice(0, 8);
+    const me = row.keys.indexOf(t);
+    if (me >= 0 && !strong.includes(me)) strong.push(me);
+    shownKeys = strong.sort((a, c) => a - c);
+    rest += row.w.reduce((a, w, i) => a + (strong.includes(i) ? 0 : w), 0);
+  }
+  const body = shownKeys.map(i => [row.keys[i], i]).map(([j, i]) => el("tr", { class: j === t ? "on" : null }, el("th", null, label(j)),
     row.d ? el("td", { class: "r n", title: exact(row.d[i]) }, num(row.d[i])) : null,
     scaled ? el("td", { class: "r n", title: exact(row.s[i]) }, num(row.s[i])) : null,
     row.w ? el("td", { class: "r n", title: exact(row.w[i]) }, prob(row.w[i])) : null,
@@ -124,8 +132,9 @@ function scoreTable(l, h, t) {
   if (t + 1 < st.n) body.push(el("tr", { class: "masked" }, el("th", null, span(t + 1, st.n)),
     el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r nowrap" }, "−∞ (masked)"), row.w ? el("td", { class: "r" }, "0") : null,
     row.w ? el("td", null, "hidden by the causal mask") : null));
-  if (row.rest) body.push(el("tr", { class: "masked" }, el("th", null, "others"), el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1 }, "not in this page"),
-    el("td", { class: "r n" }, prob(row.rest)), el("td", null, "")));
+  const more = t + 1 - shownKeys.length;
+  if (more > 0) body.push(el("tr", { class: "masked", title: row.rest ? "some of them are not in this page" : null }, el("th", null, "others"),
+    el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r" }, `${integer(more)} more`), el("td", { class: "r n" }, prob(rest)), el("td", null, "")));
   const foot = row.w ? el("tfoot", null, el("tr", null, el("th", null, "sum"), row.d ? el("td", null, "") : null, scaled ? el("td", null, "") : null,
     el("td", { class: "r n" }, num(row.w.reduce((a, c) => a + c, 0) + (row.rest || 0))), el("td", null, ""))) : null;
   return el("table", { class: "grid scores" }, el("thead", null, head), el("tbody", null, body), foot);
@@ -135,9 +144,10 @@ function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: 
   const pos = D.carried.slice(-64);
   const room = mini ? (CFG.n_heads <= 4 ? 150 : CFG.n_heads <= 16 ? 104 : 80) : 310;
   const cell = Math.max(mini ? 2 : 8, Math.min(mini ? 22 : 34, Math.floor(room / pos.length)));
-  const table = el("table", { class: `heat${mini ? " mini" : ""}`, "aria-label": `attention weights, layer ${l}, head ${h}` });
+  const table = el("table", { class: `heat${mini ? " mini" : ""}${cell < 18 ? " small" : ""}`, "aria-label": `attention weights, layer ${l}, head ${h}` });
   const show = cell >= 16 && !mini;
-  if (!mini) table.append(el("tr", null, el("th", null, ""), pos.map(j => el("th", { class: "k" }, label(j)))));
+  const narrow = cell < 18 ? " narrow" : "";  // column labels turned on their side when the cells are narrow
+  if (!mini) table.append(el("tr", null, el("th", null, ""), pos.map(j => el("th", { class: `k${narrow}`, title: `${label(j)}: ${tokText(j)}` }, label(j)))));
   for (const t of pos) {
     const row = attRow(l, h, t);
     const tr = el("tr", { class: t === S.token ? "on" : null, "data-follow": t }, mini ? null : el("th", { class: "q" }, label(t)));
