@@ -20,7 +20,7 @@ import numpy as np
 from ...tokens import show_invisible
 from ..fmt import count
 from ..walkthrough import block_words, training_line, weights_warning
-from .data import BUDGET, Rows, choose, input_data, layers_data, r6
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6
 from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
                      tokens_data)
 
@@ -39,8 +39,6 @@ def loss_mean(step) -> float | None:
 
 def not_recorded(step, cfg) -> list[str]:
     """The hooks a full recording of this config holds and this pass does not (layer 0 standing for every layer)."""
-    from .data import VECTORS
-
     wanted = ["hook_embed", "logits", "sample.probs", "predict.top_token", "lens.top_token"]
     if cfg.n_layers:
         switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()

@@ -86,6 +86,6 @@ def page_html(data: dict) -> str:
     """The page around `data` (`tracer.render.page.page_data`)."""
     title = f"tracer · {data.get('title') or data['model']['name']}"
     script = "\n".join(asset(name) for name in SCRIPTS)
-    if "</script" in script.lower():  # the inlined script must not close its own element
-        raise ValueError("page script holds '</script'")
+    if "</script" in script.lower() or "<!--" in script:  # the inlined script must not end its own element
+        raise ValueError("page script holds '</script' or '<!--'")
     return SKELETON.format(title=html.escape(title), css=asset("page.css"), data=json_for_script(data), script=script)
