@@ -60,7 +60,7 @@ def test_save_then_show_gives_the_same_walkthrough(runner, tmp_path, traced):
     assert r.stdout == traced
 
 
-@pytest.mark.parametrize("suffix", [".html", ".svg", ".txt"])
+@pytest.mark.parametrize("suffix", [".terminal.html", ".svg", ".txt"])  # FILE.html is the page: tests/test_page.py
 def test_export_writes_what_was_shown(runner, tmp_path, suffix, traced):
     path = tmp_path / ("out" + suffix)
     r = run(runner, "trace", PROMPT, "--export", str(path))
@@ -69,7 +69,7 @@ def test_export_writes_what_was_shown(runner, tmp_path, suffix, traced):
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
     if suffix == ".txt":
         assert text == r.stdout == traced
-    elif suffix == ".html":
+    elif suffix.endswith(".html"):
         assert text.startswith("<!DOCTYPE html>")
         assert "queries the embedding matrix" in text and "<link" not in text and "<script" not in text
     else:

@@ -141,7 +141,7 @@ BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-
 SectionOpt = Annotated[Optional[list[Section]], typer.Option("--section", help="Show only this part (repeatable): tokens, embed (the first layer's input), attention (the layer token by token), layers, predict, positions (every position's prediction), heatmap, loop (generation and the KV cache), lens.")]
 MaxLinesOpt = Annotated[int, typer.Option("--max-lines", min=0, help="Refuse a view longer than this many lines, with a hint to narrow it (0: no limit).")]
 PagerOpt = Annotated[bool, typer.Option("--pager/--no-pager", help="On a terminal, page output taller than the screen (less -R); never when piped.")]
-ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write exactly what was shown to FILE.html, .svg or .txt.")]
+ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html, the interactive page for a browser, or exactly what was shown to FILE.svg, FILE.txt or FILE.terminal.html.")]
 
 
 @app.callback()

@@ -83,8 +83,12 @@ def trace(
         typer.echo(dumps(trace_json(gen, m.tokenizer)))
         return
     from ..render import show_generation
+    from ..render.export import export_page, is_page
 
-    show_generation(gen, m.tokenizer, resolved, export=export, console=out, pager=pager)
+    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
+    show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
+    if page:
+        export_page(gen, m.tokenizer, resolved, page)
     if save:
         from ..tokens import show_invisible
 
@@ -121,8 +125,14 @@ def show(
         tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
     except TracerError as e:
         raise TracerError(f"{path}: {e}") from None
+    from ..render.export import export_page, is_page
+
+    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
     try:
-        show_generation(gen, tokenizer, view, export=export, console=make_console(bool(export)), pager=pager)
+        show_generation(gen, tokenizer, view, export=None if page else export, console=make_console(bool(export)),
+                        pager=pager)
+        if page:
+            export_page(gen, tokenizer, view, page)
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
         raise
     except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
@@ -172,12 +182,16 @@ def replay(
         typer.echo(dumps(replay_json(done)))
         return
     from ..render import show_generation
+    from ..render.export import export_page, is_page
     from ..render.summary import scenario_header
 
     resolved = dataclasses.replace(view, checks=tuple(done.checks)).resolve(scn.config, n, len(done.gen.steps[-1].tokens),
                                                                           out.width)
-    show_generation(done.gen, done.model.tokenizer, resolved, export=export, console=out, pager=pager,
+    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
+    show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
                     before=[scenario_header(scn)])
+    if page:
+        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
 
 
 @app.command()

@@ -1,0 +1,309 @@
+"""The classroom page in a real browser, as a person uses it: Debian's headless Chromium driven by
+selenium through /usr/bin/chromedriver (nothing downloaded; skipped where either is missing).
+
+Pages of the default model (`tracer trace "A B C D E F"`) and of the article scenario (`tracer replay
+article`) are opened from file:// with the network switched off: no script error, nothing fetched;
+clicking tokens, layers, heads and passes changes what is shown; the temperature control gives the
+probabilities Python's `tempered_softmax` gives; ← → move through the steps; no step scrolls
+sideways at 1280×720. `TRACER_PAGE_SCREENSHOTS=DIR` keeps the screenshots (docs/ holds three).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracer.cli import app
+from tracer.equations import tempered_softmax
+from tracer.render.fmt import num
+from tracer.trace import Generation
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SIZE = (1280, 720)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
+                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    saved = {k: os.environ.get(k) for k in ("SE_AVOID_STATS", "SE_OFFLINE")}
+    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={SIZE[0]},{SIZE[1]}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions",  # offline: a page that fetched anything would break
+                           {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, runner):
+    """The default model's page (and its trace file) and the article's page."""
+    out = tmp_path_factory.mktemp("pages")
+    env = {"COLUMNS": "100", "NO_COLOR": "1"}
+    r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(out / "default.npz"), "--export", str(out / "default.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["replay", "article", "--export", str(out / "article.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    return {"default": out / "default.html", "article": out / "article.html", "npz": out / "default.npz"}
+
+
+def open_page(driver, path: Path, address: str = "", full_screen: bool = True):
+    """Open a page at 1280×720: the whole screen (a projector in full screen), or a 1280×720 window."""
+    if full_screen:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1, "mobile": False})
+    else:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.set_window_size(*SIZE)
+    driver.get("about:blank")  # a new address with only a different #fragment would not load the page again
+    driver.get(path.as_uri() + address)
+    driver.get_log("browser")  # what an earlier page logged is not this one's
+    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
+
+
+def errors(driver) -> list:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def step(driver) -> str:
+    return driver.execute_script("return document.body.dataset.step")
+
+
+def steps(driver) -> list[str]:
+    return driver.execute_script("return STEPS.map(s => s[0])")
+
+
+def key(driver, name: str, times: int = 1, target=None):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    element = target or driver.find_element(By.TAG_NAME, "body")
+    for _ in range(times):
+        element.send_keys(getattr(Keys, name))
+
+
+def click(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, selector).click()
+
+
+def text(driver, selector: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector).text
+
+
+def go(driver, name: str):
+    click(driver, f'#path [data-goto="{name}"]')
+    assert step(driver) == name
+
+
+def sideways(driver) -> int:
+    """How far the page scrolls sideways (0: it fits)."""
+    return driver.execute_script("const e = document.documentElement; return e.scrollWidth - e.clientWidth")
+
+
+@pytest.mark.parametrize("name", ["default", "article"])
+def test_every_step_draws_offline_without_errors_and_fits_1280x720(browser, pages, name):
+    for full_screen in (True, False):
+        open_page(browser, pages[name], full_screen=full_screen)
+        names = steps(browser)
+        assert names[:12] == ["tokens", "embed", "qkv", "scores", "sum", "heads", "mlp", "layers", "predict", "loop",
+                              "positions", "lens"]
+        assert (names[-1] == "checks") == (name == "article")  # the article's ✓/✗ checks
+        for i, expected in enumerate(names):
+            assert step(browser) == expected
+            assert sideways(browser) <= 0, f"step {expected} scrolls sideways"
+            assert browser.find_element("css selector", f"#step-{expected} h2").text.startswith(f"{i + 1} ·")
+            key(browser, "ARROW_RIGHT")
+        assert errors(browser) == []
+        assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
+
+
+def test_the_keyboard_moves_through_the_steps(browser, pages):
+    open_page(browser, pages["article"])
+    assert step(browser) == "tokens"
+    key(browser, "ARROW_RIGHT", 3)
+    assert step(browser) == "scores" and "step=scores" in browser.current_url
+    key(browser, "ARROW_LEFT")
+    assert step(browser) == "qkv" and text(browser, "#where") == "3 / 13"
+    key(browser, "END")
+    assert step(browser) == "checks" and "17 of 22 stated values agree (5 disagree)" in text(browser, "#slides")
+    key(browser, "ARROW_RIGHT")
+    assert step(browser) == "checks"  # the last step stays
+    key(browser, "HOME")
+    assert step(browser) == "tokens"
+    click(browser, "#next")
+    assert step(browser) == "embed"
+    open_page(browser, pages["article"], "#step=sum&token=1")  # the address opens a step for a token
+    assert step(browser) == "sum" and "0.522×A_V + 0.478×B_V" in text(browser, "#slides")
+
+
+def test_clicking_a_token_follows_it(browser, pages):
+    open_page(browser, pages["default"])
+    go(browser, "scores")
+    assert text(browser, "#detail h2").startswith("Following F")  # the last prompt token first
+    click(browser, '[data-token="1"]')
+    assert text(browser, "#detail h2").startswith("Following B")
+    assert browser.find_element("css selector", '[data-token="1"]').get_attribute("aria-pressed") == "true"
+    assert text(browser, "table.heat tr.on th") == "B"  # B's attention row is the one marked
+    assert "B can see" not in text(browser, "#slides") and "B's query" in text(browser, "#slides")
+    rows = text(browser, "table.scores tbody")
+    assert rows.splitlines()[0].startswith("A") and "C–" in rows  # A and B, then the masked keys
+    click(browser, "table.heat tr[data-follow='3'] th")  # a row of the map follows its token too
+    assert text(browser, "#detail h2").startswith("Following D")
+    gen = Generation.load(pages["npz"])
+    E = gen.steps[0]["hook_embed"][3]
+    shown = [c.text for c in browser.find_elements("css selector", "#detail tr[data-for='embed'] td.n")][: len(E)]
+    assert shown == [num(x, 3) for x in E[: len(shown)]]  # D's embedding row, as the terminal writes it
+    assert "predicts" in text(browser, "#detail")
+
+
+def test_layers_heads_and_passes_change_what_is_shown(browser, pages):
+    open_page(browser, pages["default"], "#token=1")
+    go(browser, "qkv")
+    gen = Generation.load(pages["npz"])
+    before = text(browser, "#slides")
+    click(browser, '[data-layer="5"]')
+    after = text(browser, "#slides")
+    assert after != before and "Layer 5, head 0" in after and "B's output of layer 4" in after
+    click(browser, '[data-head="1"]')
+    assert "Layer 5, head 1" in text(browser, "#slides")
+    q = gen.steps[0]["blocks.5.attn.hook_q"][1, 1]  # B, head 1
+    expected = "[" + ", ".join(num(x, 3) for x in q) + "]"
+    assert expected in text(browser, "#slides")
+    assert browser.find_element("css selector", '[data-layer="5"]').get_attribute("aria-pressed") == "true"
+    go(browser, "loop")
+    click(browser, '[data-pass="1"]')
+    words = " ".join(text(browser, "#slides").split())
+    assert "pass 1: reads G" in words and "reuses A–F from the KV cache" in words
+    assert "cache 0" in words and "computed" in words
+
+
+def _shown_probs(browser) -> dict[int, float]:
+    cells = browser.find_elements("css selector", "#probs [data-p]")
+    return {int(c.get_attribute("data-id")): float(c.get_attribute("data-p")) for c in cells}
+
+
+def test_the_temperature_control_recomputes_the_probabilities_as_python_does(browser, pages):
+    from selenium.webdriver.common.by import By
+
+    gen = Generation.load(pages["npz"])
+    logits = gen.steps[0]["logits"][-1]
+    open_page(browser, pages["default"])
+    go(browser, "predict")
+    recorded = _shown_probs(browser)
+    assert len(recorded) >= 10
+    slider = browser.find_element(By.ID, "temperature")
+    key(browser, "ARROW_LEFT", 6, target=slider)  # as a person does it: 6 steps of 0.05 down from 1
+    T = float(slider.get_attribute("value"))
+    assert T == pytest.approx(0.7) and text(browser, "#temperature-value") == "0.70"
+    got = _shown_probs(browser)
+    want = tempered_softmax(logits, T)
+    ids = list(got)
+    np.testing.assert_allclose([got[i] for i in ids], want[ids], rtol=1e-9, atol=1e-15)
+    assert got != recorded and max(got.values()) > max(recorded.values())  # colder: the top token gains
+    assert "÷ 0.70" in text(browser, "#topk thead")
+    # a script drives it the same way: set the value, send the input event
+    browser.execute_script("const t = document.getElementById('temperature'); t.value = '2.5';"
+                           "t.dispatchEvent(new Event('input'))")
+    got = _shown_probs(browser)
+    np.testing.assert_allclose([got[i] for i in ids], tempered_softmax(logits, 2.5)[ids], rtol=1e-9, atol=1e-15)
+    click(browser, "#temperature-reset")
+    assert _shown_probs(browser) == pytest.approx(recorded, rel=1e-12)
+    assert errors(browser) == []
+
+
+def test_the_article_temperature_flattens_its_peaked_choice(browser, pages):
+    from tracer.replay import replay
+
+    logits = replay("article").gen.steps[0]["logits"][-1]
+    open_page(browser, pages["article"], "#step=predict")
+    assert _shown_probs(browser)[6] == pytest.approx(1.0, abs=1e-5)  # G, greedy
+    browser.execute_script("const t = document.getElementById('temperature'); t.value = '20';"
+                           "t.dispatchEvent(new Event('input'))")
+    got = _shown_probs(browser)
+    assert len(got) == 9  # the whole word vocabulary
+    np.testing.assert_allclose([got[i] for i in range(9)], tempered_softmax(logits, 20.0), rtol=1e-9, atol=1e-15)
+    assert got[6] < 0.6
+
+
+@pytest.fixture(scope="module")
+def odd_pages(tmp_path_factory, word_model):
+    """Runs that leave parts out: no layers, a names filter, sampling with top-k and top-p and no KV
+    cache, one head, and a page over its size budget (some positions and logits left out)."""
+    import tracer
+    from tracer.render.page import page
+
+    out = tmp_path_factory.mktemp("odd")
+    words = ["w1", "w2", "w3", "w4", "w5"]
+    runs = {"no-layers": (word_model(n_layers=0), dict(max_new_tokens=2), {}),
+            "names": (word_model(), dict(max_new_tokens=2, names=["blocks.*.attn.hook_pattern", "logits"]), {}),
+            "one-head": (word_model(n_heads=1, d_head=8), dict(max_new_tokens=0), {}),
+            "over-budget": (word_model(), dict(max_new_tokens=3), dict(budget=2_500, logits_budget=300, token=1))}
+    paths = {}
+    for name, (m, options, page_options) in runs.items():
+        paths[name] = out / f"{name}.html"
+        paths[name].write_text(page(m.generate(words, **options), m.tokenizer, **page_options), encoding="utf-8")
+    m = tracer.load("tiny")
+    gen = m.generate("The cat sat on the mat", max_new_tokens=3, temperature=0.8, top_k=5, top_p=0.9, seed=3, cache=False)
+    paths["sampled"] = out / "sampled.html"
+    paths["sampled"].write_text(page(gen, m.tokenizer), encoding="utf-8")
+    return paths
+
+
+@pytest.mark.parametrize("name", ["no-layers", "names", "one-head", "over-budget", "sampled"])
+def test_runs_that_leave_parts_out_draw_without_errors(browser, odd_pages, name):
+    open_page(browser, odd_pages[name])
+    for expected in steps(browser):
+        assert step(browser) == expected
+        browser.execute_script(  # the last two of each control, clicked from a script (the controls are drawn anew each time)
+            "for (const s of ['[data-token]', '[data-layer]', '[data-head]', '[data-pass]']) {"
+            "  const n = document.querySelectorAll(s).length;"
+            "  for (let i = Math.max(n - 2, 0); i < n; i++) document.querySelectorAll(s)[i].click(); }")
+        assert sideways(browser) <= 0, f"step {expected} scrolls sideways"
+        key(browser, "ARROW_RIGHT")
+    assert errors(browser) == []
+    if name in ("names", "over-budget"):
+        assert "Left out of this page" in text(browser, "#detail")
+
+
+def test_screenshots_at_1280x720(browser, pages, tmp_path):
+    keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
+    shots = [("default", "#step=scores&token=5", "page-default-scores.png"),
+             ("default", "#step=predict", "page-default-predict.png"),
+             ("article", "#step=sum&token=1", "page-article-sum.png"),
+             ("article", "#step=scores&token=1", "page-article-scores.png")]
+    for name, address, file in shots:
+        open_page(browser, pages[name], address)
+        path = tmp_path / file
+        assert browser.save_screenshot(str(path))
+        width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG's IHDR
+        assert (width, height) == SIZE
+        if keep:
+            shutil.copy(path, Path(keep) / file)
+    assert errors(browser) == []

@@ -1,0 +1,113 @@
+"""The classroom page: one self-contained HTML file to click through a recorded generation
+(`tracer trace|show|replay … --export FILE.html`).
+
+The page follows the seed article's order as a path of steps (tokens → embedding + position →
+Q/K/V → scores, mask, softmax → weighted sum → heads and W_O → residual, norm, MLP → layers →
+logits, temperature, top-k → the loop and the KV cache → every position → logit lens, and the
+stated values' checks), each a slide (← → on the keyboard). Clicking a token follows it; layer
+and head buttons choose what the attention steps show; a temperature slider recomputes the
+softmax over the recorded logits. Everything is in the file: the data as JSON, the script and
+the styles inline, no fonts or anything else fetched (it works from file://).
+
+`page_data` gathers what the page shows from the recorded arrays only (`data`, `passes`);
+`html.page_html` writes the file around it (`page.css` and `core.js`, `steps.js`, `predict.js`, `app.js`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...tokens import show_invisible
+from ..fmt import count
+from ..walkthrough import block_words, training_line, weights_warning
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6
+from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
+                     tokens_data)
+
+FORMAT = "tracer-page"
+VERSION = 1
+BADGES = {"given": "hand-written weights", "partly given": "partly untrained weights"}
+
+
+def loss_mean(step) -> float | None:
+    """The prompt pass's mean loss over the rows whose next token is in the prompt (teacher forcing)."""
+    loss = step.arrays.get("loss.per_position")
+    if loss is None or len(loss) < 2:
+        return None
+    return r6(float(np.mean(np.asarray(loss)[:-1])))
+
+
+def not_recorded(step, cfg) -> list[str]:
+    """The hooks a full recording of this config holds and this pass does not (layer 0 standing for every layer)."""
+    wanted = ["hook_embed", "logits", "sample.probs", "predict.top_token", "lens.top_token"]
+    if cfg.n_layers:
+        switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()
+        switched_off |= {"pre", "post", "mlp_out", "mid", "ln2"} if not cfg.mlp else set()
+        wanted += [f"blocks.*.{hook}" for key, hook, _ in VECTORS if key not in switched_off] + ["blocks.*.attn.hook_pattern"]
+    return [n for n in wanted if n.replace("*", "0") not in step.arrays]
+
+
+def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
+              head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
+              logits_budget: int = LOGITS_BUDGET) -> dict:
+    """Everything the page shows, as JSON-ready values. `token`, `layer`, `head`: what it shows first
+    (default: the last prompt token, layer 0, head 0). `checks`: a scenario's stated values; `title`
+    and `about` (paragraphs): what the page says it shows (a scenario's title, description, notes)."""
+    cfg = gen.steps[0].config
+    rows = Rows(gen)
+    follow = rows.n_prompt - 1 if token is None or not 0 <= token < rows.n_rows else int(token)
+    carried, whole = choose(cfg, rows.n_rows, follow, budget)
+    passes, notes = passes_data(gen, cfg, top_k, whole, logits_budget)
+    positions = positions_data(rows)
+    left_out = []
+    if len(carried) < rows.n_rows:
+        left_out.append(f"the vectors and attention rows of {count(rows.n_rows - len(carried), 'position')} (the page "
+                        f"carries {count(len(carried), 'position')}: the followed token and the last ones; "
+                        f"--token chooses the followed one)")
+    long = [name for name, d in (("d_model", cfg.d_model), ("d_head", cfg.d_head), ("d_mlp", cfg.d_mlp)) if d > whole]
+    if long:
+        left_out.append(f"the middle of vectors longer than {whole} numbers ({', '.join(long)}): the page carries the "
+                        f"first and last 8 numbers and the norm")
+    if any(p.get("top") and p["top"]["ids"] and len(p["top"]["ids"]) < cfg.d_vocab for p in passes):
+        left_out.append(f"the token texts beyond each pass's top {top_k} of {cfg.d_vocab:,}")
+    left_out += notes
+    gone = not_recorded(gen.steps[0], cfg)
+    if gone:
+        left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
+    s = gen.settings
+    meta = gen.meta
+    return {
+        "format": FORMAT, "version": VERSION,
+        "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
+                                                      if isinstance(meta.get("prompt"), str) else None),
+        "about": [show_invisible(str(a)) for a in about],
+        "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
+                  "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id},
+        "warning": weights_warning(meta),
+        "badge": None if weights_warning(meta) is None else BADGES.get(meta.get("weights"), "untrained weights"),
+        "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
+        "settings": None if s is None else {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
+                                            "seed": s.seed, "cache": s.cache, "max_new_tokens": s.max_new_tokens},
+        "stopped": stop_words(gen), "text": show_invisible(gen.text),
+        "precision": int(precision), "top_k": int(top_k),
+        "n_prompt": rows.n_prompt, "n_rows": rows.n_rows,
+        "tokens": tokens_data(gen, tokenizer, rows),
+        "carried": carried, "whole": whole, "left_out": left_out,
+        "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
+        "inputs": input_data(rows, cfg, carried, whole),
+        "layers": layers_data(rows, cfg, carried, whole),
+        "passes": passes,
+        "positions": positions,
+        "loss_mean": loss_mean(gen.steps[0]),
+        "texts": texts_of(referenced_ids(passes, positions), tokenizer),
+        "checks": [check_data(c, gen, precision, 8) for c in checks],
+        "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
+    }
+
+
+def page(gen, tokenizer, **options) -> str:
+    """The whole page as one HTML string (`page_data`'s options)."""
+    from .html import page_html
+
+    data = page_data(gen, tokenizer, **options)
+    return page_html(data)

@@ -1,0 +1,91 @@
+"""The page's file: a fixed HTML skeleton, the styles and the script inlined from this package
+(`page.css`, `core.js`, `steps.js`, `predict.js`, `app.js`), and the data as JSON in
+`<script type="application/json" id="trace-data">`.
+
+Nothing from a trace reaches the markup as markup: the JSON is escaped so that no `<`, `>` or `&`
+appears in it (a token's text may hold `</script>`), and every non-ASCII character is written as
+`\\uXXXX` (bidi overrides, U+2028); the script sets text with `textContent` only. The one string
+written into the HTML itself, the title, goes through `html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ("core.js", "steps.js", "predict.js", "app.js")
+
+
+def asset(name: str) -> str:
+    return (HERE / name).read_text(encoding="utf-8")
+
+
+def json_for_script(data) -> str:
+    """JSON that can sit inside a <script> element: no '<', '>' or '&', ASCII only."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_plain)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _plain(x):  # numpy scalars and arrays in a trace's metadata (a --verify-cache result)
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"{type(x).__name__} is not JSON")
+
+
+SKELETON = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="tracer">
+<title>{title}</title>
+<style>
+{css}
+</style>
+</head>
+<body>
+<a class="skip" href="#slides">skip to the step</a>
+<header id="top">
+  <div class="topline">
+    <h1 id="title">{title}</h1>
+    <span id="model"></span>
+    <span id="badge"></span>
+    <nav id="pager" aria-label="steps">
+      <button id="prev" type="button" aria-label="previous step (←)">◀</button>
+      <span id="where" aria-live="polite"></span>
+      <button id="next" type="button" aria-label="next step (→)">▶</button>
+    </nav>
+  </div>
+  <ol id="path" aria-label="the article's steps"></ol>
+  <div id="tokens" aria-label="tokens: click one to follow it"></div>
+  <div id="controls">
+    <span class="ctl-name per-layer">layer</span><span id="layers" role="group" aria-label="layer"></span>
+    <span class="ctl-name per-layer">head</span><span id="heads" role="group" aria-label="head"></span>
+    <span class="ctl-name">pass</span><span id="passes" role="group" aria-label="generation pass"></span>
+  </div>
+</header>
+<main id="main">
+  <div id="slides"></div>
+  <aside id="detail" aria-live="polite" aria-label="the followed token"></aside>
+</main>
+<noscript><p class="noscript">This page draws its steps with JavaScript; the recorded numbers are in the
+JSON block at the end of the file.</p></noscript>
+<script type="application/json" id="trace-data">{data}</script>
+<script>
+"use strict";
+{script}
+</script>
+</body>
+</html>
+"""
+
+
+def page_html(data: dict) -> str:
+    """The page around `data` (`tracer.render.page.page_data`)."""
+    title = f"tracer · {data.get('title') or data['model']['name']}"
+    script = "\n".join(asset(name) for name in SCRIPTS)
+    if "</script" in script.lower() or "<!--" in script:  # the inlined script must not end its own element
+        raise ValueError("page script holds '</script' or '<!--'")
+    return SKELETON.format(title=html.escape(title), css=asset("page.css"), data=json_for_script(data), script=script)

@@ -1,0 +1,177 @@
+"""What the page carries of each pass: the prediction (logits, the top candidates, the draw), the
+KV cache's split, every position's prediction and the logit lens; and where each stated value
+(a scenario's check) belongs.
+
+The temperature control recomputes softmax(logits ÷ T) in the page over the last position's logits,
+so those are carried exactly: little-endian float64 (or float32 for a float32 model), base64, the
+same bits the sampler read. Passes whose logits would pass `LOGITS_BUDGET` bytes carry only the
+recorded top candidates, and the page says so. Reads recorded arrays only.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from ...tokens import label, show_token
+from ..checks import check_line
+from ..loop import cache_rows, stop_reason
+from .data import cut, r6, r6s
+
+LOGITS_BUDGET = 2_500_000  # bytes of base64 logits per page (GPT-2's 50,257 float32 logits: 268 kB a pass)
+
+
+def exact_logits(row, dtype: str) -> dict:
+    """The logits' bits as base64 (little-endian), for the page to recompute softmax exactly."""
+    a = np.ascontiguousarray(np.asarray(row, dtype="<f8" if dtype == "float64" else "<f4"))  # [d_vocab]
+    return {"dtype": dtype, "b64": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def top_ids(probs, chosen: int | None, k: int) -> list[int]:
+    """The k most likely ids (ties by id, as the terminal's tables), and the chosen one if lower."""
+    order = np.argsort(-np.asarray(probs), kind="stable")[: min(k, len(probs))]
+    ids = [int(i) for i in order]
+    if chosen is not None and chosen not in ids:
+        ids.append(chosen)
+    return ids
+
+
+def pass_data(gen, k: int, cfg, top_k: int, whole: int, carry_logits: bool) -> dict:
+    st = gen.steps[k]
+    arrays = st.arrays
+    total, start = len(st.tokens), st.start
+    chosen = int(arrays["sample.token"]) if "sample.token" in arrays else None
+    out = {"start": int(start), "n": int(total), "reads": int(total - 1), "chosen": chosen,
+           "appended": k < len(gen.generated_ids), "logits": None, "logits_vec": None, "top": None}
+    if "logits" in arrays:
+        last = np.asarray(arrays["logits"][-1])  # [d_vocab]
+        out["logits_vec"] = {"dims": int(last.size), "whole": bool(last.size <= whole), "rows": [cut(last, whole)],
+                             "norm": [r6(np.linalg.norm(last.astype(float)))]}
+        if carry_logits:
+            out["logits"] = exact_logits(last, cfg.dtype)
+    if "sample.probs" in arrays:
+        probs = np.asarray(arrays["sample.probs"])  # [d_vocab]
+        ids = top_ids(probs, chosen, max(top_k, 20) if cfg.d_vocab <= 20 else top_k)
+        pick = lambda name: r6s(np.asarray(arrays[name])[ids]) if name in arrays else None  # noqa: E731
+        out["top"] = {"ids": ids, "logit": r6s(np.asarray(arrays["logits"][-1])[ids]) if "logits" in arrays else None,
+                      "scaled": pick("sample.scaled"), "probs": pick("sample.probs"), "final": pick("sample.final"),
+                      "rank": [int((probs > probs[i]).sum()) + 1 for i in ids]}
+        for name, key in (("sample.kept_top_k", "kept_top_k"), ("sample.kept_top_p", "kept_top_p")):
+            out[key] = int(arrays[name]) if name in arrays else None
+        out["uniform"] = float(arrays["sample.uniform"]) if "sample.uniform" in arrays else None
+    lens = lens_data(st)
+    if lens is not None:
+        out["lens"] = lens
+    return out
+
+
+def lens_data(st) -> dict | None:
+    names = ("lens.positions", "lens.top_token", "lens.top_prob", "lens.target", "lens.target_rank")
+    if not all(n in st.arrays for n in names):
+        return None
+    a = st.arrays
+    return {"positions": [int(x) for x in a["lens.positions"]],
+            "top": np.asarray(a["lens.top_token"]).astype(int).tolist(),
+            "p": [r6s(row) for row in np.asarray(a["lens.top_prob"])],
+            "target": [int(x) for x in a["lens.target"]],
+            "rank": np.asarray(a["lens.target_rank"]).astype(int).tolist()}
+
+
+def passes_data(gen, cfg, top_k: int, whole: int, logits_budget: int = LOGITS_BUDGET) -> tuple[list[dict], list[str]]:
+    """Every pass, and what was left out: the exact logits of passes beyond the budget."""
+    per_pass = cfg.d_vocab * (8 if cfg.dtype == "float64" else 4) * 4 // 3 + 4  # base64 bytes
+    fits = max(logits_budget // per_pass, 1)  # the prompt pass always carries them
+    passes = [pass_data(gen, k, cfg, top_k, whole, k < fits) for k in range(len(gen.steps))]
+    for p, row in zip(passes, cache_rows(gen)):
+        p["macs"], p["full"] = int(row["macs"]), int(row["full"])
+    notes = []
+    if len(passes) > fits:
+        notes.append(f"the exact logits of passes {fits}–{len(passes) - 1} (temperature recomputation: passes "
+                     f"0–{fits - 1} only; the others show the recorded probabilities)")
+    return passes, notes
+
+
+def positions_data(rows) -> list[dict | None]:
+    """Every position's prediction (teacher forcing), from the pass that computed it."""
+    names = ("predict.top_token", "predict.top_prob", "predict.next_token", "predict.next_prob", "loss.per_position")
+    out = []
+    for t in range(rows.n_rows):
+        got = [rows.row(n, t) for n in names]
+        if any(g is None for g in got):
+            out.append(None)
+            continue
+        top, top_p, nxt, nxt_p, loss = got
+        out.append({"top": int(top), "top_p": r6(top_p), "next": int(nxt), "next_p": r6(nxt_p), "loss": r6(loss)})
+    return out
+
+
+SECTION_OF = (  # a check's hook name → the page's step that shows it (first match)
+    ("tokens", "tokens"), ("generated", "loop"), ("hook_embed", "embed"), ("hook_pos_embed", "embed"),
+    ("ln1.", "qkv"), ("attn.hook_q", "qkv"), ("attn.hook_k", "qkv"), ("attn.hook_v", "qkv"), ("attn.hook_dots", "scores"),
+    ("attn.hook_attn_scores", "scores"), ("attn.hook_pattern", "scores"), ("attn.hook_z", "sum"),
+    ("attn.hook_result", "heads"), ("hook_attn_out", "heads"), ("ln_final", "predict"), ("unembed", "predict"),
+    ("logits", "predict"), ("sample.", "predict"), ("predict.", "positions"), ("loss.", "positions"),
+    ("lens.", "lens"), ("blocks.0.hook_resid_pre", "embed"), ("blocks.", "mlp"))
+
+
+def check_data(c, gen, precision: int, dims: int) -> dict:
+    """A stated value, its words as the terminal writes them, and where the page shows it."""
+    name = c.name
+    section = next((s for prefix, s in SECTION_OF if prefix in name), "checks")
+    if name == "blocks.0.hook_resid_pre" or not name.startswith("blocks."):
+        layer = None
+    else:
+        layer = int(name.split(".")[1])
+    idx = [x for x in c.index]
+    pos = head = None
+    step = int(c.step)
+    start = gen.steps[step].start if 0 <= step < len(gen.steps) else 0
+    ints = [int(x) if not isinstance(x, str) else None for x in idx]
+    if any(key in name for key in ("hook_dots", "hook_attn_scores", "hook_pattern")):
+        head = ints[0] if len(ints) > 0 else None
+        pos = start + ints[1] if len(ints) > 1 and ints[1] is not None else None
+    elif name not in ("tokens", "generated") and ints and ints[0] is not None and not name.startswith("sample."):
+        pos = start + ints[0]
+        if any(key in name for key in ("hook_q", "hook_k", "hook_v", "hook_z", "hook_result")) and len(ints) > 1:
+            head = ints[1]
+    if name == "logits" or name.startswith("sample."):
+        pos = None
+    text = check_line(c, precision, dims, where=True).plain
+    return {"ok": bool(c.ok), "text": text[2:], "section": section, "pos": pos, "layer": layer, "head": head,
+            "pass": step}
+
+
+def tokens_data(gen, tokenizer, rows) -> list[dict]:
+    """Every token of the run: letter, visible text, id, and the pass that computed it (None: appended
+    after the last pass, never run)."""
+    out = []
+    for t, i in enumerate(gen.tokens):
+        out.append({"label": label(t), "text": show_token(tokenizer.token_str(int(i))), "id": int(i),
+                    "pass": rows.pass_of[t] if t < rows.n_rows else None})
+    return out
+
+
+def texts_of(ids, tokenizer) -> dict[str, str]:
+    return {str(int(i)): show_token(tokenizer.token_str(int(i))) for i in sorted({int(i) for i in ids})}
+
+
+def referenced_ids(passes, positions) -> set[int]:
+    ids: set[int] = set()
+    for p in passes:
+        if p["top"]:
+            ids.update(p["top"]["ids"])
+        if p["chosen"] is not None:
+            ids.add(p["chosen"])
+        lens = p.get("lens")
+        if lens:
+            ids.update(int(x) for row in lens["top"] for x in row)
+            ids.update(lens["target"])
+    for q in positions:
+        if q:
+            ids.update((q["top"], q["next"]))
+    return ids
+
+
+def stop_words(gen) -> str:
+    return stop_reason(gen)

@@ -1,0 +1,222 @@
+// tracer page, part 3 of 4: predicting the next token (with the temperature control, which recomputes
+// softmax(logits ÷ T) over the recorded logits, as tracer.equations.tempered_softmax does), the loop and
+// the KV cache, every position's prediction, the logit lens and the checks.
+
+const LOGITS = new Map();
+function logitsOf(k) {                    // the recorded last-position logits of pass k, exactly (or null)
+  const pass = D.passes[k];
+  if (!pass.logits) return null;
+  if (!LOGITS.has(k)) {
+    const bin = atob(pass.logits.b64), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const view = new DataView(bytes.buffer), f64 = pass.logits.dtype === "float64", size = f64 ? 8 : 4;
+    const values = new Float64Array(bytes.length / size);
+    for (let i = 0; i < values.length; i++) values[i] = f64 ? view.getFloat64(i * size, true) : view.getFloat32(i * size, true);
+    LOGITS.set(k, { values, f32: !f64 });
+  }
+  return LOGITS.get(k);
+}
+
+function softmaxAt(k, T) {                // softmax(logits ÷ T), the maximum subtracted first (in float32 for a float32 model)
+  const L = logitsOf(k);
+  if (!L) return null;
+  const x = L.values;
+  let m = -Infinity;
+  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
+  const e = new Float64Array(x.length);
+  let z = 0;
+  for (let i = 0; i < x.length; i++) { e[i] = Math.exp((L.f32 ? Math.fround(x[i] - m) : x[i] - m) / T); z += e[i]; }
+  return { p: i => e[i] / z, scaled: i => x[i] / T, n: x.length };
+}
+
+const TEMP = (() => {                     // the temperature control, made once so that redraws keep its focus
+  const recorded = D.settings ? D.settings.temperature : 0;
+  const gaps = D.passes.map(q => (q.top && q.top.logit && q.top.logit.length > 1 ? q.top.logit[0] - q.top.logit[1] : 0));
+  const most = Math.min(50, Math.max(3, Math.ceil(recorded), Math.ceil(2 * Math.max(...gaps))));  // far enough to flatten a peaked choice
+  const input = el("input", { id: "temperature", type: "range", min: "0.05", max: String(most), step: "0.05",
+    value: String(S.T), "aria-describedby": "temperature-note" });
+  const value = el("output", { id: "temperature-value", for: "temperature" });
+  const reset = el("button", { type: "button", id: "temperature-reset" },
+    recorded > 0 ? `back to the run's ${num(recorded, 2)}` : "back to 1 (greedy: plain softmax)");
+  const note = el("p", { class: "note", id: "temperature-note" });
+  const scale = el("p", { class: "note" });
+  const probs = el("div", { id: "probs", "aria-live": "polite" });
+  const topk = el("table", { id: "topk", class: "grid" });
+  input.addEventListener("input", () => { S.T = Number(input.value); updateProbs(); });
+  reset.addEventListener("click", () => { S.T = initialTemperature(); input.value = String(S.T); updateProbs(); });
+  const box = el("div", { class: "temp" }, el("div", { class: "temp-row" }, el("label", { for: "temperature" }, "temperature T "), input, value, reset),
+    note, probs, scale, topk);
+  return { box, input, value, note, probs, topk, recorded, scale };
+})();
+
+function updateProbs() {
+  const k = S.pass, pass = D.passes[k], T = S.T;
+  TEMP.value.textContent = num(T, 2);
+  if (!pass.top) { TEMP.probs.replaceChildren(p("no sampling recorded in this pass")); TEMP.topk.replaceChildren(); return; }
+  const at = softmaxAt(k, T), ids = pass.top.ids;
+  const ps = ids.map((id, i) => (at ? at.p(id) : pass.top.probs[i]));
+  const rec = TEMP.recorded;
+  TEMP.note.textContent = at
+    ? `softmax(logits ÷ ${num(T, 2)}) over all ${integer(at.n)} recorded logits of pass ${k}, computed in this page: below 1 sharpens, above 1 flattens; ` +
+      "moving T draws nothing again."
+    : `pass ${k}'s logits are not in this page (see "left out"): the recorded probabilities, at the run's temperature.`;
+  TEMP.input.disabled = !at;
+  const top = Math.max(...ps);
+  TEMP.probs.replaceChildren(...ids.map((id, i) => el("div", { class: `pcol${id === pass.chosen ? " chosen" : ""}`, "data-id": id, "data-p": String(ps[i]),
+    title: `${text(id)} (id ${id}): ${exact(ps[i])}` },
+    el("span", { class: "n" }, prob(ps[i])), el("span", { class: "fill", style: `height:${(80 * ps[i] / top).toFixed(1)}%` }),
+    el("span", { class: "ptok" }, id === pass.chosen ? "▶" : "", el("span", { class: "tt" }, short(text(id), 8))))));
+  TEMP.scale.textContent = `the top ${ids.length} at T ${num(at ? T : rec, 2)}; bar heights relative to the first`;
+  const cuts = pass.top.final && rec > 0;
+  TEMP.topk.replaceChildren(el("thead", null, el("tr", null, ["rank", "token (id)", "logit", `÷ ${num(T, 2)}`, "p", `recorded (T ${num(rec > 0 ? rec : 1, 2)})`,
+    cuts ? "after cuts" : null, ""].filter(x => x !== null).map(h => el("th", null, h)))),
+  el("tbody", null, ids.map((id, i) => el("tr", { class: id === pass.chosen ? "on" : null, "data-id": id },
+    el("td", { class: "r" }, pass.top.rank[i]), el("td", { title: `id ${id}` }, el("span", { class: "tt" }, short(text(id), 10)), ` ${id}`),
+    el("td", { class: "r n" }, pass.top.logit ? num(pass.top.logit[i]) : "—"),
+    el("td", { class: "r n" }, at ? num(at.scaled(id)) : "—"), el("td", { class: "r n", title: exact(ps[i]) }, prob(ps[i])),
+    el("td", { class: "r n" }, prob(pass.top.probs[i])), cuts ? el("td", { class: "r n" }, prob(pass.top.final[i])) : null,
+    el("td", null, id === pass.chosen ? `◀ ${pass.appended ? label(pass.n) : "chosen"}` : "")))));
+}
+
+function sequenceEl(n, chosen) {
+  const box = el("p", { class: "sequence" }, b(seq(0, n)));
+  if (chosen === null || chosen === undefined) return box;
+  box.append(" → ", b(seq(0, n)), el("mark", null, label(n)));
+  if (text(chosen) !== label(n)) box.append(`   (${label(n)} = `, idEl(chosen), ")");
+  return box;
+}
+
+function slidePredict() {
+  const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
+  const out = [p(`Pass ${k}: only after the last of the ${count(CFG.n_layers, "layer")} does ${L}, the last token, predict ${G}: `,
+    "its final vector meets the unembedding W_U, one score (logit) per vocabulary token; softmax turns them into probabilities.")];
+  const lv = pass.logits_vec;
+  out.push(el("table", { class: "eqs" }, el("tbody", null,
+    el("tr", { title: CFG.layer_norm ? "after the final layer norm: (x − mean) ÷ std × ln_final.w + ln_final.b" : null },
+      el("td", null, `${L}'s final vector`), el("th", null, "f ="), el("td", { class: "val" }, vecEl(vecOf(D.inputs.final, r)))),
+    el("tr", null, el("td", null, `× W_U (${shape(CFG.d_model, CFG.d_vocab)}${CFG.tied_unembed ? ", tied" : ""}) + b_U`), el("th", null, "logits ="),
+      el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
+  out.push(TEMP.box);
+  const s = D.settings;
+  if (s && s.temperature === 0) out.push(p("The run: ", b("temperature 0: greedy"), ", the most likely token is chosen, no random draw ",
+    "(its recorded probabilities are plain softmax, as at T 1)."));
+  else if (s && pass.top) {
+    const bits = [`softmax(logits ÷ ${num(s.temperature, 2)})`, s.top_k ? `top-k ${s.top_k} keeps ${pass.kept_top_k}` : "top-k off",
+      s.top_p !== null ? `top-p ${s.top_p} keeps ${pass.kept_top_p}` : "top-p off", "renormalise"];
+    if (pass.uniform !== null) bits.push(`the seeded draw u = ${num(pass.uniform, Math.max(P, 4))} (seed ${s.seed}) falls in the chosen token's band`);
+    out.push(p("The run: ", bits.join(" → "), "."));
+  }
+  if (pass.chosen !== null) {
+    const end = pass.chosen === CFG.end_id;
+    out.push(p(b("chosen: "), end || text(pass.chosen) === G ? idEl(pass.chosen) : [`${G} = `, idEl(pass.chosen)], ` (id ${pass.chosen})`));
+    out.push(end ? p(`${text(pass.chosen)} is the end token, so generation stops (it takes no position of its own)`)
+      : pass.appended ? sequenceEl(pass.n, pass.chosen) : p(`${seq(0, pass.n)} (not appended: the run stops here)`));
+  }
+  if (D.warning) out.push(el("p", { class: "warn" }, "(these weights are not trained: the prediction shows what these numbers do, not what a trained model would say)"));
+  setTimeout(updateProbs, 0);
+  return out;
+}
+
+function slideLoop() {
+  const k = S.pass, pass = D.passes[k], n = pass.n, start = pass.start;
+  const out = [p("The article's loop: add the chosen token to the sequence and run the layers again, until the end token. ",
+    "Choose a pass with the pass buttons (or a row below).")];
+  const reads = k === 0 ? `reads ${span(0, n)} (the prompt)` : `reads ${label(n - 1)} = `;
+  const head = p(b(`pass ${k}: `), reads, k === 0 ? null : tokEl(n - 1));
+  if (start > 0) head.append(`; computes ${span(start, n)}, reuses ${span(0, start)} from the KV cache`);
+  else if (k > 0) head.append(`; recomputes all ${n} rows (no cache)`);
+  out.push(head);
+  const chips = el("div", { class: "cache" });
+  for (let j = 0; j < n; j++) {
+    const cached = j < start;
+    chips.append(el("span", { class: `slot ${cached ? "cached" : "new"}`, title: `${label(j)}: ${cached ? `keys and values from pass ${passOf(j)}` : "computed in this pass"}` },
+      b(label(j)), el("small", null, cached ? `cache ${passOf(j)}` : "computed")));
+  }
+  if (pass.chosen !== null && pass.appended) chips.append(el("span", { class: "slot next" }, b(label(n)), el("small", null, "predicted")));
+  out.push(chips);
+  const saved = pass.full ? Math.round(100 * (pass.full - pass.macs) / pass.full) : 0;
+  out.push(p(`multiply-adds: ${integer(pass.macs)} in this pass; ${integer(pass.full)} to recompute every row (${saved}% saved).`));
+  if (pass.top && pass.chosen !== null) {
+    const alts = pass.top.ids.slice(0, 3).map((id, i) => `${text(id)} ${cprob(pass.top.probs[i])}`).join(", ");
+    const i = pass.top.ids.indexOf(pass.chosen);
+    out.push(p("predicts ", b(pass.chosen === CFG.end_id ? text(pass.chosen) : `${label(n)} = ${text(pass.chosen)}`),
+      ` (p ${prob(pass.top.probs[i])}; top 3: ${alts})`));
+    if (pass.appended) out.push(p(`${seq(0, n)} → ${seq(0, n + 1)}`));
+  }
+  const rows = D.passes.map((q, i) => el("tr", { class: i === k ? "on" : null, "data-pick-pass": i }, el("td", { class: "r" }, i === k ? `▶ ${i}` : i),
+    el("td", null, q.start ? `${seq(0, q.start)} | ${seq(q.start, q.n)}` : `| ${seq(0, q.n)}`), el("td", { class: "r" }, `${q.start} + ${q.n - q.start}`),
+    el("td", { class: "r n" }, integer(q.macs)), el("td", { class: "r n" }, integer(q.full)),
+    el("td", { class: "r" }, `${q.full ? Math.round(100 * (q.full - q.macs) / q.full) : 0}%`)));
+  out.push(el("table", { class: "grid" }, el("caption", null, `KV cache (${D.settings && !D.settings.cache ? "off: --no-cache" : "on"}): rows reused | computed per pass`),
+    el("thead", null, el("tr", null, ["pass", "reused | computed", "rows", "multiply-adds", "recompute all", "saved"].map(h => el("th", null, h)))),
+    el("tbody", null, rows)));
+  const per = 2 * CFG.n_layers * CFG.n_heads * CFG.d_head;
+  out.push(el("p", { class: "note" }, `Each reused row is that token's keys and values in every layer: 2 × ${count(CFG.n_layers, "layer")} × ${count(CFG.n_heads, "head")} × ${CFG.d_head} dims = ${integer(per)} numbers, computed once and kept. `,
+    "The Q&A says \"You have to recompute everything for the new context.\" Not with a KV cache: an earlier token's keys and values never change (the causal mask stops it from seeing later tokens), so each new pass computes Q, K and V for the new token only."));
+  if (D.verify_cache) out.push(p(D.verify_cache.ok ? "✓ --verify-cache: the KV cache changes no logit beyond rounding and no token" : "✗ --verify-cache: the KV cache and full recompute disagree"));
+  out.push(p(`Generated ${count(D.tokens.length - D.n_prompt, "token")}: ${JSON.stringify(D.text)}; stopped: ${D.stopped}.`));
+  return out;
+}
+
+function slidePositions() {
+  const out = [p("The decoder turns every position's final vector into logits; row p predicts the token at p + 1, and loss = −log p(actual), in nats. ",
+    "Training (teacher forcing) scores every row; generation reads only the last row of each pass (◀, * the token the sampler chose). Click a row to follow its token.")];
+  const ends = new Set(D.passes.map(q => q.reads));
+  const body = [];
+  D.positions.forEach((q, t) => {
+    if (!q) return;
+    body.push(el("tr", { class: t === S.token ? "on" : null, "data-follow": CI.has(t) ? t : null }, el("th", null, label(t)), el("td", null, tokEl(t)),
+      el("td", null, idEl(q.top)), el("td", { class: "r n" }, prob(q.top_p)), el("td", null, idEl(q.next), ends.has(t) ? "*" : ""),
+      el("td", { class: "r n" }, prob(q.next_p)), el("td", { class: "r n" }, num(q.loss)), el("td", null, ends.has(t) ? "◀" : "")));
+  });
+  out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["", "token", "top next", "p", "actual next", "p(actual)", "loss", ""].map(h => el("th", null, h)))),
+    el("tbody", null, body)));
+  if (D.loss_mean !== null) out.push(p(`mean loss over rows ${span(0, D.n_prompt - 1)} = ${num(D.loss_mean)} nats (a uniform guess over ${integer(CFG.d_vocab)} tokens: ${num(Math.log(CFG.d_vocab))}).`));
+  return out;
+}
+
+function slideLens() {
+  const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
+  const out = [p("Each layer's residual stream through the final layer norm and W_U, as if the model stopped there: when does the prediction appear? ",
+    "Each cell: the most likely next token and its probability; ✓ marks the token that actually follows.")];
+  if (!lens) return out.concat(p("no logit lens recorded in this run"));
+  if (!own) out.push(el("p", { class: "note" }, `pass ${S.pass} has no lens of its own; pass 0's:`));
+  let cols = lens.positions.map((t, c) => c).slice(-7);
+  const mine = lens.positions.indexOf(S.token);
+  if (mine >= 0 && !cols.includes(mine)) cols = [mine].concat(cols.slice(1));
+  const headRow = el("tr", null, el("th", null, "after layer"), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
+    `${label(lens.positions[c])} `, tokEl(lens.positions[c]))));
+  const body = lens.top.map((row, r) => el("tr", null, el("th", null, r === 0 ? "0 (embed)" : r === lens.top.length - 1 ? `${r} (final)` : r),
+    cols.map(c => {
+      const pr = lens.p[r][c], hit = row[c] === lens.target[c], a = Math.min(Math.max(pr, 0), 1);
+      return el("td", { class: hit ? "hit" : null, title: `${text(row[c])}: ${exact(pr)}`,
+        style: `background: rgba(30, 80, 200, ${(0.08 + 0.6 * a).toFixed(3)}); color: ${a > 0.6 ? "#fff" : "#000"}` },
+        el("span", { class: "tt" }, short(text(row[c]), 8)), ` ${cprob(pr)}${hit ? " ✓" : ""}`);
+    })));
+  out.push(el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body)));
+  const start = D.passes[k].start;
+  if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, `the last ${cols.length} of the ${lens.positions.length} positions the lens covers`));
+  if (lens.positions[0] > start) out.push(el("p", { class: "note" }, `(the lens covers the last ${lens.positions.length} positions of this pass, to keep it fast on large models)`));
+  const last = lens.positions.length - 1, target = lens.target[last], col = lens.top.map(row => row[last]);
+  const first = col.indexOf(target);
+  const ranks = lens.rank.map(row => row[last] + 1).join(" ");
+  out.push(p(first < 0 ? `At ${label(lens.positions[last])} the chosen token ${text(target)} is never the top-1; its rank by row: ${ranks}.`
+    : `At ${label(lens.positions[last])} the chosen token ${text(target)} is the top-1 first ${first === 0 ? "in the embedding, before any layer" : `after layer ${first}`}. ` +
+      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers. Its rank by row: ${ranks}.`));
+  return out;
+}
+
+function slideChecks() {
+  const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
+  const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : ""),
+    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a))];
+  for (const [id, , title] of STEPS) {
+    const here = id === "checks" ? [] : D.checks.filter(c => c.section === id);
+    if (!here.length) continue;
+    out.push(el("h3", null, el("button", { class: "link", type: "button", "data-goto": id }, title)));
+    here.forEach(c => out.push(checkEl(c)));
+  }
+  const rest = D.checks.filter(c => c.section === "checks" || !STEPS.some(s => s[0] === c.section));
+  if (rest.length) out.push(el("h3", null, "Elsewhere"), rest.map(checkEl));
+  return out;
+}

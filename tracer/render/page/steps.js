@@ -1,0 +1,297 @@
+// tracer page, part 2 of 3: the steps of the article, one slide each, drawn from the recorded numbers
+// for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass).
+
+function noLayers() { return [p("This model has no layers: the embedding goes straight to W_U.")]; }
+function L_() { return label(S.token); }
+
+function followBtn(t, kids) { return el("button", { class: "link", type: "button", "data-follow": t }, kids); }
+
+function slideTokens() {
+  const n = D.n_prompt;
+  const out = [p(`The prompt splits into ${count(n, "token")}, ${n > 1 ? `${label(0)}–${label(n - 1)}` : "A"}, `,
+    `from the ${CFG.vocab} vocabulary of ${integer(CFG.n_vocab)} tokens (␣ marks a leading space). `,
+    "Positions, layers, heads and passes count from 0, as in the code: A is position 0, layer 0 the first layer. ",
+    "Click a token to follow it through every step.")];
+  if (D.warning) out.push(el("div", { class: "warn", role: "note" }, b("⚠ "), D.warning));
+  const rows = D.tokens.map((tk, t) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t < N && CI.has(t) ? t : null },
+    el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
+    el("td", { class: "r" }, t),
+    el("td", null, t < n ? "the prompt" : tk.pass !== null ? `generated; pass ${tk.pass} read it`
+      : tk.id === CFG.end_id ? "generated: the end token, so generation stops" : "generated, appended after the last pass")));
+  out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["token", "text", "id", "position", ""].map(h => el("th", null, h)))),
+    el("tbody", null, rows)));
+  out.push(...D.about.map(a => el("p", { class: "about" }, a)));
+  out.push(el("p", { class: "note" }, modelWords()));
+  if (D.training) out.push(p(D.training));
+  if (D.left_out.length) out.push(el("p", { class: "note" }, "Left out of this page (its size): ", D.left_out.join("; "), "."));
+  return out;
+}
+
+function modelWords() {                   // the terminal's header: the model and how the run was sampled
+  const c = CFG, s = D.settings;
+  let words = `Model ${c.name}: ${count(c.n_layers, "layer")}, d_model ${c.d_model}, ${count(c.n_heads, "head")} (d_head ${c.d_head}), ${c.dtype}; ${c.block}.`;
+  if (s) {
+    const bits = [s.temperature === 0 ? "temperature 0 (greedy)" : `temperature ${s.temperature}`];
+    if (s.top_k !== null) bits.push(`top-k ${s.top_k}`);
+    if (s.top_p !== null) bits.push(`top-p ${s.top_p}`);
+    bits.push(`seed ${s.seed}`, s.cache ? "KV cache on" : "KV cache off", count(D.tokens.length - D.n_prompt, "new token"));
+    words += ` The run: ${bits.join(", ")}.`;
+  }
+  return words;
+}
+
+function slideEmbed() {
+  const t = S.token, L = L_(), I = D.inputs;
+  const out = [p(`Each token becomes a vector of ${CFG.d_model} numbers: its row of the embedding matrix, plus the vector of its position.`)];
+  out.push(eq(`${L} queries the embedding matrix W_E (${shape(CFG.d_vocab, CFG.d_model)}) at row ${D.tokens[t].id}`, `E_${L}`, vecOf(I.E, t)));
+  if (CFG.positional !== "none") {
+    const kind = { learned: "learned", sinusoidal: "sin/cos", explicit: "given" }[CFG.positional];
+    out.push(eq(`+ position vector (W_pos row ${t}, ${kind})`, `P_${L}`, vecOf(I.P, t)));
+    if (CFG.n_layers) out.push(eq(`= the sum, ${L}'s input to layer 0`, `x_${L}`, vecOf(D.layers[0].x, t)));
+  } else if (CFG.n_layers) {
+    out.push(eq("no position vectors (positional = none), so the input is E itself", `x_${L}`, vecOf(D.layers[0].x, t)));
+  }
+  if (CFG.n_layers && D.layers[0].x && D.layers[0].x.whole && CFG.d_model <= 16 && D.carried.length <= 40) {
+    out.push(el("h3", null, "Every token's input to layer 0 (a row each)"), matrix(D.layers[0].x, D.carried));
+  }
+  return out;
+}
+
+function matrix(block, positions) {       // rows of vectors, each number tinted by sign and size
+  const scale = Math.max(...block.rows.flat().map(x => Math.abs(x || 0)), 1e-12);
+  const body = positions.map((t, i) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t },
+    el("th", null, label(t)), block.rows[i].map((x, d) => el("td", { class: "n", style: tint(x, scale), title: `${label(t)}, dim ${d}: ${exact(x)}` }, num(x)))));
+  return el("table", { class: "grid matrix" }, el("tbody", null, body));
+}
+
+function visibility(t) {
+  const k = passOf(t), st = D.passes[k], L = label(t);
+  const seen = []; for (let j = 0; j <= t; j++) seen.push(label(j));
+  let s = t === 0 ? `${L} can see only itself (position 0)` : `${L} can see the keys and values of ${letters(seen)} (positions 0–${t})`;
+  if (st.start > 0) s += `; those of ${span(0, st.start)} come from the KV cache (“cache k”: computed by pass k)`;
+  const box = p(s + "; ");
+  if (t + 1 < st.n) box.append(b(`the causal mask hides ${span(t + 1, st.n)}`), ` (${t + 2 === st.n ? `position ${t + 1}` : `positions ${t + 1}–${st.n - 1}`}, later tokens: score −∞, weight 0)`);
+  else box.append("the causal mask hides nothing: ", b(`${L} is the last token`));
+  return box;
+}
+
+function inputEq(l, t) {
+  const L = label(t), x = vecOf(D.layers[l].x, t);
+  const first = CFG.positional === "rope" ? "the embedding; no position vector is added, Q and K are rotated by position"
+    : CFG.positional === "none" ? "the embedding" : "embedding + position";
+  return l === 0 ? eq(`${L}'s input to layer 0 (${first})`, `x_${L}`, x) : eq(`${L}'s output of layer ${l - 1}`, `x_${L}`, x);
+}
+
+function slideQKV() {
+  if (!CFG.n_layers) return noLayers();
+  const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads;
+  const out = [p(`Layer ${l}, head ${h} of ${H}. The article's analogy: the query is what ${L} searches for, `,
+    "each key is what a token can be found by, each value is the content it hands over.")];
+  out.push(inputEq(l, t));
+  if (CFG.layer_norm && CFG.norm === "rms") out.push(eq(`RMS norm: x_${L} ÷ √(mean(x_${L}²) + ε), no mean subtracted; then ln1(x_${L}) = RMS(x_${L}) × ln1.w meets W_Q, W_K, W_V`, `RMS(x_${L})`, vecOf(Y.ln1, t)));
+  else if (CFG.layer_norm) out.push(eq(`layer norm: (x_${L} − mean) ÷ std; then ln1(x_${L}) = LN(x_${L}) × ln1.w + ln1.b meets W_Q, W_K, W_V`, `LN(x_${L})`, vecOf(Y.ln1, t)));
+  const KV = CFG.n_kv_heads || H, g = Math.floor(h / (H / KV));
+  const w = H > 1 ? `${shape(H, CFG.d_model, CFG.d_head)}, one ${shape(CFG.d_model, CFG.d_head)} slice per head` : `${shape(CFG.d_model, CFG.d_head)} each`;
+  out.push(p(KV < H ? `W_Q: ${w}; W_K, W_V: ${shape(KV, CFG.d_model, CFG.d_head)}: query head ${h} shares key/value head ${g} of ${KV} (grouped-query attention)`
+    : `W_Q, W_K, W_V: ${w}`));
+  const src = CFG.layer_norm ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
+  const rot = CFG.positional === "rope" ? "↻" : "";
+  if (rot) out.push(p(`Q and K below are rotated by position (RoPE): each pair (x_i, x_(i+${CFG.d_head / 2})) turns by position × θ_i, so Q·K depends on how far apart two tokens are. tracer trace shows them before and after.`));
+  for (const m of ["Q", "K", "V"]) out.push(eq("", `${L}_${m}${m === "V" ? "" : rot} = ${src}·W_${m}${m === "Q" ? sl : kl} + b_${m}${m !== "V" && rot ? ", rotated" : ""}`, vecOf(Y[m.toLowerCase()], t, h)));
+  out.push(visibility(t));
+  const row = attRow(l, h, t), start = stepStart(t);
+  let keys = row ? row.keys.filter(j => CI.has(j)) : []; let more = 0;
+  const absent = t + 1 - D.carried.filter(j => j <= t).length;
+  if (keys.length > 12 && row.w) {
+    const strong = keys.map((j, i) => [j, row.w[i]]).sort((a, c) => c[1] - a[1]).slice(0, 8).map(x => x[0]).sort((a, c) => a - c);
+    more = keys.length - strong.length; keys = strong;
+  }
+  const body = keys.map(j => el("tr", { class: j === t ? "on" : null, "data-follow": CI.has(j) ? j : null }, el("th", null, label(j)),
+    start > 0 ? el("td", null, j < start ? `cache ${passOf(j)}` : "new") : null,
+    el("td", null, vecEl(vecOf(Y.k, j, h))), el("td", null, vecEl(vecOf(Y.v, j, h)))));
+  out.push(el("table", { class: "grid kv" }, el("thead", null, el("tr", null, el("th", null, "key"), start > 0 ? el("th", null, "from") : null,
+    el("th", null, CFG.positional === "rope" ? "K↻ (key, rotated)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
+  if (more) out.push(el("p", { class: "note" }, `the ${keys.length} keys ${L} weighs most; ${more} more visible keys are not listed`));
+  if (absent > 0) out.push(el("p", { class: "note" }, `the keys and values of ${count(absent, "earlier position")} are not in this page (see “left out”)`));
+  return out;
+}
+
+function scoreTable(l, h, t) {
+  const row = attRow(l, h, t), L = label(t);
+  if (!row || (!row.w && !row.s && !row.d)) return el("p", { class: "missing" }, "no attention recorded for this token here");
+  const scaled = CFG.scale_scores && row.s;
+  const head = el("tr", null, el("th", null, "key"), row.d ? el("th", { class: "r" }, `${L}_Q·K`) : null,
+    scaled ? el("th", { class: "r" }, `÷ √${CFG.d_head}`) : null, row.w ? el("th", { class: "r" }, "weight") : null, row.w ? el("th", null, "") : null);
+  let shownKeys = row.keys.map((j, i) => i), rest = row.rest || 0;
+  if (row.w && row.keys.length > 12) {  // the 8 strongest keys and the token itself, as the terminal's brief tables
+    const strong = shownKeys.slice().sort((a, c) => row.w[c] - row.w[a]).slice(0, 8);
+    const me = row.keys.indexOf(t);
+    if (me >= 0 && !strong.includes(me)) strong.push(me);
+    shownKeys = strong.sort((a, c) => a - c);
+    rest += row.w.reduce((a, w, i) => a + (strong.includes(i) ? 0 : w), 0);
+  }
+  const body = shownKeys.map(i => [row.keys[i], i]).map(([j, i]) => el("tr", { class: j === t ? "on" : null }, el("th", null, label(j)),
+    row.d ? el("td", { class: "r n", title: exact(row.d[i]) }, num(row.d[i])) : null,
+    scaled ? el("td", { class: "r n", title: exact(row.s[i]) }, num(row.s[i])) : null,
+    row.w ? el("td", { class: "r n", title: exact(row.w[i]) }, prob(row.w[i])) : null,
+    row.w ? el("td", null, el("span", { class: "barbox" }, el("span", { class: "bar", style: `width: ${(100 * row.w[i]).toFixed(1)}%` }))) : null));
+  const st = D.passes[passOf(t)];
+  if (t + 1 < st.n) body.push(el("tr", { class: "masked" }, el("th", null, span(t + 1, st.n)),
+    el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r nowrap" }, "−∞ (masked)"), row.w ? el("td", { class: "r" }, "0") : null,
+    row.w ? el("td", null, "hidden by the causal mask") : null));
+  const more = t + 1 - shownKeys.length;
+  if (more > 0) body.push(el("tr", { class: "masked", title: row.rest ? "some of them are not in this page" : null }, el("th", null, "others"),
+    el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r" }, `${integer(more)} more`), el("td", { class: "r n" }, prob(rest)), el("td", null, "")));
+  const foot = row.w ? el("tfoot", null, el("tr", null, el("th", null, "sum"), row.d ? el("td", null, "") : null, scaled ? el("td", null, "") : null,
+    el("td", { class: "r n" }, num(row.w.reduce((a, c) => a + c, 0) + (row.rest || 0))), el("td", null, ""))) : null;
+  return el("table", { class: "grid scores" }, el("thead", null, head), el("tbody", null, body), foot);
+}
+
+function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: the keys they read
+  const pos = D.carried.slice(-64);
+  const room = mini ? (CFG.n_heads <= 4 ? 150 : CFG.n_heads <= 16 ? 104 : 80) : 310;
+  const cell = Math.max(mini ? 2 : 8, Math.min(mini ? 22 : 34, Math.floor(room / pos.length)));
+  const table = el("table", { class: `heat${mini ? " mini" : ""}${cell < 18 ? " small" : ""}`, "aria-label": `attention weights, layer ${l}, head ${h}` });
+  const show = cell >= 16 && !mini;
+  const narrow = cell < 18 ? " narrow" : "";  // column labels turned on their side when the cells are narrow
+  if (!mini) table.append(el("tr", null, el("th", null, ""), pos.map(j => el("th", { class: `k${narrow}`, title: `${label(j)}: ${tokText(j)}` }, label(j)))));
+  for (const t of pos) {
+    const row = attRow(l, h, t);
+    const tr = el("tr", { class: t === S.token ? "on" : null, "data-follow": t }, mini ? null : el("th", { class: "q" }, label(t)));
+    for (const j of pos) {
+      const i = row && row.w ? row.keys.indexOf(j) : -1;
+      const style = `width:${cell}px;height:${cell}px`;
+      if (j > t) { tr.append(el("td", { class: "masked", style, "data-q": t, "data-k": j }, show ? "·" : "")); continue; }
+      if (i < 0) { tr.append(el("td", { class: "none", style }, "")); continue; }
+      const w = row.w[i], c = viridis(w);
+      tr.append(el("td", { style: `${style};background:rgb(${c});color:${ink(c)}`, "data-q": t, "data-k": j, "data-w": w,
+        "data-s": row.s ? row.s[i] : "", title: mini ? null : `${label(t)} → ${label(j)}: ${exact(w)}` }, show ? glyph(w) : ""));
+    }
+    table.append(tr);
+  }
+  return table;
+}
+
+function hoverText(td, l, h) {
+  const t = Number(td.dataset.q), j = Number(td.dataset.k);
+  if (td.classList.contains("masked")) return `${label(t)} → ${label(j)}: hidden by the causal mask (score −∞, weight 0)`;
+  const s = td.dataset.s === "" ? "" : `, score ${exact(Number(td.dataset.s))}`;
+  return `layer ${l}, head ${h}: ${label(t)} (${tokText(t)}) → ${label(j)} (${tokText(j)}): weight ${exact(Number(td.dataset.w))}${s}`;
+}
+
+function slideScores() {
+  if (!CFG.n_layers) return noLayers();
+  const l = S.layer, h = S.head, t = S.token, L = L_();
+  const scaled = CFG.scale_scores ? `, ÷ √d_head = √${CFG.d_head}` : " (this model does not scale them, as in the article)";
+  const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
+    "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
+  const row = attRow(l, h, t);
+  const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, "Hover a cell for its numbers; click a row to follow that token.");
+  const map = heatmap(l, h);
+  map.addEventListener("mouseover", e => { const td = e.target.closest("td[data-q]"); if (td) readout.textContent = hoverText(td, l, h); });
+  const side = el("div", { class: "side" }, scoreTable(l, h, t));
+  if (row && row.w && row.keys.length <= 8 && (row.s || row.d)) {
+    const sc = row.s || row.d;
+    side.append(p(`softmax([${sc.map(x => num(x)).join(", ")}]) = [${row.w.map(x => num(x)).join(", ")}]`));
+  }
+  out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
+    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads. Digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask."),
+    readout)));
+  if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
+  return out;
+}
+
+function slideSum() {
+  if (!CFG.n_layers) return noLayers();
+  const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
+  const out = [p(`${L}'s new representation is the values of the tokens it sees, each weighed by its attention weight, added up.`)];
+  if (!row || !row.w) return out.concat(p("no attention weights recorded here"));
+  let keys = row.keys.map((j, i) => [j, row.w[i]]);
+  let rest = row.rest || 0;
+  if (keys.length > 8) {
+    const strong = [...keys].sort((a, c) => c[1] - a[1]).slice(0, 8);
+    rest += keys.filter(k => !strong.includes(k)).reduce((a, k) => a + k[1], 0);
+    keys = strong.sort((a, c) => a[0] - c[0]);
+  }
+  const terms = keys.map(([j, w]) => `${num(w)}×${label(j)}_V`).join(" + ") + (keys.length < row.keys.length || row.rest ? ` + … (the other weights sum to ${prob(rest)})` : "");
+  const body = keys.map(([j, w]) => el("tr", null, el("td", { class: "r n", title: exact(w) }, num(w)), el("td", null, "×"), el("th", null, `${label(j)}_V`),
+    el("td", null, vecEl(vecOf(Y.v, j, h)))));
+  body.push(el("tr", { class: "total" }, el("td", null, ""), el("td", null, "="), el("th", null, `${L}'s z`), el("td", null, vecEl(vecOf(Y.z, t, h)))));
+  out.push(el("table", { class: "grid sum" }, el("tbody", null, body)));
+  out.push(eq(`${terms} = ${L}'s new representation${CFG.n_heads > 1 ? ` from head ${h}` : ""}`, `z_${L}`, vecOf(Y.z, t, h)));
+  return out;
+}
+
+function slideHeads() {
+  if (!CFG.n_layers) return noLayers();
+  const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
+  const out = [p(`The ${count(H, "head")} of layer ${l} work side by side, each with its own W_Q, W_K, W_V, each free to look for something else. `,
+    "Click a map to choose its head.")];
+  const grid = el("div", { class: "minis" });
+  for (let h = 0; h < H; h++) {
+    grid.append(el("figure", { class: h === S.head ? "on" : null, "data-pick-head": h }, heatmap(l, h, 0, true),
+      el("figcaption", null, `head ${h}`)));
+  }
+  out.push(grid);
+  if (H > 1) {
+    const parts = []; let whole = true;
+    for (let h = 0; h < H; h++) { const z = vecOf(Y.z, t, h); if (!z || !z.whole) whole = false; else parts.push(...z.vals); }
+    const v = whole ? { vals: parts, dims: H * dh, whole: true, norm: null } : null;
+    out.push(whole ? eq(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`, `z_${L}`, v)
+      : p(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`));
+  }
+  out.push(eq(`× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims`, `attn_out_${L}`, vecOf(Y.attn_out, t)));
+  return out;
+}
+
+function slideMLP() {
+  if (!CFG.n_layers) return noLayers();
+  const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], dm = CFG.d_model, out = [];
+  if (CFG.mlp) {
+    if (CFG.residual) out.push(eq("residual: add the layer's input back", `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
+    else out.push(p(`no residual (residual = false): the MLP reads attn_out_${L}`));
+    if (CFG.layer_norm && CFG.norm === "rms") out.push(eq("RMS norm: x ÷ √(mean(x²) + ε), later × ln2.w, before the MLP", "RMS(x)", vecOf(Y.ln2, t)));
+    else if (CFG.layer_norm) out.push(eq("layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP", "LN(x)", vecOf(Y.ln2, t)));
+    if (CFG.mlp === "swiglu") {
+      out.push(eq(`SwiGLU MLP: gate = ln2(x)·W_gate (${shape(dm, CFG.d_mlp)})`, "gate", vecOf(Y.pre, t)));
+      out.push(eq("SiLU(gate) ⊙ up, up = ln2(x)·W_in: the gate decides how much of each up passes", "post", vecOf(Y.post, t)));
+    } else {
+      out.push(eq(`MLP: × W_in (${shape(dm, CFG.d_mlp)}) + b_in`, "pre", vecOf(Y.pre, t)));
+      out.push(eq("GELU", "post", vecOf(Y.post, t)));
+    }
+    out.push(eq(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
+  } else {
+    out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));
+  }
+  const how = CFG.mlp ? (CFG.residual ? "residual: + mlp_out" : "no residual: the MLP output itself")
+    : (CFG.residual ? `residual: x_${L} + attn_out_${L}` : `no residual (residual = false): attn_out_${L} itself`);
+  const nxt = l + 1 < CFG.n_layers ? `the input of layer ${l + 1}` : "its final vector";
+  out.push(eq(`${how} → ${L}'s output of layer ${l}, ${nxt}`, `out_${L}`, vecOf(Y.out, t)));
+  return out;
+}
+
+function mostAttended(l, h, t) {
+  const row = attRow(l, h, t);
+  if (!row || !row.w) return null;
+  let best = 0; row.w.forEach((w, i) => { if (w > row.w[best]) best = i; });
+  return [row.keys[best], row.w[best]];
+}
+
+function slideLayers() {
+  if (!CFG.n_layers) return noLayers();
+  const t = S.token, L = L_(), H = CFG.n_heads;
+  const out = [p(`Every layer repeats the steps above on the previous layer's output. For ${L} (position ${t}): the size ‖x‖ of its vector `,
+    "going in and out, and the token each head attends to most (with its weight). Click a row to choose that layer.")];
+  const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, `most-attended token, heads 0–${H - 1}`)];
+  const body = D.layers.map((Y, l) => {
+    const xi = vecOf(Y.x, t), xo = vecOf(Y.out, t);
+    const most = Array.from({ length: H }, (_, h) => mostAttended(l, h, t));
+    const cells = H <= 4 ? most.map(m => el("td", null, m ? `${label(m[0])} ${num(m[1], 2)}` : "—"))
+      : [el("td", null, most.map(m => (m ? label(m[0]) : "—")).join(" "))];
+    return el("tr", { class: l === S.layer ? "on" : null, "data-pick-layer": l }, el("th", { class: "r" }, l === S.layer ? `▶ ${l}` : l),
+      el("td", { class: "r n" }, xi ? num(xi.norm) : "—"), el("td", { class: "r n" }, xo ? num(xo.norm) : "—"), cells);
+  });
+  out.push(el("table", { class: "grid layers" }, el("thead", null, el("tr", null, el("th", null, "layer"), el("th", { class: "r" }, "‖x‖ in"),
+    el("th", { class: "r" }, "‖x‖ out"), heads)), el("tbody", null, body)));
+  return out;
+}
