@@ -1,8 +1,9 @@
 """The commands through typer's CliRunner: `tracer trace`, `show`, `--export`, the view options, `--json`,
 `tokens`, the generation options, and one-line errors; then `python -m tracer` as a real process.
 
-The walkthrough tests use the default embedded model (24 layers, d_model 8, 2 heads, GPT-2 tokens,
-seeded untrained weights). Bad input in depth is `test_bad_inputs.py`; `demo`, `replay` and
+The walkthrough tests use the embedded untrained model `tiny` (24 layers, d_model 8, 2 heads, GPT-2
+tokens, seeded weights: `run` adds `--model tiny` to `trace`), whose shape they spell out; the default
+model, the trained `abc`, has its own tests at the end. Bad input in depth is `test_bad_inputs.py`; `demo`, `replay` and
 `download` are tested with what they read (`test_demo.py`, `test_scenario.py`, `test_hf.py`).
 """
 
@@ -22,8 +23,11 @@ WALKTHROUGH_ENV = {"NO_COLOR": "1", "COLUMNS": "100"}
 
 
 def run(runner, *args):
-    """A command as the walkthrough tests run it: no color, 100 columns."""
-    return runner.invoke(app, list(args), env=WALKTHROUGH_ENV)
+    """A command as the walkthrough tests run it: no color, 100 columns, `trace` on the tiny model."""
+    args = list(args)
+    if args[:1] == ["trace"] and "--model" not in args and "-m" not in args:
+        args += ["--model", "tiny"]
+    return runner.invoke(app, args, env=WALKTHROUGH_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +147,7 @@ def test_cli_trace_json(runner):
 
 def test_cli_trace_saves_and_says_untrained(tmp_path, runner):
     path = tmp_path / "t.npz"
-    r = runner.invoke(app, ["trace", "Hello world", "--save", str(path)])
+    r = runner.invoke(app, ["trace", "Hello world", "--save", str(path), "-m", "tiny"])
     assert r.exit_code == 0, r.output
     assert "untrained" in r.stdout
     assert tracer.Generation.load(path).prompt_ids == [15496, 995]
@@ -164,7 +168,7 @@ def test_cli_errors_are_one_line_with_exit_2(runner):
 
 
 def test_a_prompt_that_fits_but_leaves_no_room_names_max_new_tokens(runner):
-    r = runner.invoke(app, ["trace", "hello " * 1000, "-n", "100"])
+    r = runner.invoke(app, ["trace", "hello " * 1000, "-n", "100", "-m", "tiny"])
     assert r.exit_code == 2
     assert "max-new-tokens 100 overflows the context" in r.stderr and "at most 23 new tokens" in r.stderr
     assert "longer than the model's context" not in r.stderr
@@ -200,7 +204,7 @@ def test_stop_and_json_on_the_command_line(runner):
 
 
 def test_verify_cache_on_the_command_line(runner):
-    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--verify-cache", "--json"])
+    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--verify-cache", "--json", "-m", "tiny"])
     assert r.exit_code == 0, r.output
     v = json.loads(r.stdout)["verify_cache"]
     assert v["ok"] and v["steps"] == 3 and v["tokens_equal"] and v["tolerance"] == 1e-12
@@ -213,3 +217,24 @@ def test_verify_cache_on_the_command_line(runner):
 def test_python_dash_m_works(run_tracer):
     r = run_tracer("tokens", "Hi", text=True)
     assert r.returncode == 0 and "17250" in r.stdout
+
+
+# --------------------------------------------------------------------------- the default model
+
+
+def test_the_default_model_is_the_trained_abc_and_predicts_g(runner):
+    """`tracer trace "A B C D E F"`, the README's first command: the shipped trained model, the
+    article's G, said as trained (no untrained warning), and where the logit lens finds it."""
+    r = runner.invoke(app, ["trace", "A B C D E F", "-n", "1"], env=WALKTHROUGH_ENV)
+    assert r.exit_code == 0, r.output
+    out = re.sub(r"\s+", " ", r.stdout)
+    assert "tracer · model abc: 4 layers, d_model 64, 4 heads" in out
+    assert "trained by tracer" in out and "untrained" not in out
+    m = re.search(r"chosen: G = ␣G \(id 402, probability (0\.\d+)\)", out)
+    assert m and float(m.group(1)) > 0.5, out[-3000:]
+    assert "ABCDEF → ABCDEFG" in out and "the top-1 first after layer" in out
+
+
+def test_a_shorter_context_than_tinys_is_named(runner):
+    r = runner.invoke(app, ["trace", "A B C", "-n", "100"])
+    assert r.exit_code == 2 and "max-new-tokens 100 overflows the context" in r.stderr and "64" in r.stderr

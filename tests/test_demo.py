@@ -347,12 +347,27 @@ def test_subprocess_with_stdin_from_dev_null_prints_everything(run_tracer):
 # -------------------------------------------------------------------------- the shipped article scenario
 
 
-def test_default_demo_is_the_article_scenario_with_its_checks_beside_the_steps(runner):
+def test_default_demo_is_the_trained_model_predicting_g(runner):
+    r = runner.invoke(app, ["demo"])
+    assert r.exit_code == 0, r.output
+    assert re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M) == [str(i) for i in range(1, 15)]
+    flat = re.sub(r"\s+", " ", r.output)
+    assert "abc: A B C D E F" in flat and "Trained by `tracer train` (6000 steps)" in flat
+    assert "not trained" not in flat
+    assert re.search(r"G = ␣G", flat), flat[-2000:]
+
+
+def test_demo_refuses_a_scenario_and_a_prompt_together(runner):
+    r = runner.invoke(app, ["demo", "article", "--prompt", "A B"])
+    assert r.exit_code == 2 and "give a scenario or --prompt" in r.stderr
+
+
+def test_demo_article_is_the_article_scenario_with_its_checks_beside_the_steps(runner):
     from tracer.replay import replay
 
     done = replay("article")
     sc, checks = done.scenario, done.checks
-    r = runner.invoke(app, ["demo"])
+    r = runner.invoke(app, ["demo", "article"])
     assert r.exit_code == 0, r.output
     assert re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M) == [str(i) for i in range(1, 15)]
     assert sc.title[:30] in r.output

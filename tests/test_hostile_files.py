@@ -473,7 +473,7 @@ def test_the_command_removes_its_temporary_file_and_exits_128_plus_the_signal(tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["trace", "hi", "--full", "--layer", "all"], ["demo", "article"]])
+@pytest.mark.parametrize("args", [["trace", "hi", "--full", "--layer", "all", "-m", "tiny"], ["demo", "article"]])
 def test_a_closed_pipe_gives_exit_141(args):
     """tracer's own status, not head's (bash's PIPESTATUS)."""
     cmd = " ".join([f'"{sys.executable}"', "-m", "tracer", *args]) + " | head -1 > /dev/null; echo ${PIPESTATUS[0]}"

@@ -163,7 +163,7 @@ def test_a_float32_model_carries_float32_logits(small_config, make_model):
 def test_trace_show_and_replay_write_the_page(runner, tmp_path):
     npz, one, two, three, rich = (tmp_path / n for n in ("t.npz", "t.html", "s.html", "r.html", "t.terminal.html"))
     r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(npz), "--export", str(one), "--token", "B",
-                            "--layer", "3", "--head", "1"], env={"COLUMNS": "100"})
+                            "--layer", "3", "--head", "1", "--model", "tiny"], env={"COLUMNS": "100"})
     assert r.exit_code == 0, r.stderr
     assert "Layer 3 (layer 3 of 24), token by token" in r.stdout  # the terminal still shows the walkthrough
     d = data_of(one.read_text(encoding="utf-8"))

@@ -63,7 +63,8 @@ def pages(tmp_path_factory, runner):
     """The default model's page (and its trace file) and the article's page."""
     out = tmp_path_factory.mktemp("pages")
     env = {"COLUMNS": "100", "NO_COLOR": "1"}
-    r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(out / "default.npz"), "--export", str(out / "default.html")], env=env)
+    r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(out / "default.npz"), "--export", str(out / "default.html"),
+                            "--model", "tiny"], env=env)
     assert r.exit_code == 0, r.stderr
     r = runner.invoke(app, ["replay", "article", "--export", str(out / "article.html")], env=env)
     assert r.exit_code == 0, r.stderr

@@ -27,6 +27,6 @@ def test_readme_python_example_runs_and_its_comments_hold(tmp_path, monkeypatch)
 
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     blocks = re.findall(r"```bash\n(.*?)\n```", README.read_text(), re.S)
-    assert 'tracer trace "You are a business consultant' in blocks[0]
+    assert blocks[0].endswith('.venv/bin/tracer trace "A B C D E F"')  # the trained model predicting G
     ci = (README.parent / ".ci" / "run").read_text()
     assert blocks[1] in ci.splitlines()  # .ci/run runs exactly the README's test command

@@ -129,7 +129,7 @@ class Side(str, Enum):
     right = "right"
 
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'tiny' (default, untrained), a scenario name or .toml, a GPT-2 folder or name, or a tracer weights file.")]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral), or a tracer weights file.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
 TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..config import DEFAULT_MODEL
 from .app import (STATE, BriefOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
                   SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, view_of)
 
@@ -13,7 +14,7 @@ from .app import (STATE, BriefOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLin
 @app.command()
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
-    model: ModelOpt = "tiny",
+    model: ModelOpt = DEFAULT_MODEL,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
     temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
     top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
@@ -39,7 +40,7 @@ def trace(
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
-    Example: tracer trace "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
+    Example: tracer trace "A B C D E F"   (the default model, trained by tracer, predicts G)
     """
     from ..files import check_output_path
     from ..loaders import load

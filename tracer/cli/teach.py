@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
 from .app import ModelOpt, app, make_console
 
 
@@ -18,9 +19,9 @@ DEMO_NEW_TOKENS = 3  # tokens generated for `demo --prompt`: enough to see G and
 
 @app.command()
 def demo(
-    scenario: Annotated[str, typer.Argument(help="A shipped scenario name or .toml file.")] = "article",
-    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Walk through this prompt instead of a scenario (with --model).")] = None,
-    model: ModelOpt = "tiny",
+    scenario: Annotated[Optional[str], typer.Argument(help="A shipped scenario name or .toml file: 'article' replays the seed article with its checks. Default: the trained model 'abc' on \"A B C D E F\".", show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Walk through this prompt (with --model) instead of a scenario. Default: \"A B C D E F\".")] = None,
+    model: ModelOpt = DEFAULT_MODEL,
     auto: Annotated[Optional[float], typer.Option("--auto", help="Advance by itself every SECONDS.")] = None,
     quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
@@ -28,13 +29,17 @@ def demo(
     """A paced, narrated classroom walkthrough: one step per screen.
 
     Keys: Enter/space/→ next, b/← back, a number then Enter jumps, q quits.
-    Example: tracer demo article --quiz
+    Examples: tracer demo   (the trained model predicts G after A B C D E F);  tracer demo article --quiz
     """
     from ..errors import TracerError
     from ..render.demo import MAX_WIDTH, check_deck_path, show_demo
 
     if auto is not None and not auto > 0:
         raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}")
+    if scenario is not None and prompt is not None:
+        raise TracerError("give a scenario or --prompt (with --model), not both")
+    if scenario is None and prompt is None:
+        prompt = DEFAULT_PROMPT
     if export is not None:
         check_deck_path(export)
     console = make_console()

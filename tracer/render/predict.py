@@ -114,7 +114,7 @@ def predict_section(ctx: Ctx, number: str):
     last = ctx.n - 1
     L, G = ctx.labels[last], ctx.labels[ctx.n]
     yield section(f"{number} · Predicting the next token (how to predict {G})")
-    yield line(f"Only after the last of the {count(cfg.n_layers, 'layer')} does {L}, the last token, predict {G}: "
+    yield line(f"After the last of the {count(cfg.n_layers, 'layer')}, {L}, the last token, predicts {G}: "
                f"its final vector meets the unembedding W_U, which gives one score (logit) per vocabulary token.")
     yield indent(prediction(ctx))
     if not ctx.gen.meta.get("trained") and ctx.gen.meta.get("weights") != "given":

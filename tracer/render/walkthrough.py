@@ -144,6 +144,39 @@ def heatmap_section(ctx: Ctx, number: str):
         yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], heads, layer, ctx.width)
     if len(heads) < ctx.cfg.n_heads:
         yield Text(f"(heads {heads[-1] + 1}–{ctx.cfg.n_heads - 1}: --head N or --full)", style="dim")
+    roles = head_roles_line(ctx.gen.meta.get("training"))
+    if roles:
+        yield line(roles)
+
+
+ROLE_AT_LEAST = 0.3  # a head named in the roles line puts at least this much weight where its role says
+
+
+def head_roles_line(training) -> str:
+    """What training made of the heads (training.json's scores, carried in the trace's meta), in words."""
+    heads = training.get("heads") if isinstance(training, dict) else None
+    try:
+        prev, ind = np.asarray(heads["previous_token"], dtype=float), np.asarray(heads["induction"], dtype=float)
+    except (TypeError, KeyError, ValueError):
+        return ""
+    if prev.ndim != 2 or prev.shape != ind.shape:
+        return ""
+
+    def named(scores) -> str:
+        cells = sorted(zip(*np.nonzero(scores >= ROLE_AT_LEAST)), key=lambda c: -scores[c])
+        return ", ".join(f"layer {l} head {h} ({scores[l, h]:.2f})" for l, h in cells)
+
+    parts = []
+    if named(prev):
+        parts.append(f"previous-token heads, which look at the token just before: {named(prev)}")
+    if named(ind):
+        parts.append(f"induction heads, which look from a repeated token to what followed it last time (so the model "
+                     f"can copy): {named(ind)}")
+    if not parts:
+        return ""
+    return ("What training made of the heads (measured on a sequence shown twice; weight on the token the role "
+            "names): " + "; ".join(parts) + ". Induction shows on a prompt that repeats itself: "
+            "tracer trace \"red fox jumps. red fox\" --section heatmap --layer all.")
 
 
 @group()

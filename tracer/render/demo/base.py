@@ -75,6 +75,14 @@ class Demo:
         t = self.token_name(token_id)
         return label(pos) if t == label(pos) else f"{label(pos)} = {t}"
 
+    def positions(self) -> list[int | None]:
+        """The prompt's positions a per-token table lists: all of them when they fit in `rows`, else the
+        first ones (the followed token among them), ⋮ (None), and the last ones."""
+        if self.n <= self.rows:
+            return list(range(self.n))
+        first = max(self.rows // 2, self.focus + 1)
+        return list(range(first)) + [None] + list(range(self.n - (self.rows - first - 1), self.n))
+
     def letters(self, n: int) -> str:
         """The first n positions as the article writes a sequence: ABCDEF (A…T when long)."""
         return self.span(0, n)

@@ -18,7 +18,10 @@ from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 def step_tokens(d: Demo) -> Step:
     tok = d.tokenizer
     t = table("", "token", "text", "id", "position", right=("id", "position"))
-    for pos in range(d.n):
+    for pos in d.positions():
+        if pos is None:
+            t.add_row("", "⋮", "", "", "", style="dim")
+            continue
         t.add_row(mark(pos == d.focus), label(pos), d.text(pos, 0), str(int(d.trace.tokens[pos])), str(pos),
                   style=row_style(pos == d.focus))
     cfg = d.cfg
@@ -49,7 +52,10 @@ def step_tokens(d: Demo) -> Step:
 def step_embedding(d: Demo) -> Step:
     E = d.trace["hook_embed"]  # [pos, d_model]
     t = table("", "token", "id", f"row of W_E  (the token's {d.cfg.d_model} numbers)", right=("id",))
-    for pos in range(d.n):
+    for pos in d.positions():
+        if pos is None:
+            t.add_row("", "⋮", "", "", style="dim")
+            continue
         t.add_row(mark(pos == d.focus), d.who(pos, 0), str(int(d.trace.tokens[pos])), d.vec(E[pos]),
                   style=row_style(pos == d.focus))
     shape = sentence(("W_E", "bold"), f"  [{d.cfg.d_vocab:,} tokens × {d.cfg.d_model} numbers]: one row per token "
@@ -90,7 +96,10 @@ def step_position(d: Demo) -> Step:
     where = Text(f"E_{label(f)}: row {int(d.trace.tokens[f])} of W_E;  P{f + 1}: the position vector of place {f + 1} "
                  f"(row {f} of W_pos);  x_{label(f)}: the first layer's input")
     t = table("", "token", "x = E + P  (every token)")
-    for pos in range(d.n):
+    for pos in d.positions():
+        if pos is None:
+            t.add_row("", "⋮", "", style="dim")
+            continue
         t.add_row(mark(pos == f), d.who(pos, 0), d.vec(x[pos]), style=row_style(pos == f))
     return Step(
         "Position vector",
@@ -173,7 +182,7 @@ def _scores_table(d: Demo, hide: bool) -> Table:
         cols.append(f"÷ √{cfg.d_head}")
     t = table(*cols, right=("Q·K", f"÷ √{cfg.d_head}"))
     hidden = list(range(f + 1, d.n))
-    rows = list(range(f + 1)) + (hidden if len(hidden) <= 4 else hidden[:2] + [None] + hidden[-1:])
+    rows = list(range(f + 1)) + (hidden if len(hidden) <= 3 else hidden[:1] + [None] + hidden[-1:])
     for pos in rows:
         if pos is None:
             t.add_row("", "⋮", *([""] * (len(cols) - 2)), style="dim")
@@ -208,8 +217,8 @@ def step_scores(d: Demo) -> Step:
     cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
     qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
-    scale = (f" Then the model divides each score by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which "
-             "keeps them in a range softmax handles well.") if cfg.scale_scores else \
+    scale = (f" Then each score is divided by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which keeps "
+             "them in a range softmax handles well.") if cfg.scale_scores else \
         " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
     narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "
                  "and add up (a dot product). A large score means 'this key matches what I am looking for'. "

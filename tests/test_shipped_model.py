@@ -1,0 +1,150 @@
+"""The trained model tracer ships (tracer/models/abc, issue 14): it does what it was trained for on
+prompts other than the ones tools/make_model.py checks, its heads are worth pointing at, its logits
+are moderate, transformers reads its folder and computes its numbers, and it can be rebuilt: the
+corpus regenerates bit for bit and a few steps of training reproduce the recorded losses."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.equations import tempered_softmax
+from tracer.files import load_npz, read_safetensors_header
+from tracer.heads import head_scores, repeated_sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "tracer" / "models" / "abc"
+TRAINING = json.loads((FOLDER / "training.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def abc():
+    return tracer.load("abc")
+
+
+def top(model, prompt: str) -> tuple[str, float]:
+    logits = model.run(prompt, names=["logits"])["logits"][-1]
+    p = tempered_softmax(logits, 1.0)
+    i = int(np.argmax(p))
+    return model.tokenizer.token_str(i), float(p[i])
+
+
+@pytest.mark.parametrize("prompt, want", [
+    ("A B C D E F", " G"),  # the article's own example
+    ("H I J K", " L"), ("Q R S T", " U"), ("b c d e", " f"),  # letters from other starts, lowercase
+    ("31 32 33 34", " 35"), ("5, 6, 7,", " 8"), ("20 30 40", " 50"),  # counting by ones, with commas, by tens
+    ("Sunday Monday Tuesday", " Wednesday"), ("Saturday, Sunday,", " Monday"),  # weekdays, wrapping around
+    ("June July August", " September"), ("November December", " January"),  # months, wrapping around
+    ("green cup falls. green cup", " falls"), ("tall tree grows. tall tree", " grows"),  # copied from the context
+])
+def test_it_continues_what_it_was_trained_on(abc, prompt, want):
+    got, p = top(abc, prompt)
+    assert got == want and p > 0.5, (prompt, got, p)
+
+
+def test_it_is_the_default_and_says_how_it_was_trained(abc):
+    assert tracer.load().name == "abc" and abc.trained
+    assert abc.training["corpus_sha256"] == TRAINING["corpus_sha256"] and abc.training["steps"] == 6000
+    assert "letter runs" in abc.training["corpus_about"]
+
+
+def test_the_files_are_small_float16_and_load_as_float32(abc):
+    assert sum(f.stat().st_size for f in FOLDER.iterdir()) < 10_000_000
+    header, _ = read_safetensors_header(FOLDER / "model.safetensors")
+    header.pop("__metadata__", None)
+    assert {v["dtype"] for v in header.values()} == {"F16"}
+    assert all(v.dtype == np.float32 for v in abc.params.values())
+    cfg = json.loads((FOLDER / "config.json").read_text())
+    assert cfg["model_type"] == "gpt2" and cfg["n_layer"] == 4 and cfg["n_embd"] == 64
+
+
+def test_transformers_computes_the_same_logits_and_loss(abc):
+    """tests/data/abc-transformers.npz: GPT2LMHeadModel.from_pretrained(tracer/models/abc) in float32
+    (tools/make_abc_reference.py, made once with torch)."""
+    ref = load_npz(ROOT / "tests" / "data" / "abc-transformers.npz")
+    for k in range(4):
+        ids = [int(i) for i in ref[f"ids_{k}"]]
+        logits = abc.run(ids, names=["logits"])["logits"].astype(np.float64)  # [pos, d_vocab]
+        got = np.take_along_axis(logits, ref[f"top_ids_{k}"], axis=-1)
+        np.testing.assert_allclose(got, ref[f"top_logits_{k}"], atol=1e-4, rtol=0)
+        lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        np.testing.assert_allclose(lse, ref[f"logsumexp_{k}"], atol=1e-4, rtol=0)
+        loss, _ = abc.loss_and_grads(ids)
+        assert loss == pytest.approx(float(ref[f"loss_{k}"]), abs=1e-4)
+
+
+def test_a_previous_token_head_and_induction_heads(abc):
+    """Measured here afresh, on words the corpus uses, shown twice: the heads training.json names."""
+    words = " red blue green big small cat dog fox cup tree sun moon bird fish runs jumps sits falls grows".split()
+    vocab = sorted({abc.tokenizer.encode(" " + w)[0] for w in words})
+    prev, ind = [], []
+    for seed in range(3):
+        seq = repeated_sequence(10, vocab, seed)
+        t = abc.run(seq, names=["blocks.*.attn.hook_pattern"])
+        s = head_scores(t, seq)
+        prev.append(s["previous_token"])
+        ind.append(s["induction"])
+    prev, ind = np.mean(prev, axis=0), np.mean(ind, axis=0)  # [layer, head]
+    uniform = np.mean([1 / (i + 1) for i in range(1, 20)])  # a head spreading its weight evenly
+    assert prev[0].max() > 2.5 * uniform and prev[0].max() > 1.5 * prev[1:].max()  # layer 0 looks at the token before
+    assert ind.max() > 0.5 and np.argmax(ind.max(axis=1)) in (1, 2)  # induction in a later layer
+    stored_prev, stored_ind = np.asarray(TRAINING["heads"]["previous_token"]), np.asarray(TRAINING["heads"]["induction"])
+    assert np.unravel_index(np.argmax(stored_ind), ind.shape)[0] in (1, 2) and stored_ind.max() > 0.5
+    assert np.argmax(stored_prev.max(axis=1)) == 0
+
+
+def test_moderate_logits_so_temperature_shows(abc):
+    logits = abc.run("A B C D E F", names=["logits"])["logits"][-1]
+    assert 5 < logits.max() < 40  # a real preference, not a one-hot wall (the old article scenario: 166 vs 153)
+    g = int(np.argmax(logits))
+    p1, p2, p05 = (tempered_softmax(logits, t)[g] for t in (1.0, 2.0, 0.5))
+    assert p05 > p1 > p2 and p1 - p2 > 0.1  # a visible change at temperature 2
+
+
+def test_the_logit_lens_finds_g_before_the_last_layer(abc):
+    gen = abc.generate("A B C D E F", max_new_tokens=1)
+    top_tokens = gen.steps[0]["lens.top_token"]  # [layer + 1, lens position]
+    g = gen.generated_ids[0]
+    assert top_tokens[-1, -1] == g
+    first = int(np.argmax(top_tokens[:, -1] == g))
+    assert 0 < first < abc.config.n_layers  # neither in the embedding nor only at the end: the lens shows where
+
+
+def _corpus_module():
+    spec = importlib.util.spec_from_file_location("make_corpus", ROOT / "tools" / "make_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_corpus_regenerates_and_three_steps_retrain_the_same(tmp_path, run_tracer):
+    """The corpus is tools/make_corpus.py's, bit for bit; `tracer train` from the same seed gives the
+    same bytes twice and the losses training.json recorded for its first steps."""
+    text = _corpus_module().corpus(seed=0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    assert hashlib.sha256(corpus.read_bytes()).hexdigest() == TRAINING["corpus_sha256"]
+    outs = []
+    for name in ("one", "two"):
+        r = run_tracer("train", str(corpus), "--out", str(tmp_path / name), "--steps", "3", text=True, timeout=300,
+                       env={"OPENBLAS_NUM_THREADS": "1"})
+        assert r.returncode == 0, r.stderr
+        outs.append(tmp_path / name)
+    assert (outs[0] / "model.safetensors").read_bytes() == (outs[1] / "model.safetensors").read_bytes()
+    # The shipped run's first steps again: its settings (6,000 steps: the same warm-up), stopped after 3.
+    from tracer.tokens import get_tokenizer
+    from tracer.train import TrainSettings, train
+
+    ids = np.asarray(get_tokenizer("gpt2").encode(text), dtype=np.int64)
+    s = {k: v for k, v in TRAINING["settings"].items() if k != "betas"}
+    done = []
+    result = train(ids, TrainSettings(**s, betas=tuple(TRAINING["settings"]["betas"])),
+                   on_step=lambda p: done.append(p.step), should_stop=lambda: len(done) >= 3)
+    assert result.losses == pytest.approx(TRAINING["losses"][:3], abs=2e-3)  # the same arithmetic, maybe another CPU
