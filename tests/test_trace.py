@@ -90,3 +90,20 @@ def test_not_a_trace_and_newer_versions_are_clear_errors(model, tmp_path):
     np.savez(path, **arrays)
     with pytest.raises(TracerError, match="newer than this tracer reads"):
         Generation.load(path)
+
+
+def test_recorded_arrays_are_read_only_as_the_readme_says(tmp_path):
+    """A trace records what was computed: writing into one of its arrays is refused, so a saved
+    trace can only hold what the model made (copy an array to change it)."""
+    gen = tracer.load("abc").generate("A B C", max_new_tokens=1)
+    for name in ("blocks.0.attn.hook_q", "blocks.0.attn.hook_pattern", "logits", "blocks.0.attn.hook_result"):
+        arr = gen.steps[0][name]
+        with pytest.raises(ValueError, match="read-only"):
+            arr[..., 0] = 5
+    path = tmp_path / "t.npz"
+    gen.save(path)
+    again = tracer.Generation.load(path)
+    with pytest.raises(ValueError, match="read-only"):
+        again.steps[0]["blocks.0.hook_resid_post"][0, 0] = 1
+    copy = np.array(again.steps[0]["blocks.0.hook_resid_post"])
+    copy[0, 0] = 1  # a copy is the reader's own
