@@ -88,7 +88,7 @@ function sequenceEl(n, chosen) {
 
 function slidePredict() {
   const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
-  const out = [p(`Pass ${k}: only after the last of the ${count(CFG.n_layers, "layer")} does ${L}, the last token, predict ${G}: `,
+  const out = [p(`Pass ${k}: after the last of the ${count(CFG.n_layers, "layer")}, ${L}, the last token, predicts ${G}: `,
     "its final vector meets the unembedding W_U, one score (logit) per vocabulary token; softmax turns them into probabilities.")];
   const lv = pass.logits_vec;
   out.push(el("table", { class: "eqs" }, el("tbody", null,
