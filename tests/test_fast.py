@@ -1,6 +1,7 @@
 """The fast layouts (`tracer.fast`) give the sums the equations write: the one-position product on
-transposed rows, the unembedding computed from W_E's rows, the fused Q|K|V, and generations that
-use the transposed W_out keep their tokens. No timing here (BENCHMARKS.md has the speeds)."""
+transposed rows, a few positions' product on a weight held as rows, the unembedding computed from
+W_E's rows, the fused Q|K|V, and generations that use the transposed W_out keep their tokens. No
+timing here (BENCHMARKS.md has the speeds)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ def test_one_position_product_on_transposed_rows_equals_affine():
     assert got.shape == (1, 40)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got, Affine(W, b)(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 16, fast.FEW_ROWS - 1, fast.FEW_ROWS])
+def test_a_weight_held_as_rows_gives_the_plain_product(n):
+    rng = np.random.default_rng(8)
+    rows = rng.standard_normal((40, 96)).astype(np.float32)  # [d_out, d_in]: a Linear's weight, as Llama files hold it
+    b = rng.standard_normal(40).astype(np.float32)
+    x = rng.standard_normal((n, 96)).astype(np.float32)  # [pos, d_in]
+    got = Affine(rows.T, b)(x)  # W = rows.T, a view (Fortran-ordered)
+    want = x.astype(np.float64) @ rows.T.astype(np.float64) + b
+    assert got.shape == (n, 40) and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(got, Affine(np.ascontiguousarray(rows.T), b)(x), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 2e-5)])

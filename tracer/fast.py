@@ -5,9 +5,12 @@ per layer, W_Q, W_K and W_V side by side as one [d_model, 3·head·d_head] matri
 one product instead of three), W_O as one [head·d_head, d_model] matrix (one product sums the
 heads), and the unembedding computed as (W_U.T @ x.T).T (with GPT-2's tied W_U the left operand
 is W_E's own rows). `Affine` is x·W + b in whichever orientation runs fastest; each gives the sum
-written in `tracer.equations`. For long generations, `add_out_rows` also keeps each W_out
-transposed, which one-position steps read faster (BENCHMARKS.md has the figures and the trade).
-Core module: imports numpy only.
+written in `tracer.equations`. A W held as rows (a torch Linear's [d_out, d_in], as Llama, Qwen2
+and Mistral files store their matrices: W is a transposed view) is multiplied as rows·xᵀ in passes
+of a few positions (fewer than FEW_ROWS): OpenBLAS runs that 10–30% faster than x·W there (a
+16-token prompt pass of a SmolLM2-135M-shaped model: 86 → 74 ms, the same bits; BENCHMARKS.md).
+For long generations, `add_out_rows` also keeps each W_out transposed, which one-position steps
+read faster (BENCHMARKS.md has the figures and the trade). Core module: imports numpy only.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .equations import rope_frequencies
 from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
+FEW_ROWS = 64  # below this many positions, a W held as rows is multiplied as rows·xᵀ (from 64 on: no faster)
 
 
 @dataclass
@@ -38,6 +42,8 @@ class Affine:
             out = np.matmul(self.W.T, rows.T).T  # [pos, d_out] (Fortran-ordered: the same values)
         elif self.rows is not None and rows.shape[0] == 1:
             out = (self.rows @ rows[0])[None]  # [1, d_out]
+        elif 1 < rows.shape[0] < FEW_ROWS and self.W.flags.f_contiguous:  # W held as rows [d_out, d_in] (a Linear's layout)
+            out = np.ascontiguousarray(np.matmul(self.W.T, rows.T).T)  # [pos, d_out], C order as below
         else:
             out = rows @ self.W  # [pos, d_out]
         if self.b is not None:
