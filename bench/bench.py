@@ -190,18 +190,12 @@ def to_hf_state(cfg, params) -> dict:
 
 
 def torch_worker(weights: str, threads: int) -> None:
-    """Reads one JSON request per line on stdin, answers one JSON line on stdout."""
-    import torch
-    import transformers
+    """GPT-2 small in transformers (sdpa and eager attention), served by `serve`."""
+    torch = torch_setup(threads)
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from tracer.files import load_weights_file
 
-    torch.set_num_threads(threads)
-    if os.environ.get("TRACER_BENCH_MALLOC", "retain") == "retain":
-        from tracer.memory import retain_freed_memory
-
-        retain_freed_memory()  # the same malloc settings as the tracer side
     arrays, cfg = load_weights_file(weights)
     hf_cfg = GPT2Config(vocab_size=cfg.d_vocab, n_positions=cfg.n_ctx, n_embd=cfg.d_model, n_layer=cfg.n_layers,
                         n_head=cfg.n_heads, n_inner=cfg.d_mlp, activation_function="gelu_new",
@@ -217,6 +211,27 @@ def torch_worker(weights: str, threads: int) -> None:
             raise SystemExit(f"torch worker: state dict mismatch {bad[:3]}")
         m.tie_weights()
         models[impl] = m.eval()
+    serve(models.__getitem__)
+
+
+def torch_setup(threads: int):
+    """torch with `threads` threads and the tracer side's malloc settings; returns the torch module."""
+    import torch
+
+    torch.set_num_threads(threads)
+    if os.environ.get("TRACER_BENCH_MALLOC", "retain") == "retain":
+        from tracer.memory import retain_freed_memory
+
+        retain_freed_memory()  # the same malloc settings as the tracer side
+    return torch
+
+
+def serve(model_for) -> None:
+    """Says it is ready, then reads one JSON request per line on stdin and answers one JSON line on
+    stdout. `model_for(impl)`: the model with attention implementation "sdpa" or "eager"."""
+    import torch
+    import transformers
+
     out = sys.stdout
     out.write(json.dumps({"ready": True, "torch": torch.__version__, "transformers": transformers.__version__,
                           "torch_threads": torch.get_num_threads()}) + "\n")
@@ -227,15 +242,17 @@ def torch_worker(weights: str, threads: int) -> None:
         with torch.inference_mode():
             if case == "logits":
                 ids = torch.tensor([req["tokens"]])
-                logits = models[req.get("impl", "sdpa")](ids).logits[0].numpy()
+                logits = model_for(req.get("impl", "sdpa"))(ids).logits[0].numpy()
                 reply = {"logits_last": logits[-1].tolist(), "logits_mean_abs": float(np.abs(logits).mean())}
+                if req.get("save"):  # every position's logits, too many for a JSON line
+                    np.save(req["save"], logits)
             elif case == "prefill":
                 ids = torch.tensor([req["tokens"]])
-                m = models[req.get("impl", "sdpa")]
+                m = model_for(req.get("impl", "sdpa"))
                 reply = {"times": clock(lambda: m(ids, use_cache=False).logits, req["n"])}
             elif case == "generate":
                 ids = torch.tensor([req["prompt"]])
-                m = models["sdpa"]
+                m = model_for("sdpa")
                 new = req["new"]
                 kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0)
                 times, seqs = [], None
@@ -255,9 +272,10 @@ def torch_worker(weights: str, threads: int) -> None:
 class Torch:
     """A persistent torch subprocess (so torch's and OpenBLAS's thread pools never share a process)."""
 
-    def __init__(self, python: str, weights: Path, threads: int):
+    def __init__(self, python: str, weights: Path, threads: int, script: str = __file__):
+        """`script` is run as `script --worker weights --threads threads` (this file: `torch_worker`)."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        self.p = subprocess.Popen([python, str(Path(__file__).resolve()), "--worker", str(weights), "--threads", str(threads)],
+        self.p = subprocess.Popen([python, str(Path(script).resolve()), "--worker", str(weights), "--threads", str(threads)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.info = self._read()
 
@@ -431,6 +449,15 @@ def case_decode(cfg, params, laid, rounds: int, steps: int, prompt_len: int, res
           f" the transposed copies took {t_rows * 1e3:.0f} ms to build, once)")
 
 
+def tokens_per_s(run, got: dict) -> float:
+    """New tokens per second of one generation `run()` (a `Generation`); its tokens go to got["ids"]."""
+    t0 = time.perf_counter()
+    gen = run()
+    dt = time.perf_counter() - t0
+    got["ids"] = list(gen.generated_ids)
+    return len(gen.generated_ids) / dt
+
+
 def case_generate(cfg, params, laid, torch_w, rounds: int, new: int, prompt_len: int, results: dict) -> None:
     from tracer.model import Model
     from tracer.tokens import get_tokenizer
@@ -445,11 +472,7 @@ def case_generate(cfg, params, laid, torch_w, rounds: int, new: int, prompt_len:
     settings = GenerationSettings(max_new_tokens=new)
 
     def run(names, lens=None):  # None: generate's default (the lens on the prompt pass only, at this size)
-        t0 = time.perf_counter()
-        gen = generate(model, prompt, settings, names=names, lens=lens)  # what Model.generate runs
-        dt = time.perf_counter() - t0
-        got["ids"] = list(gen.generated_ids)
-        return len(gen.generated_ids) / dt
+        return tokens_per_s(lambda: generate(model, prompt, settings, names=names, lens=lens), got)  # what Model.generate runs
 
     run([])  # warm-up
     tps_all, tps_none, tps_nolens, tps_torch = [], [], [], []
@@ -741,18 +764,24 @@ def case_render(results: dict, runs: int) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """The options of every benchmark against transformers here (bench.py, bench_families.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a fast sanity run")
     ap.add_argument("--threads", default="2", help="BLAS and torch threads (default 2)")
     ap.add_argument("--torch-python", help="a Python with torch + transformers (default: this one, else /work/torchvenv)")
     ap.add_argument("--no-torch", action="store_true", help="skip the transformers comparison")
+    ap.add_argument("--json-out", help="also write the JSON summary to this file")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # the torch worker's own process
+    return ap
+
+
+def main() -> int:
+    ap = arguments(__doc__)
     ap.add_argument("--tracer-cmd", help="the tracer command for the whole-process cases (default: the installed entry point)")
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,decode,generate,capture,load,cli,render")
-    ap.add_argument("--json-out", help="also write the JSON summary to this file")
     ap.add_argument("--malloc", choices=("retain", "default"), default="retain",
                     help="retain: keep freed memory for reuse, as the tracer command does (tracer.memory.retain_freed_memory), in both tracer's and torch's process; default: glibc's defaults")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:

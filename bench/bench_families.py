@@ -1,0 +1,286 @@
+#!/usr/bin/env python
+"""Benchmark of issue 15: tracer against transformers on a SmolLM2-135M-shaped Llama.
+
+    .venv/bin/python bench/bench_families.py            # the full run (about a minute on 2 cores)
+    .venv/bin/python bench/bench_families.py --quick    # a sanity run: 2 rounds, 8 new tokens
+    .venv/bin/python bench/bench_families.py --torch-python /work/torchvenv/bin/python --json-out r.json
+
+The model has SmolLM2-135M's shape (LlamaForCausalLM: hidden 576, 30 layers, 9 heads sharing 3
+key/value heads, head_dim 64, MLP 1536, vocabulary 49,152, tied embeddings, rope_theta 100000,
+rms_norm_eps 1e-5) and seeded random weights, written once by this script (numpy) to a temporary
+folder as config.json + model.safetensors (float32), with a small tokenizer.json from tests/data.
+tracer loads the folder with `tracer.load(folder)`; transformers loads the same folder with
+`LlamaForCausalLM.from_pretrained` in a persistent worker process (bench/bench.py's `Torch`), with
+the same thread count (`--threads`, default 2). Before any timing, tracer's logits are compared with
+transformers' (sdpa and eager) at every position of the prefill prompt: more than 1e-3 apart stops
+the run (a wrong fast model is not a result).
+
+transformers runs in the interpreter given by `--torch-python` (default: this one if it imports
+torch and transformers, else /work/torchvenv/bin/python); tracer runs in this one.
+
+Cases, each run once as a warm-up, then in interleaved rounds so that the machine's drift hits
+both alike; the report gives medians, their ratios from the one run, and the range of the ratio
+round by round:
+- prefill of 128 tokens, a round being 3 runs each of tracer `model.run(ids)` (everything
+  recorded), transformers' forward (sdpa attention), tracer `model.run(ids, names=[])` (nothing
+  recorded) and transformers' forward (eager attention); 8 rounds;
+- `generate()`: a 16-token prompt, 32 new tokens, greedy, KV cache, a round being tracer
+  `model.generate` (everything recorded, the default), transformers' `generate(do_sample=False)`
+  (sdpa) and tracer with nothing recorded; 7 rounds.
+
+The last line printed is `JSON: {...}`, a machine-readable summary.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # before bench/ itself, where `bench` would be bench.py
+
+# bench.bench pins the thread count (--threads) before it imports numpy: import it first
+from bench.bench import (Torch, arguments, clock, find_torch_python, loadavg, machine, median, ms, serve,  # noqa: E402
+                         tokens_per_s, torch_setup)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, head_dim=64, intermediate_size=1536, tie_word_embeddings=True,
+                    rope_theta=100000.0, rms_norm_eps=1e-5, max_position_embeddings=2048)
+TOKENIZER = ROOT / "tests" / "data" / "tokenizers" / "llama3-like.json"  # 1,024 ids: any model id still runs
+LOGIT_TOLERANCE = 1e-3
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def llama_tensors(shape: dict, seed: int) -> dict[str, np.ndarray]:
+    """Seeded random weights in transformers' names and layout ([out, in] for each Linear), float32:
+    matrices N(0, 0.02) (transformers' initializer_range), RMS norm gains 1 + N(0, 0.1), so that
+    a missing gain would show in the logits check."""
+    rng = np.random.default_rng(seed)
+    d, dm, dh = shape["hidden_size"], shape["intermediate_size"], shape["head_dim"]
+    H, KV = shape["num_attention_heads"], shape["num_key_value_heads"]
+
+    def normal(*s, std=0.02):
+        out = rng.standard_normal(s, dtype=np.float32)
+        out *= std
+        return out
+
+    def gain():
+        return 1 + normal(d, std=0.1)
+
+    t = {"model.embed_tokens.weight": normal(shape["vocab_size"], d)}
+    for l in range(shape["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        t[p + "input_layernorm.weight"] = gain()
+        t[p + "self_attn.q_proj.weight"] = normal(H * dh, d)
+        t[p + "self_attn.k_proj.weight"] = normal(KV * dh, d)
+        t[p + "self_attn.v_proj.weight"] = normal(KV * dh, d)
+        t[p + "self_attn.o_proj.weight"] = normal(d, H * dh)
+        t[p + "post_attention_layernorm.weight"] = gain()
+        t[p + "mlp.gate_proj.weight"] = normal(dm, d)
+        t[p + "mlp.up_proj.weight"] = normal(dm, d)
+        t[p + "mlp.down_proj.weight"] = normal(d, dm)
+    t["model.norm.weight"] = gain()
+    return t
+
+
+def write_folder(folder: Path, seed: int = 0) -> int:
+    """config.json, model.safetensors (float32) and tokenizer.json: a folder both sides load. Returns
+    the weights file's size in bytes."""
+    from tracer.files import save_safetensors
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "dtype": "float32",
+              "attention_bias": False, "mlp_bias": False, "bos_token_id": 768, "eos_token_id": 769,
+              **SMOLLM2_135M}
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    save_safetensors(folder / "model.safetensors", llama_tensors(SMOLLM2_135M, seed), {"format": "pt"})
+    shutil.copy(TOKENIZER, folder / "tokenizer.json")
+    return (folder / "model.safetensors").stat().st_size
+
+
+def torch_worker(folder: str, threads: int) -> None:
+    """The folder in transformers' LlamaForCausalLM, float32, one model whose attention
+    implementation (sdpa or eager) is switched per request, served by bench.bench.serve."""
+    torch_setup(threads)
+    import torch
+    import transformers
+    from transformers import LlamaForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+
+    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
+
+    def model_for(impl: str):
+        if model.config._attn_implementation != impl:
+            model.set_attn_implementation(impl)
+        return model
+
+    serve(model_for)
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def check_logits(model, torch_w, tokens: np.ndarray, tmp: Path, results: dict) -> None:
+    """tracer's logits against transformers' (sdpa and eager) at every position; stops the run when
+    any differs by more than LOGIT_TOLERANCE."""
+    ours = np.asarray(model.run(tokens.tolist(), names=["logits"])["logits"])  # [pos, d_vocab]
+    check = {"logit_scale": float(np.abs(ours).max()), "tolerance": LOGIT_TOLERANCE}
+    for impl in ("sdpa", "eager"):
+        path = tmp / f"torch-logits-{impl}.npy"
+        torch_w.ask(case="logits", tokens=tokens.tolist(), impl=impl, save=str(path))
+        ref = np.load(path)  # [pos, d_vocab]
+        path.unlink()
+        check[f"max_abs_diff_{impl}"] = float(np.abs(ref - ours).max())
+        check[f"same_argmax_{impl}"] = f"{int((ref.argmax(-1) == ours.argmax(-1)).sum())}/{len(tokens)}"
+    results["logits_check"] = check
+    print(f"\nlogits at all {len(tokens)} positions, tracer against transformers (logits up to {check['logit_scale']:.2f}):")
+    for impl in ("sdpa", "eager"):
+        print(f"  {impl:5s} max |difference| {check[f'max_abs_diff_{impl}']:.2e}, same argmax {check[f'same_argmax_{impl}']}")
+    worst = max(check["max_abs_diff_sdpa"], check["max_abs_diff_eager"])
+    if not worst <= LOGIT_TOLERANCE:
+        raise SystemExit(f"tracer's logits differ from transformers' by {worst:.2e} > {LOGIT_TOLERANCE}: not timing a wrong model")
+
+
+def case_prefill(model, torch_w, tokens: np.ndarray, rounds: int, per: int, results: dict) -> None:
+    ids = tokens.tolist()
+    run_all = lambda: model.run(ids)  # noqa: E731
+    run_none = lambda: model.run(ids, names=[])  # noqa: E731
+    run_all(), run_none()  # warm-up
+    t_all, t_none, t_sdpa, t_eager, by_round = [], [], [], [], []
+    for i in range(rounds):
+        a = clock(run_all, per)
+        if torch_w is not None:  # the first round's first call of each is a warm-up, dropped
+            s = torch_w.ask(case="prefill", tokens=ids, n=per + (not i), impl="sdpa")["times"][-per:]
+        n = clock(run_none, per)
+        if torch_w is not None:
+            e = torch_w.ask(case="prefill", tokens=ids, n=per + (not i), impl="eager")["times"][-per:]
+            t_sdpa, t_eager = t_sdpa + s, t_eager + e
+            by_round.append(median(a) / median(s))
+        t_all, t_none = t_all + a, t_none + n
+    r = {"tokens": len(ids), "runs": len(t_all), "all_s": median(t_all), "none_s": median(t_none),
+         "all_over_none": median(t_all) / median(t_none)}
+    print(f"\nprefill {len(ids)} tokens (median of {len(t_all)} in {rounds} interleaved rounds)")
+    print(f"  tracer, everything recorded {ms(r['all_s'])}")
+    print(f"  tracer, nothing recorded    {ms(r['none_s'])}   (everything / nothing = {r['all_over_none']:.2f}×)")
+    if t_sdpa:
+        r.update(torch_sdpa_s=median(t_sdpa), torch_eager_s=median(t_eager))
+        for impl in ("sdpa", "eager"):
+            for mode in ("all", "none"):
+                r[f"{mode}_over_torch_{impl}"] = r[f"{mode}_s"] / r[f"torch_{impl}_s"]
+        r["all_over_torch_sdpa_by_round"] = [min(by_round), max(by_round)]
+        print(f"  transformers sdpa           {ms(r['torch_sdpa_s'])}   (tracer / transformers: everything "
+              f"{r['all_over_torch_sdpa']:.2f}×, nothing {r['none_over_torch_sdpa']:.2f}×)")
+        print(f"  transformers eager          {ms(r['torch_eager_s'])}   (tracer / transformers: everything "
+              f"{r['all_over_torch_eager']:.2f}×, nothing {r['none_over_torch_eager']:.2f}×)")
+        print(f"  everything / sdpa, round by round: {min(by_round):.2f}–{max(by_round):.2f}×")
+    results["prefill"] = r
+
+
+def case_generate(model, torch_w, prompt: list[int], new: int, rounds: int, results: dict) -> None:
+    got = {}
+
+    def run(names):  # greedy, KV cache
+        return tokens_per_s(lambda: model.generate(prompt, max_new_tokens=new, names=names), got)
+
+    run([])  # warm-up
+    tps_all, tps_none, tps_torch, torch_ids, by_round = [], [], [], None, []
+    for i in range(rounds):
+        tps_all.append(run(None))
+        if torch_w is not None:  # the first round's first call is a warm-up, dropped
+            rep = torch_w.ask(case="generate", prompt=prompt, new=new, n=1 + (not i))
+            tps_torch.append(new / rep["times"][-1])
+            torch_ids = rep["generated"]
+            by_round.append(tps_all[-1] / tps_torch[-1])
+        tps_none.append(run([]))
+    r = {"prompt_tokens": len(prompt), "new_tokens": new, "rounds": rounds, "tracer_generated": len(got["ids"]),
+         "tracer_all_tok_s": median(tps_all), "tracer_none_tok_s": median(tps_none)}
+    print(f"\ngenerate(): prompt {len(prompt)} tokens, {new} new tokens, greedy, KV cache (median of {rounds} rounds)")
+    print(f"  tracer, everything recorded {median(tps_all):6.1f} tokens/s   (the default: hooks, predictions, logit lens)")
+    print(f"  tracer, nothing recorded    {median(tps_none):6.1f} tokens/s")
+    if tps_torch:
+        same = sum(a == b for a, b in zip(got["ids"], torch_ids))
+        r.update(torch_tok_s=median(tps_torch), all_over_torch=median(tps_all) / median(tps_torch),
+                 none_over_torch=median(tps_none) / median(tps_torch), all_over_torch_by_round=[min(by_round), max(by_round)],
+                 same_tokens_as_torch=f"{same}/{len(torch_ids)}")
+        print(f"  transformers generate()     {median(tps_torch):6.1f} tokens/s   (tracer tokens/s ÷ transformers': "
+              f"everything {r['all_over_torch']:.2f}×, nothing {r['none_over_torch']:.2f}×)")
+        print(f"  everything ÷ transformers, round by round: {min(by_round):.2f}–{max(by_round):.2f}×")
+        print(f"  same greedy tokens as transformers: {r['same_tokens_as_torch']}")
+    results["generate"] = r
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = arguments(__doc__)
+    ap.add_argument("--only", default="", help="comma-separated cases: prefill,generate")
+    args = ap.parse_args()
+    threads = int(args.threads)
+    if args.worker:
+        torch_worker(args.worker, threads)
+        return 0
+
+    import tracer
+    from tracer.memory import retain_freed_memory
+
+    retain_freed_memory()  # as the tracer command runs (bench.bench's default; the worker does the same)
+    q = args.quick
+    only = set(filter(None, args.only.split(",")))
+    want = lambda c: not only or c in only  # noqa: E731
+    results: dict = {"machine": machine(), "quick": q, "model": {"shape": "SmolLM2-135M", **SMOLLM2_135M}}
+    m = results["machine"]
+    print(f"machine: {m.get('cpu', '?')}, {m['cpus']} CPUs, {threads} threads; numpy {m['numpy']}, {m['blas']}")
+    print(f"load average at start: {m['load_at_start']}")
+    t_start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="tracer-bench-families-"))
+    torch_w = None
+    try:
+        size = write_folder(tmp / "smollm2-135m-random")
+        results["model"]["file_bytes"] = size
+        t0 = time.perf_counter()
+        model = tracer.load(str(tmp / "smollm2-135m-random"))
+        results["model"]["tracer_load_s"] = time.perf_counter() - t0
+        print(f"model: SmolLM2-135M shape, random weights, {size / 1e6:.0f} MB float32 safetensors; {model!r}")
+        py = None if args.no_torch else find_torch_python(args.torch_python)
+        if py:
+            torch_w = Torch(py, tmp / "smollm2-135m-random", threads, script=__file__)
+            results["machine"].update({k: torch_w.info[k] for k in ("torch", "transformers", "torch_threads")})
+            print(f"transformers {torch_w.info['transformers']}, torch {torch_w.info['torch']} "
+                  f"({torch_w.info['torch_threads']} threads), via {py}")
+        elif not args.no_torch:
+            print("transformers: not importable here or in /work/torchvenv; comparisons skipped")
+        tokens = np.random.default_rng(5).integers(0, SMOLLM2_135M["vocab_size"], 128)  # [pos]
+        if torch_w is not None:
+            check_logits(model, torch_w, tokens, tmp, results)
+        if want("prefill"):
+            case_prefill(model, torch_w, tokens, 2 if q else 8, 2 if q else 3, results)
+        if want("generate"):
+            prompt = np.random.default_rng(7).integers(0, SMOLLM2_135M["vocab_size"], 16).tolist()
+            case_generate(model, torch_w, prompt, 8 if q else 32, 2 if q else 7, results)
+    finally:
+        if torch_w is not None:
+            torch_w.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    results["machine"]["load_at_end"] = loadavg()
+    results["wall_s"] = time.perf_counter() - t_start
+    print(f"\nload average at end: {results['machine']['load_at_end']}; {results['wall_s']:.0f} s in all")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1, default=float))
+    print("JSON: " + json.dumps(results, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
