@@ -238,3 +238,11 @@ def test_the_default_model_is_the_trained_abc_and_predicts_g(runner):
 def test_a_shorter_context_than_tinys_is_named(runner):
     r = runner.invoke(app, ["trace", "A B C", "-n", "100"])
     assert r.exit_code == 2 and "max-new-tokens 100 overflows the context" in r.stderr and "64" in r.stderr
+
+
+def test_a_bad_view_option_is_refused_before_anything_runs_or_is_saved(runner, tmp_path):
+    """Issue 13: `--layer 30 --save x.npz` used to run, write the file, then exit 2."""
+    path = tmp_path / "x.npz"
+    r = run(runner, "trace", PROMPT, "--layer", "30", "--save", str(path))
+    assert r.exit_code == 2 and "--layer 30" in r.stderr
+    assert not path.exists() and list(tmp_path.iterdir()) == []
