@@ -1,8 +1,9 @@
 """Every reader, fed mutated real files, each case a process of its own under a memory and a time limit.
 
 The readers: a trace `.npz` (`tracer show`), tracer's weights files (`.npz`, `.safetensors`), a
-Hugging Face folder (config.json, model.safetensors or shards and their index), and a scenario's
-TOML with its `file =` weights (`tracer replay`). Each starts from a good file and changes one thing
+Hugging Face GPT-2 folder (config.json, model.safetensors or shards and their index), a Llama /
+Qwen2 / Mistral folder (config.json, model.safetensors, tokenizer.json, tokenizer_config.json), and
+a scenario's TOML with its `file =` weights (`tracer replay`). Each starts from a good file and changes one thing
 an attacker or an unlucky user would: a metadata value made absurd (10⁹, −1, true, "false", a
 string of escape sequences, a list nested 40 deep), a key renamed, an array of another kind or
 shape, NaN and ∞ in the numbers, an entry renamed (`steps.-1.…`), bytes flipped or cut. Whatever
@@ -281,6 +282,37 @@ def test_hugging_face_folders(tmp_path, limited, check_outcome, i):
         shard = rng.choice(sorted(folder.glob("*.safetensors")))
         what = mutate_safetensors(shard, shard, rng)
     r = limited("trace", "hi", "--model", folder, "-n", "1")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+FAMILIES = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("i", cases("family"))
+def test_llama_qwen2_mistral_folders_and_their_tokenizer_json(tmp_path, limited, check_outcome, i):
+    """A Llama / Qwen2 / Mistral folder with one of config.json, model.safetensors or tokenizer.json
+    (and tokenizer_config.json) changed."""
+    rng = rng_for("family", i)
+    name = ["llama-tiny", "qwen2-tiny", "mistral-tiny", "llama-tiny-bf16"][i % 4]
+    folder = tmp_path / name
+    shutil.copytree(FAMILIES / name, folder, ignore=shutil.ignore_patterns("reference.npz"))
+    part = rng.choice(["config.json", "weights", "tokenizer.json", "tokenizer.json", "tokenizer_config.json"])
+    if part == "weights":
+        what = mutate_safetensors(folder / "model.safetensors", folder / "model.safetensors", rng)
+    elif part == "tokenizer_config.json":
+        value = mutate_json({"eos_token": {"content": "<|end_of_text|>"}, "bos_token": "<s>"}, rng)
+        (folder / part).write_text(json.dumps(value))
+        what = json.dumps(value)[:300]
+    elif rng.random() < 0.2:
+        raw = (folder / part).read_bytes()
+        (folder / part).write_bytes(mutate_bytes(raw, rng))
+        what = f"{part}: bytes changed"
+    else:
+        value = mutate_json(json.loads((folder / part).read_text(encoding="utf-8")), rng)
+        (folder / part).write_text(json.dumps(value))
+        what = f"{part}: " + json.dumps(value)[:300]
+    r = limited("trace", "The quick fox", "--model", folder, "-n", "1")
     check_outcome(r)
     assert r.returncode == 2 or "tracer · model" in r.stdout, what
 

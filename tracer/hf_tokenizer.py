@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import TracerError
+from .reading import parse_json, read_small
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
 END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
@@ -166,13 +167,8 @@ def find_tokenizer_json(folder) -> Path:
 
 
 def _load(path: Path) -> tuple[dict, str]:
-    try:
-        raw = path.read_bytes()
-        data = json.loads(raw)
-    except OSError as e:
-        raise TracerError(f"tokenizer {path}: cannot read it ({e.strerror})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TracerError(f"tokenizer {path}: not a JSON file ({e})") from None
+    raw = read_small(path, "tokenizer file")  # a regular file, bounded in size
+    data = parse_json(raw, f"tokenizer {path}: not a JSON file")  # and in depth
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TracerError(f"tokenizer {path}: not a tokenizer.json (no 'model' table)")
     return data, hashlib.sha256(raw).hexdigest()
@@ -257,6 +253,13 @@ class HFTokenizer:
     """
 
     def __init__(self, path, engine: str = "auto", end: str | int | None = None):
+        try:
+            self._read(path, engine, end)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file of the wrong shape
+            raise TracerError(f"tokenizer {path}: not a tokenizer.json tracer can read "
+                              f"({type(e).__name__}: {str(e)[:120]})") from None
+
+    def _read(self, path, engine: str, end) -> None:
         path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
         self.path = path.resolve()
         data, self.sha256 = _load(path)
