@@ -44,7 +44,6 @@ from bench.bench import (Torch, arguments, clock, find_torch_python, loadavg, ma
                          tokens_per_s, torch_setup)
 
 import json  # noqa: E402
-import os  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
