@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import re
 import unicodedata
 from functools import lru_cache
@@ -484,10 +483,9 @@ class HFTokenizer:
 
     def _end(self, end, path: Path) -> int | None:
         if end is None:
-            try:
-                eos = json.loads((path.parent / "tokenizer_config.json").read_text(encoding="utf-8")).get("eos_token")
-            except (OSError, ValueError, AttributeError):
-                eos = None
+            config = path.parent / "tokenizer_config.json"  # optional: its eos_token names the end token
+            eos = parse_json(read_small(config, "tokenizer config"), f"{config}: not JSON") if config.exists() else {}
+            eos = eos.get("eos_token") if isinstance(eos, dict) else None
             end = eos.get("content") if isinstance(eos, dict) else eos
             specials = {self.added[i]["content"] for i in self.special}
             end = end if end is not None else next((n for n in END_NAMES if n in specials), None)
