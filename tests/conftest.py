@@ -170,6 +170,28 @@ def macs_by_loop():
 # --------------------------------------------------------------------------- rendering and terminals
 
 
+@pytest.fixture(scope="session")
+def shard_in_two():
+    """`shard_in_two(weights, folder)`: a safetensors file's tensors (sorted by name) split into
+    `model-00001-of-00002.safetensors` and `…00002…` in `folder`, with the
+    `model.safetensors.index.json` that lists them, as sharded Hugging Face checkpoints come."""
+    import json
+
+    from tracer.files import load_safetensors, save_safetensors
+
+    def make(weights: Path, folder: Path) -> None:
+        arrays, _ = load_safetensors(weights, mmap=False)
+        names = sorted(arrays)
+        parts = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+                 "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
+        for shard, keys in parts.items():
+            save_safetensors(folder / shard, {k: arrays[k] for k in keys}, {"format": "pt"})
+        index = {"metadata": {}, "weight_map": {k: shard for shard, keys in parts.items() for k in keys}}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+    return make
+
+
 def _render_text(what, width: int = 100) -> str:
     """The plain text of `what` on a `width`-column console without color. `what` is a Rich renderable,
     or a function that prints on the console it is given (`lambda c: show_generation(..., console=c)`).

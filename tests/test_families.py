@@ -266,23 +266,15 @@ def test_saved_family_trace_shows_again(run_tracer, tmp_path):
 # --------------------------------------------------------------------------- by name, from the local Hugging Face cache
 
 
-def _fake_hub(tmp_path: Path, monkeypatch, source: Path, sharded: bool = False):
+def _fake_hub(tmp_path: Path, monkeypatch, source: Path, shard_in_two=None):
     """An isolated Hugging Face cache and an hf_hub_download stand-in serving `source`'s files
-    (split into two shards with an index when `sharded`); returns the cache and the list of asks."""
-    from tracer.files import load_safetensors, save_safetensors
-
+    (split into two shards with an index by `shard_in_two`, when given); returns the fetch function
+    and the list of asks."""
     serve = tmp_path / "served"
     shutil.copytree(source, serve)
-    if sharded:
-        arrays, _ = load_safetensors(serve / "model.safetensors", mmap=False)
-        names = sorted(arrays)
-        parts = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-                 "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
-        for f, keys in parts.items():
-            save_safetensors(serve / f, {k: arrays[k] for k in keys}, {"format": "pt"})
+    if shard_in_two is not None:
+        shard_in_two(serve / "model.safetensors", serve)
         (serve / "model.safetensors").unlink()
-        index = {"metadata": {}, "weight_map": {k: f for f, keys in parts.items() for k in keys}}
-        (serve / "model.safetensors.index.json").write_text(json.dumps(index))
     cache = tmp_path / "hub"
     for var in ("HF_HOME", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
@@ -303,10 +295,10 @@ def _fake_hub(tmp_path: Path, monkeypatch, source: Path, sharded: bool = False):
 
 
 @pytest.mark.parametrize("sharded", [False, True])
-def test_download_then_load_by_repo_id(tmp_path, monkeypatch, sharded):
+def test_download_then_load_by_repo_id(tmp_path, monkeypatch, shard_in_two, sharded):
     from tracer import hub
 
-    fetch, asked = _fake_hub(tmp_path, monkeypatch, DATA / "qwen2-tiny", sharded)
+    fetch, asked = _fake_hub(tmp_path, monkeypatch, DATA / "qwen2-tiny", shard_in_two if sharded else None)
     with pytest.raises(TracerError, match="weights not found in the local Hugging Face cache.*tracer download Qwen/Tiny"):
         tracer.load("Qwen/Tiny")
     folder = hub.download("Qwen/Tiny", fetch)

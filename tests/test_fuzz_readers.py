@@ -28,7 +28,7 @@ import pytest
 
 import tracer
 from tracer.config import Config
-from tracer.files import save_safetensors, save_weights
+from tracer.files import save_weights
 from tracer.params import init_weights
 
 pytestmark = pytest.mark.slow
@@ -202,23 +202,14 @@ def good(tmp_path_factory, word_model, gpt2_config) -> dict:
     return {k: d / k for k in ("trace.npz", "w.npz", "w.safetensors", "scn.npz", "scn.toml")}
 
 
-def hf_copy(folder: Path, sharded: bool) -> None:
-    """The committed GPT-2 fixture, whole or split into two shards with their index."""
+def hf_copy(folder: Path, shard_in_two=None) -> None:
+    """The committed GPT-2 fixture, whole or split into two shards with their index (`shard_in_two`)."""
     folder.mkdir()
     shutil.copy(HUB / "config.json", folder / "config.json")
-    if not sharded:
+    if shard_in_two is None:
         shutil.copy(HUB / "model.safetensors", folder / "model.safetensors")
-        return
-    from tracer.files import load_safetensors
-
-    arrays, _ = load_safetensors(HUB / "model.safetensors", mmap=False)
-    names = sorted(arrays)
-    half = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-            "model-00002-of-00002.safetensors": names[len(names) // 2 :]}
-    for shard, keys in half.items():
-        save_safetensors(folder / shard, {k: arrays[k] for k in keys}, {"format": "pt"})
-    index = {"metadata": {}, "weight_map": {k: shard for shard, keys in half.items() for k in keys}}
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    else:
+        shard_in_two(HUB / "model.safetensors", folder)
 
 
 def cases(reader: str) -> list:
@@ -258,11 +249,11 @@ def test_tracer_weights_files(good, tmp_path, limited, check_outcome, i):
 
 
 @pytest.mark.parametrize("i", cases("hf"))
-def test_hugging_face_folders(tmp_path, limited, check_outcome, i):
+def test_hugging_face_folders(tmp_path, limited, check_outcome, shard_in_two, i):
     rng = rng_for("hf", i)
     folder = tmp_path / "m"
     sharded = i % 2 == 1
-    hf_copy(folder, sharded)
+    hf_copy(folder, shard_in_two if sharded else None)
     part = rng.choice(["config.json", "weights", "index.json"] if sharded else ["config.json", "weights"])
     if part == "config.json":
         cfg = mutate_json(json.loads((folder / "config.json").read_text()), rng)
