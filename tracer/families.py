@@ -28,8 +28,7 @@ import numpy as np
 
 from .config import Config
 from .errors import TracerError
-from .hf import _no_progress, as_float32, check_finite, check_sizes, read_tensors, read_training, weight_files
-from .reading import parse_json, read_small
+from .hf import check_sizes, config_json, read_checked, read_tensors, read_training, weight_files
 
 FAMILIES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
@@ -38,17 +37,7 @@ PREFIX = "model."
 
 def model_type(folder: Path) -> str:
     """config.json's model_type ("gpt2" when it names none, as GPT-2's own files do)."""
-    return str(read_json(folder / "config.json").get("model_type", "gpt2"))
-
-
-def read_json(where: Path) -> dict:
-    """A JSON object from a file we were given (a regular file, bounded in size and depth)."""
-    if not where.exists():
-        raise TracerError(f"{where.parent}: no {where.name} (a Hugging Face folder holds config.json and model.safetensors)")
-    raw = parse_json(read_small(where), f"{where}: not valid JSON")
-    if not isinstance(raw, dict):
-        raise TracerError(f"{where}: not a JSON object")
-    return raw
+    return str(config_json(folder).get("model_type", "gpt2"))
 
 
 # --------------------------------------------------------------------------- config.json
@@ -115,10 +104,9 @@ def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | 
     return window
 
 
-def read_config(folder: Path) -> Config:
-    """A Llama / Qwen2 / Mistral config.json as a tracer `Config` (float32, the Llama block)."""
-    where = folder / "config.json"
-    raw = read_json(where)
+def config_of(raw: dict, where: Path) -> Config:
+    """A Llama / Qwen2 / Mistral config.json's object (read from `where`) as a tracer `Config`
+    (float32, the Llama block)."""
     family = raw.get("model_type")
     if family not in FAMILIES:
         raise TracerError(f"{where}: model_type {family!r}; tracer loads gpt2, {', '.join(FAMILIES)}")
@@ -150,13 +138,11 @@ def read_config(folder: Path) -> Config:
         raise TracerError(f"{where}: {str(e).removeprefix('config: ')}") from None
 
 
-def has_qkv_bias(folder: Path) -> bool:
-    raw = read_json(folder / "config.json")
-    return raw.get("model_type") == "qwen2" or bool(raw.get("attention_bias"))
-
-
-def hf_shapes(cfg: Config, qkv_bias: bool, o_bias: bool) -> dict[str, tuple[int, ...]]:
-    """Every tensor the file must hold for `cfg`, by its name in transformers' layout."""
+def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]:
+    """Every tensor the file must hold for `cfg`, by its name in transformers' layout: Q/K/V biases
+    for Qwen2 and for a Llama with `attention_bias` (which also gives o_proj one)."""
+    o_bias = _flag(raw, "attention_bias", where, False)
+    qkv_bias = raw.get("model_type") == "qwen2" or o_bias
     V, d, H, KV, dh, dm = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_mlp
     shapes: dict[str, tuple[int, ...]] = {PREFIX + "embed_tokens.weight": (V, d)}
     for l in range(cfg.n_layers):
@@ -238,20 +224,15 @@ def read_folder(path, name: str | None = None, progress=None):
     layer's fused Q|K|V matrix, the folder's path and its training record (None). `progress`: as
     in `tracer.hf.read_folder`."""
     folder = Path(path).expanduser()
-    cfg = read_config(folder)
+    where = folder / "config.json"
+    raw = config_json(folder)
+    cfg = config_of(raw, where)
     files = weight_files(folder)
-    raw = read_json(folder / "config.json")
-    shapes = hf_shapes(cfg, has_qkv_bias(folder), bool(raw.get("attention_bias")))  # at most LIMITS' 1,024 layers
-    check_sizes(cfg, files, folder / "config.json", sum(int(np.prod(s)) for s in shapes.values()))
+    shapes = hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
+    check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
     tensors, origin = read_tensors(files)
     check_tensors(cfg, shapes, tensors, origin, folder)
-    total = sum(tensors[k].nbytes for k in shapes)
-    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
-    t: dict[str, np.ndarray] = {}
-    with (progress or _no_progress)(total, label) as advance:
-        for k in shapes:
-            arr = as_float32(k, tensors[k], origin[k])  # a view when the file is float32; bf16/f16 converted
-            check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
-            t[k] = arr
+    t = read_checked(tensors, origin, shapes, f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
+                     progress)
     params, fused = translate(cfg, t)
     return cfg, params, fused, str(folder), read_training(folder)

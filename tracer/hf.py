@@ -64,14 +64,21 @@ def _config_value(raw: dict, key: str, where: Path, default=None, kind=int):
     return value
 
 
-def read_config(folder: Path) -> Config:
-    """A GPT-2 `config.json` as a tracer `Config` (float32, the GPT-2 block)."""
+def config_json(folder: Path) -> dict:
+    """The folder's config.json as a JSON object (a regular file, bounded in size and depth)."""
     where = folder / "config.json"
     if not where.exists():
-        raise TracerError(f"{folder}: no config.json (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
+        raise TracerError(f"{folder}: no config.json (a Hugging Face folder holds config.json and model.safetensors)")
     raw = parse_json(read_small(where), f"{where}: not valid JSON")
     if not isinstance(raw, dict):
         raise TracerError(f"{where}: not a JSON object")
+    return raw
+
+
+def read_config(folder: Path) -> Config:
+    """A GPT-2 `config.json` as a tracer `Config` (float32, the GPT-2 block)."""
+    where = folder / "config.json"
+    raw = config_json(folder)
     model_type = raw.get("model_type", "gpt2")
     if model_type != "gpt2":
         raise TracerError(f"{where}: model_type is {model_type!r}; tracer loads gpt2, llama, qwen2 and mistral checkpoints")
@@ -252,6 +259,20 @@ def _no_progress(total_bytes: int, label: str):
     yield lambda n: None
 
 
+def read_checked(tensors: dict, origin: dict, names, label: str, progress=None) -> dict[str, np.ndarray]:
+    """The tensors `names` as float32 (views of the mapped file when it is float32; bfloat16 and
+    float16 converted), each checked for NaN and inf in the one read of the file's bytes, which
+    drives `progress(total_bytes, label)` (see `read_folder`)."""
+    total = sum(tensors[k].nbytes for k in names)
+    out: dict[str, np.ndarray] = {}
+    with (progress or _no_progress)(total, label) as advance:
+        for k in names:
+            arr = as_float32(k, tensors[k], origin[k])  # [...] a view when the file is float32
+            check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
+            out[k] = arr
+    return out
+
+
 # --------------------------------------------------------------------------- translation
 
 
@@ -307,15 +328,8 @@ def read_folder(path, name: str | None = None, progress=None):
     check_sizes(cfg, files, folder / "config.json")
     tensors, origin = strip_prefix(*read_tensors(files))
     check_names(cfg, tensors, origin, folder)
-    needed = hf_shapes(cfg)
-    total = sum(tensors[k].nbytes for k in needed)
-    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
-    t: dict[str, np.ndarray] = {}
-    with (progress or _no_progress)(total, label) as advance:
-        for k in needed:
-            arr = as_float32(k, tensors[k], origin[k])  # [...] a view when the file is float32
-            check_finite(k, arr, origin[k], lambda n, size=tensors[k].itemsize: advance(n * size))
-            t[k] = arr
+    t = read_checked(tensors, origin, hf_shapes(cfg), f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
+                     progress)
     W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer
     return cfg, translate(cfg, t), W_qkv, str(folder), read_training(folder)
 
