@@ -24,9 +24,10 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import rotate, score_scale, silu
+from .equations import rotate, scale_and_shift, score_scale, silu
 from .fast import Layer, Weights, layout
 from .record import Recorder
+from .store import meeting_qk
 
 # --------------------------------------------------------------------------- the loss
 
@@ -236,8 +237,8 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
     a = p + "attn."
     z, pattern = acts[a + "hook_z"], acts[a + "hook_pattern"]
-    qk = ("hook_rot_q", "hook_rot_k") if turn is not None else ("hook_q", "hook_k")
-    q, k, v = acts[a + qk[0]], acts[a + qk[1]], acts[a + "hook_v"]
+    q_name, k_name = meeting_qk(cfg)  # under RoPE, the rotated Q and K
+    q, k, v = acts[p + q_name], acts[p + k_name], acts[a + "hook_v"]
     dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
     grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
     dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
@@ -255,11 +256,8 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
 
 
 def _normed(x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
-    """What `decoder.norm` gave: the normalized input times the gain plus the bias (x itself without a norm)."""
-    if ln is None:
-        return x
-    out = acts[prefix + "hook_normalized"] * ln[0]
-    return out if ln[1] is None else out + ln[1]
+    """What `decoder.norm` gave: the recorded normalized input times the gain (plus the bias), or x without a norm."""
+    return x if ln is None else scale_and_shift(acts[prefix + "hook_normalized"], *ln)
 
 
 def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, turn=None) -> np.ndarray:

@@ -142,8 +142,8 @@ def _scores(cfg, dots: np.ndarray) -> np.ndarray:
     return scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores), cfg.sliding_window)  # [head, query_pos, key_pos]
 
 
-def _qk(cfg) -> tuple:
-    """The Q and K that meet in Q·K: the rotated ones under rotary positions."""
+def meeting_qk(cfg) -> tuple:
+    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
     return ("attn.hook_rot_q", "attn.hook_rot_k") if cfg.positional == "rope" else ("attn.hook_q", "attn.hook_k")
 
 
@@ -165,7 +165,7 @@ def _pre(cfg) -> tuple:
 HOLD = {
     "attn.hook_pattern": (Causal(0.0),),
     "attn.hook_attn_scores": (Recipe(_scores, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
-    "attn.hook_dots": (Recipe(_dots, _qk, when=long_prefill, remember=True),),
+    "attn.hook_dots": (Recipe(_dots, meeting_qk, when=long_prefill, remember=True),),
     "mlp.hook_post": (Recipe(_post, _pre, when=long),),
 }
 
