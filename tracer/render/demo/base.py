@@ -76,12 +76,8 @@ class Demo:
         return label(pos) if t == label(pos) else f"{label(pos)} = {t}"
 
     def positions(self) -> list[int | None]:
-        """The prompt's positions a per-token table lists: all of them when they fit in `rows`, else the
-        first ones (the followed token among them), ⋮ (None), and the last ones."""
-        if self.n <= self.rows:
-            return list(range(self.n))
-        first = max(self.rows // 2, self.focus + 1)
-        return list(range(first)) + [None] + list(range(self.n - (self.rows - first - 1), self.n))
+        """The prompt's positions a per-token table lists (`folded`), the followed token among the first ones."""
+        return folded(self.n, self.rows, self.focus + 1)
 
     def letters(self, n: int) -> str:
         """The first n positions as the article writes a sequence: ABCDEF (A…T when long)."""
@@ -123,6 +119,15 @@ class Demo:
         position under RoPE; and the mark their names carry (↻ for rotated)."""
         pre = "attn.hook_rot_" if self.rotary else "attn.hook_"
         return self.block(pre + "q")[:, self.head], self.block(pre + "k")[:, self.kv_head], "↻" if self.rotary else ""
+
+
+def folded(n: int, rows: int, at_least: int = 1) -> list[int | None]:
+    """Indices 0 … n−1 when they fit in `rows`; else the first half (at least `at_least` of them), None
+    for the ⋮ row, and the last ones, `rows` entries in all."""
+    if n <= rows:
+        return list(range(n))
+    first = max(rows // 2, at_least)
+    return list(range(first)) + [None] + list(range(n - (rows - first - 1), n))
 
 
 @dataclass

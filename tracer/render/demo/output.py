@@ -10,16 +10,8 @@ from rich.text import Text
 
 from ...equations import tempered_softmax
 from ...tokens import label
-from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, mark, pairs, row_style, sentence, table
+from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
 
-
-
-def _layer_rows(L: int, rows: int = 16) -> list[int | None]:
-    """Every layer when they fit in `rows`; else the first ones, ⋮, the last ones."""
-    if L <= rows:
-        return list(range(L))
-    first = max(rows // 2, 1)
-    return list(range(first)) + [None] + list(range(L - (rows - first - 1), L))
 
 
 def step_layers(d: Demo) -> Step:
@@ -28,7 +20,7 @@ def step_layers(d: Demo) -> Step:
     heads = list(range(min(H, 4)))
     cols = ["layer", "in", "out"] + [f"head {h}" for h in heads]
     t = table(*cols, right=("layer", "in", "out"))
-    for l in _layer_rows(cfg.n_layers, d.rows):
+    for l in folded(cfg.n_layers, d.rows):  # every layer, or the first ones, ⋮, the last ones
         if l is None:
             t.add_row("⋮", *([""] * (len(cols) - 1)))
             continue
