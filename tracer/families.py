@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import Config
-from .errors import TracerError
+from .errors import TracerError, near
 from .hf import check_sizes, config_json, read_checked, read_tensors, read_training, weight_files
 
 FAMILIES = ("llama", "qwen2", "mistral")
@@ -204,8 +204,6 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
 
 def check_tensors(cfg: Config, shapes: dict, tensors: dict, origin: dict, folder: Path) -> None:
     """Every tensor present with config.json's shape, and nothing the block would ignore."""
-    from .errors import near
-
     files = ", ".join(sorted({p.name for p in origin.values()})) or "model.safetensors"
     for name, shape in shapes.items():
         if name not in tensors:
