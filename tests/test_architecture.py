@@ -23,7 +23,7 @@ LAYERS = {
         "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
-    4: ["hf", "families", "hub", "scenario"],  # readers of other formats: a config and arrays, never a Model
+    4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
     5: ["loaders", "replay"],  # every Model is built here
     6: ["render"],  # renderers: read a trace, never compute the model
     7: ["cli", "__init__", "__main__"],

@@ -1,4 +1,4 @@
-"""Hugging Face GPT-2 loading (`tracer.hf`): parity with transformers, the cache lookup, and errors.
+"""Hugging Face GPT-2 loading (`tracer.readers.gpt2`): parity with transformers, the cache lookup, and errors.
 
 The reference is transformers itself: `tests/data/gpt2-tiny/reference.npz` holds its logits,
 hidden states, attention patterns and greedy continuation for a random 3-layer GPT-2 with the
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import hf, hub
+from tracer import hub
+from tracer.readers import folder as hf_folder, gpt2
 from tracer.cli import app
 from tracer.errors import TracerError
 from tracer.files import load_safetensors, save_safetensors
@@ -103,7 +104,7 @@ def test_c_attn_split_matches_a_per_element_loop():
     dh = d_model // H
     W = rng.standard_normal((d_model, 3 * d_model))  # [d_model, 3 * d_model]
     b = rng.standard_normal(3 * d_model)  # [3 * d_model]
-    (W_Q, W_K, W_V), (b_Q, b_K, b_V) = hf.split_qkv(W, b, H)
+    (W_Q, W_K, W_V), (b_Q, b_K, b_V) = gpt2.split_qkv(W, b, H)
     for which, (Wm, bm) in enumerate([(W_Q, b_Q), (W_K, b_K), (W_V, b_V)]):
         for h in range(H):
             for d in range(dh):
@@ -362,7 +363,7 @@ def test_nan_or_inf_names_the_tensor_and_index(tmp_path, bad):
 
 
 def test_nan_in_the_huge_embedding_is_found_past_the_first_chunk(tmp_path, monkeypatch):
-    monkeypatch.setattr(hf, "CHECK_CHUNK", 1000)  # many chunks, so the bad value is not in the first
+    monkeypatch.setattr(hf_folder, "CHECK_CHUNK", 1000)  # many chunks, so the bad value is not in the first
     folder = copy_fixture(tmp_path, "hub")
 
     def poison(a):
@@ -456,6 +457,6 @@ def test_progress_counts_every_byte():
     folder = FIXTURE / "hub"
     arrays, _ = load_safetensors(folder / "model.safetensors")
     for k in ("wte.weight", "h.0.attn.c_attn.weight"):
-        hf.check_finite(k, arrays[k], folder, seen.append)
+        hf_folder.check_finite(k, arrays[k], folder, seen.append)
         assert sum(seen) == arrays[k].size
         seen.clear()

@@ -16,7 +16,7 @@ import pytest
 
 import tracer
 from tracer.cli import app
-from tracer.hf import gpt2_tensors
+from tracer.readers.gpt2 import gpt2_tensors
 from tracer.params import init_weights
 from tracer.train import TrainSettings, train
 

@@ -68,7 +68,7 @@ def main() -> int:
         import numpy as np
 
         import tracer
-        from tracer.hf import write_folder
+        from tracer.readers.gpt2 import write_folder
         from tracer.train import record_json
 
         m = tracer.load(str(build))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .config import GPT2_SHAPES
 from .errors import TracerError, near
-from .hf import weight_files
+from .readers.folder import weight_files
 
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")  # owner/name on the Hub

@@ -34,7 +34,8 @@ from .version import __version__
 class Model:
     def __init__(self, config: Config, params: Params, tokenizer: Tokenizer, name: str = "custom",
                  seed: int | None = None, trained: bool = False, weights: Weights | None = None,
-                 source: str | None = None, training: dict | None = None):
+                 source: str | None = None, training: dict | None = None, storage: dict | None = None,
+                 chat_template: str | None = None, notes: tuple = (), storage_examples: dict | None = None):
         if tokenizer.n_vocab > config.d_vocab:
             raise TracerError(
                 f"model {name}: the tokenizer has {tokenizer.n_vocab} tokens but the model only {config.d_vocab}"
@@ -47,11 +48,19 @@ class Model:
         self.trained = trained
         self.training = training  # how `tracer train` made these weights (its training.json), if it did
         self.source = source
+        self.storage = dict(storage or {})  # TransformerLens name → how its file stores it (`readers.Stored`)
+        self.chat_template = chat_template  # the model's chat template (jinja), when it ships one
+        self.notes = tuple(notes)  # what its reader noticed that the user should read once
+        self.storage_examples = dict(storage_examples or {})  # storage type → one number worked from its bytes
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
 
     def meta(self) -> dict:
         meta = {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
                 "trained": self.trained, "tracer_version": __version__}
+        if self.storage:  # each parameter's storage type in its file (F32, BF16, Q4_1, …)
+            meta["storage"] = {k: s.dtype for k, s in self.storage.items()}
+        if self.storage_examples:
+            meta["storage_examples"] = self.storage_examples
         if self.training:  # what a trace's header says instead of "untrained" (without the loss curve)
             meta["training"] = {k: v for k, v in self.training.items() if k != "losses"}
         return meta
@@ -70,6 +79,26 @@ class Model:
         if isinstance(prompt_or_ids, Prompt):
             return prompt_or_ids
         return encode_prompt(self.tokenizer, prompt_or_ids, self.config.n_ctx, self.config.d_vocab, truncate, room)
+
+    def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
+        """The model's chat template applied to `messages` ([{"role": "user", "content": "…"}, …], or
+        one user message as a string), rendered as transformers' `apply_chat_template` renders it
+        (`tracer.chat`). The text holds the template's special tokens (`<|im_start|>`), which
+        tokenize as the single tokens they are."""
+        from .chat import render_chat
+
+        if self.chat_template is None:
+            raise TracerError(f"model {self.name}: has no chat template (it is not an instruct/chat model, or its "
+                              f"files do not ship tokenizer.chat_template / tokenizer_config.json's chat_template)")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        tok = self.tokenizer
+        return render_chat(self.chat_template, messages, bos_token=getattr(tok, "bos_token", None) or "",
+                           eos_token=getattr(tok, "eos_token", None) or "", add_generation_prompt=add_generation_prompt)
+
+    def chat_ids(self, messages, add_generation_prompt: bool = True) -> list[int]:
+        """The ids of `chat_prompt(messages)`: what `apply_chat_template(messages, add_generation_prompt=True)` gives."""
+        return self.tokenize(self.chat_prompt(messages, add_generation_prompt))
 
     def run(self, prompt_or_ids, names=None, truncate: str | None = None) -> Trace:
         """One recorded forward pass. `names`: globs of hook names to keep (None: everything)."""

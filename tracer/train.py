@@ -9,7 +9,7 @@ and seed give the same weights, bit for bit, on the same machine and thread coun
 The loop stops cleanly between steps: when `should_stop()` says so (Ctrl-C, a signal), or when
 the loss or a gradient stops being finite, the weights are those of the last completed step. The
 unembedding bias stays zero (GPT-2 has none), so the result saves in transformers' GPT-2 layout
-(`tracer.hf.write_folder`). Core module: imports numpy only.
+(`tracer.readers.gpt2.write_folder`). Core module: imports numpy only.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from .app import app
 # Importing them registers their commands on `app`, in the order `tracer --help` lists them.
 from . import run  # noqa: E402  trace, show, replay, scenarios, tokens
 from . import teach  # noqa: E402  demo
-from . import learn  # noqa: E402  train, download
+from . import learn  # noqa: E402  train, download, models
 
 COMMANDS = (run, teach, learn)
 

@@ -129,7 +129,8 @@ class Side(str, Enum):
     right = "right"
 
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral), or a tracer weights file.")]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a GGUF file (llama.cpp, LM Studio) or ollama:NAME[:TAG], a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral), or a tracer weights file. `tracer models` lists what this machine has.")]
+ChatOpt = Annotated[bool, typer.Option("--chat", help="Apply the model's chat template to PROMPT (one user message), as transformers' apply_chat_template(add_generation_prompt=True) renders it; generation stops at the template's end token.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
 TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]
@@ -156,6 +157,19 @@ def echo_err(message: str) -> None:
 
     shown = " ".join(show_token(part) for part in str(message).split(" "))  # spaces stay spaces
     typer.echo(f"tracer: {shown}", err=True)
+
+
+def say_notes(model, text: str) -> None:
+    """What the model's reader noticed (`Model.notes`), and the characters of `text` its tokenizer
+    cannot spell and drops as `tokenizers` does (`Tokenizer.dropped`), once each on stderr."""
+    for note in model.notes:
+        echo_err(f"note: {note}")
+    dropped = getattr(model.tokenizer, "dropped", None)
+    lost = dropped(text) if callable(dropped) else []
+    if lost:
+        shown = ", ".join(f"0x{b:02X}" if isinstance(b, int) else repr(b) for b in lost)
+        echo_err(f"note: the vocabulary of {model.name} cannot spell {shown}; dropped from the prompt, as the "
+                 f"model's own tokenizer (tokenizers) drops them")
 
 
 def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:

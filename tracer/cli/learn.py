@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .app import app, echo_err
+from .app import app, echo_err, make_console
 
 
 @app.command()
@@ -63,7 +63,7 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> No
 
     from ..errors import TracerError
     from ..files import atomic_folder
-    from ..hf import write_folder
+    from ..readers.gpt2 import write_folder
     from ..render.progress import sparkline
     from ..train import head_roles, record_json, training_record
     from ..version import __version__
@@ -125,3 +125,18 @@ def download(
     m = hf_model(folder, name=short, progress=reading_progress)  # reads every tensor once: checks the files are whole
     typer.echo(f"{short}: {m.config.n_layers} layers, d_model {m.config.d_model}, {m.config.n_heads} heads, in {folder}")
     typer.echo(f'try: tracer trace --model {short} "The capital of France is"')
+
+
+@app.command()
+def models() -> None:
+    """List the models tracer can open on this machine: shipped ones, scenarios, the Hugging Face
+    cache, Ollama ($OLLAMA_MODELS or ~/.ollama/models) and LM Studio (~/.lmstudio/models), with
+    family, size and storage type. Only headers are read.
+
+    Example: tracer models
+    """
+    from ..loaders import BUILTIN, SHIPPED
+    from ..readers.inventory import models_here
+    from ..render.summary import models_table
+
+    make_console().print(models_table(models_here(BUILTIN, SHIPPED)))

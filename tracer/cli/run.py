@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL
-from .app import (STATE, BriefOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
-                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, view_of)
+from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
+                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, say_notes,
+                  view_of)
 
 
 @app.command()
@@ -37,6 +38,7 @@ def trace(
     pager: PagerOpt = True,
     export: ExportOpt = None,
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
+    chat: ChatOpt = False,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
@@ -58,7 +60,8 @@ def trace(
     out = make_console(bool(export))
     m = load(model, seed=weights_seed, progress=reading_progress)
     side = truncate.value if truncate else None
-    text = m.prompt(prompt, side, settings.max_new_tokens)
+    text = m.prompt(m.chat_prompt(prompt) if chat else prompt, side, settings.max_new_tokens)
+    say_notes(m, text.text)
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
     # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
@@ -211,14 +214,29 @@ def scenarios() -> None:
 def tokens(
     prompt: Annotated[str, typer.Argument(help="The text to split into tokens.")],
     encoding: Annotated[str, typer.Option("--encoding", "-e", help="gpt2 (default) or cl100k_base.")] = "gpt2",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Use this model's own tokenizer instead (any --model that `tracer trace` takes: a folder, a .gguf file, ollama:NAME, …).")] = None,
+    chat: ChatOpt = False,
 ) -> None:
     """Show how PROMPT splits into tokens: letter, text, id, position.
 
     Example: tracer tokens "building a house" --encoding gpt2
+             tracer tokens "Hello!" --model SmolLM2-135M-Instruct.Q4_1.gguf --chat
     """
+    from ..errors import TracerError
     from ..render.summary import token_table
     from ..tokens import check_prompt, get_tokenizer
 
     check_prompt(prompt)
-    tok = get_tokenizer(encoding)
-    make_console().print(token_table(tok.encode(prompt), tok))
+    if model is None:
+        if chat:
+            raise TracerError("--chat needs --model: the chat template is the model's")
+        tok = get_tokenizer(encoding)
+        make_console().print(token_table(tok.encode(prompt), tok))
+        return
+    from ..loaders import load
+    from ..render.progress import reading_progress
+
+    m = load(model, progress=reading_progress)
+    text = m.chat_prompt(prompt) if chat else prompt
+    say_notes(m, text)
+    make_console().print(token_table(m.tokenizer.encode(text), m.tokenizer))

@@ -37,6 +37,7 @@ def trace_json(gen, tokenizer) -> dict:
         "tokens": [tokenizer.token_str(t) for t in gen.tokens],
         "settings": settings,
         "verify_cache": gen.meta.get("verify_cache"),
+        "storage": gen.meta.get("storage"),  # parameter → its storage type in the file (F32, BF16, Q4_1, …)
         "non_finite": _non_finite(gen),
     }
 

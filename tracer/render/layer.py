@@ -14,6 +14,7 @@ from rich.text import Text
 
 from .context import Ctx
 from .fmt import bar, letters, num, prob, shape
+from .storage import example_words
 from .text import indent, line, section
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
@@ -162,6 +163,9 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q, W_K, W_V: {wshape})")
     else:
         yield line(f"W_Q, W_K, W_V: {wshape} each")
+    if h == ctx.shown_heads()[0] and t == ctx.shown_tokens()[0]:  # once: how W_Q is stored, one number worked
+        for words in example_words(ctx.gen.meta, f"blocks.{layer}.attn.W_Q", f"W_Q of layer {layer}"):
+            yield indent(Text(words, style="dim"))
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
     src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b

@@ -21,6 +21,17 @@ def token_table(ids, tokenizer) -> Table:
     return t
 
 
+def models_table(found) -> Table:
+    """What tracer can open on this machine (`tracer.readers.inventory.Found` rows)."""
+    table = Table(title="Models tracer can open here (tracer trace PROMPT --model NAME)", title_justify="left")
+    for col in ("name", "where", "family", "size", "stored as"):
+        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+    for f in found:
+        size = f"{f.size / 2**20:,.1f} MB" if f.size else ""
+        table.add_row(f.name, f.where, f.family, size, f.storage)
+    return table
+
+
 def scenarios_table(rows) -> Table:
     """The shipped scenarios: (name, title, model shape) rows (`tracer.scenario.summaries`)."""
     table = Table(title="Shipped scenarios (tracer replay NAME)", title_justify="left")

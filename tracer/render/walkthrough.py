@@ -32,6 +32,7 @@ from .layer import layer_section
 from .lens import logit_lens_view
 from .loop import generation_steps, kv_cache_view
 from .predict import every_position_section, layers_section, predict_section
+from .storage import storage_words
 from .summary import overflow_note
 from .text import line, section
 from .view import Resolved
@@ -72,6 +73,9 @@ def header(ctx: Ctx):
         yield Text(", ".join(bits), style="dim")
     if isinstance(meta.get("training"), dict):
         yield Text(training_line(meta["training"]), style="dim")
+    stored = storage_words(meta)
+    if stored:
+        yield Text(stored, style="dim")
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)

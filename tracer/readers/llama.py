@@ -1,4 +1,4 @@
-"""Llama, Qwen2 and Mistral checkpoints → a config and parameters, offline, in TransformerLens names.
+"""Llama, Qwen2 and Mistral folders (`model_type` llama / qwen2 / mistral) → a `Checkpoint`, in TransformerLens names.
 
 A Hugging Face folder holds `config.json`, `model.safetensors` (or shards listed in
 `model.safetensors.index.json`) and `tokenizer.json`. The block differs from GPT-2's in four places
@@ -16,8 +16,9 @@ torch `Linear`s, stored [out, in], so each is transposed (a view, no copy) on th
     model.norm → ln_final.w       lm_head → W_U [d_model, d_vocab] (absent when tied)   b_U zeros
 
 config.json is read as transformers 4 writes it (`rope_theta`, `rope_scaling`) and as transformers 5
-does (`rope_parameters`); Llama 3's `llama3` scaling is computed, other scalings are refused. Core
-module: numpy and the standard library.
+does (`rope_parameters`); Llama 3's `llama3` scaling is computed, other scalings are refused. The
+GGUF reader (`tracer.readers.gguf`) renames llama.cpp's tensors and metadata to these and reuses
+`config_of`, `hf_shapes` and `translate`. Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -26,45 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config
-from .errors import TracerError, near
-from .hf import check_sizes, config_json, read_checked, read_tensors, read_training, weight_files
+from ..config import Config
+from ..errors import TracerError
+from ..tokens import get_tokenizer
+from .checkpoint import Checkpoint
+from .folder import (check_present, check_sizes, config_error, flag, number, read_checked, read_tensors, read_training,
+                     stored_as, weight_files, whole)
 
 FAMILIES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
 PREFIX = "model."
 
 
-def model_type(folder: Path) -> str:
-    """config.json's model_type ("gpt2" when it names none, as GPT-2's own files do)."""
-    return str(config_json(folder).get("model_type", "gpt2"))
-
-
 # --------------------------------------------------------------------------- config.json
-
-
-def _whole(raw: dict, key: str, where: Path, default=None) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        got = "missing" if key not in raw and default is None else f"got {value!r}"
-        raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1 ({got})")
-    return value
-
-
-def _number(raw: dict, key: str, where: Path, default=None) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise TracerError(f"{where}: {key!r} must be a number > 0, got {value!r}")
-    return float(value)
-
-
-def _flag(raw: dict, key: str, where: Path, default: bool) -> bool:
-    value = raw.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise TracerError(f"{where}: {key!r} must be true or false, got {value!r}")
-    return value
 
 
 def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
@@ -73,7 +48,7 @@ def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
     if params is not None and not isinstance(params, dict):
         raise TracerError(f"{where}: 'rope_parameters' must be an object, got {params!r}")
     scaling = params if params is not None else raw.get("rope_scaling")
-    theta = _number(params if params is not None and "rope_theta" in params else raw, "rope_theta", where, 10000.0)
+    theta = number(params if params is not None and "rope_theta" in params else raw, "rope_theta", where, 10000.0)
     if scaling is None:
         return theta, None
     if not isinstance(scaling, dict):
@@ -85,7 +60,7 @@ def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
         raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported; tracer computes plain RoPE and "
                           f"Llama 3's 'llama3' scaling")
     keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-    return theta, {"rope_type": "llama3", **{k: _number(scaling, k, where) for k in keys}}
+    return theta, {"rope_type": "llama3", **{k: number(scaling, k, where) for k in keys}}
 
 
 def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | None:
@@ -113,35 +88,35 @@ def config_of(raw: dict, where: Path) -> Config:
     act = raw.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
         raise TracerError(f"{where}: hidden_act {act!r} is not supported; the SwiGLU MLP tracer computes uses silu")
-    if _flag(raw, "mlp_bias", where, False):
+    if flag(raw, "mlp_bias", where, False):
         raise TracerError(f"{where}: mlp_bias is not supported (tracer's SwiGLU MLP has no gate bias)")
-    d_model = _whole(raw, "hidden_size", where)
-    n_heads = _whole(raw, "num_attention_heads", where)
-    n_kv = _whole(raw, "num_key_value_heads", where, n_heads)
+    d_model = whole(raw, "hidden_size", where)
+    n_heads = whole(raw, "num_attention_heads", where)
+    n_kv = whole(raw, "num_key_value_heads", where, n_heads)
     head_dim = raw.get("head_dim")
     if head_dim is None and d_model % n_heads:
         raise TracerError(f"{where}: hidden_size {d_model} is not divisible by num_attention_heads {n_heads} and no head_dim is given")
-    n_layers = _whole(raw, "num_hidden_layers", where)
+    n_layers = whole(raw, "num_hidden_layers", where)
     theta, scaling = rope_settings(raw, where)
     try:
         return Config(
-            d_vocab=_whole(raw, "vocab_size", where), n_ctx=_whole(raw, "max_position_embeddings", where),
-            d_model=d_model, n_heads=n_heads, d_head=_whole(raw, "head_dim", where) if head_dim is not None else None,
-            d_mlp=_whole(raw, "intermediate_size", where), n_layers=n_layers, dtype="float32",
+            d_vocab=whole(raw, "vocab_size", where), n_ctx=whole(raw, "max_position_embeddings", where),
+            d_model=d_model, n_heads=n_heads, d_head=whole(raw, "head_dim", where) if head_dim is not None else None,
+            d_mlp=whole(raw, "intermediate_size", where), n_layers=n_layers, dtype="float32",
             positional="rope", layer_norm=True, norm="rms", mlp="swiglu", residual=True, scale_scores=True,
-            tied_unembed=_flag(raw, "tie_word_embeddings", where, False),
-            ln_eps=_number(raw, "rms_norm_eps", where, 1e-6),
+            tied_unembed=flag(raw, "tie_word_embeddings", where, False),
+            ln_eps=number(raw, "rms_norm_eps", where, 1e-6),
             n_kv_heads=n_kv if n_kv != n_heads else None, rope_theta=theta, rope_scaling=scaling,
             sliding_window=sliding_window(raw, family, where, n_layers),
         )
     except TracerError as e:
-        raise TracerError(f"{where}: {str(e).removeprefix('config: ')}") from None
+        raise config_error(e, where) from None
 
 
 def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]:
     """Every tensor the file must hold for `cfg`, by its name in transformers' layout: Q/K/V biases
     for Qwen2 and for a Llama with `attention_bias` (which also gives o_proj one)."""
-    o_bias = _flag(raw, "attention_bias", where, False)
+    o_bias = flag(raw, "attention_bias", where, False)
     qkv_bias = raw.get("model_type") == "qwen2" or o_bias
     V, d, H, KV, dh, dm = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_mlp
     shapes: dict[str, tuple[int, ...]] = {PREFIX + "embed_tokens.weight": (V, d)}
@@ -204,33 +179,50 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
 
 def check_tensors(cfg: Config, shapes: dict, tensors: dict, origin: dict, folder: Path) -> None:
     """Every tensor present with config.json's shape, and nothing the block would ignore."""
-    files = ", ".join(sorted({p.name for p in origin.values()})) or "model.safetensors"
-    for name, shape in shapes.items():
-        if name not in tensors:
-            raise TracerError(f"{folder / files}: missing tensor {name!r}{near(name, list(tensors))}")
-        if tuple(tensors[name].shape) != shape:
-            raise TracerError(f"{origin[name]}: tensor {name!r} has shape {list(tensors[name].shape)} but config.json "
-                              f"implies {list(shape)}")
+    check_present(shapes, tensors, origin, folder)
     extra = [k for k in tensors if k not in shapes and not k.endswith("rotary_emb.inv_freq")]
     if extra:
         raise TracerError(f"{origin[extra[0]]}: tensor {extra[0]!r} is not part of the block config.json describes "
                           f"(num_hidden_layers {cfg.n_layers}, biases as the family has them)")
 
 
-def read_folder(path, name: str | None = None, progress=None):
-    """A Llama / Qwen2 / Mistral folder: its config, its parameters (TransformerLens names), each
-    layer's fused Q|K|V matrix, the folder's path and its training record (None). `progress`: as
-    in `tracer.hf.read_folder`."""
-    folder = Path(path).expanduser()
+# TransformerLens name (after `blocks.{l}.`) → transformers' (after `model.layers.{l}.`): the renaming, once
+LAYER_NAMES = {"ln1.w": "input_layernorm.weight", "attn.W_Q": "self_attn.q_proj.weight",
+               "attn.W_K": "self_attn.k_proj.weight", "attn.W_V": "self_attn.v_proj.weight",
+               "attn.b_Q": "self_attn.q_proj.bias", "attn.b_K": "self_attn.k_proj.bias",
+               "attn.b_V": "self_attn.v_proj.bias", "attn.W_O": "self_attn.o_proj.weight",
+               "attn.b_O": "self_attn.o_proj.bias", "ln2.w": "post_attention_layernorm.weight",
+               "mlp.W_gate": "mlp.gate_proj.weight", "mlp.W_in": "mlp.up_proj.weight", "mlp.W_out": "mlp.down_proj.weight"}
+TOP_NAMES = {"W_E": PREFIX + "embed_tokens.weight", "ln_final.w": PREFIX + "norm.weight", "W_U": "lm_head.weight"}
+
+
+def file_names(cfg: Config) -> dict[str, str]:
+    """TransformerLens name → the transformers tensor it comes from (biases only where the file has them)."""
+    out = dict(TOP_NAMES)
+    for l in range(cfg.n_layers):
+        out.update({f"blocks.{l}.{k}": f"{PREFIX}layers.{l}.{v}" for k, v in LAYER_NAMES.items()})
+    return out
+
+
+def tokenizer_of(folder: Path):
+    """The folder's own tokenizer.json (and tokenizer_config.json), as `tracer.tokens` reads it."""
+    return get_tokenizer({"kind": "tokenizer.json", "path": str(folder)})
+
+
+def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:
+    """A Llama / Qwen2 / Mistral folder whose config.json (already read: `raw`) names the family:
+    its parameters (views where they can be), each layer's fused Q|K|V matrix, its tokenizer.
+    `progress`: as in `tracer.readers.folder.read_checked`."""
     where = folder / "config.json"
-    raw = config_json(folder)
     cfg = config_of(raw, where)
     files = weight_files(folder)
     shapes = hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
     check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
-    tensors, origin = read_tensors(files)
+    tensors, origin, dtypes = read_tensors(files)
     check_tensors(cfg, shapes, tensors, origin, folder)
     t = read_checked(tensors, origin, shapes, f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
                      progress)
     params, fused = translate(cfg, t)
-    return cfg, params, fused, str(folder), read_training(folder)
+    return Checkpoint(cfg, params, tokenizer_of(folder), name or str(folder), str(folder), f"{raw['model_type']} folder",
+                      raw["model_type"], stored_as(file_names(cfg), dtypes), fused_qkv=fused,
+                      training=read_training(folder), chat_template=None)

@@ -1,0 +1,144 @@
+"""GGUF files as models: the Llama-family fixtures written by the gguf package (llama.cpp's own writer,
+with llama.cpp's names, metadata and Q/K permutation) give transformers' numbers; where people keep
+GGUF files (Ollama's manifests, LM Studio's folders); what a GGUF model refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.errors import TracerError
+
+DATA = Path(__file__).parent / "data"
+pytest.importorskip("gguf")
+
+
+def _ref(name):
+    with np.load(DATA / name / "reference.npz", allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2")])
+def test_a_gguf_file_gives_transformers_logits_like_its_folder(gguf_of_folder, name, pre):
+    """mistral-tiny is written as llama.cpp writes Mistral (architecture llama, Q and K rows permuted),
+    qwen2-tiny with its Q/K/V biases; prompts shorter than Mistral's window (llama.cpp has none)."""
+    model = tracer.load(str(gguf_of_folder(DATA / name, pre)))
+    ref = _ref(name)
+    for k in (0, 1):
+        ids = ref[f"input_ids_{k}"].tolist()
+        trace = model.run(ids)
+        np.testing.assert_allclose(trace["logits"], ref[f"logits_{k}"], rtol=0, atol=1e-4)
+        for l in range(model.config.n_layers):
+            np.testing.assert_allclose(trace[f"blocks.{l}.attn.hook_pattern"], ref[f"attentions_{k}"][l], rtol=0, atol=1e-5)
+    gen = model.generate(ref["input_ids_0"].tolist(), max_new_tokens=8)
+    assert gen.generated_ids == ref["greedy_ids_0"].tolist()[: len(gen.generated_ids)]
+
+
+def test_quantized_matrices_are_stored_and_said_so(gguf_of_folder):
+    f16 = tracer.load(str(gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "F16")))
+    q8 = tracer.load(str(gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")))
+    folder = tracer.load(str(DATA / "qwen2-tiny"))
+    assert f16.storage["blocks.0.attn.W_Q"].dtype == "F16" and f16.storage["blocks.0.ln1.w"].dtype == "F32"
+    assert q8.storage["blocks.0.mlp.W_out"].dtype == "Q8_0"
+    np.testing.assert_allclose(f16.params["blocks.0.attn.W_Q"],
+                               folder.params["blocks.0.attn.W_Q"].astype(np.float16).astype(np.float32), rtol=0, atol=0)
+    w, ref = q8.params["blocks.1.mlp.W_in"], folder.params["blocks.1.mlp.W_in"]
+    step = np.abs(ref).max() / 127  # Q8_0: 8-bit integers times one scale per 32 numbers
+    assert np.abs(w - ref).max() <= step and not np.array_equal(w, ref)
+    ex = q8.storage_examples["Q8_0"]
+    assert ex["param"] and "value" in ex
+
+
+def test_a_gguf_model_traces_in_the_cli_and_json_names_the_storage(runner, gguf_of_folder):
+    from tracer.cli import app
+
+    path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
+    r = runner.invoke(app, ["trace", "hello world", "--model", str(path), "--json", "-n", "2"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["storage"]["blocks.0.attn.W_Q"] == "Q8_0" and out["storage"]["blocks.0.ln1.w"] == "F32"
+    r = runner.invoke(app, ["trace", "hello world", "--model", str(path), "-n", "1", "--section", "attention"])
+    assert r.exit_code == 0, r.output
+    assert "W_Q of layer 0 is stored as Q8_0" in r.output
+
+
+# --------------------------------------------------------------------------- where people keep them
+
+
+def _ollama_store(tmp_path, blob_src: Path, digest: str | None = None, name=("library", "tiny", "latest")) -> Path:
+    import hashlib
+
+    home = tmp_path / "ollama"
+    data = blob_src.read_bytes()
+    hexd = digest or hashlib.sha256(data).hexdigest()
+    (home / "blobs").mkdir(parents=True)
+    (home / "blobs" / f"sha256-{hexd}").write_bytes(data)
+    manifest = home / "manifests" / "registry.ollama.ai" / name[0] / name[1] / name[2]
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64},
+        {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{hexd}", "size": len(data)}]}))
+    return home
+
+
+def test_ollama_names_find_the_blob_through_the_manifest(tmp_path, monkeypatch, gguf_of_folder):
+    src = gguf_of_folder(DATA / "qwen2-tiny", "qwen2")
+    monkeypatch.setenv("OLLAMA_MODELS", str(_ollama_store(tmp_path, src)))
+    a, b = tracer.load("ollama:tiny"), tracer.load(str(src))
+    np.testing.assert_array_equal(a.run([1, 2, 3])["logits"], b.run([1, 2, 3])["logits"])
+    assert tracer.load("ollama:tiny:latest").config == b.config
+    with pytest.raises(TracerError, match="no manifest"):
+        tracer.load("ollama:other:7b")
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("../../etc/passwd", "not an Ollama model name"),
+    ("tiny:..", "not an Ollama model name"),
+    ("Tiny/../x", "not an Ollama model name"),
+])
+def test_ollama_names_that_could_leave_the_store_are_refused(tmp_path, monkeypatch, gguf_of_folder, bad, says):
+    monkeypatch.setenv("OLLAMA_MODELS", str(_ollama_store(tmp_path, gguf_of_folder(DATA / "qwen2-tiny", "qwen2"))))
+    with pytest.raises(TracerError, match=says):
+        tracer.load("ollama:" + bad)
+
+
+def test_an_ollama_manifest_pointing_outside_the_blobs_is_refused(tmp_path, monkeypatch, gguf_of_folder):
+    home = _ollama_store(tmp_path, gguf_of_folder(DATA / "qwen2-tiny", "qwen2"))
+    manifest = home / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "latest"
+    doc = json.loads(manifest.read_text())
+    doc["layers"][1]["digest"] = "sha256:../../../../etc/passwd"
+    manifest.write_text(json.dumps(doc))
+    monkeypatch.setenv("OLLAMA_MODELS", str(home))
+    with pytest.raises(TracerError, match="digest is not sha256") as e:
+        tracer.load("ollama:tiny")
+    assert "root:" not in str(e.value)
+    secret = tmp_path / "secret.gguf"
+    secret.write_bytes(b"GGUF secret")
+    blob = next((home / "blobs").iterdir())
+    blob.unlink()
+    blob.symlink_to(secret)  # a blob that is a link out of the store
+    doc["layers"][1]["digest"] = "sha256:" + blob.name.removeprefix("sha256-")
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(TracerError, match="leads outside"):
+        tracer.load("ollama:tiny")
+
+
+def test_lm_studio_files_are_found_by_name_and_models_lists_them(tmp_path, monkeypatch, runner, gguf_of_folder):
+    src = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
+    home = tmp_path / "lms"
+    (home / "someone" / "tiny-GGUF").mkdir(parents=True)
+    target = home / "someone" / "tiny-GGUF" / "tiny.Q8_0.gguf"
+    target.write_bytes(src.read_bytes())
+    monkeypatch.setenv("LMSTUDIO_MODELS", str(home))
+    monkeypatch.setenv("OLLAMA_MODELS", str(_ollama_store(tmp_path, src)))
+    monkeypatch.chdir(tmp_path)
+    assert tracer.load("tiny.Q8_0.gguf").source == str(target)
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["models"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "ollama:tiny:latest" in r.output and "tiny.Q8_0.gguf" in r.output and "Q8_0" in r.output and "qwen2" in r.output

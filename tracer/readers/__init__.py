@@ -1,0 +1,100 @@
+"""Readers of weights files: one module per format or family, one value out (`Checkpoint`), one registry.
+
+What a file says it is picks its reader — a folder's config.json `model_type`, a GGUF file's
+`general.architecture`, a scenario's `.toml`, a tracer weights file's stored config — and every
+reader returns a `tracer.readers.checkpoint.Checkpoint`: the config, the parameters under
+TransformerLens's names, the tokenizer, how each parameter is stored, where it came from.
+
+    folder.py       the Hugging Face folder plumbing every family shares (config.json, safetensors, checks)
+    gpt2.py         model_type gpt2 (and the GPT-2 writer `tracer train` uses)
+    llama.py        model_type llama, qwen2, mistral
+    gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's
+    gguf_file.py    the GGUF container: header, metadata, tensor table, memory-mapped data
+    quants.py       GGUF's storage types de-quantized to float32 (Q8_0, Q4_1, Q4_K, …)
+    tracer_files.py tracer's own weights files and scenarios
+
+A new family that only renames tensors is one module here plus an entry in FOLDER_FAMILIES (and,
+for GGUF, in `gguf.ARCHITECTURES`). `tracer.loaders` turns a Checkpoint into a `Model`.
+Core modules: numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import TracerError
+from .checkpoint import Checkpoint, Stored
+
+
+def _gpt2(folder, raw, name, progress):
+    from . import gpt2
+
+    return gpt2.read(folder, raw, name, progress)
+
+
+def _llama(folder, raw, name, progress):
+    from . import llama
+
+    return llama.read(folder, raw, name, progress)
+
+
+# config.json's model_type → the reader of such a folder (imported when used: `--help` stays fast)
+FOLDER_FAMILIES = {"gpt2": _gpt2, "llama": _llama, "qwen2": _llama, "mistral": _llama}
+
+
+def known_families() -> str:
+    """'gpt2, llama, qwen2 and mistral': what a folder's model_type may say, in words."""
+    names = list(FOLDER_FAMILIES)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def read_folder(folder, name: str | None = None, progress=None) -> Checkpoint:
+    """A Hugging Face folder: config.json is read once, its model_type picks the family's reader."""
+    from .folder import config_json, model_type
+
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise TracerError(f"{folder}: not a folder")
+    raw = config_json(folder)
+    family = model_type(raw)
+    reader = FOLDER_FAMILIES.get(family)
+    if reader is None:
+        raise TracerError(f"{folder / 'config.json'}: model_type is {family!r}; tracer loads {known_families()} checkpoints")
+    return reader(folder, raw, name, progress)
+
+
+def read_path(path, name: str | None = None, seed: int = 0, progress=None) -> Checkpoint | None:
+    """The checkpoint at `path` by what it is (a folder, a `.gguf`, a `.toml` scenario, a tracer
+    weights file), or None when the path is none of these (the caller says what it expected)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return read_folder(path, name, progress)
+    suffix = path.suffix.lower()
+    if suffix == ".gguf" or (path.is_file() and _gguf_magic(path)):  # Ollama's blobs have no suffix
+        from . import gguf
+
+        return gguf.read(path, name, progress)
+    if suffix == ".toml":
+        from .tracer_files import scenario_checkpoint
+        from ..scenario import load_scenario
+
+        return scenario_checkpoint(load_scenario(path))
+    from ..files import PICKLED_SUFFIXES
+
+    if suffix in (".npz", ".safetensors") + PICKLED_SUFFIXES:
+        from .tracer_files import weights_file
+
+        return weights_file(path, seed)
+    return None
+
+
+def _gguf_magic(path: Path) -> bool:
+    """Whether the file starts with GGUF's magic (a regular file we may read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+__all__ = ["Checkpoint", "FOLDER_FAMILIES", "Stored", "known_families", "read_folder", "read_path"]

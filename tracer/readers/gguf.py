@@ -1,0 +1,180 @@
+"""GGUF files (llama.cpp, Ollama's blobs, LM Studio, GPT4All) → a `Checkpoint`: a family's reader, renamed.
+
+A GGUF file holds its own config as metadata (`llama.block_count`, `llama.embedding_length`, …),
+its tokenizer (`tokenizer.ggml.*`), its chat template, and tensors under llama.cpp's names, stored
+as F32/F16/BF16 or in quantized blocks (`tracer.readers.quants`). Nothing here is a second
+decoder: the metadata becomes the config.json object the family's reader already checks
+(`tracer.readers.llama.config_of`), llama.cpp's tensor names become transformers' (`TENSOR_NAMES`),
+and the family's `translate` gives TransformerLens names:
+
+    token_embd → model.embed_tokens           output_norm → model.norm      output → lm_head (absent: tied)
+    blk.{l}.attn_norm → input_layernorm       blk.{l}.ffn_norm → post_attention_layernorm
+    blk.{l}.attn_q / attn_k / attn_v / attn_output → self_attn.q_proj / k_proj / v_proj / o_proj (+ .bias)
+    blk.{l}.ffn_gate / ffn_up / ffn_down → mlp.gate_proj / up_proj / down_proj
+
+A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
+[out, in]. llama.cpp's converter writes the `llama` architecture's Q and K rows permuted, so that
+its rotary pairs are neighbours ((x0, x1), (x2, x3), …); tracer rotates transformers' halves
+((x_i, x_{i + d_head/2})), so the rows are put back (`unpermute`, the inverse of
+convert_hf_to_gguf.py's `LlamaModel.permute`), and tracer's Q and K equal the original checkpoint's.
+Qwen2 files are written unpermuted (llama.cpp rotates them as transformers does).
+
+Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped; a model
+bigger than memory as float32 is the next issue's). Core module: numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TracerError
+from .checkpoint import Checkpoint, Stored
+from .folder import check_finite, no_progress
+
+# GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
+ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
+
+TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+       "output.weight": "lm_head.weight"}
+LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+         "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+         "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+         "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+         "attn_v.bias": "self_attn.v_proj.bias", "attn_output.bias": "self_attn.o_proj.bias",
+         "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+         "ffn_down.weight": "mlp.down_proj.weight"}
+
+
+def tensor_names(n_layers: int) -> dict[str, str]:
+    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers."""
+    out = {hf: g for g, hf in TOP.items()}
+    for l in range(n_layers):
+        out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for g, hf in LAYER.items()})
+    return out
+
+
+def _meta(meta: dict, key: str, where: Path, kind=int, default=None):
+    """A metadata value of the right kind (a whole number, a number), or `default` when absent."""
+    value = meta.get(key, default)
+    if value is None:
+        raise TracerError(f"{where}: metadata {key!r} is missing (every {key.split('.')[0]} GGUF file has it)")
+    ok = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) if kind is int else (
+        isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool))
+    if not ok:
+        raise TracerError(f"{where}: metadata {key!r} must be a {'whole number' if kind is int else 'number'}, got {value!r}")
+    return int(value) if kind is int else float(value)
+
+
+def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
+    """The GGUF metadata as the config.json object transformers would write for the same model."""
+    arch = meta.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise TracerError(f"{where}: GGUF architecture {arch!r} is not supported; tracer reads "
+                          f"{', '.join(ARCHITECTURES)} (more families come through the same table)")
+    a = str(arch)
+    n_heads = _meta(meta, f"{a}.attention.head_count", where)
+    d_model = _meta(meta, f"{a}.embedding_length", where)
+    tokens = meta.get("tokenizer.ggml.tokens")
+    raw = {
+        "model_type": ARCHITECTURES[a][0],
+        "num_hidden_layers": _meta(meta, f"{a}.block_count", where),
+        "hidden_size": d_model,
+        "intermediate_size": _meta(meta, f"{a}.feed_forward_length", where),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": _meta(meta, f"{a}.attention.head_count_kv", where, default=n_heads),
+        "max_position_embeddings": _meta(meta, f"{a}.context_length", where),
+        "rms_norm_eps": _meta(meta, f"{a}.attention.layer_norm_rms_epsilon", where, float),
+        "rope_theta": _meta(meta, f"{a}.rope.freq_base", where, float, 10000.0),
+        "vocab_size": _meta(meta, f"{a}.vocab_size", where, default=len(tokens) if tokens is not None else None),
+        "tie_word_embeddings": "output.weight" not in tensors,
+    }
+    head_dim = meta.get(f"{a}.attention.key_length")
+    if head_dim is not None:
+        raw["head_dim"] = _meta(meta, f"{a}.attention.key_length", where)
+    rope_dims = meta.get(f"{a}.rope.dimension_count")
+    d_head = raw.get("head_dim", d_model // n_heads if n_heads else 0)
+    if rope_dims is not None and _meta(meta, f"{a}.rope.dimension_count", where) != d_head:
+        raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
+                          f"rotates all of them (partial rotary is not supported)")
+    scaling = meta.get(f"{a}.rope.scaling.type", "none")
+    if scaling not in ("none", None) or "rope_freqs.weight" in tensors:
+        kind = scaling if scaling not in ("none", None) else "rope_freqs (Llama 3.1's frequency factors)"
+        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported in GGUF files yet; tracer computes plain "
+                          f"rotary positions here")
+    if a == "qwen2":
+        raw["use_sliding_window"] = False
+    return raw
+
+
+def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_model] → same
+    """llama.cpp's Q/K rows (each head's rotary pairs side by side) back in transformers' order
+    (each head's first halves, then its second halves): convert_hf_to_gguf.py's `permute`, undone."""
+    rows = w.shape[0]
+    half = rows // n_heads // 2
+    return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
+    """A GGUF file of an architecture in ARCHITECTURES: its metadata checked into a config, every
+    tensor checked against it and de-quantized (driving `progress(total_bytes, label)`)."""
+    from . import llama
+    from .gguf_file import open_gguf
+
+    path = Path(path).expanduser()
+    f = open_gguf(path)
+    raw = config_json_of(f.metadata, f.tensors, path)
+    cfg = llama.config_of(raw, path)
+    shapes = llama.hf_shapes(cfg, raw, path)
+    gguf_of = tensor_names(cfg.n_layers)
+    wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
+    for g, (hf, shape) in wanted.items():
+        info = f.tensors.get(g)
+        if info is None:
+            raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)")
+        if tuple(info.shape) != tuple(shape):
+            raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}")
+    extra = [g for g in f.tensors if g not in wanted]
+    if extra:
+        raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
+                          f"describes (block_count {cfg.n_layers})")
+    permuted = ARCHITECTURES[raw["model_type"]][1]
+    t: dict[str, np.ndarray] = {}
+    total = sum(f.tensors[g].nbytes for g in wanted)
+    with (progress or no_progress)(total, f"reading {name or path.name} (GGUF)") as advance:
+        for g, (hf, _) in wanted.items():
+            arr = f.dequantize(g)  # float32 [out, in] (or [n])
+            check_finite(g, arr, path)
+            if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
+                arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
+            t[hf] = arr
+            advance(f.tensors[g].nbytes)
+    params, fused = llama.translate(cfg, t)
+    storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
+               for tl, hf in llama.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+    from ..gguf_vocab import tokenizer_from_gguf
+
+    tokenizer = tokenizer_from_gguf(f.metadata, where=str(path))
+    template = f.metadata.get("tokenizer.chat_template")
+    return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
+                      storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
+                      examples=storage_examples(f, storage))
+
+
+def storage_examples(f, storage: dict) -> dict:
+    """For each storage type, the first number the walkthrough multiplies by that is stored in it,
+    worked from its block's bytes (`quants.explain`): W_Q of layer 0 first, then the others in order."""
+    from .quants import explain_element
+
+    out: dict = {}
+    order = sorted(storage, key=lambda k: (k != "blocks.0.attn.W_Q", list(storage).index(k)))
+    for tl in order:
+        s = storage[tl]
+        if s.dtype in out:
+            continue
+        try:
+            out[s.dtype] = {"param": tl, "tensor": s.tensor, **explain_element(f, s.tensor, 0)}
+        except TracerError:
+            continue
+    return out

@@ -1,0 +1,98 @@
+"""What tracer can open on this machine (`tracer models`): shipped models and scenarios, the Hugging
+Face cache, Ollama's store and LM Studio's folders, each with its family, size and storage type.
+
+Only headers are read (config.json, a safetensors header, a GGUF file's metadata and tensor table):
+listing never de-quantizes or maps a weight. A file that cannot be read is listed with the reason.
+Core module: the standard library (and numpy through the readers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TracerError
+
+
+@dataclass(frozen=True)
+class Found:
+    name: str  # what to pass to --model
+    where: str  # shipped | scenario | Hugging Face cache | Ollama | LM Studio
+    family: str  # gpt2, llama, qwen2, … (or why it cannot be read)
+    size: int  # bytes on disk (0: unknown)
+    storage: str  # the storage type most of its weights use (F32, BF16, Q4_1, …)
+
+
+def _folder(folder: Path) -> tuple[str, int, str]:
+    """(family, bytes, storage type) of a Hugging Face folder, from config.json and the safetensors headers."""
+    from ..files import read_safetensors_header
+    from .folder import config_json, model_type, weight_files
+
+    family = model_type(config_json(folder))
+    files = weight_files(folder)
+    counts: dict[str, int] = {}
+    for f in files:
+        header, _ = read_safetensors_header(f)
+        for k, v in header.items():
+            if k != "__metadata__":
+                n = 1
+                for d in v["shape"]:
+                    n *= int(d)
+                counts[v["dtype"]] = counts.get(v["dtype"], 0) + n
+    return family, sum(f.stat().st_size for f in files), max(counts, key=counts.get) if counts else "?"
+
+
+def _gguf(path: Path) -> tuple[str, int, str]:
+    """(architecture, bytes, storage type most of its numbers use) of a GGUF file, from its header."""
+    from .gguf_file import open_gguf
+
+    f = open_gguf(path)
+    counts: dict[str, int] = {}
+    for t in f.tensors.values():
+        n = 1
+        for d in t.shape:
+            n *= int(d)
+        counts[t.type_name] = counts.get(t.type_name, 0) + n
+    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, max(counts, key=counts.get) if counts else "?"
+
+
+def _safely(name: str, where: str, read) -> Found:
+    try:
+        family, size, storage = read()
+    except (TracerError, OSError, ValueError, KeyError) as e:
+        return Found(name, where, f"unreadable: {str(e).splitlines()[0][:80]}", 0, "")
+    return Found(name, where, family, size, storage)
+
+
+def models_here(builtin: dict, shipped_dir: Path) -> list[Found]:
+    """Every model tracer can open here, shipped ones first (`builtin`: name → words, their folders
+    in `shipped_dir`, as `tracer.loaders` keeps them)."""
+    from ..scenario import shipped
+    from .places import lmstudio_files, ollama_blob, ollama_models
+
+    found = [_safely(name, "shipped", lambda n=name: _folder(shipped_dir / n)) if (shipped_dir / name).is_dir()
+             else Found(name, "shipped", "gpt2", 0, "seeded") for name in builtin]
+    found += [Found(name, "scenario", "scenario", 0, "toml") for name in shipped()]
+    found += _hub_cache()
+    found += [_safely(name, "Ollama", lambda n=name: _gguf(ollama_blob(n.removeprefix("ollama:")))) for name, _ in ollama_models()]
+    found += [_safely(str(f), "LM Studio", lambda f=f: _gguf(f)) for f in lmstudio_files()]
+    return found
+
+
+def _hub_cache() -> list[Found]:
+    """The repositories in the local Hugging Face cache that have a config.json and safetensors."""
+    from ..hub import cache_dirs
+
+    out: list[Found] = []
+    seen: set[str] = set()
+    for cache in cache_dirs():
+        if not cache.is_dir():
+            continue
+        for repo in sorted(cache.glob("models--*")):
+            name = repo.name.removeprefix("models--").replace("--", "/")
+            snaps = sorted((p for p in (repo / "snapshots").glob("*") if (p / "config.json").is_file()),
+                           key=lambda p: p.stat().st_mtime, reverse=True)
+            if snaps and name not in seen:
+                seen.add(name)
+                out.append(_safely(name, "Hugging Face cache", lambda s=snaps[0]: _folder(s)))
+    return out
