@@ -1,0 +1,1 @@
+"""Readers of weights files: one module per format or family."""
