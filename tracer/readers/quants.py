@@ -76,27 +76,34 @@ def bf16(blocks: np.ndarray, out: np.ndarray) -> None:
 
 def q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q8_0: blocks of 32 numbers, 34 bytes: a scale d (float16), then 32 signed bytes q; w = d·q."""
-    np.multiply(blocks[:, 2:34].view(np.int8), _f16(blocks, 0), out=out)
+    out[...] = blocks[:, 2:34].view(np.int8)  # widened where it lies, then scaled in place
+    out *= _f16(blocks, 0)
+
+
+def _nibbles(qs: np.ndarray, n: int) -> np.ndarray:
+    """(n, 32) uint8: the low four bits of the 16 bytes `qs` (numbers 0-15), then their high four bits
+    (numbers 16-31). One contiguous row per block, so the float work after it runs in long strides."""
+    q = np.empty((n, 2, 16), np.uint8)
+    np.bitwise_and(qs, 15, out=q[:, 0])
+    np.right_shift(qs, 4, out=q[:, 1])
+    return q.reshape(n, 32)
 
 
 def q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_0: blocks of 32 numbers, 18 bytes: a scale d (float16), then 16 bytes whose low four bits
     are numbers 0-15 and high four bits numbers 16-31, each an integer q in 0..15; w = d·(q − 8)."""
-    n = len(blocks)
-    d, qs, halves = _f16(blocks, 0), blocks[:, 2:18], _view(out, n, 2, 16)
-    for half, q in enumerate((qs & 15, qs >> 4)):  # (n, 16) uint8 each
-        q -= 8  # in uint8 arithmetic, read back as int8: -8..7
-        np.multiply(q.view(np.int8), d, out=halves[:, half])
+    q = _nibbles(blocks[:, 2:18], len(blocks))
+    q -= 8  # in uint8 arithmetic, read back as int8: -8..7
+    out[...] = q.view(np.int8)
+    out *= _f16(blocks, 0)
 
 
 def q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_1: blocks of 32 numbers, 20 bytes: a scale d and a minimum m (float16 each), then 16 bytes
     whose low four bits are numbers 0-15 and high four bits numbers 16-31 (q in 0..15); w = d·q + m."""
-    n = len(blocks)
-    d, m, qs, halves = _f16(blocks, 0), _f16(blocks, 2), blocks[:, 4:20], _view(out, n, 2, 16)
-    for half, q in enumerate((qs & 15, qs >> 4)):  # (n, 16) uint8 each
-        np.multiply(q, d, out=halves[:, half])
-        halves[:, half] += m
+    out[...] = _nibbles(blocks[:, 4:20], len(blocks))
+    out *= _f16(blocks, 0)
+    out += _f16(blocks, 2)
 
 
 def _five_bits(qh: np.ndarray, qs: np.ndarray, n: int) -> np.ndarray:
@@ -115,7 +122,8 @@ def q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     q = _five_bits(blocks[:, 2:6], blocks[:, 6:22], n)
     q -= 16
-    np.multiply(q.view(np.int8), _f16(blocks, 0)[:, :, None], out=_view(out, n, 2, 16))
+    out[...] = q.view(np.int8).reshape(n, 32)
+    out *= _f16(blocks, 0)
 
 
 def q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -123,14 +131,15 @@ def q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
     fifth bits, 16 bytes of four-bit halves (numbers 0-15 low, 16-31 high); q in 0..31, w = d·q + m."""
     n = len(blocks)
     q = _five_bits(blocks[:, 4:8], blocks[:, 8:24], n)
-    view = _view(out, n, 2, 16)
-    np.multiply(q, _f16(blocks, 0)[:, :, None], out=view)
-    view += _f16(blocks, 2)[:, :, None]
+    out[...] = q.reshape(n, 32)
+    out *= _f16(blocks, 0)
+    out += _f16(blocks, 2)
 
 
 # --------------------------------------------------------------------------- K-quants: 256-number super-blocks
 
 _SHIFT2 = np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)  # the four 2-bit fields of a byte
+_BITS8 = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)  # the eight bits of a byte
 
 
 def q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -142,9 +151,11 @@ def q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     sc = blocks[:, :16]
     scale = (sc & 15) * _f16(blocks, 80)  # (n, 16) float32: d·sc
     least = (sc >> 4) * _f16(blocks, 82)  # (n, 16) float32: dmin·m
-    q = (blocks[:, 16:80].reshape(n, 2, 1, 32) >> _SHIFT2) & 3  # (n, 2, 4, 32): h, j, l
+    q = blocks[:, 16:80].reshape(n, 2, 1, 32) >> _SHIFT2  # (n, 2, 4, 32): h, j, l
+    q &= 3
+    out[...] = q.reshape(n, 256)  # widened where it lies, then scaled in place: no float temporaries
     view = _view(out, n, 16, 16)
-    np.multiply(q.reshape(n, 16, 16), scale[:, :, None], out=view)
+    view *= scale[:, :, None]
     view -= least[:, :, None]
 
 
@@ -165,12 +176,15 @@ def q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     is 0, else low (−4..3); the scale sc is the 6-bit number less 32; w = (d·sc)·q."""
     n = len(blocks)
     scale = _q3_scales(blocks[:, 96:108], n) * _f16(blocks, 108)  # (n, 16) float32: d·sc
-    low = (blocks[:, 32:96].reshape(n, 2, 1, 32) >> _SHIFT2) & 3  # (n, 2, 4, 32)
-    bits = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
-    high = (blocks[:, None, :32] >> bits) & 1  # (n, 8, 32): bit 4h + j
-    q = low.reshape(n, 8, 32) | (high << 2)
-    q -= 4
-    np.multiply(q.view(np.int8).reshape(n, 16, 16), scale[:, :, None], out=_view(out, n, 16, 16))
+    q = (blocks[:, 32:96].reshape(n, 2, 1, 32) >> _SHIFT2).reshape(n, 8, 32)  # (n, 8, 32): 4h + j, l
+    q &= 3
+    high = blocks[:, None, :32] >> _BITS8  # (n, 8, 32): bit 4h + j of hmask byte l
+    high &= 1
+    high <<= 2
+    q |= high
+    q -= 4  # in uint8 arithmetic, read back as int8: -4..3
+    out[...] = q.view(np.int8).reshape(n, 256)
+    _view(out, n, 16, 16)[...] *= scale[:, :, None]
 
 
 def k4_scales(s: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -196,10 +210,13 @@ def q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     scale, least = _k_scale_min(blocks, n)
     qs = blocks[:, 16:144].reshape(n, 4, 32)
+    q = np.empty((n, 4, 2, 32), np.uint8)  # c, half, l: in the numbers' order
+    np.bitwise_and(qs, 15, out=q[:, :, 0])
+    np.right_shift(qs, 4, out=q[:, :, 1])
     view = _view(out, n, 4, 2, 32)
-    for half, q in enumerate((qs & 15, qs >> 4)):  # (n, 4, 32) uint8 each
-        np.multiply(q, scale[:, :, half], out=view[:, :, half])
-        view[:, :, half] -= least[:, :, half]
+    view[...] = q
+    view *= scale
+    view -= least
 
 
 def q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -209,13 +226,14 @@ def q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     scale, least = _k_scale_min(blocks, n)
     qs = blocks[:, 48:176].reshape(n, 4, 32)
-    bits = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
-    q = ((blocks[:, None, 16:48] >> bits) & 1).reshape(n, 4, 2, 32)  # (n, 4, 2, 32): fifth bit of sub-block 2c + half
+    q = (blocks[:, None, 16:48] >> _BITS8).reshape(n, 4, 2, 32)  # the fifth bit of sub-block 2c + half
+    q &= 1
     q <<= 4
     q[:, :, 0] |= qs & 15
     q[:, :, 1] |= qs >> 4
     view = _view(out, n, 4, 2, 32)
-    np.multiply(q, scale, out=view)
+    view[...] = q
+    view *= scale
     view -= least
 
 
@@ -232,7 +250,8 @@ def q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     q[:, :, :2] |= low & 15
     q[:, :, 2:] |= low >> 4
     q -= 32
-    np.multiply(q.view(np.int8).reshape(n, 16, 16), scale[:, :, None], out=_view(out, n, 16, 16))
+    out[...] = q.view(np.int8).reshape(n, 256)
+    _view(out, n, 16, 16)[...] *= scale[:, :, None]
 
 
 # --------------------------------------------------------------------------- the table
