@@ -326,6 +326,34 @@ def test_a_tensor_table_that_lies_is_refused(tmp_path, tensors, data, words):
     refused(tmp_path, pack(tensors=tensors, data=data), *words)
 
 
+def test_random_damage_is_read_or_refused_in_one_line(every, tmp_path):
+    """Bytes of the header overwritten at random (a byte, or a little-endian integer that may be huge):
+    each file opens and de-quantizes, or is one TracerError line; nothing else escapes, nothing hangs."""
+    good = every.read_bytes()
+    header = open_gguf(every).data_start
+    rng = np.random.default_rng(7)
+    path = tmp_path / "damaged.gguf"
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(300):
+        data = bytearray(good)
+        at = int(rng.integers(0, header))
+        width = int(rng.choice([1, 4, 8]))
+        data[at:at + width] = int(rng.choice([rng.integers(0, 256), 2**63 + 1, 10**9, 0, 77])).to_bytes(8, "little")[:width]
+        path.write_bytes(data)
+        start = time.perf_counter()
+        try:
+            g = open_gguf(path)
+            for name, t in g.tensors.items():
+                if t.type_name in quants.TYPES:
+                    g.dequantize(name)
+            outcomes["read"] += 1
+        except TracerError as e:
+            assert "\n" not in str(e) and str(e).startswith(str(path)), str(e)
+            outcomes["refused"] += 1
+        assert time.perf_counter() - start < FAST
+    assert outcomes["read"] and outcomes["refused"], outcomes
+
+
 @pytest.mark.parametrize("where", ["folder", "/dev/zero", "missing"])
 def test_only_a_regular_file_is_read(tmp_path, where):
     path = {"folder": tmp_path, "/dev/zero": Path("/dev/zero"), "missing": tmp_path / "no.gguf"}[where]

@@ -281,6 +281,7 @@ def open_gguf(path) -> GGUFFile:
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as e:  # no address space left to map it (ulimit -v)
             raise TracerError(f"{path}: cannot map it into memory ({reason(e) if isinstance(e, OSError) else e})") from None
+    size = len(buf)  # what is mapped is what is read, should the file have changed since fstat
     c = _Cursor(path, buf, size)
     c.pos = 8
     n_tensors = c.scalar("Q", "the tensor count")

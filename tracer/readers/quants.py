@@ -145,8 +145,8 @@ _BITS8 = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)  # the eight bits of a by
 def q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q2_K: super-blocks of 256 numbers, 84 bytes: 16 bytes of sub-block scales (low four bits sc,
     high four bits a minimum m, one byte per 16 numbers), 64 bytes of 2-bit integers q, then d and
-    dmin (float16). Number i = 128·h + 32·j + l takes bits 2j..2j+1 of byte 32·h + l and sub-block i // 16;
-    w = (d·sc)·q − dmin·m."""
+    dmin (float16). Number i = 128·h + 32·j + l takes bits 2j..2j+1 of byte 16 + 32·h + l and the scale
+    byte i // 16; w = (d·sc)·q − dmin·m."""
     n = len(blocks)
     sc = blocks[:, :16]
     scale = (sc & 15) * _f16(blocks, 80)  # (n, 16) float32: d·sc
