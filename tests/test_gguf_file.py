@@ -292,6 +292,8 @@ def test_values_that_lie(tmp_path):
     refused(tmp_path, pack([kv("s", 77, b"")]), "key 's' has unknown value type 77")
     refused(tmp_path, pack([kv("a", 4, bytes(4)), kv("a", 4, bytes(4))]), "key 'a' appears twice")
     refused(tmp_path, pack([kv(b"\xff\xfe", 4, bytes(4))]), "key 0 is not UTF-8")
+    long = refused(tmp_path, pack([kv("x" * 100_000, 4, bytes(4))] * 2), "key 'xxxx", "…' appears twice")
+    assert len(long) < 200 + len(str(tmp_path))  # a megabyte-long key is not a megabyte-long message
     for value, type_id in ((0, 4), (48, 4), (32, 5)):
         refused(tmp_path, pack([kv("general.alignment", type_id, struct.pack("<I", value))]), "general.alignment must be")
 

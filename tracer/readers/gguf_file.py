@@ -13,7 +13,8 @@ llama.cpp's ggml/src/gguf.cpp and more; gguf-py's GGUFReader is what the tests c
 A file someone gave us must never cost minutes or gigabytes, so every count and size the header
 declares is weighed against the bytes the file still holds before anything is made from it (an
 array that claims 10⁹ entries in a 1 KB file is refused, not allocated). Arrays of numbers become
-read-only numpy views of the map; only strings become Python objects, at most one per 8 bytes of file.
+read-only numpy views of the map (booleans a read-only copy, one byte each); only strings and
+nested arrays become Python objects, at most one per 8 bytes of file.
 Keys and tensor names must be UTF-8 (refused otherwise); a string value that is not UTF-8 is
 decoded with U+FFFD in place of the bad bytes and its key listed in `GGUFFile.replaced`.
 Every problem is one TracerError line naming the file and the key or tensor.
@@ -109,6 +110,12 @@ class _Cursor:
                             f"in the file hold at most {(self.size - self.pos) // least:,}")
 
 
+def shown(name: str, most: int = 80) -> str:
+    """`name` quoted for a message, escapes visible, cut to `most` characters: a key may be a megabyte long."""
+    r = repr(name)
+    return r if len(r) <= most else r[:most - 2] + "…" + r[-1]
+
+
 def _value(c: _Cursor, type_id: int, what: str, depth: int, replaced: list) -> tuple[object, str]:
     """One metadata value of type `type_id` and its type's name ("UINT32", "ARRAY[STRING]", …);
     `replaced` gets `what` for each string whose bad UTF-8 was replaced."""
@@ -156,7 +163,7 @@ def _value(c: _Cursor, type_id: int, what: str, depth: int, replaced: list) -> t
 
 def _tensor_info(c: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
     name, _ = c.string(f"the name of tensor {index}", strict=True)
-    what = f"tensor {name!r}"
+    what = f"tensor {shown(name)}"
     n_dims = c.scalar("I", f"the number of dimensions of {what}")
     if not 1 <= n_dims <= MAX_DIMS:
         raise c.fail(f"{what} has {n_dims} dimensions; ggml's tensors have 1 to {MAX_DIMS}")
@@ -168,7 +175,7 @@ def _tensor_info(c: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int
 
 def _check_tensor(c: _Cursor, name: str, dims, type_id: int, offset: int, data_start: int,
                   alignment: int) -> TensorInfo:
-    what = f"tensor {name!r}"
+    what = f"tensor {shown(name)}"
     if type_id not in quants.GGML_TYPES:
         raise c.fail(f"{what} has unknown ggml type {type_id}")
     type_name, block, per_block = quants.GGML_TYPES[type_id]
@@ -190,9 +197,10 @@ def _check_tensor(c: _Cursor, name: str, dims, type_id: int, offset: int, data_s
 def _alignment(c: _Cursor, metadata: dict, types: dict) -> int:
     if "general.alignment" not in metadata:
         return DEFAULT_ALIGNMENT
-    a = metadata["general.alignment"]
-    if types["general.alignment"] != "UINT32" or a == 0 or a & (a - 1):
-        raise c.fail(f"general.alignment must be a UINT32 power of two, got {a!r} ({types['general.alignment']})")
+    a, kind = metadata["general.alignment"], types["general.alignment"]
+    if kind != "UINT32" or a == 0 or a & (a - 1):
+        got = f"{a}" if kind == "UINT32" else f"a value of type {kind}"
+        raise c.fail(f"general.alignment must be a UINT32 power of two, got {got}")
     return a
 
 
@@ -212,7 +220,7 @@ class GGUFFile:
 
     def info(self, name: str) -> TensorInfo:
         if name not in self.tensors:
-            raise TracerError(f"{self.path}: holds no tensor {name!r}{near(name, self.tensors)}")
+            raise TracerError(f"{self.path}: holds no tensor {shown(name)}{near(name, self.tensors)}")
         return self.tensors[name]
 
     def raw(self, name: str) -> np.ndarray:
@@ -236,7 +244,7 @@ class GGUFFile:
             return self.raw(name).view("<f4").reshape(t.shape)
         room = memory_room()
         if t.count * 4 > room:
-            raise TracerError(f"{self.path}: tensor {name!r} takes {t.count * 4 / 1e9:.2f} GB as float32; "
+            raise TracerError(f"{self.path}: tensor {shown(name)} takes {t.count * 4 / 1e9:.2f} GB as float32; "
                               f"this process can take {room / 1e9:.2f} GB more")
         return quants.dequantize(self.raw(name), t.type_name, t.count, name).reshape(t.shape)
 
@@ -248,9 +256,9 @@ class GGUFFile:
         try:
             flat = int(np.ravel_multi_index(tuple(index), t.shape)) if isinstance(index, (tuple, list)) else int(index)
         except (ValueError, TypeError) as e:
-            raise TracerError(f"{self.path}: tensor {name!r} of shape {list(t.shape)} has no number {index!r} ({e})") from None
+            raise TracerError(f"{self.path}: tensor {shown(name)} of shape {list(t.shape)} has no number {index!r} ({e})") from None
         if not 0 <= flat < t.count:
-            raise TracerError(f"{self.path}: tensor {name!r} holds {t.count:,} numbers, not number {flat:,}")
+            raise TracerError(f"{self.path}: tensor {shown(name)} holds {t.count:,} numbers, not number {flat:,}")
         _, block, per_block = quants.GGML_TYPES[t.type_id]
         if t.type_name not in quants.TYPES:
             raise TracerError(f"{self.path}: {quants.cannot(t.type_name, name)}")
@@ -294,10 +302,10 @@ def open_gguf(path) -> GGUFFile:
     for i in range(n_kv):
         key, _ = c.string(f"key {i}", strict=True)
         if key in metadata:
-            raise c.fail(f"key {key!r} appears twice")
-        type_id = c.scalar("I", f"the value type of key {key!r}")
+            raise c.fail(f"key {shown(key)} appears twice")
+        type_id = c.scalar("I", f"the value type of key {shown(key)}")
         bad: list = []
-        metadata[key], types[key] = _value(c, type_id, f"key {key!r}", 0, bad)
+        metadata[key], types[key] = _value(c, type_id, f"key {shown(key)}", 0, bad)
         if bad:
             replaced.append(key)
     declared = []
@@ -308,7 +316,7 @@ def open_gguf(path) -> GGUFFile:
     tensors: dict[str, TensorInfo] = {}
     for name, dims, type_id, offset in declared:
         if name in tensors:
-            raise c.fail(f"tensor {name!r} appears twice")
+            raise c.fail(f"tensor {shown(name)} appears twice")
         tensors[name] = _check_tensor(c, name, dims, type_id, offset, data_start, alignment)
     _check_overlaps(c, tensors)
     return GGUFFile(path, version, metadata, types, tensors, alignment, data_start,
@@ -319,5 +327,5 @@ def _check_overlaps(c: _Cursor, tensors: dict) -> None:
     ordered = sorted(tensors.values(), key=lambda t: t.start)
     for a, b in zip(ordered, ordered[1:]):
         if a.start + a.nbytes > b.start:
-            raise c.fail(f"tensors {a.name!r} and {b.name!r} overlap (bytes {a.start:,}..{a.start + a.nbytes:,} "
+            raise c.fail(f"tensors {shown(a.name)} and {shown(b.name)} overlap (bytes {a.start:,}..{a.start + a.nbytes:,} "
                          f"and {b.start:,}..)")
