@@ -68,6 +68,11 @@ def write(path: Path, tensors: dict, kv=(), alignment: int | None = None) -> Pat
     for i, (name, (type_name, shape)) in enumerate(tensors.items()):
         data = stored(type_name, shape, seed=i)
         w.add_tensor(name, data, raw_dtype=None if type_name == "F32" else Q[type_name])
+    return finish(w, path)
+
+
+def finish(w, path: Path) -> Path:
+    """Write out a GGUFWriter's header, metadata and tensors."""
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -184,8 +189,7 @@ def test_a_custom_alignment_and_version_2(tmp_path):
 def test_an_unsupported_type_is_refused_by_name(tmp_path):
     w = gguf.GGUFWriter(str(tmp_path / "iq.gguf"), "llama")
     w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 66), np.uint8), raw_dtype=Q.IQ2_XXS)
-    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
-    g = open_gguf(tmp_path / "iq.gguf")  # the header is fine: only its numbers are out of reach
+    g = open_gguf(finish(w, tmp_path / "iq.gguf"))  # the header is fine: only its numbers are out of reach
     assert g.tensors["blk.0.attn_q.weight"].shape == (2, 256) and g.raw("blk.0.attn_q.weight").size == 132
     with pytest.raises(TracerError) as e:
         g.dequantize("blk.0.attn_q.weight")
@@ -303,6 +307,18 @@ def test_a_string_that_is_not_utf8_is_replaced_and_named(tmp_path):
     path.write_bytes(pack([kv("s", 8, string(b"a\xffb")), kv("t", 9, struct.pack("<IQ", 8, 1) + string(b"\xc3"))]))
     g = open_gguf(path)
     assert g.metadata == {"s": "a\ufffdb", "t": ["\ufffd"]} and g.replaced == ["s", "t"]
+
+
+def test_nested_and_empty_arrays(tmp_path):
+    path = tmp_path / "n.gguf"
+    inner = [struct.pack("<IQ", 5, 2) + struct.pack("<ii", 1, -2), struct.pack("<IQ", 5, 1) + struct.pack("<i", 3)]
+    path.write_bytes(pack([kv("nested", 9, struct.pack("<IQ", 9, 2) + b"".join(inner)),
+                           kv("empty", 9, struct.pack("<IQ", 6, 0)), kv("flags", 9, struct.pack("<IQ", 7, 3) + b"\x00\x01\x02")]))
+    g = open_gguf(path)
+    assert [a.tolist() for a in g.metadata["nested"]] == [[1, -2], [3]] and g.types["nested"] == "ARRAY[ARRAY[INT32]]"
+    assert g.metadata["empty"].shape == (0,) and g.types["empty"] == "ARRAY[FLOAT32]"
+    assert g.metadata["flags"].tolist() == [False, True, True] and not g.metadata["flags"].flags.writeable
+    assert g.tensors == {} and g.replaced == []
 
 
 Q8 = 8  # the ggml type id of Q8_0: 32 numbers in 34 bytes
