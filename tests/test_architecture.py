@@ -38,6 +38,7 @@ THIRD_PARTY = {  # which modules may import which third-party packages (the stan
     "rich": "render",
     "typer": "cli",
     "tiktoken": "tokens, hf_tokenizer",
+    "gguf": "no module: llama.cpp's gguf-py is the tests' reference for readers.gguf_file, never imported by tracer",
 }
 TOKENIZING = {"tokens", "hf_tokenizer"}  # the modules that may import tiktoken
 
@@ -169,7 +170,8 @@ def test_renderers_read_traces_and_never_run_the_model():
     assert not wrong, "\n".join(sorted(wrong))
 
 
-@pytest.mark.parametrize("package, allowed", [("typer", {"cli"}), ("rich", {"render"}), ("tiktoken", TOKENIZING)])
+@pytest.mark.parametrize("package, allowed", [("typer", {"cli"}), ("rich", {"render"}), ("tiktoken", TOKENIZING),
+                                              ("gguf", set())])
 def test_third_party_packages_stay_in_their_layer(package, allowed):
     wrong = sorted(f"tracer.{m}" for m, names in imports().items()
                    if any(n == package or n.startswith(package + ".") for n in names) and m.split(".")[0] not in allowed)
