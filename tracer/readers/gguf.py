@@ -162,19 +162,37 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
                       examples=storage_examples(f, storage))
 
 
+EXAMPLE_PARTS = ("d", "m", "dmin", "sub_block", "sc", "scale", "min", "q", "q_low", "q_high_bit", "bits")
+
+
 def storage_examples(f, storage: dict) -> dict:
     """For each storage type, the first number the walkthrough multiplies by that is stored in it,
-    worked from its block's bytes (`quants.explain`): W_Q of layer 0 first, then the others in order."""
-    from .quants import explain_element
+    worked from its block's bytes (`GGUFFile.explain`): W_Q of layer 0 first, then the others in
+    order. Plain JSON values, for the trace's meta."""
+    from .quants import TYPES
 
     out: dict = {}
     order = sorted(storage, key=lambda k: (k != "blocks.0.attn.W_Q", list(storage).index(k)))
     for tl in order:
         s = storage[tl]
-        if s.dtype in out:
+        if s.dtype in out or s.dtype not in TYPES:
             continue
-        try:
-            out[s.dtype] = {"param": tl, "tensor": s.tensor, **explain_element(f, s.tensor, 0)}
-        except TracerError:
-            continue
+        ex = f.explain(s.tensor, 0)
+        parts = {k: _plain(ex[k]) for k in EXAMPLE_PARTS if k in ex}
+        out[s.dtype] = {"param": tl, "tensor": s.tensor, "index": [0] * len(f.tensors[s.tensor].shape),
+                        "words": TYPES[s.dtype].description, "formula": str(ex.get("formula", "")),
+                        "parts": parts, "value": float(ex["value"]), "where": {k: str(v) for k, v in ex.get("where", {}).items()}}
     return out
+
+
+def _plain(v):
+    """A JSON value: numpy scalars as Python numbers, sequences as lists."""
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    return str(v)
