@@ -178,6 +178,7 @@ class BPEBase:
 
     path: Path | None = None
     sha256: str | None = None
+    source: dict | None = None  # spec() of a tokenizer built from elsewhere (a GGUF's metadata)
 
     def _common(self, data: dict, where: str, end, config: Path | None) -> None:
         """Everything but the model: call after `vocab` and the normalizer are set."""
@@ -294,5 +295,7 @@ class BPEBase:
         return max(ids, key=lambda i: i in self.added) if ids else None
 
     def spec(self) -> dict:
+        if self.source is not None:
+            return dict(self.source)
         end = self.id_to_token.get(self.end_id) if self.end_id is not None else None
         return {"kind": "tokenizer.json", "path": str(self.path), "sha256": self.sha256, "end": end}
