@@ -164,7 +164,7 @@ REFUSED = {
     "single word": (lambda d: d["added_tokens"][0].update(single_word=True), "single_word"),
     "roberta": (lambda d: d.update(post_processor={"type": "RobertaProcessing"}), "post-processor RobertaProcessing"),
     "decoder": (lambda d: d.update(decoder={"type": "Metaspace"}), "decoder Metaspace"),
-    "no byte aliases": (lambda d: d["model"]["vocab"].pop("Ġ"), "lacks 1 of the 256 byte aliases"),
+    "no byte aliases": (lambda d: [d["model"]["vocab"].pop(a) for a in byte_aliases()], "none of the 256 byte aliases"),
     "anchor": (lambda d: d["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="^\\s+|\\w+"), "anchor"),
     "empty match": (lambda d: d["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="\\s*"), "match empty text"),
 }
@@ -334,3 +334,31 @@ def test_tokenizers_in_the_local_hugging_face_cache(path):
         pytest.skip(str(e))
     for s in _real_text():
         assert tok.encode(s) == ref.encode(s).ids, s[:80]
+
+
+GAP_TEXT = AWKWARD + ["a\x04b\x06c\x13\x14\x16\x1d", "(\x04)", "x\x13\x13y", "\x1d" * 5, "(\x14\x14)\x06 Ġ", "\x04<|endoftext|>\x04"]
+
+
+@pytest.mark.parametrize("unk", [None, "<gap4>"], ids=["dropped", "unk"])
+@pytest.mark.parametrize("fuse", [False, True], ids=["apart", "fused"])
+def test_a_vocabulary_lacking_byte_aliases_drops_those_bytes_as_tokenizers_does(tmp_path, unk, fuse):
+    """SmolLM2's vocabulary has no token for six control characters (and bytes no UTF-8 has): tokenizers
+    leaves them out of the word before merging, or writes the unk token when the model has one."""
+    ref_mod = pytest.importorskip("tokenizers")
+    gone = [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, *range(0xF5, 0x100)]
+
+    def change(d):
+        for b in gone:  # the id stays taken (by a token no text spells), as in SmolLM2's contiguous ids
+            d["model"]["vocab"][f"<gap{b}>"] = d["model"]["vocab"].pop(byte_aliases()[b])
+        d["model"]["merges"] = [m for m in d["model"]["merges"]
+                                if not {byte_aliases()[b] for b in gone} & set("".join(m))]
+        d["model"].update(unk_token=unk, fuse_unk=fuse)
+
+    for base in ("gpt2-like", "qwen2-like", "mistral-like"):
+        path = _variant(tmp_path, change, base)
+        tok, ref = HFTokenizer(path), ref_mod.Tokenizer.from_file(str(path))
+        assert tok.engine == "bpe" and tok.missing_bytes == frozenset(gone)
+        wrong = [(s, tok.encode(s), ref.encode(s).ids) for s in GAP_TEXT if tok.encode(s) != ref.encode(s).ids]
+        assert not wrong, f"{base}: {len(wrong)} differ; first: {wrong[0]}"
+    assert tok.dropped("a\x04b\x06\x04 <|endoftext|> é") == [0x04, 0x06]
+    assert tok.dropped("plain text") == []

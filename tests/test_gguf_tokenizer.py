@@ -1,0 +1,200 @@
+"""Tokenizers from GGUF metadata (tracer.gguf_tokenizer): the ids transformers' GGUF loading gives.
+
+GGUF files are read here with the `gguf` package (tracer's own reader is elsewhere; the function takes
+plain values) and written with its GGUFWriter: the committed sentencepiece/sp-llama.gguf (a `llama`
+vocabulary from a trained sentencepiece model), variants of it, and `gpt2` vocabularies made from the
+byte-level fixtures. The real SmolLM2-135M-Instruct GGUF is used when TRACER_SMOLLM2_GGUF names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracer.errors import TracerError
+from tracer.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
+
+DATA = Path(__file__).parent / "data" / "tokenizers"
+SP_GGUF = DATA / "sentencepiece" / "sp-llama.gguf"
+TEXTS = [
+    "", " ", "   ", "\n", "\t", "\r\n", "hello world", "Hello, World!", "  leading", "trailing  ", "a \n b",
+    "line\n\nparagraph\n\n\n", "\t\tindented\n\t", "x" + " " * 20 + "y", "café Cafe\u0301 naïve", "ß ﬁ İstanbul",
+    "😀", "👩‍💻 coder", "🇫🇷 flags", "日本語のテキスト", "한국어", "Привет, мир!", "العربية", "zero\u200bwidth\u200d",
+    "a\x04b\x06c\x13\x14\x16\x1d", "\x00\x07\x7f", "1", "12", "123", "1234567", "3.14159", "x=-1e-10", " 42 ", "٣٤٥ ½",
+    "def f(x):\n    return x * 2\n", "I'm you're DON'T", "<s>hi</s> <unk>", "<|im_start|>user\nhi<|im_end|>\n",
+    "<|endoftext|> after", "<sep>x<sep>", "[INST] hi [/INST]", "<|begin_of_text|>x<|eot_id|>", "a" * 500, "😀" * 50,
+]
+
+
+def _meta(path) -> dict:
+    """The tokenizer metadata as plain values, as tracer's loader hands it over."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(path))
+    out = {}
+    for key, field in reader.fields.items():
+        if key.startswith("tokenizer.") or key == "general.architecture":
+            value = field.contents()
+            out[key] = np.array(value, np.float32 if key.endswith("scores") else np.int32) if key.endswith(("scores", "token_type")) else value
+    return out
+
+
+def _write(path: Path, meta: dict) -> Path:
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), meta.get("general.architecture", "llama"))
+    for key, value in meta.items():
+        if key == "general.architecture":
+            continue
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, str):
+            w.add_string(key, value)
+        else:
+            w.add_array(key, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _transformers(path: Path):
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def _same(tok, ref, texts=TEXTS):
+    wrong = [(s, tok.encode(s), ref(s)["input_ids"]) for s in texts if tok.encode(s) != ref(s)["input_ids"]]
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ; first: {wrong[0]}"
+
+
+def _with_tokenizers(meta: dict, follow: str = "transformers"):
+    """tokenizers itself running the tokenizer.json tracer builds (no torch needed)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    return tokenizers.Tokenizer.from_str(json.dumps(tokenizer_json_from_gguf(meta, follow=follow)))
+
+
+def test_llama_vocabulary_equals_tokenizers_and_transformers():
+    meta = _meta(SP_GGUF)
+    tok = tokenizer_from_gguf(meta, str(SP_GGUF))
+    ref = _with_tokenizers(meta)
+    assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
+    assert type(tok).__name__ == "SPTokenizer" and tok.add_bos and tok.encode("hi")[0] == 1
+    assert tok.end_id == 2 and tok.bos_token == "<s>" and tok.eos_token == "</s>" and "[INST]" in tok.chat_template
+    assert tok.spec() == {"kind": "gguf", "path": str(SP_GGUF.resolve()), "sha256": None, "follow": "transformers"}
+    _same(tok, _transformers(SP_GGUF))
+
+
+LLAMA_VARIANTS = {
+    "no bos": {"tokenizer.ggml.add_bos_token": False},
+    "eos too": {"tokenizer.ggml.add_eos_token": True},
+    "bos flag missing": {"tokenizer.ggml.add_bos_token": None},
+    "merges in the file": "merges",
+    "no space prefix": {"tokenizer.ggml.add_space_prefix": False},  # transformers does not read it: Metaspace "first"
+}
+
+
+@pytest.mark.parametrize("case", LLAMA_VARIANTS, ids=list(LLAMA_VARIANTS))
+def test_llama_variants_equal_transformers(tmp_path, case):
+    meta = _meta(SP_GGUF)
+    if LLAMA_VARIANTS[case] == "merges":
+        made = tokenizer_json_from_gguf(meta)
+        meta["tokenizer.ggml.merges"] = [f"{a} {b}" for a, b in made["model"]["merges"][::-1]]  # an order of its own
+    else:
+        meta.update(LLAMA_VARIANTS[case])
+        meta = {k: v for k, v in meta.items() if v is not None}
+    path = _write(tmp_path / "v.gguf", meta)
+    tok = tokenizer_from_gguf(_meta(path), str(path))
+    ref = _with_tokenizers(_meta(path))
+    assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
+    _same(tok, _transformers(path))
+    own = tokenizer_from_gguf(_meta(path), str(path), follow="llama.cpp")
+    assert (own.encode("hi") == tok.encode("hi")) == (case != "no space prefix")
+
+
+def _gpt2_meta(name: str, pre: str) -> dict:
+    """A gpt2 GGUF vocabulary from a byte-level fixture, as llama.cpp's converter writes one."""
+    data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    by_id = {i: t for t, i in data["model"]["vocab"].items()}
+    added = {t["id"]: t for t in data["added_tokens"]}
+    by_id.update({i: t["content"] for i, t in added.items()})
+    tokens = [by_id[i] for i in range(len(by_id))]
+    types = [(3 if added[i]["special"] else 4) if i in added else 1 for i in range(len(tokens))]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+    specials = [i for i in added if added[i]["special"]]
+    return {"general.architecture": "llama", "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre,
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": np.array(types, np.int32),
+            "tokenizer.ggml.merges": merges, "tokenizer.ggml.bos_token_id": specials[0],
+            "tokenizer.ggml.eos_token_id": specials[-1], "tokenizer.ggml.add_bos_token": name == "llama3-like"}
+
+
+GPT2_CASES = [("qwen2-like", "qwen2"), ("gpt2-like", "gpt-2"), ("qwen2-like", "smollm"), ("gpt2-like", "starcoder"),
+              ("llama3-like", "llama-bpe"), ("mistral-like", "default")]
+
+
+@pytest.mark.parametrize("name, pre", GPT2_CASES, ids=[f"{n}-{p}" for n, p in GPT2_CASES])
+def test_gpt2_vocabularies_equal_transformers(tmp_path, name, pre):
+    """One known difference, transformers' own: GPT2Tokenizer adds its default `<|endoftext|>` past the
+    end of a vocabulary that lacks it (an id the model has no row for); tracer reads that text as text.
+    With follow="llama.cpp", names whose own split cuts digits apart first (smollm, starcoder, …) differ
+    from transformers only on text with digits."""
+    meta = _gpt2_meta(name, pre)
+    tok, own = tokenizer_from_gguf(meta, f"{name}.gguf"), tokenizer_from_gguf(meta, f"{name}.gguf", follow="llama.cpp")
+    ref, ref_own = _with_tokenizers(meta), _with_tokenizers(meta, "llama.cpp")
+    assert all(tok.encode(s) == ref.encode(s).ids and own.encode(s) == ref_own.encode(s).ids for s in TEXTS)
+    texts = [s for s in TEXTS if not ("<|endoftext|>" in s and "<|endoftext|>" not in meta["tokenizer.ggml.tokens"])]
+    hf = _transformers(_write(tmp_path / f"{name}.gguf", meta))
+    _same(tok, hf, texts)
+    differ = [s for s in texts if own.encode(s) != hf(s)["input_ids"]]
+    assert all(any(c.isnumeric() for c in s) for s in differ), differ
+    assert bool(differ) == (name == "gpt2-like" and pre == "starcoder")  # the one vocabulary here that merges digits
+
+
+def test_what_cannot_be_reproduced_is_refused_in_one_line():
+    meta = _gpt2_meta("qwen2-like", "qwen2")
+    with pytest.raises(TracerError, match=r"tokenizer.ggml.pre 'qwen-2' is not a pre-tokenizer tracer knows \(did you mean 'qwen2'\?\); known: ") as e:
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.pre": "qwen-2"})
+    assert all(name in str(e.value) for name in PRE_TOKENIZERS) and "\n" not in str(e.value)
+    with pytest.raises(TracerError, match="tokenizer.ggml.model 't5'"):
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "t5"})
+    with pytest.raises(TracerError, match="a gemma2 vocabulary"):
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "llama", "general.architecture": "gemma2"})
+    with pytest.raises(TracerError, match="without tokenizer.ggml.merges"):
+        tokenizer_from_gguf({k: v for k, v in meta.items() if k != "tokenizer.ggml.merges"})
+    with pytest.raises(TracerError, match="eos_token_id 99999 is not a token id"):
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.eos_token_id": 99999})
+    with pytest.raises(TracerError, match="not a list of strings"):
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.tokens": None})
+
+
+SMOLLM2 = os.environ.get("TRACER_SMOLLM2_GGUF")
+needs_smollm2 = pytest.mark.skipif(not SMOLLM2, reason="set TRACER_SMOLLM2_GGUF to SmolLM2-135M-Instruct's GGUF file")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    meta = _meta(SMOLLM2)
+    return meta, tokenizer_from_gguf(meta, SMOLLM2)
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_equals_transformers(smollm2):
+    meta, tok = smollm2
+    assert type(tok).__name__ == "HFTokenizer" and not tok.add_bos and tok.end_id == 2
+    # six control characters, bytes no UTF-8 has, and 0xF1, 0xF2: the lead bytes of planes 4–11 (U+40000–U+BFFFF)
+    assert tok.missing_bytes == frozenset([0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, *range(0xF5, 0x100)])
+    assert tok.dropped("a\x04b\x1d \U00050000") == [0x04, 0x1D, 0xF1] and tok.eos_ids[0] == 2
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    _same(tok, _transformers(Path(SMOLLM2)), TEXTS + [readme[:20000], "x\U00050000y \U00090001\x04z"])
+    ref = _with_tokenizers(meta)
+    assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
+    own = tokenizer_from_gguf(meta, SMOLLM2, follow="llama.cpp")  # SmolLM2's own tokenizer.json: digits apart
+    assert own.encode("٣ ½") != tok.encode("٣ ½") and own.encode("hello world") == tok.encode("hello world")

@@ -1,0 +1,301 @@
+"""What every BPE tokenizer.json reader of tracer shares, written as `tokenizers` (huggingface/tokenizers,
+tokenizers/src) does it: the added tokens cut out of the text first (tokenizer/added_vocabulary.rs:
+leftmost-longest, lstrip/rstrip, those matched on the raw text, then those matched after the normalizer),
+the BPE merge loop (models/bpe/word.rs: the pair of lowest merge rank first, leftmost on ties), the
+post-processor's BOS/EOS, the Split regexes translated to Python's `re`, and the end token.
+
+`BPEBase` holds the parts; `hf_tokenizer.HFTokenizer` (byte-level) and `sp_tokenizer.SPTokenizer`
+(SentencePiece-style, `▁` and byte fallback) add their normalizer, pre-tokenizer and symbols.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import TracerError
+from .reading import parse_json, read_small
+
+END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
+# Unicode White_Space: what \s means in Oniguruma and Rust's regex (Python's \s adds U+001C–U+001F).
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_WS_CLASS = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+
+
+def refuse(where, why: str):
+    raise TracerError(f"tokenizer {where}: tracer cannot reproduce this tokenizer exactly: {why}; "
+                      f"refusing rather than approximating")
+
+
+@lru_cache(maxsize=None)
+def unicode_class(name: str) -> str:
+    """The body of a [...] class matching what \\p{name} matches in Rust's regex (tiktoken's engine)."""
+    if not re.fullmatch(r"[A-Za-z_]{1,40}", name):
+        raise TracerError(f"unicode class {name!r}: not a property name")
+    import numpy as np
+    import tiktoken
+
+    enc = tiktoken.Encoding(f"tracer-class-{name}", pat_str=r"\p{%s}+" % name,
+                            mergeable_ranks={bytes([b]): b for b in range(256)}, special_tokens={})
+    every = np.r_[0:0xD800, 0xE000:0x110000].astype("<u4").tobytes().decode("utf-32-le")  # all but surrogates
+    got = enc.decode_bytes(enc.encode_ordinary(every)).decode("utf-8").encode("utf-32-le")
+    points = np.frombuffer(got, "<u4").astype(np.int64)  # in order: the text was
+    cut = np.flatnonzero(np.diff(points) != 1) + 1
+    runs = zip(points[np.r_[0, cut]], points[np.r_[cut - 1, len(points) - 1]]) if len(points) else ()
+    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in runs)
+
+
+def python_regex(pattern: str, where) -> re.Pattern:
+    """An Oniguruma pattern of a tokenizer.json Split as a Python re pattern with the same matches."""
+    out, i, depth = [], 0, 0  # depth > 0 inside a [...] class
+
+    def cls(name: str, negated: bool, inside: bool) -> str:
+        body = {"s": _WS_CLASS, "d": unicode_class("Nd")}.get(name) or (
+            unicode_class("L") + unicode_class("M") + unicode_class("Nd") + unicode_class("Pc") if name == "w"
+            else unicode_class(name))
+        if inside and negated:
+            refuse(where, f"the regex {pattern!r} negates a class inside [...]")
+        return body if inside else f"[{'^' if negated else ''}{body}]"
+
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            e = pattern[i + 1]
+            if e in "pP" and i + 2 < len(pattern) and pattern[i + 2] == "{":
+                end = pattern.index("}", i)
+                out.append(cls(pattern[i + 3 : end], e == "P", depth > 0))
+                i = end + 1
+                continue
+            if e in "sSdDwW":
+                out.append(cls(e.lower(), e.isupper(), depth > 0))
+            elif e.isascii() and e.isalnum() and e not in "nrtfvaxu":
+                refuse(where, f"the regex {pattern!r} uses \\{e}, which tracer does not translate")
+            else:
+                out.append(c + e)
+            i += 2
+            continue
+        if depth == 0 and c in "^$":
+            refuse(where, f"the regex {pattern!r} uses the anchor {c!r}")
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+        out.append(c)
+        i += 1
+    try:
+        compiled = re.compile("".join(out))
+    except (re.error, ValueError) as e:
+        refuse(where, f"the regex {pattern!r} does not translate to Python ({e})")
+    if compiled.match(""):
+        refuse(where, f"the regex {pattern!r} can match empty text")
+    return compiled
+
+
+def split(text: str, pattern: re.Pattern, behavior: str) -> list[str]:
+    """`tokenizers`' NormalizedString.split: the matches (unless Removed) and the text between them, no empty piece."""
+    pieces, prev = [], 0
+    for m in pattern.finditer(text):
+        pieces += [text[prev : m.start()], m.group() if behavior == "Isolated" else ""]
+        prev = m.end()
+    pieces.append(text[prev:])
+    return [p for p in pieces if p]
+
+
+def merge(sym: list[int], merges: dict) -> tuple[int, ...]:
+    """BPE of one word's symbols as tokenizers' Word::merge_all does it: merges maps a pair of ids to
+    (rank, new id); the pair of lowest rank is merged first, the leftmost on ties."""
+    n = len(sym)
+    alive, nxt, prv = [True] * n, list(range(1, n + 1)), list(range(-1, n - 1))
+    heap = [(merges[p][0], i, merges[p][1]) for i, p in enumerate(zip(sym, sym[1:])) if p in merges]
+    heapq.heapify(heap)
+    while heap:
+        _, i, new = heapq.heappop(heap)
+        j = nxt[i] if alive[i] else n
+        if j >= n or merges.get((sym[i], sym[j]), (0, None))[1] != new:
+            continue  # a merged-away symbol, the last one, or a pair that changed since it was queued
+        sym[i], alive[j] = new, False
+        nxt[i] = nxt[j]
+        if nxt[j] < n:
+            prv[nxt[j]] = i
+        if prv[i] >= 0 and (sym[prv[i]], new) in merges:
+            rank, made = merges[(sym[prv[i]], new)]
+            heapq.heappush(heap, (rank, prv[i], made))
+        if nxt[i] < n and (new, sym[nxt[i]]) in merges:
+            rank, made = merges[(new, sym[nxt[i]])]
+            heapq.heappush(heap, (rank, i, made))
+    return tuple(s for s, a in zip(sym, alive) if a)
+
+
+def load(path: Path) -> tuple[dict, str]:
+    """A tokenizer.json's table and the file's sha256."""
+    import hashlib
+
+    raw = read_small(path, "tokenizer file")  # a regular file, bounded in size
+    data = parse_json(raw, f"tokenizer {path}: not a JSON file")  # and in depth
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise TracerError(f"tokenizer {path}: not a tokenizer.json (no 'model' table)")
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+def post(spec, where) -> tuple[list[int], list[int]]:
+    """The ids the post-processor puts before and after the sequence (ByteLevel and TemplateProcessing)."""
+    if spec is None:
+        return [], []
+    kind = spec.get("type")
+    if kind == "ByteLevel":
+        return [], []
+    if kind == "Sequence":
+        before, after = [], []
+        for p in spec.get("processors", []):
+            b, a = post(p, where)
+            before, after = b + before, after + a  # each processor wraps what the ones before it made
+        return before, after
+    if kind != "TemplateProcessing":
+        refuse(where, f"post-processor {kind}")
+    before, after, seen = [], [], False
+    for item in spec.get("single", []):
+        if (item.get("Sequence") or {}).get("id") == "A" and not seen:
+            seen = True
+        elif "SpecialToken" in item:
+            name = item["SpecialToken"]["id"]
+            ids = spec.get("special_tokens", {}).get(name, {}).get("ids")
+            if not ids:
+                raise TracerError(f"tokenizer {where}: the template's special token {name!r} has no ids")
+            (after if seen else before).extend(int(i) for i in ids)
+        else:
+            refuse(where, f"template item {item}")
+    return before, after
+
+
+class BPEBase:
+    """The added tokens, post-processor, end token and the encode loop of a BPE tokenizer.json.
+
+    A subclass sets `vocab`, reads its own model parts in `_model(data, where)`, and gives
+    `_normalize(text)`, `_encode_piece(piece, first)` (first: the piece starts the text) and `token_bytes(i)`.
+    """
+
+    path: Path | None = None
+    sha256: str | None = None
+    source: dict | None = None  # spec() of a tokenizer built from elsewhere (a GGUF's metadata)
+
+    def _common(self, data: dict, where: str, end, config: Path | None) -> None:
+        """Everything but the model: call after `vocab` and the normalizer are set."""
+        if data.get("model", {}).get("dropout") not in (None, 0, 0.0):
+            refuse(where, f"BPE dropout {data['model']['dropout']} (random merges)")
+        for key in ("truncation", "padding"):
+            if data.get(key) is not None:
+                refuse(where, f"'{key}' is set (it changes the ids)")
+        self.added: dict[int, dict] = {}
+        for t in data.get("added_tokens", []):
+            if t.get("single_word"):
+                refuse(where, f"added token {t['content']!r} has single_word")
+            self.added[int(t["id"])] = t
+        self.special = {i for i, t in self.added.items() if t.get("special")}
+        self._matchers = [self._matcher(normalized) for normalized in (False, True)]
+        self.before, self.after = post(data.get("post_processor"), where)
+        self.id_to_token = {i: t for t, i in self.vocab.items()}
+        self.id_to_token.update({i: t["content"] for i, t in self.added.items()})
+        self.n_vocab = max(self.id_to_token) + 1
+        self.end_id = self._end(end, where, config)
+
+    def read_merges(self, items, where) -> list:
+        """merges as {(id a, id b): (rank, new id)}; returns them in file order as ((a, b), new)."""
+        self.merges: dict[tuple[int, int], tuple[int, int]] = {}
+        listed = []
+        for rank, m in enumerate(items):
+            a, b = m.split(" ") if isinstance(m, str) else m
+            try:
+                pair, new = (self.vocab[a], self.vocab[b]), self.vocab[a + b]
+            except KeyError:
+                raise TracerError(f"tokenizer {where}: merge {a!r} {b!r} names a token not in the vocabulary") from None
+            self.merges[pair] = (rank, new)  # a repeated pair keeps its last rank, as in tokenizers
+            listed.append((pair, new))
+        return listed
+
+    def _matcher(self, normalized: bool):
+        tokens = {}
+        for i, t in self.added.items():
+            if bool(t.get("normalized", True)) == normalized and t["content"]:
+                text = self._normalize(t["content"]) if normalized else t["content"]
+                tokens[text] = i  # two tokens with the same text: the last id, as a trie built in order would keep
+        alternation = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))  # leftmost-longest
+        return (re.compile(alternation), tokens) if tokens else None
+
+    def _cut(self, text: str, matcher) -> list[tuple[str, int | None, int]]:
+        """AddedVocabulary.find_matches: the added tokens in the text and the pieces between them, with
+        each piece's start in the text."""
+        pattern, ids = matcher or (re.compile("(?!)"), {})
+        out, offset = [], 0
+        for m in pattern.finditer(text):
+            start, stop, i = m.start(), m.end(), ids[m.group()]
+            t = self.added[i]
+            if t.get("lstrip"):
+                start = max(len(text[:start].rstrip(WHITE_SPACE)), offset)
+            if t.get("rstrip"):
+                stop += len(text[stop:]) - len(text[stop:].lstrip(WHITE_SPACE))
+            if offset < start:
+                out.append((text[offset:start], None, offset))
+            out.append((text[start:stop], i, start))
+            offset = stop
+        return [p for p in out + [(text[offset:], None, offset)] if p[0]]
+
+    def encode(self, text: str) -> list[int]:
+        """The ids `tokenizers` gives: `Tokenizer.encode(text).ids` (special tokens added)."""
+        if not text.isascii() and re.search("[\ud800-\udfff]", text):
+            raise TracerError("prompt: not valid UTF-8 text (a lone surrogate, an undecodable byte)")
+        ids = list(self.before)
+        for raw, i, at in self._cut(text, self._matchers[0]):
+            if i is not None:
+                ids.append(i)
+                continue
+            for piece, j, at2 in self._cut(self._normalize(raw), self._matchers[1]):
+                ids.extend([j] if j is not None else self._encode_piece(piece, at == 0 and at2 == 0))
+        return ids + self.after
+
+    def pieces(self, text: str) -> list[tuple[str, bool]]:
+        """The text between added tokens, normalized, as the model part reads it: (piece, first)."""
+        return [(piece, at == 0 and at2 == 0) for raw, i, at in self._cut(text, self._matchers[0]) if i is None
+                for piece, j, at2 in self._cut(self._normalize(raw), self._matchers[1]) if j is None]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        raise NotImplementedError
+
+    def token_str(self, i: int) -> str:
+        """The token's text; bytes that are part of a character show as \\xf0\\x9f."""
+        if int(i) not in self.id_to_token:
+            return f"<unassigned id {int(i)}>"
+        return self.token_bytes(i).decode("utf-8", errors="backslashreplace")
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """The special added tokens' text → id (`<|im_start|>`, `</s>`, …): a chat template's markers."""
+        return {self.added[i]["content"]: i for i in sorted(self.special)}
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The ids at which generation stops: the end token, and `<|im_end|>` / `<|eot_id|>` / `<end_of_turn>`
+        / `<|end|>` where the vocabulary has them as special tokens (a chat's turn ends there)."""
+        turn_ends = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>") + END_NAMES
+        found = [self.special_tokens[t] for t in turn_ends if t in self.special_tokens]
+        return tuple(dict.fromkeys(([self.end_id] if self.end_id is not None else []) + found))
+
+    def _end(self, end, where, config: Path | None) -> int | None:
+        if end is None:
+            # tokenizer_config.json, when there is one: its eos_token names the end token
+            eos = parse_json(read_small(config, "tokenizer config"), f"{config}: not JSON") if config and config.exists() else {}
+            eos = eos.get("eos_token") if isinstance(eos, dict) else None
+            end = eos.get("content") if isinstance(eos, dict) else eos
+            specials = {self.added[i]["content"] for i in self.special}
+            end = end if end is not None else next((n for n in END_NAMES if n in specials), None)
+        ids = [end] if isinstance(end, int) and end in self.id_to_token else [i for i, t in self.id_to_token.items() if t == end]
+        if end is not None and not ids:
+            raise TracerError(f"tokenizer {where}: end token {end!r} is not in the vocabulary")
+        return max(ids, key=lambda i: i in self.added) if ids else None
+
+    def spec(self) -> dict:
+        if self.source is not None:
+            return dict(self.source)
+        end = self.id_to_token.get(self.end_id) if self.end_id is not None else None
+        return {"kind": "tokenizer.json", "path": str(self.path), "sha256": self.sha256, "end": end}
