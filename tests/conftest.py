@@ -493,7 +493,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
         if a.ndim == 2 and quant != "F32":
             qt = getattr(gguf.GGMLQuantizationType, quant)
             data = a.astype(np.float16) if quant == "F16" else gguf.quants.quantize(a, qt)
-            w.add_tensor(g, data, raw_shape=a.shape if quant != "F16" else None, raw_dtype=qt)
+            w.add_tensor(g, data, raw_dtype=qt)
         else:
             w.add_tensor(g, a)
     w.write_header_to_file()

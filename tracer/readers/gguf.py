@@ -153,9 +153,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     params, fused = llama.translate(cfg, t)
     storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
                for tl, hf in llama.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
-    from ..gguf_vocab import tokenizer_from_gguf
+    from ..gguf_tokenizer import tokenizer_from_gguf
 
-    tokenizer = tokenizer_from_gguf(f.metadata, where=str(path))
+    tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
     template = f.metadata.get("tokenizer.chat_template")
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
                       storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
