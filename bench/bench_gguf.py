@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: tracer.readers.quants.dequantize against gguf-py's gguf.quants.dequantize.
+"""Benchmark: tracer.quants.dequantize against gguf-py's gguf.quants.dequantize.
 
     .venv/bin/python bench/bench_gguf.py                 # every type, 10,485,760 numbers each
     .venv/bin/python bench/bench_gguf.py Q4_1 Q4_K --numbers 4194304 --rounds 3
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tracer.readers import quants  # noqa: E402
+from tracer import quants  # noqa: E402
 
 SCALES_AT = {"Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
 

@@ -20,7 +20,7 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "reading", "files", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer", "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
+    1: ["params", "reading", "files", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer", "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
@@ -40,7 +40,7 @@ THIRD_PARTY = {  # which modules may import which third-party packages (the stan
     "typer": "cli",
     "tiktoken": "tokens, bpe, hf_tokenizer",
     "jinja2": "chat",
-    "gguf": "no module: llama.cpp's gguf-py is the tests' reference for readers.gguf_file, never imported by tracer",
+    "gguf": "no module: llama.cpp's gguf-py is the tests' reference for gguf_file and quants, never imported by tracer",
 }
 TOKENIZING = {"tokens", "bpe", "hf_tokenizer"}  # the modules that may import tiktoken
 TEMPLATING = {"chat"}  # the one module that may import jinja2 (chat templates)

@@ -1,4 +1,4 @@
-"""tracer.readers.gguf_file and tracer.readers.quants against llama.cpp's own gguf-py (the `gguf`
+"""tracer.gguf_file and tracer.quants against llama.cpp's own gguf-py (the `gguf`
 package): the metadata and tensor table equal what `gguf.GGUFReader` reports, every type de-quantizes
 to what `gguf.quants.dequantize` gives (bit for bit: the same float32 operations), `explain` agrees
 with `dequantize`, and every damaged or hostile header is one TracerError line, refused at once and
@@ -20,8 +20,8 @@ import pytest
 gguf = pytest.importorskip("gguf", reason="gguf (llama.cpp's gguf-py) is the reference; pip install 'gguf>=0.17'")
 
 from tracer.errors import TracerError  # noqa: E402
-from tracer.readers import quants  # noqa: E402
-from tracer.readers.gguf_file import open_gguf  # noqa: E402
+from tracer import quants  # noqa: E402
+from tracer.gguf_file import open_gguf  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 FAST = 1.0  # seconds a refusal may take (it takes milliseconds)

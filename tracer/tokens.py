@@ -426,6 +426,18 @@ def _tokenizer_json(spec: dict):
     return tok
 
 
+def _gguf(spec: dict):
+    """The tokenizer a GGUF file's metadata holds (`gguf_tokenizer.tokenizer_from_gguf`); only the
+    header is read, never a weight."""
+    from .gguf_file import open_gguf
+    from .gguf_tokenizer import tokenizer_from_gguf
+
+    path = spec.get("path")
+    if not isinstance(path, str) or not path:
+        raise TracerError("tokenizer: 'path' must name the GGUF file the trace was recorded from")
+    return tokenizer_from_gguf(open_gguf(path).metadata, path=path, follow=spec.get("follow", "transformers"))
+
+
 def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
     """From a spec: 'gpt2', {'kind': 'tiktoken', 'encoding': …}, {'kind': 'words', 'vocab': […]} or
     {'kind': 'tokenizer.json', 'path': …, 'sha256': …, 'end': …} (what `HFTokenizer.spec()` gives)."""
@@ -445,8 +457,10 @@ def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
         return WordTokenizer(vocab, end)
     if kind == "tokenizer.json":
         return _tokenizer_json(spec)
+    if kind == "gguf":
+        return _gguf(spec)
     if kind != "tiktoken":
-        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken', 'words' or 'tokenizer.json'")
+        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken', 'words', 'tokenizer.json' or 'gguf'")
     encoding = spec.get("encoding", "gpt2")
     if not isinstance(encoding, str):
         raise TracerError(f"tokenizer: 'encoding' must be a name such as 'gpt2', got {encoding!r}")

@@ -2,7 +2,7 @@
 
 A GGUF file holds its own config as metadata (`llama.block_count`, `llama.embedding_length`, …),
 its tokenizer (`tokenizer.ggml.*`), its chat template, and tensors under llama.cpp's names, stored
-as F32/F16/BF16 or in quantized blocks (`tracer.readers.quants`). Nothing here is a second
+as F32/F16/BF16 or in quantized blocks (`tracer.quants`). Nothing here is a second
 decoder: the metadata becomes the config.json object the family's reader already checks
 (`tracer.readers.llama.config_of`), llama.cpp's tensor names become transformers' (`TENSOR_NAMES`),
 and the family's `translate` gives TransformerLens names:
@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
 from .folder import check_finite, no_progress
+from .llama import config_of, file_names, hf_shapes, translate
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
@@ -119,14 +120,13 @@ def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_m
 def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     """A GGUF file of an architecture in ARCHITECTURES: its metadata checked into a config, every
     tensor checked against it and de-quantized (driving `progress(total_bytes, label)`)."""
-    from . import llama
-    from .gguf_file import open_gguf
+    from ..gguf_file import open_gguf
 
     path = Path(path).expanduser()
     f = open_gguf(path)
     raw = config_json_of(f.metadata, f.tensors, path)
-    cfg = llama.config_of(raw, path)
-    shapes = llama.hf_shapes(cfg, raw, path)
+    cfg = config_of(raw, path)
+    shapes = hf_shapes(cfg, raw, path)
     gguf_of = tensor_names(cfg.n_layers)
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
@@ -150,9 +150,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
                 arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
             t[hf] = arr
             advance(f.tensors[g].nbytes)
-    params, fused = llama.translate(cfg, t)
+    params, fused = translate(cfg, t)
     storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-               for tl, hf in llama.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+               for tl, hf in file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
@@ -169,7 +169,7 @@ def storage_examples(f, storage: dict) -> dict:
     """For each storage type, the first number the walkthrough multiplies by that is stored in it,
     worked from its block's bytes (`GGUFFile.explain`): W_Q of layer 0 first, then the others in
     order. Plain JSON values, for the trace's meta."""
-    from .quants import TYPES
+    from ..quants import TYPES
 
     out: dict = {}
     order = sorted(storage, key=lambda k: (k != "blocks.0.attn.W_Q", list(storage).index(k)))

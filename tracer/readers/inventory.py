@@ -44,7 +44,7 @@ def _folder(folder: Path) -> tuple[str, int, str]:
 
 def _gguf(path: Path) -> tuple[str, int, str]:
     """(architecture, bytes, storage type most of its numbers use) of a GGUF file, from its header."""
-    from .gguf_file import open_gguf
+    from ..gguf_file import open_gguf
 
     f = open_gguf(path)
     counts: dict[str, int] = {}

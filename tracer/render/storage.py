@@ -2,7 +2,7 @@
 its block's bytes where the walkthrough first multiplies by it.
 
 Reads the trace's meta only: `storage` (parameter → storage type, as the reader found it) and
-`storage_examples` (storage type → one element de-quantized step by step, `tracer.readers.quants`
+`storage_examples` (storage type → one element de-quantized step by step, `tracer.quants`
 via the GGUF reader): the renderer never opens the file. The words are the same for the terminal,
 the demo and the page (`storage_words`, `example_words`).
 """

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..errors import TracerError
+from .errors import TracerError
 
 # Every type a GGUF file may name: id → (name, numbers per block, bytes per block). Ids 4, 5 and
 # 31-33, 36-38 were types llama.cpp has since removed; a file naming them is refused as unknown.

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TracerError, near
-from ..memory import memory_room
-from ..reading import open_regular, reason
+from .errors import TracerError, near
+from .memory import memory_room
+from .reading import open_regular, reason
 from . import quants
 
 MAGIC = b"GGUF"
