@@ -204,3 +204,21 @@ def test_every_package_folder_is_installed():
     folders = {"tracer" + "".join("." + p for p in f.parent.relative_to(PACKAGE).parts)
                for f in PACKAGE.rglob("__init__.py")}
     assert folders <= listed, f"not listed in pyproject.toml: {sorted(folders - listed)}"
+
+
+# What reads weights from a file: only the readers (and the modules that define the formats).
+WEIGHT_READERS = {"files.load_safetensors", "files.load_weights_file", "gguf_file.open_gguf"}
+MAY_READ_WEIGHTS = {"files", "gguf_file", "readers", "scenario", "tokens", "hub"}  # tokens: a GGUF's tokenizer, header only
+
+
+def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
+    wrong = []
+    for m, names in imports().items():
+        if m.split(".")[0] in MAY_READ_WEIGHTS:
+            continue
+        for n in names:
+            if n.removeprefix("tracer.") in WEIGHT_READERS:
+                wrong.append(f"tracer.{m} imports {n}")
+    assert not wrong, "\n".join(sorted(wrong)) + "\n(go through tracer.readers.read_path / read_folder)"
+    loaders = (PACKAGE / "loaders.py").read_text()
+    assert "read_path(" in loaders and "model_of(" in loaders
