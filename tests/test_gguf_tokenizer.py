@@ -198,3 +198,17 @@ def test_smollm2_equals_transformers(smollm2):
     assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
     own = tokenizer_from_gguf(meta, SMOLLM2, follow="llama.cpp")  # SmolLM2's own tokenizer.json: digits apart
     assert own.encode("٣ ½") != tok.encode("٣ ½") and own.encode("hello world") == tok.encode("hello world")
+
+
+def test_stop_ids_and_specs_across_tokenizers():
+    from tracer.tokens import get_tokenizer
+
+    gpt2 = get_tokenizer("gpt2")
+    assert gpt2.eos_ids == (50256,) and gpt2.special_tokens == {"<|endoftext|>": 50256} and gpt2.dropped("x") == []
+    words = get_tokenizer({"kind": "words", "vocab": ["a", "<end>"]})
+    assert words.eos_ids == (1,) and words.special_tokens == {}
+    tok = tokenizer_from_gguf(_gpt2_meta("qwen2-like", "qwen2"), "q.gguf")
+    assert tok.end_id == tok.special_tokens["<|im_end|>"]  # the file's eos id, then the document end
+    assert tok.eos_ids == (tok.end_id, tok.special_tokens["<|endoftext|>"])
+    with pytest.raises(TracerError, match="a GGUF tokenizer .* is rebuilt by loading its model file"):
+        get_tokenizer(tok.spec())

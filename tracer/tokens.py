@@ -199,6 +199,21 @@ class Tokenizer:
     def spec(self) -> dict:
         raise NotImplementedError
 
+    # The tokenizer.json and GGUF tokenizers (tracer.bpe.BPEBase) give these too, from their added tokens.
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """Special tokens' text → id (a chat template's markers, such as <|im_start|>)."""
+        return {}
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The ids at which generation stops: the end token, and a chat's turn end (<|im_end|>, <|eot_id|>)."""
+        return (self.end_id,) if self.end_id is not None else ()
+
+    def dropped(self, text: str) -> list[int]:
+        """Bytes of the text that the vocabulary cannot spell and tokenizing leaves out."""
+        return []
+
 
 class WordTokenizer(Tokenizer):
     def __init__(self, vocab: list[str], end: str | None = None):
@@ -266,6 +281,10 @@ class TiktokenTokenizer(Tokenizer):
 
     def spec(self) -> dict:
         return {"kind": "tiktoken", "encoding": self.name}
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return {t: self.enc.encode_single_token(t) for t in sorted(self.enc.special_tokens_set)}
 
 
 def _gpt2_files() -> dict[str, Path]:
@@ -445,8 +464,11 @@ def get_tokenizer(spec: dict | str | None = None) -> Tokenizer:
         return WordTokenizer(vocab, end)
     if kind == "tokenizer.json":
         return _tokenizer_json(spec)
+    if kind == "gguf":  # tokens cannot read a GGUF: the loader reads its metadata and calls tokenizer_from_gguf
+        raise TracerError(f"tokenizer: a GGUF tokenizer ({spec.get('path')}) is rebuilt by loading its model file, "
+                          f"not from a spec (tracer.gguf_tokenizer.tokenizer_from_gguf takes the file's metadata)")
     if kind != "tiktoken":
-        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken', 'words' or 'tokenizer.json'")
+        raise TracerError(f"tokenizer: unknown kind {kind!r}; expected 'tiktoken', 'words', 'tokenizer.json' or 'gguf'")
     encoding = spec.get("encoding", "gpt2")
     if not isinstance(encoding, str):
         raise TracerError(f"tokenizer: 'encoding' must be a name such as 'gpt2', got {encoding!r}")
