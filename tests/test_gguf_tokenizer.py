@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer.errors import TracerError
 from tracer.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
@@ -212,3 +214,17 @@ def test_stop_ids_and_specs_across_tokenizers():
     assert tok.eos_ids == (tok.end_id, tok.special_tokens["<|endoftext|>"])
     with pytest.raises(TracerError, match="a GGUF tokenizer .* is rebuilt by loading its model file"):
         get_tokenizer(tok.spec())
+
+
+_BUILT = {}
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aé \t\n12<s></s>▁😀日\x04")) | st.characters(blacklist_categories=("Cs",)),
+               max_size=30), st.sampled_from(["llama", "qwen2"]))
+def test_random_text_equals_tokenizers_on_the_built_tokenizer_json(text, which):
+    if which not in _BUILT:
+        meta = _meta(SP_GGUF) if which == "llama" else _gpt2_meta("qwen2-like", "qwen2")
+        _BUILT[which] = tokenizer_from_gguf(meta), _with_tokenizers(meta)
+    tok, ref = _BUILT[which]
+    assert tok.encode(text) == ref.encode(text).ids
