@@ -134,18 +134,19 @@ class HFTokenizer(BPEBase):
     writes the model's unk_token for them), and so does this class; `dropped(text)` names them.
     """
 
-    def __init__(self, path, engine: str = "auto", end: str | int | None = None, data: dict | None = None):
+    def __init__(self, path, engine: str = "auto", end: str | int | None = None, data: dict | None = None,
+                 loaded: tuple[dict, str] | None = None):
         try:
-            self._read(path, engine, end, data)
+            self._read(path, engine, end, data, loaded)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file of the wrong shape
             raise TracerError(f"tokenizer {path}: not a tokenizer.json tracer can read "
                               f"({type(e).__name__}: {str(e)[:120]})") from None
 
-    def _read(self, path, engine: str, end, data) -> None:
+    def _read(self, path, engine: str, end, data, loaded) -> None:
         if data is None:
             path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
             self.path = path.resolve()
-            data, self.sha256 = load(path)
+            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
             self.name, config = f"{path.parent.name}/{path.name}", path.parent / "tokenizer_config.json"
         else:
             self.name, config = str(path), None
