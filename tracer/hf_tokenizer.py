@@ -15,6 +15,9 @@ in GPT-2's byte aliases and merged by BPE; the template adds its BOS/EOS ids. Tw
   token into two tokens, by the token's id, then the parts' ids: Llama 3), `ignore_merges`, one regex
   Split + ByteLevel. A list of one merge per token (GPT-2, Qwen2, anything `tokenizers` trains) is not
   that rule in general (tiktoken would merge "a"+"bc" into "abc" where only "ab c" is a merge): `bpe`.
+A vocabulary may lack some byte aliases (SmolLM2's): those bytes are left out of the word, or written as
+the unk token, as `tokenizers` does, and `dropped(text)` names them. The shared parts (added tokens, the
+merge loop, regexes, post-processor) are in `tracer.bpe`; SentencePiece-style files are `sp_tokenizer`'s.
 Anything else (SentencePiece-only folders, other models, normalizers, pre-tokenizers, post-processors or
 decoders, BPE dropout, single_word added tokens) is refused in one line, never approximated.
 """
