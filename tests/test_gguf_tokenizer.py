@@ -174,6 +174,16 @@ def test_what_cannot_be_reproduced_is_refused_in_one_line():
         tokenizer_from_gguf({**meta, "tokenizer.ggml.eos_token_id": 99999})
     with pytest.raises(TracerError, match="not a list of strings"):
         tokenizer_from_gguf({**meta, "tokenizer.ggml.tokens": None})
+    hostile = [{"tokenizer.ggml.merges": [1, 2]}, {"tokenizer.ggml.merges": ["a b c"]}, {"tokenizer.ggml.merges": 5},
+               {"tokenizer.ggml.token_type": [1, 2]}, {"tokenizer.ggml.bos_token_id": True}, {"tokenizer.ggml.bos_token_id": -1},
+               {"tokenizer.ggml.tokens": ["a", 3]}, {"tokenizer.ggml.merges": ["Ġ zzz"]}, {"tokenizer.ggml.model": None},
+               {"tokenizer.ggml.pre": ["qwen2"]}, {"tokenizer.ggml.token_type": None, "tokenizer.ggml.tokens": [""]}]
+    for change in hostile:
+        with pytest.raises(TracerError) as e:
+            tokenizer_from_gguf({**meta, **change})
+        assert "\n" not in str(e.value) and str(e.value).startswith("tokenizer "), change
+    with pytest.raises(TracerError, match="must be a table"):
+        tokenizer_from_gguf([1, 2])
 
 
 SMOLLM2 = os.environ.get("TRACER_SMOLLM2_GGUF")
