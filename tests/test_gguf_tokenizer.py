@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer.errors import TracerError
 from tracer.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
@@ -172,6 +174,16 @@ def test_what_cannot_be_reproduced_is_refused_in_one_line():
         tokenizer_from_gguf({**meta, "tokenizer.ggml.eos_token_id": 99999})
     with pytest.raises(TracerError, match="not a list of strings"):
         tokenizer_from_gguf({**meta, "tokenizer.ggml.tokens": None})
+    hostile = [{"tokenizer.ggml.merges": [1, 2]}, {"tokenizer.ggml.merges": ["a b c"]}, {"tokenizer.ggml.merges": 5},
+               {"tokenizer.ggml.token_type": [1, 2]}, {"tokenizer.ggml.bos_token_id": True}, {"tokenizer.ggml.bos_token_id": -1},
+               {"tokenizer.ggml.tokens": ["a", 3]}, {"tokenizer.ggml.merges": ["Ġ zzz"]}, {"tokenizer.ggml.model": None},
+               {"tokenizer.ggml.pre": ["qwen2"]}, {"tokenizer.ggml.token_type": None, "tokenizer.ggml.tokens": [""]}]
+    for change in hostile:
+        with pytest.raises(TracerError) as e:
+            tokenizer_from_gguf({**meta, **change})
+        assert "\n" not in str(e.value) and str(e.value).startswith("tokenizer "), change
+    with pytest.raises(TracerError, match="must be a table"):
+        tokenizer_from_gguf([1, 2])
 
 
 SMOLLM2 = os.environ.get("TRACER_SMOLLM2_GGUF")
@@ -198,3 +210,31 @@ def test_smollm2_equals_transformers(smollm2):
     assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
     own = tokenizer_from_gguf(meta, SMOLLM2, follow="llama.cpp")  # SmolLM2's own tokenizer.json: digits apart
     assert own.encode("٣ ½") != tok.encode("٣ ½") and own.encode("hello world") == tok.encode("hello world")
+
+
+def test_stop_ids_and_specs_across_tokenizers():
+    from tracer.tokens import get_tokenizer
+
+    gpt2 = get_tokenizer("gpt2")
+    assert gpt2.eos_ids == (50256,) and gpt2.special_tokens == {"<|endoftext|>": 50256} and gpt2.dropped("x") == []
+    words = get_tokenizer({"kind": "words", "vocab": ["a", "<end>"]})
+    assert words.eos_ids == (1,) and words.special_tokens == {}
+    tok = tokenizer_from_gguf(_gpt2_meta("qwen2-like", "qwen2"), "q.gguf")
+    assert tok.end_id == tok.special_tokens["<|im_end|>"]  # the file's eos id, then the document end
+    assert tok.eos_ids == (tok.end_id, tok.special_tokens["<|endoftext|>"])
+    with pytest.raises(TracerError, match="a GGUF tokenizer .* is rebuilt by loading its model file"):
+        get_tokenizer(tok.spec())
+
+
+_BUILT = {}
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aé \t\n12<s></s>▁😀日\x04")) | st.characters(blacklist_categories=("Cs",)),
+               max_size=30), st.sampled_from(["llama", "qwen2"]))
+def test_random_text_equals_tokenizers_on_the_built_tokenizer_json(text, which):
+    if which not in _BUILT:
+        meta = _meta(SP_GGUF) if which == "llama" else _gpt2_meta("qwen2-like", "qwen2")
+        _BUILT[which] = tokenizer_from_gguf(meta), _with_tokenizers(meta)
+    tok, ref = _BUILT[which]
+    assert tok.encode(text) == ref.encode(text).ids

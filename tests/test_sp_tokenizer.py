@@ -143,6 +143,11 @@ def test_get_tokenizer_picks_the_class_from_the_file(tmp_path):
     assert isinstance(tok, SPTokenizer)
     byte_level = get_tokenizer({"kind": "tokenizer.json", "path": str(DATA.parent / "qwen2-like.json")})
     assert type(byte_level).__name__ == "HFTokenizer"
+    data = json.loads((DATA.parent / "qwen2-like.json").read_text(encoding="utf-8"))
+    data["decoder"] = None  # still byte-level by its pre-tokenizer: the byte-level reader says what is wrong
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(TracerError, match="decoder None \\(byte-level tokenizers decode with ByteLevel\\)"):
+        get_tokenizer({"kind": "tokenizer.json", "path": str(tmp_path)})
 
 
 def test_token_str_and_interface():

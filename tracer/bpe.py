@@ -241,18 +241,19 @@ class BPEBase:
             offset = stop
         return [p for p in out + [(text[offset:], None, offset)] if p[0]]
 
-    def encode(self, text: str) -> list[int]:
-        """The ids `tokenizers` gives: `Tokenizer.encode(text).ids` (special tokens added)."""
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """The ids `tokenizers` gives: `Tokenizer.encode(text, add_special_tokens).ids` (by default with
+        the post-processor's BOS/EOS; special tokens in the text are matched either way)."""
         if not text.isascii() and re.search("[\ud800-\udfff]", text):
             raise TracerError("prompt: not valid UTF-8 text (a lone surrogate, an undecodable byte)")
-        ids = list(self.before)
+        ids = list(self.before) if add_special_tokens else []
         for raw, i, at in self._cut(text, self._matchers[0]):
             if i is not None:
                 ids.append(i)
                 continue
             for piece, j, at2 in self._cut(self._normalize(raw), self._matchers[1]):
                 ids.extend([j] if j is not None else self._encode_piece(piece, at == 0 and at2 == 0))
-        return ids + self.after
+        return ids + self.after if add_special_tokens else ids
 
     def pieces(self, text: str) -> list[tuple[str, bool]]:
         """The text between added tokens, normalized, as the model part reads it: (piece, first)."""

@@ -122,6 +122,16 @@ def tokenizer_json_from_gguf(meta: dict, where: str = "gguf", follow: str = "tra
     pre-tokenizer and ignore_merges llama.cpp gives the `pre` name)."""
     if follow not in ("transformers", "llama.cpp"):
         raise TracerError(f"tokenizer {where}: follow must be 'transformers' or 'llama.cpp', got {follow!r}")
+    if not isinstance(meta, dict):
+        raise TracerError(f"tokenizer {where}: the GGUF metadata must be a table, got {type(meta).__name__}")
+    try:
+        return _tokenizer_json(meta, where, follow)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # values of the wrong kind
+        raise TracerError(f"tokenizer {where}: GGUF tokenizer metadata tracer cannot read "
+                          f"({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
     model = _get(meta, "tokenizer.ggml.model")
     tokens = _get(meta, "tokenizer.ggml.tokens")
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
@@ -136,11 +146,11 @@ def tokenizer_json_from_gguf(meta: dict, where: str = "gguf", follow: str = "tra
         refuse(where, f"a {arch} vocabulary (transformers rebuilds its tokens and merges)")
     ids = {k: _get(meta, f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos", "unknown", "padding")}
     for k, i in ids.items():
-        if i is not None and not (isinstance(i, int) and 0 <= i < len(tokens)):
+        if i is not None and not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tokens)):
             raise TracerError(f"tokenizer {where}: tokenizer.ggml.{k}_token_id {i!r} is not a token id")
     merges = _get(meta, "tokenizer.ggml.merges")
     if merges is not None:
-        pairs = [m.split(" ") for m in merges]
+        pairs = [m.split(" ") if isinstance(m, str) else [] for m in merges]
         if any(len(p) != 2 for p in pairs):
             raise TracerError(f"tokenizer {where}: a merge is not two tokens separated by one space")
         merges = pairs

@@ -15,6 +15,9 @@ in GPT-2's byte aliases and merged by BPE; the template adds its BOS/EOS ids. Tw
   token into two tokens, by the token's id, then the parts' ids: Llama 3), `ignore_merges`, one regex
   Split + ByteLevel. A list of one merge per token (GPT-2, Qwen2, anything `tokenizers` trains) is not
   that rule in general (tiktoken would merge "a"+"bc" into "abc" where only "ab c" is a merge): `bpe`.
+A vocabulary may lack some byte aliases (SmolLM2's): those bytes are left out of the word, or written as
+the unk token, as `tokenizers` does, and `dropped(text)` names them. The shared parts (added tokens, the
+merge loop, regexes, post-processor) are in `tracer.bpe`; SentencePiece-style files are `sp_tokenizer`'s.
 Anything else (SentencePiece-only folders, other models, normalizers, pre-tokenizers, post-processors or
 decoders, BPE dropout, single_word added tokens) is refused in one line, never approximated.
 """
@@ -134,18 +137,19 @@ class HFTokenizer(BPEBase):
     writes the model's unk_token for them), and so does this class; `dropped(text)` names them.
     """
 
-    def __init__(self, path, engine: str = "auto", end: str | int | None = None, data: dict | None = None):
+    def __init__(self, path, engine: str = "auto", end: str | int | None = None, data: dict | None = None,
+                 loaded: tuple[dict, str] | None = None):
         try:
-            self._read(path, engine, end, data)
+            self._read(path, engine, end, data, loaded)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file of the wrong shape
             raise TracerError(f"tokenizer {path}: not a tokenizer.json tracer can read "
                               f"({type(e).__name__}: {str(e)[:120]})") from None
 
-    def _read(self, path, engine: str, end, data) -> None:
+    def _read(self, path, engine: str, end, data, loaded) -> None:
         if data is None:
             path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
             self.path = path.resolve()
-            data, self.sha256 = load(path)
+            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
             self.name, config = f"{path.parent.name}/{path.name}", path.parent / "tokenizer_config.json"
         else:
             self.name, config = str(path), None

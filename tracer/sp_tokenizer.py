@@ -29,8 +29,11 @@ _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
 def is_sentencepiece_style(data: dict) -> bool:
-    """A tokenizer.json whose decoder is not ByteLevel: SentencePiece-style (▁ and byte fallback)."""
-    return (data.get("decoder") or {}).get("type") != "ByteLevel"
+    """A tokenizer.json with no ByteLevel decoder or pre-tokenizer step: SentencePiece-style (▁, byte fallback)."""
+    pre = data.get("pre_tokenizer") or {}
+    steps = (pre.get("pretokenizers") or []) if pre.get("type") == "Sequence" else [pre]
+    byte_level = any(isinstance(s, dict) and s.get("type") == "ByteLevel" for s in steps)
+    return not byte_level and (data.get("decoder") or {}).get("type") != "ByteLevel"
 
 
 def _steps(spec, kinds: str) -> list[dict]:
@@ -46,19 +49,20 @@ class SPTokenizer(BPEBase):
     `</s>`-like names); data: the tokenizer.json's table itself, with `path` only a name for messages.
     """
 
-    def __init__(self, path, end: str | int | None = None, data: dict | None = None):
+    def __init__(self, path, end: str | int | None = None, data: dict | None = None,
+                 loaded: tuple[dict, str] | None = None):
         try:
-            self._read(path, end, data)
+            self._read(path, end, data, loaded)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file of the wrong shape
             raise TracerError(f"tokenizer {path}: not a tokenizer.json tracer can read "
                               f"({type(e).__name__}: {str(e)[:120]})") from None
 
-    def _read(self, path, end, data) -> None:
+    def _read(self, path, end, data, loaded) -> None:
         if data is None:
             path = Path(path)
             path = path / "tokenizer.json" if path.is_dir() else path
             self.path = path.resolve()
-            data, self.sha256 = load(path)
+            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
             self.name, config = f"{path.parent.name}/{path.name}", path.parent / "tokenizer_config.json"
         else:
             self.name, config = str(path), None

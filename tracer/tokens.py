@@ -199,6 +199,21 @@ class Tokenizer:
     def spec(self) -> dict:
         raise NotImplementedError
 
+    # The tokenizer.json and GGUF tokenizers (tracer.bpe.BPEBase) give these too, from their added tokens.
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """Special tokens' text → id (a chat template's markers, such as <|im_start|>)."""
+        return {}
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The ids at which generation stops: the end token, and a chat's turn end (<|im_end|>, <|eot_id|>)."""
+        return (self.end_id,) if self.end_id is not None else ()
+
+    def dropped(self, text: str) -> list[int]:
+        """Bytes of the text that the vocabulary cannot spell and tokenizing leaves out."""
+        return []
+
 
 class WordTokenizer(Tokenizer):
     def __init__(self, vocab: list[str], end: str | None = None):
@@ -266,6 +281,10 @@ class TiktokenTokenizer(Tokenizer):
 
     def spec(self) -> dict:
         return {"kind": "tiktoken", "encoding": self.name}
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return {t: self.enc.encode_single_token(t) for t in sorted(self.enc.special_tokens_set)}
 
 
 def _gpt2_files() -> dict[str, Path]:
@@ -409,17 +428,17 @@ def _encoding(name: str):
 def _tokenizer_json(spec: dict):
     """A Hugging Face tokenizer.json: byte-level (`hf_tokenizer.HFTokenizer`) or SentencePiece-style
     (`sp_tokenizer.SPTokenizer`), as the file's decoder says; a recorded sha256 must still match."""
+    from .bpe import load
     from .hf_tokenizer import HFTokenizer, find_tokenizer_json
-    from .reading import parse_json, read_small
     from .sp_tokenizer import SPTokenizer, is_sentencepiece_style
 
     path, sha256 = spec.get("path"), spec.get("sha256")
     if not isinstance(path, str) or not path:
         raise TracerError("tokenizer: 'path' must name a tokenizer.json file or its folder")
     file = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
-    data = parse_json(read_small(file, "tokenizer file"), f"tokenizer {file}: not a JSON file")
-    sentencepiece = isinstance(data, dict) and isinstance(data.get("model"), dict) and is_sentencepiece_style(data)
-    tok = SPTokenizer(file, end=spec.get("end")) if sentencepiece else HFTokenizer(file, end=spec.get("end"))
+    loaded = load(file)  # read once: its contents say which class reads it
+    kind = SPTokenizer if is_sentencepiece_style(loaded[0]) else HFTokenizer
+    tok = kind(file, end=spec.get("end"), loaded=loaded)
     if sha256 is not None and sha256 != tok.sha256:
         raise TracerError(f"tokenizer {path}: the file has changed since it was recorded (sha256 {tok.sha256[:12]}…, "
                           f"recorded {str(sha256)[:12]}…)")
