@@ -73,11 +73,20 @@ class Model:
         """
         return list(self.prompt(prompt_or_ids, truncate, room).ids)
 
-    def prompt(self, prompt_or_ids, truncate: str | None = None, room: int = 0) -> Prompt:
+    def prompt(self, prompt_or_ids, truncate: str | None = None, room: int = 0, chat: bool = False) -> Prompt:
         """The prompt as a `Prompt` (ids, the text, the truncation note), checked against the context
-        with `room` positions left free; a Prompt is returned as it is."""
+        with `room` positions left free; a Prompt is returned as it is. `chat=True`: the prompt is a
+        user message (or a list of messages) put through the model's chat template (`chat_prompt`),
+        tokenized as `apply_chat_template` tokenizes it."""
         if isinstance(prompt_or_ids, Prompt):
             return prompt_or_ids
+        if chat:
+            from dataclasses import replace
+
+            text = self.chat_prompt(prompt_or_ids)
+            ids = self.chat_ids(prompt_or_ids)
+            return replace(encode_prompt(self.tokenizer, ids, self.config.n_ctx, self.config.d_vocab, truncate, room),
+                           text=text)
         return encode_prompt(self.tokenizer, prompt_or_ids, self.config.n_ctx, self.config.d_vocab, truncate, room)
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
@@ -98,11 +107,14 @@ class Model:
 
     def chat_ids(self, messages, add_generation_prompt: bool = True) -> list[int]:
         """The ids of `chat_prompt(messages)`: what `apply_chat_template(messages, add_generation_prompt=True)` gives."""
-        return self.tokenize(self.chat_prompt(messages, add_generation_prompt))
+        from .chat import chat_ids
 
-    def run(self, prompt_or_ids, names=None, truncate: str | None = None) -> Trace:
-        """One recorded forward pass. `names`: globs of hook names to keep (None: everything)."""
-        prompt = self.prompt(prompt_or_ids, truncate)
+        return chat_ids(self.tokenizer, self.chat_prompt(messages, add_generation_prompt))
+
+    def run(self, prompt_or_ids, names=None, truncate: str | None = None, chat: bool = False) -> Trace:
+        """One recorded forward pass. `names`: globs of hook names to keep (None: everything).
+        `chat`: the prompt goes through the model's chat template first (see `prompt`)."""
+        prompt = self.prompt(prompt_or_ids, truncate, chat=chat)
         rec = Recorder(names, self.config)
         with np.errstate(all="ignore"):  # overflow is recorded where it arises (∞, NaN), not warned about
             forward(self.config, self.weights, prompt.ids, rec)
@@ -112,17 +124,18 @@ class Model:
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
                  on_step=None, truncate: str | None = None, lens: bool | None = None,
-                 settings: GenerationSettings | None = None) -> Generation:
+                 settings: GenerationSettings | None = None, chat: bool = False) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
         `prompt_or_ids` may be a `Prompt` (`Model.prompt`): then it is not tokenized again.
-        `settings` (a `GenerationSettings`) may stand for `max_new_tokens` … `stop`. With
+        `settings` (a `GenerationSettings`) may stand for `max_new_tokens` … `stop`. `chat=True`
+        puts the prompt through the model's chat template (generation stops at its end token). With
         `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
         """
         if settings is None:
             settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop)
-        prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens)
+        prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
         gen = generate(self, list(prompt.ids), settings, names, on_step, lens)
         for meta in [gen.meta] + [s.meta for s in gen.steps]:
             meta.update(prompt.meta())

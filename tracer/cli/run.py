@@ -60,7 +60,7 @@ def trace(
     out = make_console(bool(export))
     m = load(model, seed=weights_seed, progress=reading_progress)
     side = truncate.value if truncate else None
-    text = m.prompt(m.chat_prompt(prompt) if chat else prompt, side, settings.max_new_tokens)
+    text = m.prompt(prompt, side, settings.max_new_tokens, chat=chat)
     say_notes(m, text.text)
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs

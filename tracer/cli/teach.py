@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
-from .app import ModelOpt, app, make_console
+from .app import ChatOpt, ModelOpt, app, make_console
 
 
 ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
@@ -25,6 +25,7 @@ def demo(
     auto: Annotated[Optional[float], typer.Option("--auto", help="Advance by itself every SECONDS.")] = None,
     quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
+    chat: ChatOpt = False,
 ) -> None:
     """A paced, narrated classroom walkthrough: one step per screen.
 
@@ -38,6 +39,8 @@ def demo(
         raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}")
     if scenario is not None and prompt is not None:
         raise TracerError("give a scenario or --prompt (with --model), not both")
+    if chat and scenario is not None:
+        raise TracerError("--chat applies a model's chat template to --prompt; a scenario has none")
     if scenario is None and prompt is None:
         prompt = DEFAULT_PROMPT
     if export is not None:
@@ -47,15 +50,15 @@ def demo(
         console = make_console(width=MAX_WIDTH)
     if console.is_terminal:
         with console.status("running the model and recording every step…"):
-            d = _demo_run(scenario, prompt, model)
+            d = _demo_run(scenario, prompt, model, chat)
     else:
-        d = _demo_run(scenario, prompt, model)
+        d = _demo_run(scenario, prompt, model, chat)
     if d.cfg.n_layers < 1:
         raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
     show_demo(d, console, quiz=quiz, auto=auto, export=export)
 
 
-def _demo_run(scenario: str, prompt: str | None, model: str):
+def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False):
     """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
     from ..loaders import load
     from ..render.demo import Demo
@@ -65,6 +68,6 @@ def _demo_run(scenario: str, prompt: str | None, model: str):
         done = run(scenario)
         return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks)
     m = load(model)
-    n = len(m.tokenize(prompt))
-    gen = m.generate(prompt, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - n)))
+    text = m.prompt(prompt, chat=chat)
+    gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))))
     return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))

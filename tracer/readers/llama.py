@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..chat import load_chat_template
 from ..config import Config
 from ..errors import TracerError
 from ..tokens import get_tokenizer
@@ -225,4 +226,4 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Che
     params, fused = translate(cfg, t)
     return Checkpoint(cfg, params, tokenizer_of(folder), name or str(folder), str(folder), f"{raw['model_type']} folder",
                       raw["model_type"], stored_as(file_names(cfg), dtypes), fused_qkv=fused,
-                      training=read_training(folder), chat_template=None)
+                      training=read_training(folder), chat_template=load_chat_template(folder))
