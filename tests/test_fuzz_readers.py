@@ -357,3 +357,63 @@ def test_scenarios_and_their_weights_files(good, tmp_path, limited, check_outcom
     r = limited("replay", path, "--full", "--layer", "all")
     check_outcome(r)
     assert r.returncode == 2 or "tracer · model" in r.stdout, (what, base[-500:])
+
+
+def _gguf_mutated(src: Path, dst: Path, rng: random.Random) -> str:
+    """A GGUF file with one thing changed: a metadata value made hostile (through the gguf package's
+    writer, so the file is well formed and only the value lies), a tensor's declared dims, type or
+    offset patched in place, or bytes flipped or cut."""
+    gguf = pytest.importorskip("gguf")
+    raw = src.read_bytes()
+    how = rng.random()
+    if how < 0.4:
+        reader = gguf.GGUFReader(str(src))
+        keys = [k for k in reader.fields if not k.startswith("GGUF.")]
+        key = rng.choice(keys)
+        field = reader.fields[key]
+        part = field.parts[field.data[0]] if field.data else None
+        if part is not None and part.dtype.kind in "iuf" and part.size == 1:  # a number: write a hostile one in place
+            start = int(sum(p.nbytes for p in field.parts[: field.data[0]]) + field.offset)
+            value = rng.choice([0, 1, 2**31 - 1, 2**32 - 1, 10**9, 7])
+            buf = bytearray(raw)
+            buf[start : start + part.nbytes] = np.array([value], dtype=part.dtype).astype(part.dtype).tobytes()
+            dst.write_bytes(bytes(buf))
+            return f"{key} = {value}"
+        dst.write_bytes(mutate_bytes(raw, rng))
+        return f"bytes ({key} not a number)"
+    if how < 0.7:  # a tensor info: dims, type or offset, patched in place
+        reader = gguf.GGUFReader(str(src))
+        t = rng.choice(reader.tensors)
+        field = reader.fields.get(t.name) if t.name in reader.fields else None
+        buf = bytearray(raw)
+        name_bytes = t.name.encode()
+        at = raw.find(name_bytes)  # the tensor info follows its name
+        if at < 0 or field is not None:
+            dst.write_bytes(mutate_bytes(raw, rng))
+            return "bytes"
+        pos = at + len(name_bytes)
+        n_dims = struct.unpack_from("<I", raw, pos)[0]
+        which = rng.choice(["dim", "type", "offset"])
+        if which == "dim":
+            struct.pack_into("<Q", buf, pos + 4 + 8 * rng.randrange(n_dims), rng.choice([0, 10**9, 2**40, 3]))
+        elif which == "type":
+            struct.pack_into("<I", buf, pos + 4 + 8 * n_dims, rng.choice([2, 8, 16, 39, 99, 2**31]))
+        else:
+            struct.pack_into("<Q", buf, pos + 8 + 8 * n_dims, rng.choice([0, 1, 2**40, len(raw)]))
+        dst.write_bytes(bytes(buf))
+        return f"{t.name}: {which}"
+    dst.write_bytes(mutate_bytes(raw, rng))
+    return "bytes"
+
+
+@pytest.mark.parametrize("i", cases("gguf"))
+def test_gguf_files(tmp_path, limited, check_outcome, gguf_of_folder, i):
+    """A GGUF model (qwen2-tiny written by the gguf package, F32 or Q8_0) with a metadata value, a
+    tensor's dims, type or offset, or its bytes changed."""
+    rng = rng_for("gguf", i)
+    src = gguf_of_folder(FAMILIES / "qwen2-tiny", "qwen2", "Q8_0" if i % 2 else "F32")
+    path = tmp_path / "m.gguf"
+    what = _gguf_mutated(src, path, rng)
+    r = limited("trace", "hi", "--model", path, "-n", "1")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
