@@ -1,6 +1,6 @@
 """Build the SentencePiece-style fixtures of `tests/data/tokenizers/sentencepiece/` with the real libraries.
 
-    /work/venv/bin/python tools/make_sp_fixtures.py   # sentencepiece, transformers 5, tokenizers, gguf
+    .venv/bin/pip install sentencepiece "transformers>=5" protobuf tokenizers gguf && .venv/bin/python tools/make_sp_fixtures.py
 
 A small BPE model is trained by the `sentencepiece` trainer (byte_fallback, 600 pieces, one thread,
 so the model comes out byte for byte the same) on a fixed text made here, then written three ways:
