@@ -114,6 +114,7 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     generated: list[int] = []
     steps: list[Trace] = []
     stopped = "max_new_tokens"
+    stops = set(model.tokenizer.eos_ids)
     start = 0
     while True:
         rec = Recorder(names, cfg)
@@ -131,7 +132,7 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
         start = len(seq)
         seq.append(token)
         strs.append(model.tokenizer.token_str(token))
-        if model.tokenizer.end_id is not None and token == model.tokenizer.end_id:
+        if token in stops:  # the end token, or a chat turn's end (<|im_end|>, <|eot_id|>)
             stopped = "end_token"
             break
         text = model.tokenizer.decode(generated)

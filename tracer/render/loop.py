@@ -173,7 +173,7 @@ def generation_steps(gen, tokenizer, view) -> Group:
             probs = step["sample.probs"]
             order = np.argsort(-probs, kind="stable")[:3]
             alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
-            end = chosen == tokenizer.end_id
+            end = chosen in tokenizer.eos_ids
             line = Text("  predicts ")
             line.append(tok(tokenizer, chosen) if end else f"{label(total)} = {tok(tokenizer, chosen)}", style="bold")
             line.append(f" (p {prob(probs[chosen], p)}; top 3: {alts})")

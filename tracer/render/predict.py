@@ -162,7 +162,7 @@ def prediction(ctx: Ctx):
     if chosen is not None:
         c = int(chosen)
         appended = len(ctx.gen.generated_ids) > 0
-        end = c == ctx.tok.end_id
+        end = c in ctx.tok.eos_ids
         name = ctx.text(c) if end or ctx.text(c) == G else f"{G} = {ctx.text(c)}"
         yield (line(("chosen: ", "bold"), (name, "bold"), f" (id {c}"
                     + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))

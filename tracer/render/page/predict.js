@@ -107,7 +107,7 @@ function slidePredict() {
     out.push(p("The run: ", bits.join(" → "), "."));
   }
   if (pass.chosen !== null) {
-    const end = pass.chosen === CFG.end_id;
+    const end = CFG.end_ids.includes(pass.chosen);
     out.push(p(b("chosen: "), end || text(pass.chosen) === G ? idEl(pass.chosen) : [`${G} = `, idEl(pass.chosen)], ` (id ${pass.chosen})`));
     out.push(end ? p(`${text(pass.chosen)} is the end token, so generation stops (it takes no position of its own)`)
       : pass.appended ? sequenceEl(pass.n, pass.chosen) : p(`${seq(0, pass.n)} (not appended: the run stops here)`));
@@ -139,7 +139,7 @@ function slideLoop() {
   if (pass.top && pass.chosen !== null) {
     const alts = pass.top.ids.slice(0, 3).map((id, i) => `${text(id)} ${cprob(pass.top.probs[i])}`).join(", ");
     const i = pass.top.ids.indexOf(pass.chosen);
-    out.push(p("predicts ", b(pass.chosen === CFG.end_id ? text(pass.chosen) : `${label(n)} = ${text(pass.chosen)}`),
+    out.push(p("predicts ", b(CFG.end_ids.includes(pass.chosen) ? text(pass.chosen) : `${label(n)} = ${text(pass.chosen)}`),
       ` (p ${prob(pass.top.probs[i])}; top 3: ${alts})`));
     if (pass.appended) out.push(p(`${seq(0, n)} → ${seq(0, n + 1)}`));
   }

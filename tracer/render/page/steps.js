@@ -17,7 +17,7 @@ function slideTokens() {
     el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
     el("td", { class: "r" }, t),
     el("td", null, t < n ? "the prompt" : tk.pass !== null ? `generated; pass ${tk.pass} read it`
-      : tk.id === CFG.end_id ? "generated: the end token, so generation stops" : "generated, appended after the last pass")));
+      : CFG.end_ids.includes(tk.id) ? "generated: the end token, so generation stops" : "generated, appended after the last pass")));
   out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["token", "text", "id", "position", ""].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.about.map(a => el("p", { class: "about" }, a)));
