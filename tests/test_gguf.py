@@ -66,6 +66,20 @@ def test_a_gguf_model_traces_in_the_cli_and_json_names_the_storage(runner, gguf_
     assert "W_Q of layer 0 is stored as Q8_0" in r.output
 
 
+def test_a_saved_gguf_trace_shows_again_with_the_files_own_tokenizer(runner, gguf_of_folder, tmp_path):
+    from tracer.cli import app
+
+    path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2")
+    saved = tmp_path / "t.npz"
+    r = runner.invoke(app, ["trace", "hello world", "--model", str(path), "-n", "2", "--save", str(saved),
+                            "--section", "tokens"])
+    assert r.exit_code == 0, r.output
+    again = runner.invoke(app, ["show", str(saved), "--section", "tokens"])
+    assert again.exit_code == 0, again.output
+    table = lambda out: [line for line in out.splitlines() if line.startswith("│")]  # noqa: E731
+    assert table(again.output) == table(r.output) and table(r.output)
+
+
 # --------------------------------------------------------------------------- where people keep them
 
 
