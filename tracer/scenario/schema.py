@@ -14,7 +14,7 @@ The format is documented key by key in `docs/scenarios.md`. In short:
     [[note]]     text: a remark the replay prints with the checks
 
 Everything that needs no weights is checked before the weights are allocated. This module gives a
-config and arrays; `tracer.load.scenario_model` makes the Model. Core module: numpy and the
+config and arrays; `tracer.loaders.scenario_model` makes the Model. Core module: numpy and the
 standard library only.
 """
 
