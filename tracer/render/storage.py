@@ -30,12 +30,12 @@ def storage_summary(meta: dict) -> dict[str, int]:
 def storage_words(meta: dict) -> str | None:
     """One sentence for the header: what the file stores the weights as, or None when tracer made them."""
     counts = storage_summary(meta)
-    if not counts or set(counts) <= {"float32", "float64"}:
+    if not counts or set(counts) <= {"F32", "float32", "float64"}:  # as the decoder computes: nothing to say
         return None
     parts = ", ".join(f"{k} ({v} parameter{'s' if v != 1 else ''})" for k, v in counts.items())
     quantized = any(k not in FLOAT_WORDS and not k.startswith("float") for k in counts)
     how = ("each block of numbers is de-quantized to float32 when the model is read, so every number below is "
-           "the stored value exactly as the file encodes it" if quantized else "widened to float32 when read")
+           "the stored value exactly as the file encodes it" if quantized else "widened to float32 (exactly) when read")
     return f"weights stored as {parts}; {how}"
 
 

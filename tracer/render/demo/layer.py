@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...tokens import label
 from .. import fmt
+from ..storage import example_words
 from ..summary import overflow_note
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
@@ -153,7 +154,8 @@ def step_qkv(d: Demo) -> Step:
     t.add_row("", Text("values", style="bold"), Text("what each token hands over", style="italic"))
     for pos in range(f + 1):
         t.add_row(mark(pos == f), f"{label(pos)}_V", d.vec(v[pos]), style=row_style(pos == f))
-    parts = [where, Text(), qline, Text(), t]
+    stored = [Text(w, style="dim") for w in example_words(d.gen.meta, "blocks.0.attn.W_Q", "W_Q")]  # how the file keeps it
+    parts = [where, *stored, Text(), qline, Text(), t]
     if f + 1 < d.n:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
         parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
