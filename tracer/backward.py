@@ -26,6 +26,7 @@ from .config import Config
 from .decoder import forward
 from .equations import rotate, scale_and_shift, score_scale, silu
 from .fast import Layer, Weights, layout
+from .qkv import fuse_qkv, split_qkv, split_qkv_weights
 from .record import Recorder
 from .store import meeting_qk
 
@@ -193,8 +194,7 @@ def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots
 
 
 def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
-    lead = dq.shape[:-2]
-    return np.concatenate([d.reshape(*lead, -1) for d in (dq, dk, dv)], axis=-1)
+    return fuse_qkv(dq, dk, dv)
 
 
 def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # [..., pos, d_model] → [d_vocab, d_model]
@@ -247,11 +247,8 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     if turn is not None:  # back through the rotation to the projections' Q and K
         dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
     dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
-    edges = np.cumsum([0, H * dh, KV * dh, KV * dh])  # the fused columns: Q's heads, then K's, then V's
-    for i, (m, heads) in enumerate(zip("QKV", (H, KV, KV))):  # back to each head's [d_model, d_head] matrix
-        cols = slice(edges[i], edges[i + 1])
-        grads[a + f"W_{m}"] = dW_qkv[:, cols].reshape(dm, heads, dh).transpose(1, 0, 2)
-        grads[a + f"b_{m}"] = db_qkv[cols].reshape(heads, dh)
+    for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
+        grads[a + f"W_{m}"], grads[a + f"b_{m}"] = dW, db
     return dx
 
 

@@ -22,6 +22,8 @@ import numpy as np
 from .config import Config
 from .equations import rope_frequencies
 from .params import Params, unembedding
+from . import qkv
+from .qkv import fuse_qkv_weights
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
 FEW_ROWS = 64  # below this many positions, a W held as rows is multiplied as rows·xᵀ (from 64 on: no faster)
@@ -77,10 +79,8 @@ class Weights:
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
-    """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side."""
-    return np.concatenate(
-        [W.transpose(1, 0, 2).reshape(W.shape[1], -1) for W in (W_Q, W_K, W_V)], axis=1
-    )  # [d_model, (head + 2·kv_head)·d_head]
+    """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side (`tracer.qkv`)."""
+    return fuse_qkv_weights(W_Q, W_K, W_V)  # [d_model, (head + 2·kv_head)·d_head]
 
 
 def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
@@ -97,7 +97,7 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         p = f"blocks.{l}."
         a = p + "attn."
         W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
-        b = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])  # [3 * head * d_head]
+        b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
         gate = params.get(p + "mlp.W_gate") if cfg.mlp == "swiglu" else None
         layers.append(Layer(
