@@ -87,7 +87,7 @@ def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
     """A norm's (gain, bias), the bias None for an RMS norm; None when the model has no norm."""
     if not cfg.layer_norm:
         return None
-    return params[name + ".w"], params.get(name + ".b") if cfg.norm == "layer" else None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
 
 
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
@@ -99,7 +99,7 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
         b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
-        gate = params.get(p + "mlp.W_gate") if cfg.mlp == "swiglu" else None
+        gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
         layers.append(Layer(
             ln1=norm_weights(cfg, params, p + "ln1"),
             qkv=Affine(W, b),
@@ -116,7 +116,7 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         layers=layers,
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
-        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.positional == "rope" else None,
+        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
     )
 
 
