@@ -45,10 +45,11 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     target, rank = step["lens.target"], step["lens.target_rank"]
     n_layers = top.shape[0] - 1
     n_cols = len(positions) if not view.brief else min(len(positions), BRIEF_LENS_COLUMNS)
+    norm = step.config.norm_kind.title if step.config.layer_norm else "layer norm"  # (the article's blocks: none)
 
     def build(max_cols: int) -> Table:
         cols = list(range(len(positions)))[-min(n_cols, max_cols):]
-        t = Table(title="Logit lens: each layer's residual stream through the final layer norm and W_U",
+        t = Table(title=f"Logit lens: each layer's residual stream through the final {norm} and W_U",
                   title_justify="left")
         t.add_column("after layer", no_wrap=True)
         for c in cols:
