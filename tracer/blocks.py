@@ -173,6 +173,8 @@ class Positions:
     title: str = ""  # the model line's words
     short: str = ""  # the kind of W_pos row
     plain: str = ""  # the demo's words
+    instead: str = ""  # without a W_pos row: what layer 0's input is, of {L} (the token's label)
+    source: str = "embedding + position"  # the page's words for layer 0's input
 
     @property
     def meets(self) -> tuple[str, str]:
@@ -202,6 +204,10 @@ POSITIONS: dict[str, Positions] = {p.key: p for p in (
            computed=sinusoidal_positions),
     _added("explicit", "given position vectors", "given",
            "Here they are given by hand, as the article's P1 = [0.1, 0.1, …]."),
-    Positions("none", None, None, title="no position vectors"),
-    Positions("rope", rotate, d_rotate, rotary=True, title="rotary positions"),
+    Positions("none", None, None, title="no position vectors", source="the embedding",
+              instead="no position vectors (positional = none), so the input is E itself"),
+    Positions("rope", rotate, d_rotate, rotary=True, title="rotary positions",
+              source="the embedding; no position vector is added, Q and K are rotated by position",
+              instead="no position vector is added (rotary positions): {L}'s query and key are rotated by its "
+                      "position in every layer instead, so the input is E itself"),
 )}

@@ -61,11 +61,8 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
                 yield from ctx.checks_at("hook_pos_embed", t)
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
-        elif x is not None and cfg.position_kind.rotary:
-            yield ctx.eq(f"no position vector is added (rotary positions): {L}'s query and key are rotated by its "
-                         f"position in every layer instead, so the input is E itself", f"x_{L}", ctx.v(x))
         elif x is not None:
-            yield ctx.eq("no position vectors (positional = none), so the input is E itself", f"x_{L}", ctx.v(x))
+            yield ctx.eq(cfg.position_kind.instead.format(L=L), f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
         yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
     if layer > 0 or "embed" in parts:

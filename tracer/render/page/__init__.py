@@ -20,7 +20,7 @@ import numpy as np
 from ...tokens import show_invisible
 from ..fmt import count
 from ..walkthrough import block_words, training_line, weights_warning
-from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
                      tokens_data)
 
@@ -82,6 +82,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
+                  "switches": switches_data(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id},
         "warning": weights_warning(meta),
         "badge": None if weights_warning(meta) is None else BADGES.get(meta.get("weights"), "untrained weights"),

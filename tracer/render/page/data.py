@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from ..lens import final_norm_words
+
 ENDS = 8  # numbers kept at each end of a long vector
 WHOLE = (64, 16)  # vectors up to this many dims are carried whole; the second when the first does not fit
 BUDGET = 300_000  # numbers carried per page for the positions' detail (about 3 MB of JSON)
@@ -187,3 +189,15 @@ def input_data(rows: Rows, cfg, carried: list[int], whole: int) -> dict:
             "P": vector_block(rows, "hook_pos_embed", carried, cfg.d_model, whole, False),
             "ln_final": vector_block(rows, "ln_final.hook_normalized", carried, cfg.d_model, whole, False),
             "final": vector_block(rows, "unembed.hook_in", carried, cfg.d_model, whole, False)}
+
+
+def switches_data(cfg) -> dict:
+    """The table of block switches' words and flags for this model (`tracer.blocks`), so that the
+    script lays out what it is given and compares no switch's value."""
+    norm, mlp, pos = cfg.norm_kind, cfg.mlp_kind, cfg.position_kind
+    flags = [name for name, on in (("positions_added", pos.adds), ("rotary", pos.rotary),
+                                   ("gated", bool(mlp and mlp.gated))) if on]
+    return {"flags": flags,
+            "norm": {"short": norm.short, "title": norm.title, "ln1": norm.before_attention("{x}"),
+                     "ln2": norm.before_mlp(), "final": norm.after_final(), "lens": final_norm_words(cfg)},
+            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead}}
