@@ -40,7 +40,8 @@ class Norm:
     short: str  # the name in LN(x)
     formula: str  # what `forward` computes, of {x}
     detail: str  # said once, where the first norm is shown
-    plain: str  # the demo's words
+    plain: str  # the demo's words, where the norm is met first
+    plain_final: str  # the demo's words for the final norm, before W_U
     gain: Callable = scale_and_shift
     d_gain: Callable = d_scale_and_shift
     hooks: tuple[str, ...] = ("hook_scale", "hook_normalized")
@@ -73,11 +74,13 @@ class Norm:
 
 NORMS: dict[str, Norm] = {n.key: n for n in (
     Norm("layer", normalize, d_normalize, ("w", "b"), "layer norm", "LN", "({x} − mean) ÷ std", "",
-         "GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1."),
+         "GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.",
+         "GPT-2 layer-normalizes it first."),
     Norm("rms", rms_normalize, d_rms_normalize, ("w",), "RMS norm", "RMS", "{x} ÷ √(mean({x}²) + ε)",
          ", no mean subtracted",
          "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
-         "this model's RMS norm only divides them by their root mean square."),
+         "this model's RMS norm only divides them by their root mean square.",
+         "This model first divides it by its root mean square: the final RMS norm."),
 )}
 
 # --------------------------------------------------------------------------- MLPs
