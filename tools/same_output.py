@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NL = b"\n"
 README_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices on the "
                  "automotive industry.")
-SCENARIOS = ("article", "article_softmax", "two_heads", "gpt2_small_article", "gpt2_medium_shape")
+LLAMA = str(ROOT / "tests/data/llama-tiny")
+SCENARIOS = ("article", "article_softmax", "two_heads", "gpt2_small_article", "gpt2_medium_shape", "rotary")
 
 # name → (arguments, files the command writes that are compared too)
 COMMANDS: dict[str, tuple[list[str], list[str]]] = {
@@ -48,6 +49,18 @@ COMMANDS: dict[str, tuple[list[str], list[str]]] = {
     "trace-hf": (["trace", "Hello world", "--model", str(ROOT / "tests/data/gpt2-tiny/hub"), "-n", "4"], []),
     "trace-hf-json": (["trace", "Hello world", "--model", str(ROOT / "tests/data/gpt2-tiny/hub"), "--json"], []),
     "trace-scenario-model": (["trace", "A B C", "--model", "article", "-n", "2"], []),
+    # the Llama / Qwen2 / Mistral block: RMS norm, SwiGLU, rotary positions, grouped-query attention
+    "trace-llama-predict": (["trace", "hello", "--model", LLAMA, "--section", "predict"], []),
+    "trace-llama-full": (["trace", "hello", "--model", LLAMA, "--full", "--layer", "all", "-n", "2"], []),
+    "trace-llama-json": (["trace", "hello", "--model", LLAMA, "--json", "-n", "2"], []),
+    "trace-llama-save": (["trace", "hello", "--model", LLAMA, "--save", "{dir}/llama.npz", "-n", "2"], ["llama.npz"]),
+    "show-llama-saved": (["show", "{dir}/llama.npz", "--layer", "1"], []),
+    "trace-llama-export-html": (["trace", "hello", "--model", LLAMA, "--export", "{dir}/llama.html"], ["llama.html"]),
+    "demo-llama": (["demo", "--model", LLAMA], []),
+    "trace-qwen2": (["trace", "hello world", "--model", str(ROOT / "tests/data/qwen2-tiny"), "-n", "3"], []),
+    "trace-mistral": (["trace", "hello world", "--model", str(ROOT / "tests/data/mistral-tiny"), "-n", "3", "--full"], []),
+    "train-tiny": (["train", str(ROOT / "README.md"), "--out", "{dir}/trained", "--steps", "3", "--layers", "1",
+                    "--d-model", "16", "--heads", "2", "--context", "16", "--batch", "2", "--force"], ["trained/model.safetensors"]),
     "trace-n0": (["trace", "Hi there", "-n", "0", "--dims", "4", "--precision", "5"], []),
     "trace-export-txt": (["trace", "Hi there", "--export", "{dir}/x.txt"], ["x.txt"]),
     "trace-export-svg": (["trace", "Hi there", "--export", "{dir}/x.svg"], ["x.svg"]),
