@@ -7,7 +7,9 @@ Reads like nanoGPT's `Block.forward` and picoGPT's `gpt2`:
 
 with the switches of `tracer.config.Config` (no layer norm, no MLP, no residual: the seed article's
 simplified block; rotary positions, RMS norm, the SwiGLU MLP and grouped-query attention: Llama,
-Qwen2 and Mistral). The equations themselves are in `tracer.equations`; the weights come in the
+Qwen2 and Mistral). Which norm, MLP and positions: the config's entries in the table of block
+switches (`cfg.norm_kind`, `cfg.mlp_kind`, `cfg.position_kind`: `tracer.blocks`), whose functions
+the decoder calls. The equations themselves are in `tracer.equations`; the weights come in the
 layouts the products want (`tracer.fast`). Every intermediate is recorded where it is made,
 under TransformerLens's hook names without the batch axis (`rec("hook_q", q)`); two extras that
 teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and the mask) and

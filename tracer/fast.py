@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import qkv
 from .config import Config
 from .equations import rope_frequencies
 from .params import Params, unembedding
-from . import qkv
-from .qkv import fuse_qkv_weights
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
 FEW_ROWS = 64  # below this many positions, a W held as rows is multiplied as rows·xᵀ (from 64 on: no faster)
@@ -80,7 +79,7 @@ class Weights:
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
     """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side (`tracer.qkv`)."""
-    return fuse_qkv_weights(W_Q, W_K, W_V)  # [d_model, (head + 2·kv_head)·d_head]
+    return qkv.fuse_qkv_weights(W_Q, W_K, W_V)  # [d_model, (head + 2·kv_head)·d_head]
 
 
 def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
