@@ -71,6 +71,7 @@ def test_every_mlp_is_whole_and_its_backward_is_its_forwards_derivative(key):
     assert all(i.weight in shapes and (i.bias is None or i.bias in shapes) for i in m.inputs)
     assert m.matrices == len(m.inputs) + 1 and m.gated == ("W_gate" in shapes)
     assert m.title and m.name and m.plain and m.hooks == tuple("mlp." + i.hook for i in m.inputs)
+    assert [h for h, _, _ in m.steps] == [*m.hooks, "mlp.hook_post"] and all(words for _, _, words in m.steps)
     rng = np.random.default_rng(1)
     inputs = [rng.standard_normal((2, 5)) for _ in m.inputs]  # [pos, d_mlp] each
     r = rng.standard_normal((2, 5))

@@ -108,6 +108,7 @@ class Mlp:
     title: str  # "GELU MLP"
     name: str  # what the demo calls it
     plain: str  # the demo's words: what it does to each token
+    steps: tuple[tuple[str, str, str], ...] = ()  # (hook within the block, its name, words with {shape}: [d_model × d_mlp])
 
     @property
     def gated(self) -> bool:
@@ -140,11 +141,15 @@ class Mlp:
 _IN = MlpInput("hook_pre", "mlp_in", "W_in", "b_in")
 MLPS: dict[str, Mlp] = {m.key: m for m in (
     Mlp("gelu", gelu_new, lambda dpost, pre: (d_gelu_new(dpost, pre),), (_IN,), "GELU MLP", "MLP",
-        "a small two-layer network (the MLP) works on each token alone"),
+        "a small two-layer network (the MLP) works on each token alone",
+        (("mlp.hook_pre", "pre", "MLP: × W_in ({shape}) + b_in"), ("mlp.hook_post", "post", "GELU"))),
     Mlp("swiglu", swiglu, d_swiglu,
         (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
         "SwiGLU MLP", "SwiGLU MLP",
-        "a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone"),
+        "a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
+        (("mlp.hook_pre", "gate", "SwiGLU MLP: gate = ln2(x)·W_gate ({shape})"),
+         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
+         ("mlp.hook_post", "post", "SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes"))),
 )}
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 

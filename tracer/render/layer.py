@@ -276,21 +276,11 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
             if ln2 is not None:
                 yield ctx.eq(cfg.norm_kind.before_mlp(), f"{norm_name(cfg)}(x)", ctx.v(ln2))
-        pre, post, mo = ctx.at(b + "mlp.hook_pre", t), ctx.at(b + "mlp.hook_post", t), ctx.at(b + "hook_mlp_out", t)
-        if cfg.mlp_kind.gated:
-            up = ctx.at(b + "mlp.hook_pre_linear", t)
-            if pre is not None:
-                yield ctx.eq(f"SwiGLU MLP: gate = ln2(x)·W_gate ({shape(dm, cfg.d_mlp)})", "gate", ctx.v(pre))
-            if up is not None:
-                yield ctx.eq(f"up = ln2(x)·W_in ({shape(dm, cfg.d_mlp)})", "up", ctx.v(up))
-            if post is not None:
-                yield ctx.eq("SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes",
-                             "post", ctx.v(post))
-        else:
-            if pre is not None:
-                yield ctx.eq(f"MLP: × W_in ({shape(dm, cfg.d_mlp)}) + b_in", "pre", ctx.v(pre))
-            if post is not None:
-                yield ctx.eq("GELU", "post", ctx.v(post))
+        for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
+            value = ctx.at(b + hook, t)
+            if value is not None:
+                yield ctx.eq(words.format(shape=shape(dm, cfg.d_mlp)), name, ctx.v(value))
+        mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
             yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
             yield from ctx.checks_at(b + "hook_mlp_out", t)

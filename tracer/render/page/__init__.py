@@ -43,6 +43,8 @@ def not_recorded(step, cfg) -> list[str]:
     if cfg.n_layers:
         switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()
         switched_off |= {"pre", "post", "mlp_out", "mid", "ln2"} if not cfg.mlp else set()
+        made = {h for _, h, _ in cfg.mlp_kind.steps} if cfg.mlp else set()  # this MLP's vectors (SwiGLU: and up)
+        switched_off |= {key for key, hook, _ in VECTORS if hook.startswith("mlp.") and hook not in made}
         wanted += [f"blocks.*.{hook}" for key, hook, _ in VECTORS if key not in switched_off] + ["blocks.*.attn.hook_pattern"]
     return [n for n in wanted if n.replace("*", "0") not in step.arrays]
 

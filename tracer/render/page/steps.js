@@ -248,13 +248,7 @@ function slideMLP() {
     if (CFG.residual) out.push(eq("residual: add the layer's input back", `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
     else out.push(p(`no residual (residual = false): the MLP reads attn_out_${L}`));
     if (CFG.layer_norm) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
-    if (has("gated")) {
-      out.push(eq(`SwiGLU MLP: gate = ln2(x)·W_gate (${shape(dm, CFG.d_mlp)})`, "gate", vecOf(Y.pre, t)));
-      out.push(eq("SiLU(gate) ⊙ up, up = ln2(x)·W_in: the gate decides how much of each up passes", "post", vecOf(Y.post, t)));
-    } else {
-      out.push(eq(`MLP: × W_in (${shape(dm, CFG.d_mlp)}) + b_in`, "pre", vecOf(Y.pre, t)));
-      out.push(eq("GELU", "post", vecOf(Y.post, t)));
-    }
+    for (const [key, name, words] of SW.mlp.steps) out.push(eq(words.replaceAll("{shape}", shape(dm, CFG.d_mlp)), name, vecOf(Y[key], t)));
     out.push(eq(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
     out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));
