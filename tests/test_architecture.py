@@ -19,7 +19,7 @@ MAX_LINES = 500
 
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
-    0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
+    0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
     1: ["params", "reading", "files", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer", "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
@@ -222,3 +222,71 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
     assert not wrong, "\n".join(sorted(wrong)) + "\n(go through tracer.readers.read_path / read_folder)"
     loaders = (PACKAGE / "loaders.py").read_text()
     assert "read_path(" in loaders and "model_of(" in loaders
+
+
+# --------------------------------------------------------------------------- the table of block switches
+
+SWITCH_FIELDS = {"norm", "mlp", "positional"}  # Config's switches; their values are tracer.blocks' keys
+# The table's own module, and the readers, which build a config from what a file says it is.
+MAY_COMPARE_SWITCHES = {"blocks", "scenario", "readers"}
+JS_COMPARISON = r"""CFG\.(mlp|norm|positional)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional)\s*\]"""
+
+
+def _switch_values() -> set[str]:
+    from tracer.blocks import MLPS, NORMS, POSITIONS
+
+    return set(NORMS) | set(MLPS) | set(POSITIONS)
+
+
+def _strings(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _is_switch(node: ast.AST) -> bool:
+    """`cfg.norm`, `self.positional`, `config.mlp`, …"""
+    return isinstance(node, ast.Attribute) and node.attr in SWITCH_FIELDS
+
+
+def switch_comparisons(tree: ast.AST, values: set[str]) -> list[int]:
+    """Lines where a switch is compared with one of its values, or picks from a dict literal."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_switch(o) for o in operands) and any(_strings(o) & values for o in operands):
+                found.append(node.lineno)
+            elif any(_strings(o) & (values - {"layer", "none", "explicit"}) for o in operands):  # "rope" == x, x in ("gelu", …)
+                found.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict) and _is_switch(node.slice):
+            found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Dict) and node.args and _is_switch(node.args[0])):
+            found.append(node.lineno)
+    return found
+
+
+def test_switch_values_are_compared_only_in_the_table_and_the_readers():
+    """`cfg.mlp == "swiglu"` and its kin live in tracer.blocks (and the readers that build a config);
+    every other module reads the entry (`cfg.norm_kind`, `cfg.mlp_kind`, `cfg.position_kind`)."""
+    import re
+
+    values = _switch_values()
+    wrong = []
+    for name, path in modules().items():
+        if name.split(".")[0] in MAY_COMPARE_SWITCHES:
+            continue
+        for line in switch_comparisons(ast.parse(path.read_text(encoding="utf-8")), values):
+            wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{line}")
+    for path in sorted(PACKAGE.rglob("*.js")):
+        for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if re.search(JS_COMPARISON, text):
+                wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{i}")
+    assert not wrong, "switch values compared outside tracer.blocks and the readers:\n" + "\n".join(wrong)
+
+
+def test_the_switch_check_finds_a_comparison():
+    values = _switch_values()
+    for src in ('cfg.mlp == "swiglu"', 'x = {"gelu": 1}.get(cfg.mlp)', 'y = {"rms": 1}[self.norm]',
+                'cfg.positional in ("none", "rope")', '"rope" != kind'):
+        assert switch_comparisons(ast.parse(src), values), src
+    assert not switch_comparisons(ast.parse('c in ("layer", "heads")'), values)

@@ -2,11 +2,13 @@
 
 One backward function per forward function, in reverse order, each reading the intermediates the
 forward pass recorded (the trace is the activation cache): `d_unembed` undoes `Affine` on the
-final vectors, `d_norm` the layer norm, `d_mlp` the MLP (`d_gelu_new`), `d_attention` the
-attention (`d_merge_heads`, `d_attend`, `d_causal_softmax`, `d_scale_and_mask`,
-`d_attention_scores`, `d_split_heads`), `d_block` a layer with its residuals, `d_embed` the
-lookup (`d_unembed` the unembedding); for Llama-shaped blocks `d_rms_normalize`, `d_swiglu`,
-`d_rotate`, and grouped-query attention in `d_attend` / `d_attention_scores`. The loss is the mean
+final vectors, `d_norm` the norm, `d_mlp` the MLP, `d_attention` the attention
+(`d_merge_heads`, `d_attend`, `d_causal_softmax`, `d_scale_and_mask`, `d_attention_scores`,
+`d_split_heads`), `d_block` a layer with its residuals, `d_embed` the lookup (`d_unembed` the
+unembedding); grouped-query attention in `d_attend` / `d_attention_scores`. The switchable parts
+(the norm and its gain, the MLP's middle, the rotation, the added position vectors) are undone by
+their entry's `backward` in the table of block switches (`tracer.blocks`, whose derivatives are
+`tracer.derivatives`': `d_normalize`, `d_rms_normalize`, `d_gelu_new`, `d_swiglu`, `d_rotate`, …). The loss is the mean
 next-token cross-entropy over the positions (position i predicts token i + 1), as transformers'
 `GPT2LMHeadModel(ids, labels=ids).loss`.
 
@@ -18,14 +20,13 @@ predicted position of every sequence. Core module: imports numpy only.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import rotate, scale_and_shift, score_scale, silu
+from .equations import score_scale
 from .fast import Layer, Weights, layout
+from .qkv import fuse_qkv, split_qkv, split_qkv_weights
 from .record import Recorder
 from .store import meeting_qk
 
@@ -116,39 +117,10 @@ def d_unembed(dlogits: np.ndarray, x: np.ndarray, W_U: np.ndarray, tied: bool): 
     return dx, dy2.T @ x2, dy2.sum(axis=0)  # [..., d_model], [d_vocab, d_model], [d_vocab]
 
 
-def d_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
-    """n = (x − mean) / scale: dx = (dn − mean(dn) − n·mean(dn·n)) / scale."""
-    mean_dn = dn.mean(axis=-1, keepdims=True)  # [..., 1]
-    mean_dnn = (dn * normalized).mean(axis=-1, keepdims=True)  # [..., 1]
-    return (dn - mean_dn - normalized * mean_dnn) / scale
 
 
-def d_rms_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
-    """n = x / scale, scale = √(mean(x²) + eps): dx = (dn − n·mean(dn·n)) / scale."""
-    return (dn - normalized * (dn * normalized).mean(axis=-1, keepdims=True)) / scale
 
 
-def d_scale_and_shift(dy: np.ndarray, normalized: np.ndarray, w: np.ndarray):  # y = n·w + b → dn, dw, db
-    lead = tuple(range(dy.ndim - 1))
-    return dy * w, (dy * normalized).sum(axis=lead), dy.sum(axis=lead)
-
-
-def d_swiglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray):  # post = SiLU(gate)·up → dgate, dup
-    """SiLU(g) = g·σ(g), whose slope is σ(g)·(1 + g·(1 − σ(g)))."""
-    sig = 0.5 * (1.0 + np.tanh(0.5 * gate))  # σ(gate)
-    return dpost * up * sig * (1.0 + gate * (1.0 - sig)), dpost * silu(gate)
-
-
-def d_rotate(dout: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # → [..., pos, head, d_head]
-    """A rotation's gradient is the rotation back: by the opposite angle."""
-    return rotate(dout, cos, -sin)
-
-
-def d_gelu_new(dy: np.ndarray, x: np.ndarray) -> np.ndarray:  # [..., d_mlp] → [..., d_mlp]
-    """d/dx 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³)."""
-    c = math.sqrt(2.0 / math.pi)
-    t = np.tanh(c * (x + 0.044715 * x * x * x))
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))
 
 
 def d_merge_heads(dm: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, head·d_head] → [..., pos, head, d_head]
@@ -193,8 +165,7 @@ def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots
 
 
 def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
-    lead = dq.shape[:-2]
-    return np.concatenate([d.reshape(*lead, -1) for d in (dq, dk, dv)], axis=-1)
+    return fuse_qkv(dq, dk, dv)
 
 
 def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # [..., pos, d_model] → [d_vocab, d_model]
@@ -210,24 +181,25 @@ def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, gra
     """Back through `decoder.norm` (nothing to do without layer norm)."""
     if ln is None:
         return dy
+    kind = cfg.norm_kind
     normalized = acts[prefix + "hook_normalized"]
-    dn, grads[name + ".w"], db = d_scale_and_shift(dy, normalized, ln[0])
-    if cfg.norm == "rms":
-        return d_rms_normalize(dn, normalized, acts[prefix + "hook_scale"])
-    grads[name + ".b"] = db
-    return d_normalize(dn, normalized, acts[prefix + "hook_scale"])
+    dn, grads[name + ".w"], db = kind.d_gain(dy, normalized, ln[0])
+    if kind.bias:
+        grads[name + ".b"] = db
+    return kind.backward(dn, normalized, acts[prefix + "hook_scale"])
 
 
 def d_mlp(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
     """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
+    kind = cfg.mlp_kind
     dpost, grads[p + "mlp.W_out"], grads[p + "mlp.b_out"] = d_affine(dy, acts[p + "mlp.hook_post"], w.mlp_out.W)
-    if cfg.mlp == "swiglu":
-        dgate, dup = d_swiglu(dpost, acts[p + "mlp.hook_pre"], acts[p + "mlp.hook_pre_linear"])
-        dx, grads[p + "mlp.W_in"], grads[p + "mlp.b_in"] = d_affine(dup, ln_out, w.mlp_in.W)
-        dx_gate, grads[p + "mlp.W_gate"], _ = d_affine(dgate, ln_out, w.mlp_gate.W)
-        return dx + dx_gate
-    dpre = d_gelu_new(dpost, acts[p + "mlp.hook_pre"])
-    dx, grads[p + "mlp.W_in"], grads[p + "mlp.b_in"] = d_affine(dpre, ln_out, w.mlp_in.W)
+    dinputs = kind.backward(dpost, *(acts[p + "mlp." + i.hook] for i in kind.inputs))  # each input's gradient
+    dx = None
+    for i, d in zip(kind.inputs, dinputs):  # back through each x·W (+ b)
+        dx_i, grads[p + "mlp." + i.weight], db = d_affine(d, ln_out, getattr(w, i.affine).W)
+        if i.bias:
+            grads[p + "mlp." + i.bias] = db
+        dx = dx_i if dx is None else dx + dx_i
     return dx
 
 
@@ -245,19 +217,17 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), score_scale(dh, cfg.scale_scores))
     dq, dk = d_attention_scores(ddots, q, k)
     if turn is not None:  # back through the rotation to the projections' Q and K
+        d_rotate = cfg.position_kind.backward
         dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
     dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
-    edges = np.cumsum([0, H * dh, KV * dh, KV * dh])  # the fused columns: Q's heads, then K's, then V's
-    for i, (m, heads) in enumerate(zip("QKV", (H, KV, KV))):  # back to each head's [d_model, d_head] matrix
-        cols = slice(edges[i], edges[i + 1])
-        grads[a + f"W_{m}"] = dW_qkv[:, cols].reshape(dm, heads, dh).transpose(1, 0, 2)
-        grads[a + f"b_{m}"] = db_qkv[cols].reshape(heads, dh)
+    for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
+        grads[a + f"W_{m}"], grads[a + f"b_{m}"] = dW, db
     return dx
 
 
-def _normed(x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
+def _normed(cfg: Config, x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
     """What `decoder.norm` gave: the recorded normalized input times the gain (plus the bias), or x without a norm."""
-    return x if ln is None else scale_and_shift(acts[prefix + "hook_normalized"], *ln)
+    return x if ln is None else cfg.norm_kind.gain(acts[prefix + "hook_normalized"], *ln)
 
 
 def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, turn=None) -> np.ndarray:
@@ -265,11 +235,11 @@ def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, tu
     p = f"blocks.{l}."
     if cfg.mlp:
         mid = acts[p + "hook_resid_mid"]
-        dx_mlp = d_mlp(cfg, w, dy, acts, p, grads, _normed(mid, w.ln2, acts, p + "ln2."))
+        dx_mlp = d_mlp(cfg, w, dy, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
         d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
         dy = dy + d_mid if cfg.residual else d_mid
     pre = acts[p + "hook_resid_pre"]
-    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(pre, w.ln1, acts, p + "ln1."), turn)
+    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
     d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
     return dy + d_pre if cfg.residual else d_pre
 
@@ -292,11 +262,8 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     else:
         grads["W_U"] = dW_U
     grads["W_E"] = dW_E
-    if cfg.has_positions:
-        n = tokens.shape[-1]
-        dpos = dx.reshape(-1, n, dx.shape[-1]).sum(axis=0)  # [pos, d_model] summed over the batch
-        grads["W_pos"] = np.zeros_like(w.W_pos)
-        grads["W_pos"][:n] = dpos
+    if cfg.position_kind.adds:
+        grads["W_pos"] = cfg.position_kind.backward(dx, w.W_pos)  # [n_ctx, d_model]
     return grads
 
 

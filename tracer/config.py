@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from . import blocks
 from .errors import TracerError, near
 
-POSITIONAL = ("learned", "sinusoidal", "explicit", "none", "rope")
-NORMS = ("layer", "rms")
-MLPS = ("gelu", "swiglu")
+POSITIONAL = tuple(blocks.POSITIONS)  # the switches' values: the keys of the table of block switches
+NORMS = tuple(blocks.NORMS)
+MLPS = tuple(blocks.MLPS)
 DTYPES = ("float32", "float64")
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
@@ -52,9 +53,9 @@ class Config:
             object.__setattr__(self, "d_head", self.d_model // max(self.n_heads, 1))
         if self.d_mlp is None:
             object.__setattr__(self, "d_mlp", 4 * self.d_model)
-        mlp = {True: "gelu", False: False, "none": False}.get(self.mlp, self.mlp) if isinstance(self.mlp, (bool, str)) else self.mlp
+        mlp = blocks.mlp_key(self.mlp) if isinstance(self.mlp, (bool, str)) else self.mlp
         if mlp is not False and mlp not in MLPS:
-            raise TracerError(f"config: mlp must be one of gelu, swiglu, true, false, got {self.mlp!r}")
+            raise TracerError(f"config: mlp must be one of {', '.join(MLPS)}, true, false, got {self.mlp!r}")
         object.__setattr__(self, "mlp", mlp)
         counts = ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp")
         for name in counts + (("n_kv_heads",) if self.n_kv_heads is not None else ()):
@@ -85,7 +86,7 @@ class Config:
                               f"(each key/value head serves the same number of query heads)")
         if not _positive(self.rope_theta):
             raise TracerError(f"config: rope_theta must be a number > 0, got {self.rope_theta!r}")
-        if self.positional == "rope" and self.d_head % 2:
+        if self.position_kind.rotary and self.d_head % 2:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
@@ -117,9 +118,24 @@ class Config:
         return cls(**d)
 
     @property
+    def norm_kind(self) -> blocks.Norm:
+        """The norm's entry in the table of block switches (whether or not the model has a norm)."""
+        return blocks.NORMS[self.norm]
+
+    @property
+    def mlp_kind(self) -> blocks.Mlp | None:
+        """The MLP's entry in the table of block switches; None without an MLP."""
+        return blocks.MLPS[self.mlp] if self.mlp else None
+
+    @property
+    def position_kind(self) -> blocks.Positions:
+        """The positional scheme's entry in the table of block switches."""
+        return blocks.POSITIONS[self.positional]
+
+    @property
     def has_positions(self) -> bool:
         """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
-        return self.positional not in ("none", "rope")
+        return self.position_kind.adds
 
     @property
     def kv_heads(self) -> int:
@@ -135,12 +151,12 @@ class Config:
         """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
         that a huge config is cheap to refuse before anything is allocated."""
         V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
-        ln = 2 * d if self.norm == "layer" else d  # gain and bias, or the gain alone
+        ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
         per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
         if self.layer_norm:
             per_layer += ln
         if self.mlp:
-            per_layer += (3 if self.mlp == "swiglu" else 2) * d * dm + dm + d + (ln if self.layer_norm else 0)
+            per_layer += self.mlp_kind.n_params(d, dm) + (ln if self.layer_norm else 0)
         total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
@@ -164,7 +180,7 @@ class Config:
         per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
         per_layer += n_new * H * dh * dm  # W_O
         if self.mlp:
-            per_layer += (3 if self.mlp == "swiglu" else 2) * n_new * dm * self.d_mlp
+            per_layer += self.mlp_kind.matrices * n_new * dm * self.d_mlp
         return self.n_layers * per_layer + n_new * dm * self.d_vocab
 
 

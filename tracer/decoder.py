@@ -7,7 +7,9 @@ Reads like nanoGPT's `Block.forward` and picoGPT's `gpt2`:
 
 with the switches of `tracer.config.Config` (no layer norm, no MLP, no residual: the seed article's
 simplified block; rotary positions, RMS norm, the SwiGLU MLP and grouped-query attention: Llama,
-Qwen2 and Mistral). The equations themselves are in `tracer.equations`; the weights come in the
+Qwen2 and Mistral). Which norm, MLP and positions: the config's entries in the table of block
+switches (`cfg.norm_kind`, `cfg.mlp_kind`, `cfg.position_kind`: `tracer.blocks`), whose functions
+the decoder calls. The equations themselves are in `tracer.equations`; the weights come in the
 layouts the products want (`tracer.fast`). Every intermediate is recorded where it is made,
 under TransformerLens's hook names without the batch axis (`rec("hook_q", q)`); two extras that
 teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and the mask) and
@@ -29,9 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .equations import (attend, attention_scores, causal_softmax, embed, gelu_new, head_results, merge_heads,
-                        normalize, position_vectors, rms_normalize, rope_angles, rotate, scale_and_mask,
-                        scale_and_shift, score_scale, split_heads, swiglu)
+from .equations import (attend, attention_scores, causal_softmax, embed, head_results, merge_heads, rope_angles,
+                        scale_and_mask, score_scale, split_heads)
 from .fast import Layer, Weights, layout
 from .params import init_weights
 from .record import NOTHING, Recorder
@@ -46,8 +47,9 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     n = tokens.shape[-1]
     start = cache.length if cache is not None else 0
     x = rec("hook_embed", embed(w.W_E, tokens).astype(cfg.dtype, copy=False))  # [pos, d_model]
-    if cfg.has_positions:
-        x = x + rec("hook_pos_embed", position_vectors(w.W_pos, start, n))  # [pos, d_model]
+    positions = cfg.position_kind  # the table of block switches' entry (`tracer.blocks`)
+    if positions.adds:
+        x = x + rec("hook_pos_embed", positions.forward(w.W_pos, start, n))  # [pos, d_model]
     turn = None
     if w.rope is not None:  # rotary positions: the angle each pair of a head's dimensions turns by, here
         angle = rec("rope.hook_angle", rope_angles(w.rope, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
@@ -79,12 +81,13 @@ def residual(cfg: Config, x: np.ndarray, out: np.ndarray) -> np.ndarray:  # [pos
 
 def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder = NOTHING) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """The norm (when the model has one): layer norm's zero mean and unit variance, or RMS norm's
-    unit root mean square; then the gain (and layer norm's bias)."""
+    unit root mean square (`cfg.norm_kind`); then the gain (and layer norm's bias)."""
     if ln is None:
         return x
-    normalized, scale = (rms_normalize if cfg.norm == "rms" else normalize)(x, cfg.ln_eps)  # [pos, d_model], [pos, 1]
+    kind = cfg.norm_kind
+    normalized, scale = kind.forward(x, cfg.ln_eps)  # [pos, d_model], [pos, 1]
     rec("hook_scale", scale)
-    return scale_and_shift(rec("hook_normalized", normalized), *ln)
+    return kind.gain(rec("hook_normalized", normalized), *ln)
 
 
 def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
@@ -93,6 +96,7 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
     q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
     q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
     if turn is not None:  # rotary positions: Q and K turned by their position's angles
+        rotate = cfg.position_kind.forward
         q, k = rec("hook_rot_q", rotate(q, *turn)), rec("hook_rot_k", rotate(k, *turn))
     if kv is not None:
         k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
@@ -106,14 +110,10 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
 
 def mlp(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Two affine maps with GELU between them, on each position alone; or SwiGLU's three:
-    SiLU(x·W_gate) ⊙ (x·W_in), then W_out."""
-    if cfg.mlp == "swiglu":
-        gate = rec("hook_pre", w.mlp_gate(x))  # [pos, d_mlp]
-        up = rec("hook_pre_linear", w.mlp_in(x))  # [pos, d_mlp]
-        post = rec("hook_post", swiglu(gate, up))  # [pos, d_mlp]
-    else:
-        pre = rec("hook_pre", w.mlp_in(x))  # [pos, d_mlp]
-        post = rec("hook_post", gelu_new(pre))  # [pos, d_mlp]
+    SiLU(x·W_gate) ⊙ (x·W_in), then W_out (`cfg.mlp_kind` says which)."""
+    kind = cfg.mlp_kind
+    inputs = [rec(i.hook, getattr(w, i.affine)(x)) for i in kind.inputs]  # [pos, d_mlp] each: x·W_in (SwiGLU: x·W_gate first)
+    post = rec("hook_post", kind.forward(*inputs))  # [pos, d_mlp]
     return w.mlp_out(post)  # [pos, d_model]
 
 

@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from .qkv import split_qkv
+
 
 def embed(W_E: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # [d_vocab, d_model], [pos] → [pos, d_model]
     return W_E[tokens]  # [pos, d_model]
@@ -66,16 +68,7 @@ def scale_and_shift(normalized: np.ndarray, w: np.ndarray, b: np.ndarray | None)
 def split_heads(qkv: np.ndarray, n_heads: int, n_kv_heads: int | None = None):  # [pos, (head + 2·kv_head)·d_head] → [pos, head, d_head], 2 × [pos, kv_head, d_head]
     """x·[W_Q | W_K | W_V] + [b_Q | b_K | b_V], cut into each head's Query, Key and Value (views).
     With grouped-query attention K and V have `n_kv_heads` heads (fewer than Q's)."""
-    kv = n_heads if n_kv_heads is None else n_kv_heads
-    d_head = qkv.shape[-1] // (n_heads + 2 * kv)
-    if kv == n_heads:
-        qkv = qkv.reshape(*qkv.shape[:-1], 3, n_heads, d_head)  # [pos, 3, head, d_head]
-        return qkv[..., 0, :, :], qkv[..., 1, :, :], qkv[..., 2, :, :]  # [pos, head, d_head] each
-    lead = qkv.shape[:-1]
-    q_end, k_end = n_heads * d_head, (n_heads + kv) * d_head
-    return (qkv[..., :q_end].reshape(*lead, n_heads, d_head),  # [pos, head, d_head]
-            qkv[..., q_end:k_end].reshape(*lead, kv, d_head),  # [pos, kv_head, d_head]
-            qkv[..., k_end:].reshape(*lead, kv, d_head))  # [pos, kv_head, d_head]
+    return split_qkv(qkv, n_heads, n_kv_heads)  # the column order is tracer.qkv's
 
 
 def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> np.ndarray:  # → [d_head / 2]

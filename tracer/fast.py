@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import qkv
 from .config import Config
 from .equations import rope_frequencies
 from .params import Params, unembedding
@@ -77,17 +78,15 @@ class Weights:
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
-    """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side."""
-    return np.concatenate(
-        [W.transpose(1, 0, 2).reshape(W.shape[1], -1) for W in (W_Q, W_K, W_V)], axis=1
-    )  # [d_model, (head + 2·kv_head)·d_head]
+    """GPT-2's c_attn layout: Q, K and V side by side, each block of heads side by side (`tracer.qkv`)."""
+    return qkv.fuse_qkv_weights(W_Q, W_K, W_V)  # [d_model, (head + 2·kv_head)·d_head]
 
 
 def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
     """A norm's (gain, bias), the bias None for an RMS norm; None when the model has no norm."""
     if not cfg.layer_norm:
         return None
-    return params[name + ".w"], params.get(name + ".b") if cfg.norm == "layer" else None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
 
 
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
@@ -97,9 +96,9 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         p = f"blocks.{l}."
         a = p + "attn."
         W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
-        b = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])  # [3 * head * d_head]
+        b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
-        gate = params.get(p + "mlp.W_gate") if cfg.mlp == "swiglu" else None
+        gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
         layers.append(Layer(
             ln1=norm_weights(cfg, params, p + "ln1"),
             qkv=Affine(W, b),
@@ -116,7 +115,7 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         layers=layers,
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
-        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.positional == "rope" else None,
+        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
     )
 
 

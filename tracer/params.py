@@ -15,7 +15,6 @@ import zlib
 import numpy as np
 
 from .config import Config
-from .equations import sinusoidal_positions
 from .errors import TracerError, near
 
 Params = dict  # name -> np.ndarray, TransformerLens names
@@ -25,14 +24,12 @@ def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     """Every parameter the config uses, in a fixed order, with its shape."""
     H, dm, dh, dmlp = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_mlp
     heads = {"Q": H, "K": cfg.kv_heads, "V": cfg.kv_heads}  # grouped-query attention: fewer K/V heads
-    norm = ("w", "b") if cfg.norm == "layer" else ("w",)  # an RMS norm has a gain only
-    shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm)}
-    if cfg.has_positions:
-        shapes["W_pos"] = (cfg.n_ctx, dm)
+    norm = cfg.norm_kind.shapes(dm)  # the gain and bias, or (RMS norm) the gain only
+    shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm), **cfg.position_kind.shapes(cfg.n_ctx, dm)}
     for l in range(cfg.n_layers):
         b = f"blocks.{l}."
         if cfg.layer_norm:
-            shapes.update({b + f"ln1.{x}": (dm,) for x in norm})
+            shapes.update({b + f"ln1.{x}": s for x, s in norm.items()})
         for m in "QKV":
             shapes[b + f"attn.W_{m}"] = (heads[m], dm, dh)
         for m in "QKV":
@@ -41,15 +38,10 @@ def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
         shapes[b + "attn.b_O"] = (dm,)
         if cfg.mlp:
             if cfg.layer_norm:
-                shapes.update({b + f"ln2.{x}": (dm,) for x in norm})
-            if cfg.mlp == "swiglu":
-                shapes[b + "mlp.W_gate"] = (dm, dmlp)
-            shapes[b + "mlp.W_in"] = (dm, dmlp)
-            shapes[b + "mlp.b_in"] = (dmlp,)
-            shapes[b + "mlp.W_out"] = (dmlp, dm)
-            shapes[b + "mlp.b_out"] = (dm,)
+                shapes.update({b + f"ln2.{x}": s for x, s in norm.items()})
+            shapes.update({b + f"mlp.{x}": s for x, s in cfg.mlp_kind.shapes(dm, dmlp).items()})
     if cfg.layer_norm:
-        shapes.update({f"ln_final.{x}": (dm,) for x in norm})
+        shapes.update({f"ln_final.{x}": s for x, s in norm.items()})
     if not cfg.tied_unembed:
         shapes["W_U"] = (dm, cfg.d_vocab)
     shapes["b_U"] = (cfg.d_vocab,)
@@ -140,14 +132,15 @@ def init_weights(cfg: Config, seed: int = 0, given: Params | None = None, where:
         elif unknown[0] == "W_pos" and not cfg.has_positions:
             hint = f" (positional is {cfg.positional!r}: no position vector is added)"
         raise TracerError(f"{where}: unknown parameter {unknown[0]!r}{hint}")
-    if cfg.positional == "sinusoidal" and "W_pos" in given:
-        raise TracerError(f"{where}: 'W_pos' is computed when positional = 'sinusoidal'; use 'explicit' to give it")
+    computed = cfg.position_kind.computed  # W_pos made from its shape (sin/cos positions)
+    if computed is not None and "W_pos" in given:
+        raise TracerError(f"{where}: 'W_pos' is computed when positional = {cfg.positional!r}; use 'explicit' to give it")
     params: Params = {}
     for name, shape in shapes.items():
         if name in given:
             params[name] = check_param(name, given[name], shape, cfg.dtype, where)
-        elif name == "W_pos" and cfg.positional == "sinusoidal":
-            params[name] = sinusoidal_positions(*shape).astype(cfg.dtype)
+        elif name == "W_pos" and computed is not None:
+            params[name] = computed(*shape).astype(cfg.dtype)
         else:
             params[name] = init_param(name, shape, seed, cfg.dtype)
     return params

@@ -29,7 +29,7 @@ from functools import partial
 
 import numpy as np
 
-from .equations import attention_scores, gelu_new, scale_and_mask, score_scale, swiglu
+from .equations import attention_scores, scale_and_mask, score_scale
 
 PACK_MIN_QUERIES = 256  # passes with fewer query positions keep their arrays whole
 REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
@@ -144,20 +144,20 @@ def _scores(cfg, dots: np.ndarray) -> np.ndarray:
 
 def meeting_qk(cfg) -> tuple:
     """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
-    return ("attn.hook_rot_q", "attn.hook_rot_k") if cfg.positional == "rope" else ("attn.hook_q", "attn.hook_k")
+    return cfg.position_kind.meets
 
 
 def _dots(cfg, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return attention_scores(q, k)  # [head, query_pos, key_pos]
 
 
-def _post(cfg, pre: np.ndarray, linear: np.ndarray | None = None) -> np.ndarray:
-    return gelu_new(pre) if linear is None else swiglu(pre, linear)  # [pos, d_mlp]
+def _post(cfg, *inputs: np.ndarray) -> np.ndarray:
+    return cfg.mlp_kind.forward(*inputs)  # [pos, d_mlp]
 
 
 def _pre(cfg) -> tuple:
     """What the MLP's middle is made of: x·W_in (GELU), or x·W_gate and x·W_in (SwiGLU)."""
-    return ("mlp.hook_pre", "mlp.hook_pre_linear") if cfg.mlp == "swiglu" else ("mlp.hook_pre",)
+    return cfg.mlp_kind.hooks
 
 
 # A block's value (name after `blocks.{l}.`) → the ways it may be held, tried in order; a value

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import qkv
 from ..config import Config
 from ..errors import TracerError
 from ..tokens import get_tokenizer
@@ -118,11 +119,7 @@ def check_names(cfg: Config, tensors: dict, origin: dict, folder: Path) -> None:
 
 def split_qkv(c_attn_w: np.ndarray, c_attn_b: np.ndarray, n_heads: int):
     """c_attn [d_model, 3·d_model] = [Q | K | V] → W_Q, W_K, W_V [head, d_model, d_head] (views)."""
-    d_model = c_attn_w.shape[0]
-    W = c_attn_w.reshape(d_model, 3, n_heads, -1)  # [d_model, qkv, head, d_head]
-    b = c_attn_b.reshape(3, n_heads, -1)  # [qkv, head, d_head]
-    Ws = [W[:, i].transpose(1, 0, 2) for i in range(3)]  # [head, d_model, d_head] each
-    return Ws, [b[i] for i in range(3)]  # [head, d_head] each
+    return list(qkv.split_qkv_weights(c_attn_w, n_heads)), list(qkv.split_qkv(c_attn_b, n_heads))  # [head, d_model, d_head], [head, d_head] each
 
 
 # TransformerLens name (after `blocks.{l}.`) → GPT-2's (after `h.{l}.`): the layer's renaming, once
@@ -207,9 +204,8 @@ def gpt2_tensors(cfg: Config, params: dict) -> dict[str, np.ndarray]:
         b, h = f"blocks.{l}.", f"transformer.h.{l}."
         a = b + "attn."
         t[h + "ln_1.weight"], t[h + "ln_1.bias"] = params[b + "ln1.w"], params[b + "ln1.b"]
-        t[h + "attn.c_attn.weight"] = np.concatenate(
-            [params[a + f"W_{m}"].transpose(1, 0, 2).reshape(dm, H * dh) for m in "QKV"], axis=1)  # [d_model, 3·d_model]
-        t[h + "attn.c_attn.bias"] = np.concatenate([params[a + f"b_{m}"].reshape(-1) for m in "QKV"])
+        t[h + "attn.c_attn.weight"] = qkv.fuse_qkv_weights(*(params[a + f"W_{m}"] for m in "QKV"))  # [d_model, 3·d_model]
+        t[h + "attn.c_attn.bias"] = qkv.fuse_qkv(*(params[a + f"b_{m}"] for m in "QKV"))
         t[h + "attn.c_proj.weight"] = params[a + "W_O"].reshape(H * dh, dm)
         t[h + "attn.c_proj.bias"] = params[a + "b_O"]
         t[h + "ln_2.weight"], t[h + "ln_2.bias"] = params[b + "ln2.w"], params[b + "ln2.b"]

@@ -30,6 +30,7 @@ import numpy as np
 from ..chat import load_chat_template
 from ..config import Config
 from ..errors import TracerError
+from ..qkv import fuse_qkv, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
 from .folder import (check_present, check_sizes, config_error, flag, number, read_checked, read_tensors, read_training,
@@ -155,12 +156,10 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
         p, b = f"{PREFIX}layers.{l}.", f"blocks.{l}."
         a = p + "self_attn."
         params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
-        W = np.concatenate([t[a + f"{m}_proj.weight"].T for m in "qkv"], axis=1)  # [d_model, (head + 2·kv_head)·d_head]
+        W = fuse_qkv(*(t[a + f"{m}_proj.weight"].T.reshape(d, -1, dh) for m in "qkv"))  # [d_model, (head + 2·kv_head)·d_head]
         fused.append(W)
-        edges = np.cumsum([0, H * dh, KV * dh, KV * dh])
-        for i, (m, heads) in enumerate(zip("QKV", (H, KV, KV))):
-            cols = W[:, edges[i] : edges[i + 1]]  # [d_model, heads·d_head]
-            params[b + f"attn.W_{m}"] = cols.reshape(d, heads, dh).transpose(1, 0, 2)  # [heads, d_model, d_head]
+        for m, W_m, heads in zip("QKV", split_qkv_weights(W, H, KV), (H, KV, KV)):
+            params[b + f"attn.W_{m}"] = W_m  # [heads, d_model, d_head], a view of W
             bias = t.get(a + f"{m.lower()}_proj.bias")
             params[b + f"attn.b_{m}"] = (bias if bias is not None else zeros(heads * dh)).reshape(heads, dh)
         params[b + "attn.W_O"] = t[a + "o_proj.weight"].T.reshape(H, dh, d)  # [head, d_head, d_model]

@@ -56,17 +56,14 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield from ctx.checks_at("hook_embed", t)
         if cfg.has_positions:
             P = ctx.at("hook_pos_embed", t)
-            kind = {"learned": "learned", "sinusoidal": "sin/cos", "explicit": "given"}[cfg.positional]
+            kind = cfg.position_kind.short
             if P is not None:
                 yield ctx.eq(f"+ position vector (W_pos row {t}, {kind})", f"P_{L}", ctx.v(P))
                 yield from ctx.checks_at("hook_pos_embed", t)
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
-        elif x is not None and cfg.positional == "rope":
-            yield ctx.eq(f"no position vector is added (rotary positions): {L}'s query and key are rotated by its "
-                         f"position in every layer instead, so the input is E itself", f"x_{L}", ctx.v(x))
         elif x is not None:
-            yield ctx.eq("no position vectors (positional = none), so the input is E itself", f"x_{L}", ctx.v(x))
+            yield ctx.eq(cfg.position_kind.instead.format(L=L), f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
         yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
     if layer > 0 or "embed" in parts:
@@ -76,16 +73,11 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
     if cfg.layer_norm:
         ln = ctx.at(b + "ln1.hook_normalized", t)
         if ln is not None:
-            if cfg.norm == "rms":
-                how = (f"RMS norm: x_{L} ÷ √(mean(x_{L}²) + ε), no mean subtracted; then ln1(x_{L}) = "
-                       f"RMS(x_{L}) × ln1.w (no bias) meets W_Q, W_K, W_V")
-            else:
-                how = f"layer norm: (x_{L} − mean) ÷ std; then ln1(x_{L}) = LN(x_{L}) × ln1.w + ln1.b meets W_Q, W_K, W_V"
-            yield ctx.eq(how, f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
+            yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
     yield visibility(ctx, t)
-    if cfg.positional == "rope":
+    if cfg.position_kind.rotary:
         yield rotation(ctx, t)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
@@ -98,7 +90,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
 
 
 def norm_name(cfg) -> str:
-    return "RMS" if cfg.norm == "rms" else "LN"
+    return cfg.norm_kind.short
 
 
 def kv_head(cfg, h: int) -> int:
@@ -169,7 +161,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
     src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
-    rope = cfg.positional == "rope"
+    rope = cfg.position_kind.rotary
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
     for m in "QKV":
@@ -287,24 +279,12 @@ def after_attention(ctx: Ctx, t: int, layer: int):
         if cfg.layer_norm:
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
             if ln2 is not None:
-                how = ("RMS norm: x ÷ √(mean(x²) + ε), later × ln2.w, before the MLP" if cfg.norm == "rms" else
-                       "layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP")
-                yield ctx.eq(how, f"{norm_name(cfg)}(x)", ctx.v(ln2))
-        pre, post, mo = ctx.at(b + "mlp.hook_pre", t), ctx.at(b + "mlp.hook_post", t), ctx.at(b + "hook_mlp_out", t)
-        if cfg.mlp == "swiglu":
-            up = ctx.at(b + "mlp.hook_pre_linear", t)
-            if pre is not None:
-                yield ctx.eq(f"SwiGLU MLP: gate = ln2(x)·W_gate ({shape(dm, cfg.d_mlp)})", "gate", ctx.v(pre))
-            if up is not None:
-                yield ctx.eq(f"up = ln2(x)·W_in ({shape(dm, cfg.d_mlp)})", "up", ctx.v(up))
-            if post is not None:
-                yield ctx.eq("SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes",
-                             "post", ctx.v(post))
-        else:
-            if pre is not None:
-                yield ctx.eq(f"MLP: × W_in ({shape(dm, cfg.d_mlp)}) + b_in", "pre", ctx.v(pre))
-            if post is not None:
-                yield ctx.eq("GELU", "post", ctx.v(post))
+                yield ctx.eq(cfg.norm_kind.before_mlp(), f"{norm_name(cfg)}(x)", ctx.v(ln2))
+        for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
+            value = ctx.at(b + hook, t)
+            if value is not None:
+                yield ctx.eq(words.format(shape=shape(dm, cfg.d_mlp)), name, ctx.v(value))
+        mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
             yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
             yield from ctx.checks_at(b + "hook_mlp_out", t)

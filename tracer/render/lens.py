@@ -34,6 +34,11 @@ def first_top(top: np.ndarray, token: int) -> tuple[int | None, int | None]:
     return int(hits[0]), (stay if stay < len(top) else None)
 
 
+def final_norm_words(cfg) -> str:
+    """The norm the lens reads the residual stream through ("layer norm" also for the article's blocks, which have none)."""
+    return cfg.norm_kind.title if cfg.layer_norm else "layer norm"
+
+
 def logit_lens_view(step, tokenizer, view) -> Group:
     """Layer × position: the top token (and probability) if the model stopped after each layer."""
     gone = missing(step, ["lens.positions", "lens.top_token", "lens.top_prob", "lens.target", "lens.target_rank"])
@@ -45,10 +50,11 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     target, rank = step["lens.target"], step["lens.target_rank"]
     n_layers = top.shape[0] - 1
     n_cols = len(positions) if not view.brief else min(len(positions), BRIEF_LENS_COLUMNS)
+    norm = final_norm_words(step.config)
 
     def build(max_cols: int) -> Table:
         cols = list(range(len(positions)))[-min(n_cols, max_cols):]
-        t = Table(title="Logit lens: each layer's residual stream through the final layer norm and W_U",
+        t = Table(title=f"Logit lens: each layer's residual stream through the final {norm} and W_U",
                   title_justify="left")
         t.add_column("after layer", no_wrap=True)
         for c in cols:

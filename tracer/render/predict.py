@@ -130,8 +130,7 @@ def prediction(ctx: Ctx):
     if cfg.layer_norm:
         ln = ctx.get("ln_final.hook_normalized")
         if ln is not None:
-            yield ctx.eq("final layer norm: (x − mean) ÷ std, later × ln_final.w + ln_final.b",
-                          f"LN(out_{L})", ctx.v(ln[-1]))
+            yield ctx.eq(cfg.norm_kind.final(), f"{cfg.norm_kind.short}(out_{L})", ctx.v(ln[-1]))
     fin = ctx.get("unembed.hook_in")
     if fin is not None:
         yield ctx.eq(f"{L}'s final vector", "f", ctx.v(fin[-1]))

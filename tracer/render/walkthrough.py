@@ -39,11 +39,11 @@ from .view import Resolved
 
 
 def block_words(cfg) -> str:
-    pos = {"learned": "learned positions", "sinusoidal": "sin/cos positions", "explicit": "given position vectors",
-           "none": "no position vectors", "rope": f"rotary positions (θ base {cfg.rope_theta:g}"
-           + (", llama3 scaling)" if cfg.rope_scaling else ")")}[cfg.positional]
-    norm = ("RMS norm" if cfg.norm == "rms" else "layer norm") if cfg.layer_norm else "no layer norm"
-    mlp = {"gelu": "GELU MLP", "swiglu": "SwiGLU MLP"}.get(cfg.mlp, "no MLP")
+    pos = cfg.position_kind.title
+    if cfg.position_kind.rotary:
+        pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
+    norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
+    mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
     parts = [pos, norm, mlp, "residual" if cfg.residual else "no residual",
              "scores ÷ √d_head" if cfg.scale_scores else "unscaled scores"]
     if cfg.kv_heads < cfg.n_heads:

@@ -112,7 +112,7 @@ class Demo:
 
     @property
     def rotary(self) -> bool:
-        return self.cfg.positional == "rope"
+        return self.cfg.position_kind.rotary
 
     def query_key(self):
         """The shown head's Q [pos, d_head] and K [pos, d_head] as they meet in Q·K: rotated by

@@ -76,11 +76,7 @@ def step_position(d: Demo) -> Step:
     cfg = d.cfg
     x = d.block("hook_resid_pre", 0)  # [pos, d_model] the input to the first layer
     f = d.focus
-    how = {
-        "explicit": "Here they are given by hand, as the article's P1 = [0.1, 0.1, …].",
-        "learned": "GPT-2 learns one position vector per place (the matrix W_pos).",
-        "sinusoidal": "Here they are made of sines and cosines of the position (the original Transformer's recipe).",
-    }.get(cfg.positional, "")
+    how = cfg.position_kind.plain
     if d.rotary:
         return _rotary_position(d)
     if not cfg.has_positions:
@@ -160,10 +156,7 @@ def step_qkv(d: Demo) -> Step:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
         parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
                                f"look ahead (the causal mask, next step).")]
-    ln = (" (First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
-          "this model's RMS norm only divides them by their root mean square.)" if cfg.norm == "rms" else
-          " (GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.)") \
-        if cfg.layer_norm else ""
+    ln = f" ({cfg.norm_kind.plain})" if cfg.layer_norm else ""
     return Step(
         "Query, Key and Value",
         "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
@@ -323,7 +316,7 @@ def step_multihead(d: Demo) -> Step:
     if cfg.residual:
         rows.append(("+ x (residual)", d.vec(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
     if cfg.mlp:
-        kind = "SwiGLU MLP" if cfg.mlp == "swiglu" else "MLP"
+        kind = cfg.mlp_kind.name
         rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
     rows.append((f"out of layer {l}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
     eq = pairs(rows)
@@ -337,11 +330,8 @@ def step_multihead(d: Demo) -> Step:
     rest = []
     if cfg.residual:
         rest.append("the input is added back (the residual connection)")
-    if cfg.mlp == "swiglu":
-        rest.append("a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each "
-                    "token alone")
-    elif cfg.mlp:
-        rest.append("a small two-layer network (the MLP) works on each token alone")
+    if cfg.mlp:
+        rest.append(cfg.mlp_kind.plain)
     tail = ("Then " + " and ".join(rest) + ".") if rest else \
         "Like the article's model, this one has no residual connection and no MLP."
     return Step("Multi-head: concat and W_O", multi + tail, Group(sentence((f"{label(f)}, first layer", "bold")), Text(), t, Text(), eq))

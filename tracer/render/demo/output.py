@@ -69,7 +69,7 @@ def step_unembed(d: Demo) -> Step:
         every.add_row(mark(p == last), d.who(p, 0),
                       d.token_name(best) + ("   ← generation uses this row" if p == last else ""),
                       style=row_style(p == last))
-    ln = " (GPT-2 layer-normalizes it first.)" if cfg.layer_norm else ""
+    ln = f" ({cfg.norm_kind.plain_final})" if cfg.layer_norm else ""
     tied = " GPT-2 reuses the embedding matrix W_E here, turned on its side." if cfg.tied_unembed else ""
     body = Group(
         pairs([(f"{label(last)}'s final vector", d.vec(x)),

@@ -20,7 +20,7 @@ import numpy as np
 from ...tokens import show_invisible
 from ..fmt import count
 from ..walkthrough import block_words, training_line, weights_warning
-from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
                      tokens_data)
 
@@ -43,6 +43,8 @@ def not_recorded(step, cfg) -> list[str]:
     if cfg.n_layers:
         switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()
         switched_off |= {"pre", "post", "mlp_out", "mid", "ln2"} if not cfg.mlp else set()
+        made = {h for _, h, _ in cfg.mlp_kind.steps} if cfg.mlp else set()  # this MLP's vectors (SwiGLU: and up)
+        switched_off |= {key for key, hook, _ in VECTORS if hook.startswith("mlp.") and hook not in made}
         wanted += [f"blocks.*.{hook}" for key, hook, _ in VECTORS if key not in switched_off] + ["blocks.*.attn.hook_pattern"]
     return [n for n in wanted if n.replace("*", "0") not in step.arrays]
 
@@ -82,6 +84,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
+                  "switches": switches_data(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id,
                   "end_ids": [int(i) for i in tokenizer.eos_ids]},
         "warning": weights_warning(meta),

@@ -18,11 +18,11 @@ function cells(v) {                       // a vector as up to 8 table cells: al
 function detailRows() {                   // [step, name, vector or words] for the followed token
   const t = S.token, L = label(t), l = S.layer, h = S.head, rows = [];
   rows.push(["embed", "E", vecOf(D.inputs.E, t)]);
-  if (CFG.positional !== "none") rows.push(["embed", "P", vecOf(D.inputs.P, t)]);
+  if (has("positions_added")) rows.push(["embed", "P", vecOf(D.inputs.P, t)]);
   if (CFG.n_layers) {
     const Y = D.layers[l];
     rows.push(["qkv", `x in ${l}`, vecOf(Y.x, t)]);
-    if (CFG.layer_norm) rows.push(["qkv", "LN(x)", vecOf(Y.ln1, t)]);
+    if (CFG.layer_norm) rows.push(["qkv", `${SW.norm.short}(x)`, vecOf(Y.ln1, t)]);
     for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(Y[m], t, h)]);
     const row = attRow(l, h, t);
     if (row && row.w) {
@@ -53,7 +53,7 @@ function drawDetail() {
   const chosen = D.passes.find(q => q.reads === t);
   const predicts = chosen && chosen.chosen !== null ? el("p", { class: "sub" }, `${L} is the last token of pass ${D.passes.indexOf(chosen)}: it chooses `, idEl(chosen.chosen)) : null;
   const legend = el("p", { class: "note" }, `${L}'s vectors, step by step (▶ this step's; hover a number for 6 digits): E embedding row, P position, `,
-    "x in the layer's input, LN its layer norm, Q K V of the head, z the weighted sum, attn_out after W_O, out the layer's output, f the final vector.");
+    `x in the layer's input, ${SW.norm.short} its ${SW.norm.title}, Q K V of the head, z the weighted sum, attn_out after W_O, out the layer's output, f the final vector.`);
   box.replaceChildren(...[heading, sub, predicts, el("table", { class: "card" }, el("tbody", null, rows)), legend,
     D.left_out.length ? el("p", { class: "note" }, "Left out of this page: ", D.left_out.join("; "), ".") : null].filter(x => x));
 }

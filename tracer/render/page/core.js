@@ -4,6 +4,8 @@
 const D = JSON.parse(document.getElementById("trace-data").textContent);
 const P = D.precision;
 const CFG = D.model;
+const SW = CFG.switches;                  // the table of block switches' words and flags (tracer/blocks.py)
+const has = flag => SW.flags.includes(flag);
 const N = D.n_rows;                       // positions that had a pass of their own
 const CI = new Map(D.carried.map((t, i) => [t, i]));  // position → its index in the carried rows
 const HAS_CHECKS = D.checks.length > 0;

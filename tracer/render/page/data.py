@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from ..lens import final_norm_words
+
 ENDS = 8  # numbers kept at each end of a long vector
 WHOLE = (64, 16)  # vectors up to this many dims are carried whole; the second when the first does not fit
 BUDGET = 300_000  # numbers carried per page for the positions' detail (about 3 MB of JSON)
@@ -27,7 +29,8 @@ STRONGEST = 8  # keys beyond the carried positions kept per attention row: the o
 VECTORS = (("x", "hook_resid_pre", False), ("ln1", "ln1.hook_normalized", False), ("q", "attn.hook_q", True),
            ("k", "attn.hook_k", True), ("v", "attn.hook_v", True), ("z", "attn.hook_z", True),
            ("attn_out", "hook_attn_out", False), ("mid", "hook_resid_mid", False),
-           ("ln2", "ln2.hook_normalized", False), ("pre", "mlp.hook_pre", False), ("post", "mlp.hook_post", False),
+           ("ln2", "ln2.hook_normalized", False), ("pre", "mlp.hook_pre", False), ("up", "mlp.hook_pre_linear", False),
+           ("post", "mlp.hook_post", False),
            ("mlp_out", "hook_mlp_out", False), ("out", "hook_resid_post", False))
 ATTENTION = (("d", "attn.hook_dots"), ("s", "attn.hook_attn_scores"), ("w", "attn.hook_pattern"))
 
@@ -84,7 +87,8 @@ class Rows:
 def estimate(cfg, positions: int, whole: int, full: bool) -> int:
     """Numbers carried for `positions` positions (see `choose`)."""
     H, dm, dh = cfg.n_heads, cfg.d_model, cfg.d_head
-    per = 9 * carried_size(dm, whole) + 2 * carried_size(cfg.d_mlp, whole) + 4 * H * carried_size(dh, whole)
+    mlp = len(cfg.mlp_kind.steps) if cfg.mlp else 2  # [d_mlp] vectors: pre and post (SwiGLU: and up)
+    per = 9 * carried_size(dm, whole) + mlp * carried_size(cfg.d_mlp, whole) + 4 * H * carried_size(dh, whole)
     keys = (positions + 1) / 2 if full else min(positions, 64) + STRONGEST
     per += int(3 * H * keys) + 3 * carried_size(dm, whole)  # attention rows; the embedding, position, final
     return cfg.n_layers * per * positions + positions * 3 * carried_size(dm, whole)
@@ -165,13 +169,13 @@ def attention_block(rows: Rows, layer: int, carried: list[int], H: int) -> dict 
 def layers_data(rows: Rows, cfg, carried: list[int], whole: int) -> list[dict]:
     """Per layer: every vector hook's block and the attention block."""
     dims = {"x": cfg.d_model, "ln1": cfg.d_model, "attn_out": cfg.d_model, "mid": cfg.d_model, "ln2": cfg.d_model,
-            "pre": cfg.d_mlp, "post": cfg.d_mlp, "mlp_out": cfg.d_model, "out": cfg.d_model}
+            "pre": cfg.d_mlp, "up": cfg.d_mlp, "post": cfg.d_mlp, "mlp_out": cfg.d_model, "out": cfg.d_model}
     out = []
     for layer in range(cfg.n_layers):
         b = f"blocks.{layer}."
         entry = {}
         for key, hook, per_head in VECTORS:
-            if key in ("q", "k") and cfg.positional == "rope":
+            if key in ("q", "k") and cfg.position_kind.rotary:
                 hook = hook.replace("hook_", "hook_rot_")  # rotary positions: the Q and K that meet in Q·K
             groups = cfg.n_heads // cfg.kv_heads if key in ("k", "v") else 1
             entry[key] = vector_block(rows, b + hook, carried, cfg.d_head if per_head else dims[key], whole, per_head,
@@ -187,3 +191,17 @@ def input_data(rows: Rows, cfg, carried: list[int], whole: int) -> dict:
             "P": vector_block(rows, "hook_pos_embed", carried, cfg.d_model, whole, False),
             "ln_final": vector_block(rows, "ln_final.hook_normalized", carried, cfg.d_model, whole, False),
             "final": vector_block(rows, "unembed.hook_in", carried, cfg.d_model, whole, False)}
+
+
+def switches_data(cfg) -> dict:
+    """The table of block switches' words and flags for this model (`tracer.blocks`), so that the
+    script lays out what it is given and compares no switch's value."""
+    norm, mlp, pos = cfg.norm_kind, cfg.mlp_kind, cfg.position_kind
+    flags = [name for name, on in (("positions_added", pos.adds), ("rotary", pos.rotary)) if on]
+    page_key = {hook: key for key, hook, _ in VECTORS}
+    return {"flags": flags,
+            "mlp": {"steps": [[page_key[hook], name, words]
+                              for hook, name, words in mlp.steps]} if mlp else None,
+            "norm": {"short": norm.short, "title": norm.title, "ln1": norm.before_attention("{x}"),
+                     "ln2": norm.before_mlp(), "final": norm.after_final(), "lens": final_norm_words(cfg)},
+            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead}}

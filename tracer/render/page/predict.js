@@ -92,7 +92,7 @@ function slidePredict() {
     "its final vector meets the unembedding W_U, one score (logit) per vocabulary token; softmax turns them into probabilities.")];
   const lv = pass.logits_vec;
   out.push(el("table", { class: "eqs" }, el("tbody", null,
-    el("tr", { title: CFG.layer_norm ? "after the final layer norm: (x − mean) ÷ std × ln_final.w + ln_final.b" : null },
+    el("tr", { title: CFG.layer_norm ? SW.norm.final : null },
       el("td", null, `${L}'s final vector`), el("th", null, "f ="), el("td", { class: "val" }, vecEl(vecOf(D.inputs.final, r)))),
     el("tr", null, el("td", null, `× W_U (${shape(CFG.d_model, CFG.d_vocab)}${CFG.tied_unembed ? ", tied" : ""}) + b_U`), el("th", null, "logits ="),
       el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
@@ -177,7 +177,7 @@ function slidePositions() {
 
 function slideLens() {
   const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
-  const out = [p("Each layer's residual stream through the final layer norm and W_U, as if the model stopped there: when does the prediction appear? ",
+  const out = [p(`Each layer's residual stream through the final ${SW.norm.lens} and W_U, as if the model stopped there: when does the prediction appear? `,
     "Each cell: the most likely next token and its probability; ✓ marks the token that actually follows.")];
   if (!lens) return out.concat(p("no logit lens recorded in this run"));
   if (!own) out.push(el("p", { class: "note" }, `pass ${S.pass} has no lens of its own; pass 0's:`));

@@ -44,12 +44,11 @@ function slideEmbed() {
   const t = S.token, L = L_(), I = D.inputs;
   const out = [p(`Each token becomes a vector of ${CFG.d_model} numbers: its row of the embedding matrix, plus the vector of its position.`)];
   out.push(eq(`${L} queries the embedding matrix W_E (${shape(CFG.d_vocab, CFG.d_model)}) at row ${D.tokens[t].id}`, `E_${L}`, vecOf(I.E, t)));
-  if (CFG.positional !== "none") {
-    const kind = { learned: "learned", sinusoidal: "sin/cos", explicit: "given" }[CFG.positional];
-    out.push(eq(`+ position vector (W_pos row ${t}, ${kind})`, `P_${L}`, vecOf(I.P, t)));
+  if (has("positions_added")) {
+    out.push(eq(`+ position vector (W_pos row ${t}, ${SW.positions.short})`, `P_${L}`, vecOf(I.P, t)));
     if (CFG.n_layers) out.push(eq(`= the sum, ${L}'s input to layer 0`, `x_${L}`, vecOf(D.layers[0].x, t)));
   } else if (CFG.n_layers) {
-    out.push(eq("no position vectors (positional = none), so the input is E itself", `x_${L}`, vecOf(D.layers[0].x, t)));
+    out.push(eq(SW.positions.instead.replaceAll("{L}", L), `x_${L}`, vecOf(D.layers[0].x, t)));
   }
   if (CFG.n_layers && D.layers[0].x && D.layers[0].x.whole && CFG.d_model <= 16 && D.carried.length <= 40) {
     out.push(el("h3", null, "Every token's input to layer 0 (a row each)"), matrix(D.layers[0].x, D.carried));
@@ -77,8 +76,7 @@ function visibility(t) {
 
 function inputEq(l, t) {
   const L = label(t), x = vecOf(D.layers[l].x, t);
-  const first = CFG.positional === "rope" ? "the embedding; no position vector is added, Q and K are rotated by position"
-    : CFG.positional === "none" ? "the embedding" : "embedding + position";
+  const first = SW.positions.source;
   return l === 0 ? eq(`${L}'s input to layer 0 (${first})`, `x_${L}`, x) : eq(`${L}'s output of layer ${l - 1}`, `x_${L}`, x);
 }
 
@@ -88,14 +86,13 @@ function slideQKV() {
   const out = [p(`Layer ${l}, head ${h} of ${H}. The article's analogy: the query is what ${L} searches for, `,
     "each key is what a token can be found by, each value is the content it hands over.")];
   out.push(inputEq(l, t));
-  if (CFG.layer_norm && CFG.norm === "rms") out.push(eq(`RMS norm: x_${L} ÷ √(mean(x_${L}²) + ε), no mean subtracted; then ln1(x_${L}) = RMS(x_${L}) × ln1.w meets W_Q, W_K, W_V`, `RMS(x_${L})`, vecOf(Y.ln1, t)));
-  else if (CFG.layer_norm) out.push(eq(`layer norm: (x_${L} − mean) ÷ std; then ln1(x_${L}) = LN(x_${L}) × ln1.w + ln1.b meets W_Q, W_K, W_V`, `LN(x_${L})`, vecOf(Y.ln1, t)));
+  if (CFG.layer_norm) out.push(eq(SW.norm.ln1.replaceAll("{x}", `x_${L}`), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
   const KV = CFG.n_kv_heads || H, g = Math.floor(h / (H / KV));
   const w = H > 1 ? `${shape(H, CFG.d_model, CFG.d_head)}, one ${shape(CFG.d_model, CFG.d_head)} slice per head` : `${shape(CFG.d_model, CFG.d_head)} each`;
   out.push(p(KV < H ? `W_Q: ${w}; W_K, W_V: ${shape(KV, CFG.d_model, CFG.d_head)}: query head ${h} shares key/value head ${g} of ${KV} (grouped-query attention)`
     : `W_Q, W_K, W_V: ${w}`));
   const src = CFG.layer_norm ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
-  const rot = CFG.positional === "rope" ? "↻" : "";
+  const rot = has("rotary") ? "↻" : "";
   if (rot) out.push(p(`Q and K below are rotated by position (RoPE): each pair (x_i, x_(i+${CFG.d_head / 2})) turns by position × θ_i, so Q·K depends on how far apart two tokens are. tracer trace shows them before and after.`));
   for (const m of ["Q", "K", "V"]) out.push(eq("", `${L}_${m}${m === "V" ? "" : rot} = ${src}·W_${m}${m === "Q" ? sl : kl} + b_${m}${m !== "V" && rot ? ", rotated" : ""}`, vecOf(Y[m.toLowerCase()], t, h)));
   out.push(visibility(t));
@@ -110,7 +107,7 @@ function slideQKV() {
     start > 0 ? el("td", null, j < start ? `cache ${passOf(j)}` : "new") : null,
     el("td", null, vecEl(vecOf(Y.k, j, h))), el("td", null, vecEl(vecOf(Y.v, j, h)))));
   out.push(el("table", { class: "grid kv" }, el("thead", null, el("tr", null, el("th", null, "key"), start > 0 ? el("th", null, "from") : null,
-    el("th", null, CFG.positional === "rope" ? "K↻ (key, rotated)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
+    el("th", null, has("rotary") ? "K↻ (key, rotated)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
   if (more) out.push(el("p", { class: "note" }, `the ${keys.length} keys ${L} weighs most; ${more} more visible keys are not listed`));
   if (absent > 0) out.push(el("p", { class: "note" }, `the keys and values of ${count(absent, "earlier position")} are not in this page (see “left out”)`));
   return out;
@@ -250,15 +247,8 @@ function slideMLP() {
   if (CFG.mlp) {
     if (CFG.residual) out.push(eq("residual: add the layer's input back", `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
     else out.push(p(`no residual (residual = false): the MLP reads attn_out_${L}`));
-    if (CFG.layer_norm && CFG.norm === "rms") out.push(eq("RMS norm: x ÷ √(mean(x²) + ε), later × ln2.w, before the MLP", "RMS(x)", vecOf(Y.ln2, t)));
-    else if (CFG.layer_norm) out.push(eq("layer norm: (x − mean) ÷ std, later × ln2.w + ln2.b, before the MLP", "LN(x)", vecOf(Y.ln2, t)));
-    if (CFG.mlp === "swiglu") {
-      out.push(eq(`SwiGLU MLP: gate = ln2(x)·W_gate (${shape(dm, CFG.d_mlp)})`, "gate", vecOf(Y.pre, t)));
-      out.push(eq("SiLU(gate) ⊙ up, up = ln2(x)·W_in: the gate decides how much of each up passes", "post", vecOf(Y.post, t)));
-    } else {
-      out.push(eq(`MLP: × W_in (${shape(dm, CFG.d_mlp)}) + b_in`, "pre", vecOf(Y.pre, t)));
-      out.push(eq("GELU", "post", vecOf(Y.post, t)));
-    }
+    if (CFG.layer_norm) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
+    for (const [key, name, words] of SW.mlp.steps) out.push(eq(words.replaceAll("{shape}", shape(dm, CFG.d_mlp)), name, vecOf(Y[key], t)));
     out.push(eq(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
     out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));

@@ -1,0 +1,29 @@
+"""The fused Q|K|V order (`tracer.qkv`): split and fuse are inverses, with fewer key/value heads
+than query heads too, splitting gives views, and the matrix form agrees with the activations'
+(x·[W_Q | W_K | W_V] split is x·W_Q, x·W_K, x·W_V: a naive per-head loop as the reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracer.qkv import fuse_qkv, fuse_qkv_weights, qkv_columns, split_qkv, split_qkv_weights
+
+
+@pytest.mark.parametrize("H, KV", [(4, 4), (4, 2), (4, 1)])
+def test_split_and_fuse_are_inverses_and_agree_with_each_heads_product(H, KV):
+    rng = np.random.default_rng(0)
+    dm, dh, n = 6, 3, 5
+    W = [rng.standard_normal((heads, dm, dh)) for heads in (H, KV, KV)]  # [heads, d_model, d_head]
+    fused = fuse_qkv_weights(*W)  # [d_model, (H + 2·KV)·d_head]
+    assert fused.shape == (dm, (H + 2 * KV) * dh)
+    for a, b in zip(split_qkv_weights(fused, H, KV), W):
+        np.testing.assert_array_equal(a, b)
+        assert np.shares_memory(a, fused)  # views, not copies
+    x = rng.standard_normal((n, dm))  # [pos, d_model]
+    q, k, v = split_qkv(x @ fused, H, KV)
+    for got, Wm in zip((q, k, v), W):
+        for h in range(Wm.shape[0]):  # the reference: one head at a time
+            np.testing.assert_allclose(got[:, h], x @ Wm[h], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(fuse_qkv(q, k, v), x @ fused)
+    assert [c.stop - c.start for c in qkv_columns(H, KV, dh)] == [H * dh, KV * dh, KV * dh]

@@ -1,0 +1,221 @@
+"""One table of block switches: each norm, MLP and positional scheme a config may name is an entry
+holding its forward and backward functions, its parameters' shapes, what the fast layout and the
+store need of it, the hooks it records and the words that describe it.
+
+`Config` keeps the switches as strings (saved traces and config files hold them) and gives the
+entries: `cfg.norm_kind` (`NORMS[cfg.norm]`), `cfg.mlp_kind` (`MLPS[cfg.mlp]`, None without an MLP),
+`cfg.position_kind` (`POSITIONS[cfg.positional]`). `decoder`, `backward`, `params`, `fast`, `store`
+and the renderers read the entry instead of comparing the strings; a new family's norm (Gemma's
+`(1 + w)` gain), MLP (GeGLU) or positions (local/global rotary) is a new entry, not a new branch in
+each of them. TransformerLens picks its components from the config in `transformer_block.py`; here
+the choice is this one table. The forward halves are `tracer.equations`', the backward halves
+`tracer.derivatives`'. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .derivatives import (d_gelu_new, d_normalize, d_position_vectors, d_rms_normalize, d_rotate,
+                          d_scale_and_shift, d_swiglu)
+from .equations import (gelu_new, normalize, position_vectors, rms_normalize, rotate, scale_and_shift,
+                        sinusoidal_positions, swiglu)
+
+# --------------------------------------------------------------------------- norms
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A norm: `forward(x, eps)` → (normalized, scale), recorded as `hook_normalized` and `hook_scale`;
+    then `gain(normalized, w, b)` (b None without a bias). `backward(dn, normalized, scale)` → dx and
+    `d_gain(dy, normalized, w)` → (dn, dw, db) undo them."""
+
+    key: str  # the config's `norm`
+    forward: Callable
+    backward: Callable
+    params: tuple[str, ...]  # each a [d_model] vector, named `{norm}.{param}`: the gain w (and the bias b)
+    title: str  # "layer norm"
+    short: str  # the name in LN(x)
+    formula: str  # what `forward` computes, of {x}
+    detail: str  # said once, where the first norm is shown
+    plain: str  # the demo's words, where the norm is met first
+    plain_final: str  # the demo's words for the final norm, before W_U
+    gain: Callable = scale_and_shift
+    d_gain: Callable = d_scale_and_shift
+    hooks: tuple[str, ...] = ("hook_scale", "hook_normalized")
+
+    @property
+    def bias(self) -> bool:
+        return "b" in self.params
+
+    def shapes(self, d_model: int) -> dict[str, tuple[int, ...]]:
+        return {p: (d_model,) for p in self.params}
+
+    def gain_words(self, name: str) -> str:
+        """× ln1.w + ln1.b, or × ln1.w for a norm without bias."""
+        return f"× {name}.w + {name}.b" if self.bias else f"× {name}.w"
+
+    def before_attention(self, x: str) -> str:
+        """The sentence for ln1, where the norm is met first (x: the input's name, as x_A)."""
+        return (f"{self.title}: {self.formula.format(x=x)}{self.detail}; then ln1({x}) = {self.short}({x}) "
+                f"{self.gain_words('ln1')}{'' if self.bias else ' (no bias)'} meets W_Q, W_K, W_V")
+
+    def before_mlp(self) -> str:
+        return f"{self.title}: {self.formula.format(x='x')}, later {self.gain_words('ln2')}, before the MLP"
+
+    def final(self) -> str:
+        return f"final {self.title}: {self.formula.format(x='x')}, later {self.gain_words('ln_final')}"
+
+    def after_final(self) -> str:
+        return f"after the final {self.title}: {self.formula.format(x='x')} {self.gain_words('ln_final')}"
+
+
+NORMS: dict[str, Norm] = {n.key: n for n in (
+    Norm("layer", normalize, d_normalize, ("w", "b"), "layer norm", "LN", "({x} − mean) ÷ std", "",
+         "GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.",
+         "GPT-2 layer-normalizes it first."),
+    Norm("rms", rms_normalize, d_rms_normalize, ("w",), "RMS norm", "RMS", "{x} ÷ √(mean({x}²) + ε)",
+         ", no mean subtracted",
+         "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
+         "this model's RMS norm only divides them by their root mean square.",
+         "This model first divides it by its root mean square: the final RMS norm."),
+)}
+
+# --------------------------------------------------------------------------- MLPs
+
+
+@dataclass(frozen=True)
+class MlpInput:
+    """One product of the MLP's input: x·W (+ b), recorded as `mlp.{hook}`."""
+
+    hook: str
+    affine: str  # the `fast.Layer` field that computes it
+    weight: str  # the parameter `blocks.{l}.mlp.{weight}` [d_model, d_mlp]
+    bias: str | None  # its bias [d_mlp], or None
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """An MLP: the `inputs` products of x, `forward(*inputs)` → the middle (`mlp.hook_post`), then W_out.
+    `backward(dpost, *inputs)` → each input's gradient, in order."""
+
+    key: str  # the config's `mlp`
+    forward: Callable
+    backward: Callable
+    inputs: tuple[MlpInput, ...]
+    title: str  # "GELU MLP"
+    name: str  # what the demo calls it
+    plain: str  # the demo's words: what it does to each token
+    steps: tuple[tuple[str, str, str], ...] = ()  # (hook within the block, its name, words with {shape}: [d_model × d_mlp])
+
+    @property
+    def gated(self) -> bool:
+        """Whether a W_gate product exists (`fast.Layer.mlp_gate`)."""
+        return any(i.affine == "mlp_gate" for i in self.inputs)
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """What the middle is made of, within a block (the store's recipe for `mlp.hook_post`)."""
+        return tuple("mlp." + i.hook for i in self.inputs)
+
+    @property
+    def matrices(self) -> int:
+        """[d_model, d_mlp]-sized products per position: the inputs and W_out."""
+        return len(self.inputs) + 1
+
+    def shapes(self, d_model: int, d_mlp: int) -> dict[str, tuple[int, ...]]:
+        """The parameters after `blocks.{l}.mlp.`, in order."""
+        out: dict[str, tuple[int, ...]] = {}
+        for i in self.inputs:
+            out[i.weight] = (d_model, d_mlp)
+            if i.bias:
+                out[i.bias] = (d_mlp,)
+        return {**out, "W_out": (d_mlp, d_model), "b_out": (d_model,)}
+
+    def n_params(self, d_model: int, d_mlp: int) -> int:
+        return sum(math.prod(s) for s in self.shapes(d_model, d_mlp).values())
+
+
+_IN = MlpInput("hook_pre", "mlp_in", "W_in", "b_in")
+MLPS: dict[str, Mlp] = {m.key: m for m in (
+    Mlp("gelu", gelu_new, lambda dpost, pre: (d_gelu_new(dpost, pre),), (_IN,), "GELU MLP", "MLP",
+        "a small two-layer network (the MLP) works on each token alone",
+        (("mlp.hook_pre", "pre", "MLP: × W_in ({shape}) + b_in"), ("mlp.hook_post", "post", "GELU"))),
+    Mlp("swiglu", swiglu, d_swiglu,
+        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
+        "SwiGLU MLP", "SwiGLU MLP",
+        "a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
+        (("mlp.hook_pre", "gate", "SwiGLU MLP: gate = ln2(x)·W_gate ({shape})"),
+         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
+         ("mlp.hook_post", "post", "SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes"))),
+)}
+DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
+
+
+def mlp_key(value):
+    """The config's `mlp` as a key of MLPS, or False: true is GPT-2's MLP, "none" and false none."""
+    if value is True:
+        return DEFAULT_MLP
+    if value is False or value == "none":
+        return False
+    return value
+
+# --------------------------------------------------------------------------- positions
+
+
+@dataclass(frozen=True)
+class Positions:
+    """How a token's position enters. Added vectors (`adds`): `forward(W_pos, start, n)` → the rows
+    added to the embeddings, `backward(dx, W_pos, start)` → W_pos's gradient. Rotary (`rotary`):
+    `forward(x, cos, sin)` turns Q and K, `backward(dout, cos, sin)` turns their gradients back.
+    None: nothing is added and nothing turns."""
+
+    key: str  # the config's `positional`
+    forward: Callable | None
+    backward: Callable | None
+    adds: bool = False  # a W_pos row is added to each embedding
+    rotary: bool = False  # Q and K are rotated by position (the fast layout's RoPE frequencies)
+    computed: Callable | None = None  # W_pos computed from its shape, never given
+    title: str = ""  # the model line's words
+    short: str = ""  # the kind of W_pos row
+    plain: str = ""  # the demo's words
+    instead: str = ""  # without a W_pos row: what layer 0's input is, of {L} (the token's label)
+    source: str = "embedding + position"  # the page's words for layer 0's input
+
+    @property
+    def meets(self) -> tuple[str, str]:
+        """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
+        return ("attn.hook_rot_q", "attn.hook_rot_k") if self.rotary else ("attn.hook_q", "attn.hook_k")
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        if self.rotary:
+            return ("rope.hook_angle", "attn.hook_rot_q", "attn.hook_rot_k")
+        return ("hook_pos_embed",) if self.adds else ()
+
+    def shapes(self, n_ctx: int, d_model: int) -> dict[str, tuple[int, ...]]:
+        return {"W_pos": (n_ctx, d_model)} if self.adds else {}
+
+
+def _added(key: str, title: str, short: str, plain: str, computed=None) -> Positions:
+    return Positions(key, position_vectors, d_position_vectors, adds=True, computed=computed, title=title,
+                     short=short, plain=plain)
+
+
+POSITIONS: dict[str, Positions] = {p.key: p for p in (
+    _added("learned", "learned positions", "learned",
+           "GPT-2 learns one position vector per place (the matrix W_pos)."),
+    _added("sinusoidal", "sin/cos positions", "sin/cos",
+           "Here they are made of sines and cosines of the position (the original Transformer's recipe).",
+           computed=sinusoidal_positions),
+    _added("explicit", "given position vectors", "given",
+           "Here they are given by hand, as the article's P1 = [0.1, 0.1, …]."),
+    Positions("none", None, None, title="no position vectors", source="the embedding",
+              instead="no position vectors (positional = none), so the input is E itself"),
+    Positions("rope", rotate, d_rotate, rotary=True, title="rotary positions",
+              source="the embedding; no position vector is added, Q and K are rotated by position",
+              instead="no position vector is added (rotary positions): {L}'s query and key are rotated by its "
+                      "position in every layer instead, so the input is E itself"),
+)}
