@@ -19,6 +19,7 @@ import numpy as np
 
 from ...tokens import show_invisible
 from ..fmt import count
+from ..storage import example_words, storage_words
 from ..walkthrough import block_words, training_line, weights_warning
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
@@ -88,6 +89,8 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id,
                   "end_ids": [int(i) for i in tokenizer.eos_ids]},
         "warning": weights_warning(meta),
+        "storage": storage_words(meta),  # how the file stores the weights (None for float32)
+        "storage_example": example_words(meta, "blocks.0.attn.W_Q", "W_Q of layer 0"),  # its first number, worked
         "badge": None if weights_warning(meta) is None else BADGES.get(meta.get("weights"), "untrained weights"),
         "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
         "settings": None if s is None else {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,

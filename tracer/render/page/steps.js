@@ -91,6 +91,7 @@ function slideQKV() {
   const w = H > 1 ? `${shape(H, CFG.d_model, CFG.d_head)}, one ${shape(CFG.d_model, CFG.d_head)} slice per head` : `${shape(CFG.d_model, CFG.d_head)} each`;
   out.push(p(KV < H ? `W_Q: ${w}; W_K, W_V: ${shape(KV, CFG.d_model, CFG.d_head)}: query head ${h} shares key/value head ${g} of ${KV} (grouped-query attention)`
     : `W_Q, W_K, W_V: ${w}`));
+  if (l === 0) for (const words of D.storage_example || []) out.push(p(words));  // how the file stores W_Q, one number worked
   const src = CFG.layer_norm ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
   const rot = has("rotary") ? "↻" : "";
   if (rot) out.push(p(`Q and K below are rotated by position (RoPE): each pair (x_i, x_(i+${CFG.d_head / 2})) turns by position × θ_i, so Q·K depends on how far apart two tokens are. tracer trace shows them before and after.`));
