@@ -219,6 +219,12 @@ def tempered_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:  # [
     return e / e.sum()  # [d_vocab]
 
 
+def largest_first(x) -> np.ndarray:  # [n] → [n] indices
+    """The indices of x from the largest value to the smallest, ties in index order (the token with
+    the lower id first): the one ranking every table of probabilities, weights or counts uses."""
+    return np.argsort(-np.asarray(x), kind="stable")  # [n]
+
+
 def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:  # → [n_ctx, d_model]
     """The sin/cos position vectors of "Attention Is All You Need" §3.5."""
     pos = np.arange(n_ctx)[:, None]  # [pos, 1]

@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from .decoder import KVCache, forward
-from .equations import scale_logits, tempered_softmax
+from .equations import largest_first, scale_logits, tempered_softmax
 from .fast import add_out_rows
 from .lens import logit_lens, position_predictions
 from .record import Recorder
@@ -52,7 +52,7 @@ def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.
     rec("sample.scaled", scale_logits(logits, temperature))  # [d_vocab]
     probs = rec("sample.probs", tempered_softmax(logits, temperature))  # [d_vocab]
     # [d_vocab] most likely first, ties by id; greedy needs only the first (argmax: no 50k sort per step)
-    order = np.argmax(probs, keepdims=True) if greedy else np.argsort(-probs, kind="stable")
+    order = np.argmax(probs, keepdims=True) if greedy else largest_first(probs)
     n_k = 1 if greedy else top_k_count(len(probs), top_k)
     n_p = 1 if greedy else top_p_count(probs[order[:n_k]], top_p)
     rec("sample.kept_top_k", np.array(n_k))

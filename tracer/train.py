@@ -25,6 +25,7 @@ from .config import Config
 from .errors import TracerError
 from .fast import layout
 from .params import init_weights
+from .equations import largest_first
 
 GPT2_VOCAB = 50257
 
@@ -211,7 +212,7 @@ def head_roles(result: Result, tokens: np.ndarray, n: int = 12) -> dict:
 
     n = max(1, min(n, result.config.n_ctx // 2))  # twice n tokens must fit the context
     values, counts = np.unique(tokens, return_counts=True)
-    order = values[np.argsort(-counts, kind="stable")]  # [tokens] commonest first
+    order = values[largest_first(counts)]  # [tokens] commonest first
     want = max(4 * n, 50)
     skip = SKIP_COMMONEST if len(order) >= SKIP_COMMONEST + n else 0
     pool = sorted(int(t) for t in order[skip : skip + want])

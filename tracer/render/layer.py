@@ -16,6 +16,7 @@ from .context import Ctx
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words
 from .text import indent, line, section
+from ..equations import largest_first
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
 BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, and "… N more"
@@ -23,11 +24,9 @@ BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, a
 
 def strongest(pattern, k: int):  # [key_pos] → the k keys with the largest weights, in key order
     """The k keys a query weighs most (all of them when there are at most k)."""
-    import numpy as np
-
     if pattern is None or len(pattern) <= k:
         return list(range(len(pattern) if pattern is not None else 0))
-    return sorted(int(j) for j in np.argsort(-np.asarray(pattern), kind="stable")[:k])
+    return sorted(int(j) for j in largest_first(pattern)[:k])
 
 
 @group()

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ..tokens import label
 from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
+from ..equations import largest_first
 
 
 def cache_rows(gen) -> list[dict]:
@@ -171,7 +172,7 @@ def generation_steps(gen, tokenizer, view) -> Group:
             parts.append(pass_table(step, view))
         if chosen is not None and "sample.probs" in step:
             probs = step["sample.probs"]
-            order = np.argsort(-probs, kind="stable")[:3]
+            order = largest_first(probs)[:3]
             alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
             end = chosen in tokenizer.eos_ids
             line = Text("  predicts ")

@@ -15,6 +15,7 @@ from .context import BRIEF_HEADS, Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
+from ..equations import largest_first
 
 
 def _head_cells(ctx: Ctx, rows) -> list[str]:
@@ -84,7 +85,7 @@ def layers_section(ctx: Ctx, number: str):
 def _top(probs: np.ndarray, k: int) -> np.ndarray:
     k = min(k, probs.shape[-1])
     idx = np.argpartition(-probs, k - 1)[:k]  # [k]
-    return idx[np.argsort(-probs[idx], kind="stable")]  # [k] most likely first
+    return idx[largest_first(probs[idx])]  # [k] most likely first
 
 
 def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:

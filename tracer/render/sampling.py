@@ -11,11 +11,12 @@ from rich.text import Text
 from ..tokens import show_token
 from .fmt import integer, num, prob, short, tok
 from .text import Fit, missing
+from ..equations import largest_first
 
 
 def candidate_rows(probs: np.ndarray, chosen: int, k: int) -> tuple[np.ndarray, list[int]]:
     """Token ids by probability (ties by id), and the ranks to show: the top k, the chosen one last if lower."""
-    order = np.argsort(-probs, kind="stable")  # [d_vocab]
+    order = largest_first(probs)  # [d_vocab]
     ranks = list(range(min(k, len(order))))
     where = int(np.flatnonzero(order == chosen)[0])
     if where not in ranks:
@@ -46,7 +47,7 @@ def sampling_stages(step, tokenizer, view) -> Group:
     u = float(step["sample.uniform"]) if "sample.uniform" in step else None
     logits = step["logits"][-1] if "logits" in step else None
     top_k, top_p = (s.top_k, s.top_p) if s is not None else (None, None)
-    order = np.argsort(-probs, kind="stable")  # [d_vocab] most likely first, ties by id
+    order = largest_first(probs)  # [d_vocab] most likely first, ties by id
     cum = np.cumsum(final[order[:n_p]])  # [n_keep] upper edge of each kept candidate's band
 
     stages = ["logits", f"÷ temperature {num(T, 2)}" if not greedy else "temperature 0 (greedy)", "softmax"]

@@ -8,7 +8,7 @@ import numpy as np
 from rich.console import Group
 from rich.text import Text
 
-from ...equations import tempered_softmax
+from ...equations import largest_first, tempered_softmax
 from ...tokens import label
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
 
@@ -49,7 +49,7 @@ def step_layers(d: Demo) -> Step:
 
 
 def _top(values: np.ndarray, k: int) -> list[int]:
-    return [int(i) for i in np.argsort(-values, kind="stable")[:k]]
+    return [int(i) for i in largest_first(values)[:k]]
 
 
 def step_unembed(d: Demo) -> Step:

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ..lens import final_norm_words
+from ...equations import largest_first
 
 ENDS = 8  # numbers kept at each end of a long vector
 WHOLE = (64, 16)  # vectors up to this many dims are carried whole; the second when the first does not fit
@@ -149,7 +150,7 @@ def attention_block(rows: Rows, layer: int, carried: list[int], H: int) -> dict 
             else:
                 keys = [j for j in carried if j <= t]
                 if pattern is not None:
-                    strong = np.argsort(-np.asarray(pattern), kind="stable")[:STRONGEST]
+                    strong = largest_first(pattern)[:STRONGEST]
                     keys = sorted(set(keys) | {int(j) for j in strong})
                 keys_h.append(keys)
                 rest_h.append(r6(float(np.sum(pattern)) - float(np.sum(pattern[keys]))) if pattern is not None else None)

@@ -18,6 +18,7 @@ from ...tokens import label, show_token
 from ..checks import check_line
 from ..loop import cache_rows, stop_reason
 from .data import cut, r6, r6s
+from ...equations import largest_first
 
 LOGITS_BUDGET = 2_500_000  # bytes of base64 logits per page (GPT-2's 50,257 float32 logits: 268 kB a pass)
 
@@ -30,7 +31,7 @@ def exact_logits(row, dtype: str) -> dict:
 
 def top_ids(probs, chosen: int | None, k: int) -> list[int]:
     """The k most likely ids (ties by id, as the terminal's tables), and the chosen one if lower."""
-    order = np.argsort(-np.asarray(probs), kind="stable")[: min(k, len(probs))]
+    order = largest_first(probs)[: min(k, len(probs))]
     ids = [int(i) for i in order]
     if chosen is not None and chosen not in ids:
         ids.append(chosen)
