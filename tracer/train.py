@@ -195,6 +195,32 @@ def read_corpus(path) -> tuple[str, str]:
     return text, hashlib.sha256(raw).hexdigest()
 
 
+SAVED_FILES = ("config.json", "model.safetensors", "training.json")  # what `tracer train` writes into --out
+
+
+def not_saved_by_train(folder) -> str | None:
+    """None when `folder` holds only what `tracer train` writes (SAVED_FILES, as regular files, with a
+    tracer-training training.json): a folder `--force` may replace. Else what is wrong, for the message."""
+    import os
+    from pathlib import Path
+
+    from .reading import parse_json, read_small
+
+    with os.scandir(folder) as it:
+        entries = {e.name: e.is_file(follow_symlinks=False) for e in it}
+    other = sorted(n for n, regular in entries.items() if n not in SAVED_FILES or not regular)
+    if other:
+        names = ", ".join(repr(n) for n in other[:3]) + (f" and {len(other) - 3:,} more" if len(other) > 3 else "")
+        return f"holds what tracer did not write ({names})"
+    try:
+        record = parse_json(read_small(Path(folder) / "training.json"), "training.json")
+    except TracerError:
+        record = None
+    if not (isinstance(record, dict) and record.get("format") == "tracer-training"):
+        return "is not a model that tracer train saved (no training.json of tracer's)"
+    return None
+
+
 SKIP_COMMONEST = 10  # the corpus's commonest tokens (line breaks, punctuation, digits) are left out
 ROLE_SEEDS = 4  # head scores are the mean over this many random orders
 

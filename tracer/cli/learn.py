@@ -21,7 +21,7 @@ def train(
     batch: Annotated[int, typer.Option("--batch", min=1, help="Windows per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (warm-up, then a cosine decay to a tenth).")] = 3e-3,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the initial weights and of the windows drawn.")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists and is not empty.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out when it holds a model tracer train saved there before (and nothing else).")] = False,
 ) -> None:
     """Train a small GPT-2 on CORPUS with tracer's NumPy backward pass, and save it for `tracer trace --model`.
 
@@ -36,11 +36,11 @@ def train(
     from ..files import check_output_folder, stop_signals
     from ..render.progress import training_progress
     from ..tokens import get_tokenizer
-    from ..train import TrainSettings, read_corpus
+    from ..train import TrainSettings, not_saved_by_train, read_corpus
 
     settings = TrainSettings(steps=steps, layers=layers, d_model=d_model, heads=heads, context=context, batch=batch,
                              lr=lr, seed=seed)
-    check_output_folder(out, "--out", force)
+    seen = check_output_folder(out, "--out", force, keep=(corpus,), ours=not_saved_by_train)
     text, sha = read_corpus(corpus)
     import numpy as np
 
@@ -48,7 +48,7 @@ def train(
     asked: list = []  # Ctrl-C, SIGTERM or SIGHUP: stop after the current step (a second one stops at once)
     with stop_signals(ask=lambda: asked.append(True)), training_progress(settings) as on_step:
         result = _train(ids, settings, on_step, lambda: bool(asked))
-    _save_training(result, settings, corpus, sha, ids, out)
+    _save_training(result, settings, corpus, sha, ids, out, seen)
 
 
 def _train(ids, settings, on_step, stopping):
@@ -57,7 +57,7 @@ def _train(ids, settings, on_step, stopping):
     return run(ids, settings, on_step=on_step, should_stop=stopping)
 
 
-def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> None:
+def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=None) -> None:
     """Write the trained model (when a step completed), say how training went, and exit as it ended."""
     from pathlib import Path
 
@@ -73,7 +73,7 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> No
         heads = head_roles(result, ids)
         record = training_record(result, settings, Path(corpus).name, sha, len(ids), __version__, heads)
         atomic_folder(out, lambda tmp: write_folder(tmp, result.config, result.params,
-                                                    extra={"training.json": record_json(record)}))
+                                                    extra={"training.json": record_json(record)}), seen)
         first, last = result.losses[0], record["final_loss"]
         echo_err(f"{done:,} steps in {result.seconds:.0f} s: loss {first:.3f} → {last:.3f} (mean of the last 20)")
         line = sparkline(result.losses)

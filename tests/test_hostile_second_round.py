@@ -1,0 +1,93 @@
+"""The second hostile audit (issue 28), one test per finding that is not about tokenizers.
+
+The rule every finding broke is the README's: bad input is one line on stderr and exit 2, in
+bounded time and memory, and nothing of the user's is lost. Timings are checked as growth (doubling
+the input must not quadruple the time), never as absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.cli import app
+
+TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch", "4"]
+TEXT = "\n".join(["A B C D E F G H I J K", "one two three four five six", "Monday Tuesday Wednesday Thursday"] * 40)
+
+
+def one_line(r, *patterns) -> str:
+    """The run was refused as bad input: exit 2, one line naming the problem."""
+    err = r.stderr
+    assert r.exit_code == 2, (r.exit_code, r.stdout[-500:], err[-1500:])
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tracer: "), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    for p in patterns:
+        assert p in err, (p, err)
+    return err
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    p = tmp_path / "data" / "corpus.txt"
+    p.parent.mkdir()
+    p.write_text(TEXT + "\n", encoding="utf-8")
+    return p
+
+
+def train(runner, corpus, out, *more):
+    return runner.invoke(app, ["train", str(corpus), "--out", str(out), "--steps", "2", *TINY, *more])
+
+
+# --------------------------------------------------------------------------- 4: tracer train deletes files it did not write
+
+
+def test_train_refuses_folders_that_hold_what_it_did_not_write(runner, corpus, tmp_path, monkeypatch):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    for out, says in [(".", "the current folder"), ("", "an empty name"), (corpus.parent, "holds"),
+                      (tmp_path, "holds"), ("/", "the root")]:
+        one_line(train(runner, corpus, out, "--force"), says)
+    assert corpus.read_text() == TEXT + "\n"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    one_line(train(runner, corpus, mine, "--force"), "'keep.txt'", "did not write")
+    (mine / "keep.txt").unlink()
+    (mine / "config.json").write_text("{}")  # a downloaded model, not one tracer train saved
+    one_line(train(runner, corpus, mine, "--force"), "not a model that tracer train saved")
+    assert (mine / "config.json").read_text() == "{}"
+    ours = tmp_path / "ours"
+    assert train(runner, corpus, ours).exit_code == 0
+    assert train(runner, corpus, ours, "--force").exit_code == 0  # a model tracer saved is replaced with --force
+    assert sorted(x.name for x in ours.iterdir()) == ["config.json", "model.safetensors", "training.json"]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_files_put_into_out_while_training_are_kept(runner, corpus, tmp_path, monkeypatch, force):
+    import tracer.cli.learn as learn
+
+    out = tmp_path / "m"
+    if force:
+        assert train(runner, corpus, out).exit_code == 0
+    real = learn._train
+
+    def meanwhile(*args):
+        result = real(*args)
+        out.mkdir(exist_ok=True)
+        (out / "theirs.txt").write_text("another process")  # another run, or the user, wrote there
+        return result
+
+    monkeypatch.setattr(learn, "_train", meanwhile)
+    r = train(runner, corpus, out, *(["--force"] if force else []))
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.exit_code == 2 and last.startswith("tracer: ") and "another process wrote there" in last, r.stderr
+    assert "nothing in it was touched" in last and f"saved in {tmp_path / 'm-2'}" in last
+    assert (out / "theirs.txt").read_text() == "another process"
+    assert (tmp_path / "m-2" / "model.safetensors").is_file()  # and this run's model is not lost either
+    assert not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
