@@ -91,3 +91,21 @@ def test_files_put_into_out_while_training_are_kept(runner, corpus, tmp_path, mo
     assert (out / "theirs.txt").read_text() == "another process"
     assert (tmp_path / "m-2" / "model.safetensors").is_file()  # and this run's model is not lost either
     assert not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
+
+
+# --------------------------------------------------------------------------- 10: a diverged run saved NaN weights
+
+
+@pytest.mark.parametrize("lr", ["1e30", "1e38"])
+def test_a_diverging_run_keeps_the_last_finite_weights_and_never_replaces_a_good_model(runner, corpus, tmp_path, lr):
+    out = tmp_path / "m"
+    assert train(runner, corpus, out).exit_code == 0
+    good = {p.name: p.read_bytes() for p in out.iterdir()}
+    r = train(runner, corpus, out, "--force", "--lr", lr)
+    assert r.exit_code == 2 and "not finite" in r.stderr, r.output
+    m = tracer.load(str(out))  # what is in --out loads, and every weight is a number
+    assert all(np.isfinite(a).all() for a in m.params.values())
+    if "nothing was saved" in r.stderr:
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == good
+    else:
+        assert "are saved" in r.stderr and json.loads((out / "training.json").read_text())["stopped"] == "not finite"

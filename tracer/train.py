@@ -7,9 +7,9 @@ that warms up linearly and decays along a cosine. Everything is seeded: the same
 and seed give the same weights, bit for bit, on the same machine and thread count.
 
 The loop stops cleanly between steps: when `should_stop()` says so (Ctrl-C, a signal), or when
-the loss or a gradient stops being finite, the weights are those of the last completed step. The
-unembedding bias stays zero (GPT-2 has none), so the result saves in transformers' GPT-2 layout
-(`tracer.hf.write_folder`). Core module: imports numpy only.
+the loss, a gradient or a weight stops being finite, the weights are those of the last completed
+step (always finite). The unembedding bias stays zero (GPT-2 has none), so the result saves in
+transformers' GPT-2 layout (`tracer.hf.write_folder`). Core module: imports numpy only.
 """
 
 from __future__ import annotations
@@ -103,19 +103,30 @@ class AdamW:
         self.v = {n: np.zeros_like(params[n]) for n in names}
         self.t = 0
 
-    def step(self, params: dict, grads: dict, lr: float) -> None:
+    def step(self, params: dict, grads: dict, lr: float) -> bool:
+        """One update of every weight; False, and nothing changed, when a weight would stop being
+        finite (a diverging run keeps the last finite weights). The same arithmetic, in the same
+        order, as the in-place update, so the weights are the same bits."""
         b1, b2 = self.s.betas
-        self.t += 1
-        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        t = self.t + 1
+        c1, c2 = 1 - b1**t, 1 - b2**t
+        new = {}
         for n in self.names:
-            g, m, v, p = grads[n], self.m[n], self.v[n], params[n]
-            m *= b1
+            g, p = grads[n], params[n]
+            m = self.m[n] * b1
             m += (1 - b1) * g
-            v *= b2
+            v = self.v[n] * b2
             v += (1 - b2) * (g * g)
-            if n in self.decayed:
-                p -= np.float32(lr * self.s.weight_decay) * p
-            p -= np.float32(lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.s.eps))
+            q = p - np.float32(lr * self.s.weight_decay) * p if n in self.decayed else p.copy()
+            q -= np.float32(lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.s.eps))
+            if not np.isfinite(q).all():
+                return False
+            new[n] = m, v, q
+        for n, (m, v, q) in new.items():
+            self.m[n], self.v[n] = m, v
+            params[n][...] = q
+        self.t = t
+        return True
 
 
 def trained_names(cfg: Config, params: dict) -> list[str]:
@@ -153,7 +164,9 @@ def train(tokens: np.ndarray, s: TrainSettings, on_step=None, should_stop=None) 
             for n in names:
                 grads[n] *= np.float32(s.clip / norm)
         lr = s.lr_at(step)
-        opt.step(params, grads, lr)
+        if not opt.step(params, grads, lr):  # a weight would overflow: keep those of the last step
+            result.stopped = "not finite"
+            break
         result.losses.append(loss)
         if on_step is not None:
             on_step(Progress(step + 1, loss, lr, s.batch * s.context / max(time.perf_counter() - t0, 1e-9)))

@@ -68,7 +68,12 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=
     from ..train import head_roles, record_json, training_record
     from ..version import __version__
 
+    import numpy as np
+
     done = len(result.losses)
+    if done and not all(np.isfinite(a).all() for a in result.params.values()):
+        raise TracerError(f"training stopped at step {done}: its weights are not finite (NaN or ∞); nothing was "
+                          "saved (a model already in --out is as it was); try a smaller --lr")
     if done:
         heads = head_roles(result, ids)
         record = training_record(result, settings, Path(corpus).name, sha, len(ids), __version__, heads)
@@ -86,7 +91,7 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=
         raise typer.Exit(130)
     if result.stopped == "not finite":
         kept = f"the weights of step {done} are saved in {out}" if done else "nothing was saved"
-        raise TracerError(f"training stopped at step {done + 1}: the loss or a gradient is not finite (NaN or ∞); "
+        raise TracerError(f"training stopped at step {done + 1}: the loss, a gradient or a weight is not finite (NaN or ∞); "
                           f"{kept}; try a smaller --lr")
 
 
