@@ -109,3 +109,23 @@ def test_a_diverging_run_keeps_the_last_finite_weights_and_never_replaces_a_good
         assert {p.name: p.read_bytes() for p in out.iterdir()} == good
     else:
         assert "are saved" in r.stderr and json.loads((out / "training.json").read_text())["stopped"] == "not finite"
+
+
+# --------------------------------------------------------------------------- 9, 15: --out checked before training
+
+
+@pytest.mark.parametrize("link_to", ["missing", "folder"])
+def test_an_out_that_is_a_link_is_refused_before_training(runner, corpus, tmp_path, link_to):
+    target = tmp_path / link_to
+    if link_to == "folder":
+        target.mkdir()
+    (tmp_path / "m").symlink_to(target)
+    r = train(runner, corpus, tmp_path / "m")
+    one_line(r, "--out", "is a link")
+    assert "step 1" not in r.stderr  # refused before any training
+
+
+def test_an_out_name_too_long_is_refused_before_training(runner, corpus, tmp_path):
+    r = train(runner, corpus, tmp_path / ("m" * 300))
+    one_line(r, "--out", "File name too long")
+    assert "step 1" not in r.stderr
