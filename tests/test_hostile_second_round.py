@@ -129,3 +129,36 @@ def test_an_out_name_too_long_is_refused_before_training(runner, corpus, tmp_pat
     r = train(runner, corpus, tmp_path / ("m" * 300))
     one_line(r, "--out", "File name too long")
     assert "step 1" not in r.stderr
+
+
+# --------------------------------------------------------------------------- 8: a sparse corpus was read whole
+
+
+def test_a_sparse_corpus_is_refused_from_its_first_chunk_not_read_whole(tmp_path):
+    import tracemalloc
+
+    from tracer.errors import TracerError
+    from tracer.train import read_corpus
+
+    sparse = tmp_path / "sparse.txt"
+    with open(sparse, "wb") as f:
+        f.truncate(256 * 2**20)  # 256 MB of nothing on disk
+    tracemalloc.start()
+    try:
+        with pytest.raises(TracerError, match="NUL bytes"):
+            read_corpus(sparse)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"read {peak / 2**20:.0f} MB of a sparse corpus"
+
+
+def test_a_corpus_larger_than_memory_is_refused_before_it_is_read(runner, tmp_path, monkeypatch):
+    import tracer.memory
+
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.truncate(40 * 10**9)  # 40 GB that take no disk
+    monkeypatch.setattr(tracer.memory, "memory_room", lambda: 8 * 10**9)
+    r = runner.invoke(app, ["train", str(huge), "--out", str(tmp_path / "m"), "--steps", "2", *TINY])
+    one_line(r, "40.00 GB", "this process can take 8.0 GB more")

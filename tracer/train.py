@@ -183,29 +183,52 @@ def settings_dict(s: TrainSettings) -> dict:
 # --------------------------------------------------------------------------- the corpus and the saved run
 
 
-def read_corpus(path) -> tuple[str, str]:
-    """A corpus file's text and its sha256; a one-line TracerError for anything that is not usable text."""
-    import hashlib
-    from pathlib import Path
+CORPUS_CHUNK = 2**20  # bytes read, checked and hashed at a time
+CORPUS_BYTES_NEED = 16  # bytes of memory per byte of corpus: its text, its tokens as a list, the id array
 
-    p = Path(path)
-    if not p.exists():
-        raise TracerError(f"{path}: no such file")
-    if not p.is_file():
-        raise TracerError(f"{path}: not a regular file; the corpus is a text file")
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise TracerError(f"{path}: cannot read ({e.strerror or e})") from None
-    if not raw.strip():
+
+def read_corpus(path) -> tuple[str, str]:
+    """A corpus file's text and its sha256; a one-line TracerError for anything that is not usable text.
+
+    Its size is weighed against the memory the process may still take before anything is read, and
+    it is read a chunk at a time, each checked (NUL bytes, UTF-8) as it comes: a sparse file of
+    40 GB of nothing is refused from its first megabyte, never read whole."""
+    import codecs
+    import hashlib
+    import os
+
+    from .memory import memory_room
+    from .reading import open_regular
+
+    with open_regular(path, "file") as f:
+        size = os.fstat(f.fileno()).st_size
+        room = memory_room()
+        if size * CORPUS_BYTES_NEED > room:
+            raise TracerError(f"{path}: the corpus is {size / 1e9:.2f} GB; training on it needs about "
+                              f"{size * CORPUS_BYTES_NEED / 1e9:.1f} GB and this process can take {room / 1e9:.1f} GB more")
+        digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")("strict")
+        parts, seen, blank = [], 0, True
+        while chunk := f.read(CORPUS_CHUNK):
+            if b"\x00" in chunk:
+                raise TracerError(f"{path}: a binary file (it holds NUL bytes); the corpus is UTF-8 text")
+            try:
+                parts.append(decoder.decode(chunk))
+            except UnicodeDecodeError as e:
+                raise TracerError(f"{path}: not UTF-8 text (byte {seen + e.start:,} of {size:,}); the corpus is "
+                                  "UTF-8 text") from None
+            digest.update(chunk)
+            seen += len(chunk)
+            blank = blank and not chunk.strip()
+            if seen * CORPUS_BYTES_NEED > room:  # a file that grows while it is read (or says it is empty)
+                raise TracerError(f"{path}: the corpus grew past what this process can take "
+                                  f"({room / 1e9:.1f} GB) while it was read")
+        try:
+            parts.append(decoder.decode(b"", final=True))
+        except UnicodeDecodeError:
+            raise TracerError(f"{path}: not UTF-8 text (it ends inside a character); the corpus is UTF-8 text") from None
+    if blank:
         raise TracerError(f"{path}: the corpus is empty")
-    if b"\x00" in raw:
-        raise TracerError(f"{path}: a binary file (it holds NUL bytes); the corpus is UTF-8 text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TracerError(f"{path}: not UTF-8 text (byte {e.start} of {len(raw):,}); the corpus is UTF-8 text") from None
-    return text, hashlib.sha256(raw).hexdigest()
+    return "".join(parts), digest.hexdigest()
 
 
 SAVED_FILES = ("config.json", "model.safetensors", "training.json")  # what `tracer train` writes into --out
