@@ -162,3 +162,35 @@ def test_a_corpus_larger_than_memory_is_refused_before_it_is_read(runner, tmp_pa
     monkeypatch.setattr(tracer.memory, "memory_room", lambda: 8 * 10**9)
     r = runner.invoke(app, ["train", str(huge), "--out", str(tmp_path / "m"), "--steps", "2", *TINY])
     one_line(r, "40.00 GB", "this process can take 8.0 GB more")
+
+
+# --------------------------------------------------------------------------- 3: the scenario scanner was quadratic
+
+
+def grows_linearly(make, sizes=(2000, 4000)) -> None:
+    """Doubling the input must not quadruple the time (the best of five runs at each size)."""
+    import time
+
+    def best(n):
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            make(n)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    small, large = best(sizes[0]), best(sizes[1])
+    assert large < 3 * small + 0.005, f"{sizes[0]}: {small:.4f} s, {sizes[1]}: {large:.4f} s"
+
+
+@pytest.mark.parametrize("text", [
+    lambda n: "x = [\n" + "  1.0,\n" * n + "]\n",  # a multi-line array
+    lambda n: 'x = """\n' + "a [ b\n" * n + '"""\n',  # a multi-line string
+    lambda n: "[" + " " * n + "\n",  # a header that never closes
+], ids=["array", "string", "header"])
+def test_the_scenario_scanner_takes_linear_time(text):
+    from tracer.scenario.source import Source
+
+    grows_linearly(lambda n: Source(text(n)))
+    src = Source("[run]\nx = [\n  1.0, # ] not this\n  \"]\",\n  2.50,\n]\ny = 3\n")
+    assert src.raw("run", 0, "x") == '[\n  1.0, # ] not this\n  "]",\n  2.50,\n]' and src.line("run", 0, "y") == 7
