@@ -194,3 +194,40 @@ def test_the_scenario_scanner_takes_linear_time(text):
     grows_linearly(lambda n: Source(text(n)))
     src = Source("[run]\nx = [\n  1.0, # ] not this\n  \"]\",\n  2.50,\n]\ny = 3\n")
     assert src.raw("run", 0, "x") == '[\n  1.0, # ] not this\n  "]",\n  2.50,\n]' and src.line("run", 0, "y") == 7
+
+
+# --------------------------------------------------------------------------- 11: the page export crashed on ±∞ and NaN
+
+OVERFLOW = """title = "overflow"
+[model]
+d_model = 4
+n_heads = 2
+n_layers = 2
+n_ctx = 8
+dtype = "float64"
+layer_norm = false
+[tokenizer]
+vocab = ["a", "b", "c"]
+[weights]
+W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
+[prompt]
+tokens = ["a", "b"]
+[generate]
+max_new_tokens = 2
+"""
+
+
+def test_the_page_export_writes_non_finite_numbers_as_json_does(tmp_path, runner):
+    from tracer.render.page.html import json_for_script
+
+    model = tmp_path / "overflow.toml"
+    model.write_text(OVERFLOW)
+    page = tmp_path / "p.html"
+    r = runner.invoke(app, ["trace", "a b", "--model", str(model), "--verify-cache", "--export", str(page)])
+    assert r.exit_code == 0, (r.exit_code, r.stderr, r.exception)
+    text = page.read_text()
+    start = text.index(">", text.index('id="trace-data"')) + 1
+    got = json.loads(text[start : text.index("</script>", start)], parse_constant=lambda c: pytest.fail(c))
+    assert got["meta"]["verify_cache"] if "meta" in got else got
+    data = {"rope_theta": float("inf"), "bound": np.float32("-inf"), "gap": np.array([np.nan, 1.0])}
+    assert json.loads(json_for_script(data)) == {"rope_theta": "inf", "bound": "-inf", "gap": ["nan", 1.0]}
