@@ -231,3 +231,38 @@ def test_the_page_export_writes_non_finite_numbers_as_json_does(tmp_path, runner
     assert got["meta"]["verify_cache"] if "meta" in got else got
     data = {"rope_theta": float("inf"), "bound": np.float32("-inf"), "gap": np.array([np.nan, 1.0])}
     assert json.loads(json_for_script(data)) == {"rope_theta": "inf", "bound": "-inf", "gap": ["nan", 1.0]}
+
+
+# --------------------------------------------------------------------------- 12: trace metadata damage() did not check
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory, gpt2_weights) -> Path:
+    """A trace saved with `--verify-cache` (its result is in the metadata)."""
+    from typer.testing import CliRunner
+
+    d = tmp_path_factory.mktemp("verified")
+    w = gpt2_weights(d / "w.npz", 0, n_layers=1)
+    r = CliRunner().invoke(app, ["trace", "Hello", "--model", str(w), "--max-new-tokens", "2", "--verify-cache",
+                                 "--save", str(d / "t.npz")])
+    assert r.exit_code == 0, r.output
+    return d / "t.npz"
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda m: m["verify_cache"].update(bound="x"), "verify_cache.bound is not a number"),
+    (lambda m: m["verify_cache"].update(per_step_max_abs_diff=5), "verify_cache.per_step_max_abs_diff"),
+    (lambda m: m["verify_cache"].update(generated_cache=[float("nan")]), "verify_cache.generated_cache"),
+    (lambda m: m.update(weights=["given"]), "'weights' is list"),
+], ids=["string-bound", "int-for-list", "nan-token", "weights-list"])
+def test_trace_metadata_of_the_wrong_kind_is_a_damaged_trace(verified, tmp_path, runner, change, says):
+    arrays = dict(np.load(verified, allow_pickle=False))
+    meta = json.loads(str(arrays["meta"]))
+    change(meta)
+    arrays["meta"] = np.array(json.dumps(meta))
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    for more in ([], ["--export", str(tmp_path / "p.html")]):
+        r = runner.invoke(app, ["show", str(bad), *more])
+        if r.exit_code != 0:  # what shows it without trouble may show it; what cannot says why, in one line
+            one_line(r, "damaged trace", says)
