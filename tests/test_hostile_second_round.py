@@ -266,3 +266,16 @@ def test_trace_metadata_of_the_wrong_kind_is_a_damaged_trace(verified, tmp_path,
         r = runner.invoke(app, ["show", str(bad), *more])
         if r.exit_code != 0:  # what shows it without trouble may show it; what cannot says why, in one line
             one_line(r, "damaged trace", says)
+
+
+# --------------------------------------------------------------------------- 13: Unicode digits and 5,000 digits in --token/--layer/--head
+
+
+@pytest.mark.parametrize("option, value", [("--layer", "²"), ("--head", "⑤"), ("--head", "۱"), ("--token", "١"),
+                                           ("--token", "9" * 5000), ("--layer", "9" * 5000), ("--head", "+" + "1" * 5000),
+                                           ("--token", "A" * 5000)])
+def test_positions_layers_and_heads_are_ascii_digits_of_a_sensible_length(tmp_path, runner, gpt2_weights, option, value):
+    w = gpt2_weights(tmp_path / "w.npz", 0, n_layers=2)
+    r = runner.invoke(app, ["trace", "Hello world", "--model", str(w), "--max-new-tokens", "1", option, value])
+    err = one_line(r, option)
+    assert len(err) < 300, err
