@@ -279,3 +279,11 @@ def test_positions_layers_and_heads_are_ascii_digits_of_a_sensible_length(tmp_pa
     r = runner.invoke(app, ["trace", "Hello world", "--model", str(w), "--max-new-tokens", "1", option, value])
     err = one_line(r, option)
     assert len(err) < 300, err
+
+
+# --------------------------------------------------------------------------- 14: demo --auto inf
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e300", "nan"])
+def test_demo_auto_takes_a_number_of_seconds_a_timer_can_wait(runner, seconds):
+    one_line(runner.invoke(app, ["demo", "--auto", seconds]), "--auto must be a number of seconds")
