@@ -287,3 +287,22 @@ def test_positions_layers_and_heads_are_ascii_digits_of_a_sensible_length(tmp_pa
 @pytest.mark.parametrize("seconds", ["inf", "1e300", "nan"])
 def test_demo_auto_takes_a_number_of_seconds_a_timer_can_wait(runner, seconds):
     one_line(runner.invoke(app, ["demo", "--auto", seconds]), "--auto must be a number of seconds")
+
+
+# --------------------------------------------------------------------------- 16: seeds above 2⁵³ were rounded through a float
+
+
+def test_whole_numbers_above_2_53_are_kept_exactly(runner, tmp_path, gpt2_weights):
+    from tracer.settings import GenerationSettings
+
+    big = 2**53 + 1
+    s = GenerationSettings(seed=big, top_k=big, max_new_tokens=np.int64(2**62 + 1))
+    assert (s.seed, s.top_k, s.max_new_tokens) == (big, big, 2**62 + 1)
+    w = gpt2_weights(tmp_path / "w.npz", 0, n_layers=1)
+    seeds = []
+    for seed in (big, big - 1):
+        r = runner.invoke(app, ["trace", "Hello", "--model", str(w), "--max-new-tokens", "1", "--temperature", "1",
+                                "--seed", str(seed), "--json"])
+        assert r.exit_code == 0, r.output
+        seeds.append(json.loads(r.stdout)["settings"]["seed"])
+    assert seeds == [big, big - 1]
