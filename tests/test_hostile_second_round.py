@@ -306,3 +306,19 @@ def test_whole_numbers_above_2_53_are_kept_exactly(runner, tmp_path, gpt2_weight
         assert r.exit_code == 0, r.output
         seeds.append(json.loads(r.stdout)["settings"]["seed"])
     assert seeds == [big, big - 1]
+
+
+# --------------------------------------------------------------------------- 17: the API took bytes as ids, and None as a TypeError
+
+
+@pytest.mark.parametrize("prompt, says", [(b"A B C", "bytes"), (bytearray(b"A"), "bytes"), (None, "got NoneType"),
+                                          (5, "got int"), (5.0, "got float"), ({"a": 1}, "got dict"),
+                                          (np.int64(3), "got int64")])
+def test_the_api_refuses_what_is_not_a_prompt_in_one_tracer_error(prompt, says):
+    from tracer.errors import TracerError
+
+    m = tracer.load("tiny")
+    for call in (m.run, m.generate, m.tokenize):
+        with pytest.raises(TracerError, match=says):
+            call(prompt)
+    assert list(m.tokenize([1, 2])) == [1, 2] and m.tokenize(np.array([1, 2])) == [1, 2]
