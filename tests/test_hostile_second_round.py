@@ -322,3 +322,32 @@ def test_the_api_refuses_what_is_not_a_prompt_in_one_tracer_error(prompt, says):
         with pytest.raises(TracerError, match=says):
             call(prompt)
     assert list(m.tokenize([1, 2])) == [1, 2] and m.tokenize(np.array([1, 2])) == [1, 2]
+
+
+# --------------------------------------------------------------------------- 18: config.json and tokenizer.json links out of the folder
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "tokenizer_config.json", "training.json"])
+def test_no_file_of_a_model_folder_is_read_through_a_link_out_of_it(tmp_path, runner, name):
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(Path(__file__).parent / "data" / "llama-tiny", folder)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps({"hidden_size": "secret-value-from-outside", "eos_token": "secret-value-from-outside",
+                                   "format": "secret-value-from-outside", "model": {"vocab": "secret-value-from-outside"}}))
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).symlink_to(outside)
+    err = one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), f"{name!r} leads outside the model folder")
+    assert "secret" not in err
+
+
+def test_a_tokenizer_json_that_is_not_a_regular_file_is_not_called_missing(tmp_path, runner):
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(Path(__file__).parent / "data" / "llama-tiny", folder)
+    (folder / "tokenizer.json").unlink()
+    os.mkfifo(folder / "tokenizer.json")
+    err = one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "not a regular file")
+    assert "no tokenizer.json" not in err

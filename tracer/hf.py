@@ -65,8 +65,8 @@ def _config_value(raw: dict, key: str, where: Path, default=None, kind=int):
 
 
 def config_json(folder: Path) -> dict:
-    """The folder's config.json as a JSON object (a regular file, bounded in size and depth)."""
-    where = folder / "config.json"
+    """The folder's config.json as a JSON object (a regular file inside the folder, bounded in size and depth)."""
+    where = inside(folder, "config.json", folder)  # a link out of the folder is refused, its values never quoted
     if not where.exists():
         raise TracerError(f"{folder}: no config.json (a Hugging Face folder holds config.json and model.safetensors)")
     raw = parse_json(read_small(where), f"{where}: not valid JSON")
@@ -336,7 +336,7 @@ def read_folder(path, name: str | None = None, progress=None):
 
 def read_training(folder: Path) -> dict | None:
     """How the weights were trained, when `tracer train` made them (training.json), else None."""
-    where = folder / "training.json"
+    where = inside(folder, "training.json", folder)
     if not where.exists():
         return None
     info = parse_json(read_small(where), f"{where}: not readable JSON")

@@ -157,8 +157,10 @@ def _split(text: str, pattern: re.Pattern, behavior: str) -> list[str]:
 
 def find_tokenizer_json(folder) -> Path:
     """The folder's tokenizer.json, or a one-line refusal for a SentencePiece-only folder."""
-    path = (folder := Path(folder)) / "tokenizer.json"
-    if path.is_file():
+    from .hf import inside
+
+    path = inside(folder := Path(folder), "tokenizer.json", folder)  # a link out of the folder is refused
+    if path.exists() or path.is_symlink():  # a device or a folder: read_small says what it is
         return path
     if (folder / "tokenizer.model").is_file():
         refuse(folder, "only a SentencePiece tokenizer.model, no tokenizer.json")
@@ -483,7 +485,9 @@ class HFTokenizer:
 
     def _end(self, end, path: Path) -> int | None:
         if end is None:
-            config = path.parent / "tokenizer_config.json"  # optional: its eos_token names the end token
+            from .hf import inside
+
+            config = inside(path.parent, "tokenizer_config.json", path.parent)  # optional: its eos_token names the end token
             eos = parse_json(read_small(config, "tokenizer config"), f"{config}: not JSON") if config.exists() else {}
             eos = eos.get("eos_token") if isinstance(eos, dict) else None
             end = eos.get("content") if isinstance(eos, dict) else eos
