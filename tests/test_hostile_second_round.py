@@ -351,3 +351,48 @@ def test_a_tokenizer_json_that_is_not_a_regular_file_is_not_called_missing(tmp_p
     os.mkfifo(folder / "tokenizer.json")
     err = one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "not a regular file")
     assert "no tokenizer.json" not in err
+
+
+# --------------------------------------------------------------------------- 19: what a SIGKILL left was never removed
+
+
+def test_the_next_write_removes_what_a_killed_write_left_and_nothing_else(tmp_path):
+    import subprocess
+    import sys
+
+    from tracer.files import atomic_folder, atomic_write
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that no longer exists
+    dead, alive = gone.pid, os.getppid()
+    left = {
+        f".t.npz.{dead}.tmp": True,  # a killed write to t.npz: removed
+        f".t.npz.{alive}.tmp": False,  # a write still going on: kept
+        f".other.npz.{dead}.tmp": False,  # another file's (the next write to it removes it)
+        ".t.npz.notapid.tmp": False,  # not tracer's
+    }
+    for name in left:
+        (tmp_path / name).write_bytes(b"x" * 1000)
+    (tmp_path / f".out.{dead}.tmp").mkdir()  # a killed `tracer train`'s folder
+    (tmp_path / f".out.{dead}.tmp" / "model.safetensors").write_bytes(b"x")
+    atomic_write(tmp_path / "t.npz", lambda f: f.write(b"new"))
+    atomic_folder(tmp_path / "out", lambda d: (d / "f").write_text("new"))
+    for name, removed in left.items():
+        assert (tmp_path / name).exists() != removed, name
+    assert not (tmp_path / f".out.{dead}.tmp").exists()
+    assert (tmp_path / "t.npz").read_bytes() == b"new" and (tmp_path / "out" / "f").read_text() == "new"
+
+
+def test_a_model_moved_aside_by_a_killed_train_goes_back_to_its_place(tmp_path):
+    import subprocess
+    import sys
+
+    from tracer.files import sweep_leftovers
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    old = tmp_path / f".m.{gone.pid}.old"
+    old.mkdir()
+    (old / "training.json").write_text("the only copy")
+    sweep_leftovers(tmp_path / "m")
+    assert (tmp_path / "m" / "training.json").read_text() == "the only copy" and not old.exists()
