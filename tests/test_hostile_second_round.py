@@ -396,3 +396,40 @@ def test_a_model_moved_aside_by_a_killed_train_goes_back_to_its_place(tmp_path):
     (old / "training.json").write_text("the only copy")
     sweep_leftovers(tmp_path / "m")
     assert (tmp_path / "m" / "training.json").read_text() == "the only copy" and not old.exists()
+
+
+# --------------------------------------------------------------------------- 20: messages that did not fit
+
+
+def test_each_message_names_what_is_wrong_once_and_rightly(tmp_path, runner, monkeypatch, corpus):
+    import errno
+    import shutil
+
+    import tracer.files as files
+
+    folder = tmp_path / "m"
+    shutil.copytree(Path(__file__).parent / "data" / "llama-tiny", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 0}))
+    err = one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "'max_position_embeddings'")
+    assert err.count("config.json") == 1, err  # the path once
+    (tmp_path / "sc").mkdir()
+    for scenario, says in [("/dev/zero", "not a regular file"), (str(tmp_path / "sc"), "is a folder")]:
+        one_line(runner.invoke(app, ["replay", scenario]), says)
+    one_line(train(runner, corpus, ""), "--out ''", "an empty name")
+
+    real = files.save_safetensors
+
+    def disk_full(path, arrays, metadata=None):  # the disk fills while the model is written
+        def write(f):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        files.atomic_write(path, write)
+
+    monkeypatch.setattr(files, "save_safetensors", disk_full)
+    out = tmp_path / "out"
+    r = train(runner, corpus, out)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.exit_code == 2 and f"{out}/model.safetensors: cannot write (No space left on device)" in last, r.stderr
+    assert ".tmp" not in last and not out.exists() and not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
+    monkeypatch.setattr(files, "save_safetensors", real)

@@ -134,8 +134,8 @@ def config_of(raw: dict, where: Path) -> Config:
             n_kv_heads=n_kv if n_kv != n_heads else None, rope_theta=theta, rope_scaling=scaling,
             sliding_window=sliding_window(raw, family, where, n_layers),
         )
-    except TracerError as e:
-        raise TracerError(f"{where}: {str(e).removeprefix('config: ')}") from None
+    except TracerError as e:  # Config's own errors lack the file; _whole's and _number's already name it
+        raise TracerError(str(e) if str(e).startswith(f"{where}:") else f"{where}: {str(e).removeprefix('config: ')}") from None
 
 
 def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]:
