@@ -232,8 +232,11 @@ def check_output_folder(path, option: str, force: bool, keep=(), ours=None) -> F
         if p.exists() and not p.is_dir():
             raise TracerError(f"{option} {path}: is a file; give a folder")
         where = p.resolve()
-        special = {Path(where.anchor): "the root of the file system", Path.cwd().resolve(): "the current folder",
-                   Path.home().resolve(): "your home folder"}
+        special = {Path(where.anchor): "the root of the file system", Path.cwd().resolve(): "the current folder"}
+        try:
+            special.setdefault(Path.home().resolve(), "your home folder")
+        except RuntimeError:  # no home folder to be found
+            pass
         if where in special:
             raise TracerError(f"{option} {path}: is {special[where]}; give the name of a new folder")
         for k in keep:
