@@ -19,7 +19,7 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "reading", "files", "tokens", "hf_tokenizer", "checks", "store", "record", "trace", "heads",
+    1: ["params", "reading", "files", "folders", "tokens", "hf_tokenizer", "checks", "store", "record", "trace", "heads",
         "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model

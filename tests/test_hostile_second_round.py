@@ -360,7 +360,8 @@ def test_the_next_write_removes_what_a_killed_write_left_and_nothing_else(tmp_pa
     import subprocess
     import sys
 
-    from tracer.files import atomic_folder, atomic_write
+    from tracer.files import atomic_write
+    from tracer.folders import atomic_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a process that no longer exists

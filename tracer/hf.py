@@ -39,7 +39,7 @@ from .config import Config
 from .errors import TracerError, near
 from .files import load_safetensors
 from .params import first_non_finite
-from .reading import parse_json, read_small
+from .reading import inside, parse_json, read_small  # inside: every file of a model folder stays in it
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
@@ -159,26 +159,6 @@ def weight_files(folder: Path) -> list[Path]:
             f"(huggingface-cli download openai-community/gpt2 config.json model.safetensors, for example)"
         )
     raise TracerError(f"{folder}: no model.safetensors (a Hugging Face GPT-2 folder holds config.json and model.safetensors)")
-
-
-def inside(folder: Path, name: str, named_by: Path) -> Path:
-    """`folder / name`, when `name` is a plain relative path and the file it reaches (symlinks
-    followed) is inside the folder, or, in the Hugging Face cache, inside the repository's `blobs/`
-    (a snapshot's files are links there). Else refused, before the file is opened or looked at,
-    so that the message says nothing about a file elsewhere (not even whether it exists)."""
-    parts = Path(name).parts
-    if Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
-        raise TracerError(f"{named_by}: names {name!r}, which is not a file inside the model folder; refused")
-    try:
-        real, home = (folder / name).resolve(), folder.resolve()
-    except (OSError, RuntimeError) as e:  # a symlink loop
-        raise TracerError(f"{named_by}: names {name!r}, which cannot be resolved ({e})") from None
-    homes = [home]
-    if home.parent.name == "snapshots":  # models--org--name/snapshots/REV/file -> ../../blobs/HASH
-        homes.append(home.parent.parent / "blobs")
-    if not any(real.is_relative_to(h) for h in homes):
-        raise TracerError(f"{named_by}: {name!r} leads outside the model folder (a link or a path elsewhere); refused")
-    return folder / name
 
 
 def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int | None = None) -> None:

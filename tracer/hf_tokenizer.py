@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import TracerError
-from .reading import parse_json, read_small
+from .reading import inside, parse_json, read_small
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
 END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
@@ -157,8 +157,6 @@ def _split(text: str, pattern: re.Pattern, behavior: str) -> list[str]:
 
 def find_tokenizer_json(folder) -> Path:
     """The folder's tokenizer.json, or a one-line refusal for a SentencePiece-only folder."""
-    from .hf import inside
-
     path = inside(folder := Path(folder), "tokenizer.json", folder)  # a link out of the folder is refused
     if path.exists() or path.is_symlink():  # a device or a folder: read_small says what it is
         return path
@@ -485,8 +483,6 @@ class HFTokenizer:
 
     def _end(self, end, path: Path) -> int | None:
         if end is None:
-            from .hf import inside
-
             config = inside(path.parent, "tokenizer_config.json", path.parent)  # optional: its eos_token names the end token
             eos = parse_json(read_small(config, "tokenizer config"), f"{config}: not JSON") if config.exists() else {}
             eos = eos.get("eos_token") if isinstance(eos, dict) else None

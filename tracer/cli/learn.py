@@ -33,7 +33,8 @@ def train(
 
     Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
-    from ..files import check_output_folder, stop_signals
+    from ..files import stop_signals
+    from ..folders import check_output_folder
     from ..render.progress import training_progress
     from ..tokens import get_tokenizer
     from ..train import TrainSettings, not_saved_by_train, read_corpus
@@ -62,7 +63,7 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=
     from pathlib import Path
 
     from ..errors import TracerError
-    from ..files import atomic_folder
+    from ..folders import atomic_folder
     from ..hf import write_folder
     from ..render.progress import sparkline
     from ..train import head_roles, record_json, training_record
