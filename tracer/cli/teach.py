@@ -36,7 +36,8 @@ def demo(
     from ..render.demo import MAX_WIDTH, check_deck_path, show_demo
 
     if auto is not None and not 0 < auto <= MAX_AUTO:  # inf, 1e300: a timer the system cannot wait for
-        raise TracerError(f"--auto must be a number of seconds > 0 and at most {MAX_AUTO:,} (a day), got {auto:g}")
+        raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}"
+                          + ("" if auto <= 0 else f"; at most {MAX_AUTO:,} (a day)"))
     if scenario is not None and prompt is not None:
         raise TracerError("give a scenario or --prompt (with --model), not both")
     if scenario is None and prompt is None:
