@@ -236,13 +236,20 @@ def runner() -> CliRunner:
 
 
 PLAIN = {"NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb"}  # what a user piping the output gets: no color, 100 wide
+HERE = str(Path(__file__).resolve().parent.parent)  # this checkout: a child process imports its tracer, not an installed one
+
+
+def _this_checkout(env: dict) -> dict:
+    """`env` with this checkout first on PYTHONPATH, so that a process started elsewhere (another cwd,
+    `python tests/limited_runner.py`) runs the tracer under test, not the one pip installed."""
+    return {**env, "PYTHONPATH": os.pathsep.join([HERE] + [p for p in [env.get("PYTHONPATH")] if p])}
 
 
 def _run_tracer(*args, env: dict | None = None, cwd=None, stdin=None, text: bool = False,
                 timeout: float = 60) -> subprocess.CompletedProcess:
     """A real `python -m tracer ARGS` process, as a user runs it: this environment plus `PLAIN` plus
     `env` (a value of None removes the variable). Output is captured (bytes unless `text`)."""
-    full_env = {**os.environ, **PLAIN}
+    full_env = _this_checkout({**os.environ, **PLAIN})
     for name, value in (env or {}).items():
         if value is None:
             full_env.pop(name, None)
@@ -272,7 +279,7 @@ class Limited:
     `.signal`), `.stdout`, `.stderr` (text, decoded leniently) and `.seconds`."""
 
     def __init__(self, folder: Path):
-        env = {**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        env = _this_checkout({**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         self.folder = folder
         self.count = 0
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "limited_runner.py")],

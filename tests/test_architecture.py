@@ -20,7 +20,8 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "reading", "files", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer", "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
+    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer",
+        "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow"],  # data, its holding and reading
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model

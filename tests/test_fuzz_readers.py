@@ -314,9 +314,10 @@ STRING = re.compile(r'"[^"\n]*"')
 
 def mutate_toml(text: str, rng: random.Random) -> str:
     """One change to a scenario's text: a number made absurd, a string or key made of escapes, a
-    line dropped or doubled, a list nested too deep, the weights file pointed elsewhere."""
+    line dropped or doubled, a list nested too deep, a list of 40,000 lines or a header that never
+    closes (issue 28: the scanner was quadratic), the weights file pointed elsewhere."""
     lines = text.splitlines()
-    how = rng.randrange(7)
+    how = rng.randrange(9)
     if how == 0:
         spots = list(NUMBER.finditer(text))
         m = rng.choice(spots)
@@ -338,6 +339,10 @@ def mutate_toml(text: str, rng: random.Random) -> str:
         return "\n".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :]) + "\n"
     if how == 5:
         return text + "\n[weights.deep]\nx = " + "[" * 60 + "]" * 60 + "\n"
+    if how == 6:
+        return text + "\n[weights.long]\nx = [\n" + "  1.0,\n" * 40_000 + "]\n"
+    if how == 7:
+        return text + "\n[" + " " * 100_000 + "\n"
     return text.replace('file = "scn.npz"', "file = " + json.dumps(rng.choice(
         ["/dev/zero", "../scn.npz", "scn.toml", "nosuch.npz", ESCAPES, "x" * 300 + ".npz", "/proc/self/mem"])))
 

@@ -429,7 +429,7 @@ def test_an_overflowing_run_prints_no_warning_lines(overflow, run_tracer):
 
 KILL_MID_WRITE = """
 import os, signal, sys
-from tracer.files import {what}
+from tracer.{module} import {what}
 def write(f):
     f.write(b"x" * 1000)
     os.kill(os.getpid(), signal.{sig})
@@ -444,7 +444,7 @@ def write(f):
 def test_a_signal_during_a_write_leaves_no_temporary_file(tmp_path, sig, what):
     call = ("atomic_write(sys.argv[1] + '/t.npz', write)" if what == "atomic_write" else
             "atomic_folder(sys.argv[1] + '/out', lambda tmp: write(open(tmp / 'f', 'wb')))")
-    p = subprocess.run([sys.executable, "-c", KILL_MID_WRITE.format(what=what, sig=sig, call=call), str(tmp_path)],
+    p = subprocess.run([sys.executable, "-c", KILL_MID_WRITE.format(module="files" if what == "atomic_write" else "folders", what=what, sig=sig, call=call), str(tmp_path)],
                        capture_output=True, timeout=60)
     assert p.returncode != 0
     assert sorted(os.listdir(tmp_path)) == [], os.listdir(tmp_path)

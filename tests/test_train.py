@@ -132,8 +132,8 @@ def test_bad_options_and_outputs_are_refused_before_training(runner, corpus, tmp
     (full / "keep.txt").write_text("mine")
     r = run("--out", str(full), "--steps", "2", *TINY)
     assert r.exit_code == 2 and "--force" in r.stderr and (full / "keep.txt").read_text() == "mine"
-    r = run("--out", str(full), "--steps", "2", "--force", *TINY)
-    assert r.exit_code == 0 and not (full / "keep.txt").exists() and (full / "model.safetensors").exists()
+    r = run("--out", str(full), "--steps", "2", "--force", *TINY)  # --force never deletes what tracer did not write
+    assert r.exit_code == 2 and "did not write" in r.stderr and (full / "keep.txt").read_text() == "mine"
     r = run("--out", str(corpus), "--steps", "2")
     assert r.exit_code == 2 and "is a file" in r.stderr
     r = runner.invoke(app, ["train", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "m")])

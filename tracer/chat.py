@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import TracerError
-from .reading import parse_json, read_small
+from .reading import inside, parse_json, read_small
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
@@ -147,13 +147,13 @@ def load_chat_template(folder) -> str | None:
     """A model folder's chat template: chat_template.jinja (as transformers 5 saves it), else
     tokenizer_config.json's chat_template; None when it has neither."""
     folder = Path(folder)
-    jinja = folder / "chat_template.jinja"
+    jinja = inside(folder, "chat_template.jinja", folder)  # a link out of the folder is refused
     if jinja.is_file():
         try:
             return read_small(jinja, "chat template").decode("utf-8")
         except UnicodeDecodeError:
             raise TracerError(f"{jinja}: not UTF-8 text") from None
-    config = folder / "tokenizer_config.json"
+    config = inside(folder, "tokenizer_config.json", folder)
     if not config.is_file():
         return None
     data = parse_json(read_small(config, "tokenizer config"), f"{config}: not JSON")

@@ -62,13 +62,52 @@ def _check_name_length(p: Path) -> None:
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
 
 
-def _sibling(path: Path, tag: str) -> Path:
-    """A hidden name beside `path` for this process ('.x.npz.1234.tmp'), short enough for any file
-    system however long `path`'s own name is."""
-    name = path.name
-    while len(os.fsencode(f".{name}.{os.getpid()}.{tag}")) > 255:
+def _sibling(path: Path, tag: str, pid: int | None = None) -> Path:
+    """A hidden name beside `path` for this process (or process `pid`): '.x.npz.1234.tmp', short
+    enough for any file system however long `path`'s own name is."""
+    name, pid = path.name, os.getpid() if pid is None else pid
+    while len(os.fsencode(f".{name}.{pid}.{tag}")) > 255:
         name = name[: len(name) // 2]
-    return path.with_name(f".{name}.{os.getpid()}.{tag}")
+    return path.with_name(f".{name}.{pid}.{tag}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def sweep_leftovers(path: Path) -> None:
+    """Remove what a killed tracer (SIGKILL, a power cut) left beside `path`: the temporary
+    '.NAME.PID.tmp' files and folders of writes to `path` whose process is gone. An old folder moved
+    aside ('.NAME.PID.old') goes back to its place when that is empty; else it is left alone."""
+    import re
+
+    try:
+        with os.scandir(path.parent) as it:
+            names = [e.name for e in it if e.name.startswith(".") and e.name.endswith((".tmp", ".old"))]
+    except OSError:
+        return
+    for name in names:
+        m = re.fullmatch(r"\.(.+)\.([0-9]{1,9})\.(tmp|old)", name, re.DOTALL)
+        if not m or _sibling(path, m.group(3), int(m.group(2))).name != name:
+            continue  # another file's, or not tracer's
+        pid = int(m.group(2))
+        if pid == os.getpid() or _alive(pid):
+            continue
+        left = path.with_name(name)
+        if m.group(3) == "tmp":
+            _remove(left)
+        elif not os.path.lexists(path):
+            try:
+                os.replace(left, path)
+            except OSError:
+                pass
 
 
 def atomic_write(path: str | os.PathLike, write) -> None:
@@ -80,6 +119,7 @@ def atomic_write(path: str | os.PathLike, write) -> None:
             raise TracerError(f"{path}: folder {str(path.parent)!r} does not exist")
     except OSError as e:
         raise TracerError(f"{path}: cannot write ({reason(e)})") from None
+    sweep_leftovers(path)
     tmp = _sibling(path, "tmp")
     try:
         with stop_signals(), open(tmp, "wb") as f:
@@ -146,42 +186,6 @@ def stop_signals(ask=None):
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
-
-
-def check_output_folder(path, option: str, force: bool) -> None:
-    """Refuse an output folder before any work: a file in its place, a missing or read-only parent, or
-    a folder that holds something already (unless `force`)."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise TracerError(f"{option} {path}: is a file; give a folder")
-    if p.is_dir() and any(p.iterdir()) and not force:
-        raise TracerError(f"{option} {path}: exists and is not empty; give --force to replace it")
-    parent = p.absolute().parent
-    if not parent.is_dir():
-        raise TracerError(f"{option} {path}: folder {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TracerError(f"{option} {path}: folder {str(parent)!r} is not writable")
-
-
-def atomic_folder(path, fill) -> None:
-    """Make folder `path` whole or not at all: `fill(tmp)` writes into a temporary sibling folder,
-    which then takes the place of `path` (an old `path` is removed only once the new one is in place)."""
-    path = Path(path).absolute()
-    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
-    try:
-        with stop_signals():
-            tmp.mkdir()
-            fill(tmp)
-            if path.exists():
-                os.replace(path, old)
-            os.replace(tmp, path)
-    except OSError as e:
-        raise TracerError(f"{path}: cannot write ({reason(e)})") from None
-    finally:
-        if old.exists() and not path.exists():
-            os.replace(old, path)  # put the old folder back
-        for leftover in (tmp, old):
-            _remove(leftover)
 
 
 def save_npz(path, arrays) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, unicode_class  # noqa: F401
 from .errors import TracerError
+from .reading import inside
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
 # tokenizers' NFC uses Unicode 9 tables: these marks, new since, are starters to it (no reordering across
@@ -75,8 +76,8 @@ def token_bytes(token: str) -> bytes:
 
 def find_tokenizer_json(folder) -> Path:
     """The folder's tokenizer.json, or a one-line refusal for a SentencePiece-only folder."""
-    path = (folder := Path(folder)) / "tokenizer.json"
-    if path.is_file():
+    path = inside(folder := Path(folder), "tokenizer.json", folder)  # a link out of the folder is refused
+    if path.exists() or path.is_symlink():  # a device or a folder: read_small says what it is
         return path
     if (folder / "tokenizer.model").is_file():
         refuse(folder, "only a SentencePiece tokenizer.model, no tokenizer.json")
@@ -150,7 +151,7 @@ class HFTokenizer(BPEBase):
             path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
             self.path = path.resolve()
             data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
-            self.name, config = f"{path.parent.name}/{path.name}", path.parent / "tokenizer_config.json"
+            self.name, config = f"{path.parent.name}/{path.name}", inside(path.parent, "tokenizer_config.json", path.parent)
         else:
             self.name, config = str(path), None
         where = str(path)

@@ -31,6 +31,18 @@ from .version import __version__
 
 
 
+def check_prompt_kind(prompt_or_ids) -> None:
+    """A TracerError for what is neither a prompt string nor a sequence of ids or words: bytes (whose
+    bytes would be read as token ids: b"A B" → 65, 32, 66), None, a number, a table."""
+    if isinstance(prompt_or_ids, (bytes, bytearray, memoryview)):
+        raise TracerError("prompt: bytes; give a str (decode it first, e.g. b.decode('utf-8')) or a list of token ids")
+    if isinstance(prompt_or_ids, str):
+        return
+    if isinstance(prompt_or_ids, (dict, set, frozenset)) or not hasattr(prompt_or_ids, "__iter__") or \
+            (isinstance(prompt_or_ids, np.ndarray) and prompt_or_ids.ndim != 1):
+        raise TracerError(f"prompt: expected a string or a list of token ids, got {type(prompt_or_ids).__name__}")
+
+
 class Model:
     def __init__(self, config: Config, params: Params, tokenizer: Tokenizer, name: str = "custom",
                  seed: int | None = None, trained: bool = False, weights: Weights | None = None,
@@ -87,6 +99,7 @@ class Model:
             ids = self.chat_ids(prompt_or_ids)
             return replace(encode_prompt(self.tokenizer, ids, self.config.n_ctx, self.config.d_vocab, truncate, room),
                            text=text)
+        check_prompt_kind(prompt_or_ids)
         return encode_prompt(self.tokenizer, prompt_or_ids, self.config.n_ctx, self.config.d_vocab, truncate, room)
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:

@@ -6,6 +6,7 @@ A small file must never cost minutes or gigabytes. So:
     blocking, and turns any OS error (missing, unreadable, a name too long, /proc/self/mem's EIO)
     into one line;
   - `read_small` reads a text file (a scenario, config.json, an index) of at most MAX_TEXT_BYTES;
+  - `inside` refuses a file of a model folder that leads out of it (a link, `../`), before it is opened;
   - `parse_json` and `check_depth` refuse JSON that is not JSON or nests deeper than MAX_DEPTH
     (Python's parsers recurse, so 2,000 brackets would end in a RecursionError);
   - `Npz` opens an `.npz` (a zip archive of `.npy` files) and reads every entry's `.npy` header
@@ -109,6 +110,26 @@ def check_depth(value, message: str, limit: int = MAX_DEPTH) -> None:
         if children and depth > limit:
             raise TracerError(f"{message} (nested more than {limit} deep)")
         todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def inside(folder: Path, name: str, named_by: Path) -> Path:
+    """`folder / name`, when `name` is a plain relative path and the file it reaches (symlinks
+    followed) is inside the folder, or, in the Hugging Face cache, inside the repository's `blobs/`
+    (a snapshot's files are links there). Else refused, before the file is opened or looked at,
+    so that the message says nothing about a file elsewhere (not even whether it exists)."""
+    parts = Path(name).parts
+    if Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
+        raise TracerError(f"{named_by}: names {name!r}, which is not a file inside the model folder; refused")
+    try:
+        real, home = (folder / name).resolve(), folder.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise TracerError(f"{named_by}: names {name!r}, which cannot be resolved ({e})") from None
+    homes = [home]
+    if home.parent.name == "snapshots":  # models--org--name/snapshots/REV/file -> ../../blobs/HASH
+        homes.append(home.parent.parent / "blobs")
+    if not any(real.is_relative_to(h) for h in homes):
+        raise TracerError(f"{named_by}: {name!r} leads outside the model folder (a link or a path elsewhere); refused")
+    return folder / name
 
 
 # --------------------------------------------------------------------------- .npz

@@ -9,6 +9,7 @@ them again. Core module: standard library only.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 
 from .errors import TracerError
@@ -34,7 +35,19 @@ def _number(x) -> float | None:
 
 
 def whole(x) -> int | None:
-    """x as an int when it is a whole number (5, 5.0, numpy integers), else None."""
+    """x as an int when it is a whole number (5, 5.0, numpy integers), else None. An int is taken as
+    it is, never through a float (which rounds above 2⁵³: 9007199254740993 would become …992)."""
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)  # int, numpy integers: exact
+    except TypeError:
+        pass
+    if isinstance(x, str) and len(x) <= 100:
+        try:
+            return int(x)
+        except ValueError:
+            pass
     v = _number(x)
     if v is None or not math.isfinite(v) or int(v) != v:
         return None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .bpe import BPEBase, load, merge, refuse
 from .errors import TracerError
+from .reading import inside
 
 SPACE = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -63,7 +64,7 @@ class SPTokenizer(BPEBase):
             path = path / "tokenizer.json" if path.is_dir() else path
             self.path = path.resolve()
             data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
-            self.name, config = f"{path.parent.name}/{path.name}", path.parent / "tokenizer_config.json"
+            self.name, config = f"{path.parent.name}/{path.name}", inside(path.parent, "tokenizer_config.json", path.parent)
         else:
             self.name, config = str(path), None
         where = str(path)

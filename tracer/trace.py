@@ -342,8 +342,39 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
 
 _META_TYPES = {  # what `generate` writes into a trace's metadata, by key (`settings` are checked on loading)
     "model": str, "prompt": str, "text": str, "trained": bool, "seed": (int, type(None)),
-    "tokenizer": (dict, str), "truncated": dict, "training": dict,
+    "tokenizer": (dict, str), "truncated": dict, "training": dict, "weights": str, "verify_cache": dict,
 }
+_NUMBER, _WHOLE, _TEXT, _FLAG = "a number", "a whole number", "text", "true or false"
+_VERIFY_CACHE = {  # what `generate.verify_cache` writes, by key: one kind, or a list of one kind
+    "compared": _TEXT, "dtype": _TEXT, "steps": _WHOLE, "per_step_max_abs_diff": [_NUMBER], "max_abs_diff": _NUMBER,
+    "tolerance": _NUMBER, "scale": _NUMBER, "bound": _NUMBER, "generated_cache": [_WHOLE],
+    "generated_no_cache": [_WHOLE], "tokens_equal": _FLAG, "ok": _FLAG,
+}
+
+
+def _is(kind: str, v) -> bool:
+    """A value of a trace's metadata is of `kind` (NaN and ∞ are numbers: an overflowing run's)."""
+    if kind == _FLAG:
+        return isinstance(v, bool)
+    if isinstance(v, bool):
+        return False
+    if kind == _NUMBER:
+        return isinstance(v, (int, float))
+    if kind == _WHOLE:
+        return isinstance(v, int)
+    return isinstance(v, str)
+
+
+def _verify_cache_damage(result: dict) -> str | None:
+    for key, kind in _VERIFY_CACHE.items():
+        if key not in result:
+            continue
+        v, each = result[key], kind[0] if isinstance(kind, list) else None
+        if each is not None and not (isinstance(v, list) and all(_is(each, x) for x in v)):
+            return f"meta: verify_cache.{key} is not a list of {each.removeprefix('a ')}s"
+        if each is None and not _is(kind, v):
+            return f"meta: verify_cache.{key} is not {kind}"
+    return None
 
 
 def damage(gen: "Generation", n_vocab: int) -> str | None:
@@ -357,6 +388,8 @@ def damage(gen: "Generation", n_vocab: int) -> str | None:
         for where, meta in [("meta", gen.meta)] + [(f"step {n} meta", s.meta) for n, s in enumerate(gen.steps)]:
             if key in meta and meta[key] is not None and not isinstance(meta[key], kinds):
                 return f"{where}: {key!r} is {type(meta[key]).__name__}"
+    if isinstance(gen.meta.get("verify_cache"), dict) and (wrong := _verify_cache_damage(gen.meta["verify_cache"])):
+        return wrong
     ids = [gen.prompt_ids, gen.generated_ids]
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for part in ids for i in part):
         return "prompt_ids / generated_ids hold something other than token ids"

@@ -7,9 +7,9 @@ that warms up linearly and decays along a cosine. Everything is seeded: the same
 and seed give the same weights, bit for bit, on the same machine and thread count.
 
 The loop stops cleanly between steps: when `should_stop()` says so (Ctrl-C, a signal), or when
-the loss or a gradient stops being finite, the weights are those of the last completed step. The
-unembedding bias stays zero (GPT-2 has none), so the result saves in transformers' GPT-2 layout
-(`tracer.readers.gpt2.write_folder`). Core module: imports numpy only.
+the loss, a gradient or a weight stops being finite, the weights are those of the last completed
+step (always finite). The unembedding bias stays zero (GPT-2 has none), so the result saves in
+transformers' GPT-2 layout (`tracer.readers.gpt2.write_folder`). Core module: imports numpy only.
 """
 
 from __future__ import annotations
@@ -104,19 +104,30 @@ class AdamW:
         self.v = {n: np.zeros_like(params[n]) for n in names}
         self.t = 0
 
-    def step(self, params: dict, grads: dict, lr: float) -> None:
+    def step(self, params: dict, grads: dict, lr: float) -> bool:
+        """One update of every weight; False, and nothing changed, when a weight would stop being
+        finite (a diverging run keeps the last finite weights). The same arithmetic, in the same
+        order, as the in-place update, so the weights are the same bits."""
         b1, b2 = self.s.betas
-        self.t += 1
-        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        t = self.t + 1
+        c1, c2 = 1 - b1**t, 1 - b2**t
+        new = {}
         for n in self.names:
-            g, m, v, p = grads[n], self.m[n], self.v[n], params[n]
-            m *= b1
+            g, p = grads[n], params[n]
+            m = self.m[n] * b1
             m += (1 - b1) * g
-            v *= b2
+            v = self.v[n] * b2
             v += (1 - b2) * (g * g)
-            if n in self.decayed:
-                p -= np.float32(lr * self.s.weight_decay) * p
-            p -= np.float32(lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.s.eps))
+            q = p - np.float32(lr * self.s.weight_decay) * p if n in self.decayed else p.copy()
+            q -= np.float32(lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.s.eps))
+            if not np.isfinite(q).all():
+                return False
+            new[n] = m, v, q
+        for n, (m, v, q) in new.items():
+            self.m[n], self.v[n] = m, v
+            params[n][...] = q
+        self.t = t
+        return True
 
 
 def trained_names(cfg: Config, params: dict) -> list[str]:
@@ -154,7 +165,9 @@ def train(tokens: np.ndarray, s: TrainSettings, on_step=None, should_stop=None) 
             for n in names:
                 grads[n] *= np.float32(s.clip / norm)
         lr = s.lr_at(step)
-        opt.step(params, grads, lr)
+        if not opt.step(params, grads, lr):  # a weight would overflow: keep those of the last step
+            result.stopped = "not finite"
+            break
         result.losses.append(loss)
         if on_step is not None:
             on_step(Progress(step + 1, loss, lr, s.batch * s.context / max(time.perf_counter() - t0, 1e-9)))
@@ -171,29 +184,78 @@ def settings_dict(s: TrainSettings) -> dict:
 # --------------------------------------------------------------------------- the corpus and the saved run
 
 
+CORPUS_CHUNK = 2**20  # bytes read, checked and hashed at a time
+CORPUS_BYTES_NEED = 16  # bytes of memory per byte of corpus: its text, its tokens as a list, the id array
+
+
 def read_corpus(path) -> tuple[str, str]:
-    """A corpus file's text and its sha256; a one-line TracerError for anything that is not usable text."""
+    """A corpus file's text and its sha256; a one-line TracerError for anything that is not usable text.
+
+    Its size is weighed against the memory the process may still take before anything is read, and
+    it is read a chunk at a time, each checked (NUL bytes, UTF-8) as it comes: a sparse file of
+    40 GB of nothing is refused from its first megabyte, never read whole."""
+    import codecs
     import hashlib
+    import os
+
+    from .memory import memory_room
+    from .reading import open_regular
+
+    with open_regular(path, "file") as f:
+        size = os.fstat(f.fileno()).st_size
+        room = memory_room()
+        if size * CORPUS_BYTES_NEED > room:
+            raise TracerError(f"{path}: the corpus is {size / 1e9:.2f} GB; training on it needs about "
+                              f"{size * CORPUS_BYTES_NEED / 1e9:.1f} GB and this process can take {room / 1e9:.1f} GB more")
+        digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")("strict")
+        parts, seen, blank = [], 0, True
+        while chunk := f.read(CORPUS_CHUNK):
+            if b"\x00" in chunk:
+                raise TracerError(f"{path}: a binary file (it holds NUL bytes); the corpus is UTF-8 text")
+            try:
+                parts.append(decoder.decode(chunk))
+            except UnicodeDecodeError as e:
+                raise TracerError(f"{path}: not UTF-8 text (byte {seen + e.start:,} of {size:,}); the corpus is "
+                                  "UTF-8 text") from None
+            digest.update(chunk)
+            seen += len(chunk)
+            blank = blank and not chunk.strip()
+            if seen * CORPUS_BYTES_NEED > room:  # a file that grows while it is read (or says it is empty)
+                raise TracerError(f"{path}: the corpus grew past what this process can take "
+                                  f"({room / 1e9:.1f} GB) while it was read")
+        try:
+            parts.append(decoder.decode(b"", final=True))
+        except UnicodeDecodeError:
+            raise TracerError(f"{path}: not UTF-8 text (it ends inside a character); the corpus is UTF-8 text") from None
+    if blank:
+        raise TracerError(f"{path}: the corpus is empty")
+    return "".join(parts), digest.hexdigest()
+
+
+SAVED_FILES = ("config.json", "model.safetensors", "training.json")  # what `tracer train` writes into --out
+
+
+def not_saved_by_train(folder) -> str | None:
+    """None when `folder` holds only what `tracer train` writes (SAVED_FILES, as regular files, with a
+    tracer-training training.json): a folder `--force` may replace. Else what is wrong, for the message."""
+    import os
     from pathlib import Path
 
-    p = Path(path)
-    if not p.exists():
-        raise TracerError(f"{path}: no such file")
-    if not p.is_file():
-        raise TracerError(f"{path}: not a regular file; the corpus is a text file")
+    from .reading import parse_json, read_small
+
+    with os.scandir(folder) as it:
+        entries = {e.name: e.is_file(follow_symlinks=False) for e in it}
+    other = sorted(n for n, regular in entries.items() if n not in SAVED_FILES or not regular)
+    if other:
+        names = ", ".join(repr(n) for n in other[:3]) + (f" and {len(other) - 3:,} more" if len(other) > 3 else "")
+        return f"holds what tracer did not write ({names})"
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise TracerError(f"{path}: cannot read ({e.strerror or e})") from None
-    if not raw.strip():
-        raise TracerError(f"{path}: the corpus is empty")
-    if b"\x00" in raw:
-        raise TracerError(f"{path}: a binary file (it holds NUL bytes); the corpus is UTF-8 text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TracerError(f"{path}: not UTF-8 text (byte {e.start} of {len(raw):,}); the corpus is UTF-8 text") from None
-    return text, hashlib.sha256(raw).hexdigest()
+        record = parse_json(read_small(Path(folder) / "training.json"), "training.json")
+    except TracerError:
+        record = None
+    if not (isinstance(record, dict) and record.get("format") == "tracer-training"):
+        return "is not a model that tracer train saved (no training.json of tracer's)"
+    return None
 
 
 SKIP_COMMONEST = 10  # the corpus's commonest tokens (line breaks, punctuation, digits) are left out

@@ -21,7 +21,7 @@ def train(
     batch: Annotated[int, typer.Option("--batch", min=1, help="Windows per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (warm-up, then a cosine decay to a tenth).")] = 3e-3,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the initial weights and of the windows drawn.")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists and is not empty.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out when it holds a model tracer train saved there before (and nothing else).")] = False,
 ) -> None:
     """Train a small GPT-2 on CORPUS with tracer's NumPy backward pass, and save it for `tracer trace --model`.
 
@@ -33,14 +33,15 @@ def train(
 
     Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
-    from ..files import check_output_folder, stop_signals
+    from ..files import stop_signals
+    from ..folders import check_output_folder
     from ..render.progress import training_progress
     from ..tokens import get_tokenizer
-    from ..train import TrainSettings, read_corpus
+    from ..train import TrainSettings, not_saved_by_train, read_corpus
 
     settings = TrainSettings(steps=steps, layers=layers, d_model=d_model, heads=heads, context=context, batch=batch,
                              lr=lr, seed=seed)
-    check_output_folder(out, "--out", force)
+    seen = check_output_folder(out, "--out", force, keep=(corpus,), ours=not_saved_by_train)
     text, sha = read_corpus(corpus)
     import numpy as np
 
@@ -48,7 +49,7 @@ def train(
     asked: list = []  # Ctrl-C, SIGTERM or SIGHUP: stop after the current step (a second one stops at once)
     with stop_signals(ask=lambda: asked.append(True)), training_progress(settings) as on_step:
         result = _train(ids, settings, on_step, lambda: bool(asked))
-    _save_training(result, settings, corpus, sha, ids, out)
+    _save_training(result, settings, corpus, sha, ids, out, seen)
 
 
 def _train(ids, settings, on_step, stopping):
@@ -57,23 +58,28 @@ def _train(ids, settings, on_step, stopping):
     return run(ids, settings, on_step=on_step, should_stop=stopping)
 
 
-def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> None:
+def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=None) -> None:
     """Write the trained model (when a step completed), say how training went, and exit as it ended."""
     from pathlib import Path
 
     from ..errors import TracerError
-    from ..files import atomic_folder
+    from ..folders import atomic_folder
     from ..readers.gpt2 import write_folder
     from ..render.progress import sparkline
     from ..train import head_roles, record_json, training_record
     from ..version import __version__
 
+    import numpy as np
+
     done = len(result.losses)
+    if done and not all(np.isfinite(a).all() for a in result.params.values()):
+        raise TracerError(f"training stopped at step {done}: its weights are not finite (NaN or ∞); nothing was "
+                          "saved (a model already in --out is as it was); try a smaller --lr")
     if done:
         heads = head_roles(result, ids)
         record = training_record(result, settings, Path(corpus).name, sha, len(ids), __version__, heads)
         atomic_folder(out, lambda tmp: write_folder(tmp, result.config, result.params,
-                                                    extra={"training.json": record_json(record)}))
+                                                    extra={"training.json": record_json(record)}), seen)
         first, last = result.losses[0], record["final_loss"]
         echo_err(f"{done:,} steps in {result.seconds:.0f} s: loss {first:.3f} → {last:.3f} (mean of the last 20)")
         line = sparkline(result.losses)
@@ -86,7 +92,7 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str) -> No
         raise typer.Exit(130)
     if result.stopped == "not finite":
         kept = f"the weights of step {done} are saved in {out}" if done else "nothing was saved"
-        raise TracerError(f"training stopped at step {done + 1}: the loss or a gradient is not finite (NaN or ∞); "
+        raise TracerError(f"training stopped at step {done + 1}: the loss, a gradient or a weight is not finite (NaN or ∞); "
                           f"{kept}; try a smaller --lr")
 
 

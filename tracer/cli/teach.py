@@ -15,6 +15,7 @@ ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of r
 
 
 DEMO_NEW_TOKENS = 3  # tokens generated for `demo --prompt`: enough to see G and H appended
+MAX_AUTO = 86_400  # seconds of --auto: a day (a timer of inf or 1e300 seconds overflows the system's)
 
 
 @app.command()
@@ -35,8 +36,9 @@ def demo(
     from ..errors import TracerError
     from ..render.demo import MAX_WIDTH, check_deck_path, show_demo
 
-    if auto is not None and not auto > 0:
-        raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}")
+    if auto is not None and not 0 < auto <= MAX_AUTO:  # inf, 1e300: a timer the system cannot wait for
+        raise TracerError(f"--auto must be a number of seconds > 0, got {auto:g}"
+                          + ("" if auto <= 0 else f"; at most {MAX_AUTO:,} (a day)"))
     if scenario is not None and prompt is not None:
         raise TracerError("give a scenario or --prompt (with --model), not both")
     if chat and scenario is not None:

@@ -20,7 +20,7 @@ from ..config import Config
 from ..errors import TracerError, near
 from ..files import load_safetensors, read_safetensors_header
 from ..params import first_non_finite
-from ..reading import parse_json, read_small
+from ..reading import inside, parse_json, read_small
 from .checkpoint import Stored
 
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
@@ -32,10 +32,10 @@ CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time: bounded extra mem
 
 def config_json(folder: Path) -> dict:
     """The folder's config.json as a JSON object (a regular file, bounded in size and depth)."""
-    where = folder / "config.json"
+    where = inside(folder, "config.json", folder)  # a link out of the folder is refused, its values never quoted
     if not where.exists():
         raise TracerError(f"{folder}: no config.json (a Hugging Face folder holds config.json and model.safetensors)")
-    raw = parse_json(read_small(inside(folder, "config.json", folder)), f"{where}: not valid JSON")
+    raw = parse_json(read_small(where), f"{where}: not valid JSON")
     if not isinstance(raw, dict):
         raise TracerError(f"{where}: not a JSON object")
     return raw
@@ -108,26 +108,6 @@ def weight_files(folder: Path) -> list[Path]:
             f"(huggingface-cli download openai-community/gpt2 config.json model.safetensors, for example)"
         )
     raise TracerError(f"{folder}: no model.safetensors (a Hugging Face folder holds config.json and model.safetensors)")
-
-
-def inside(folder: Path, name: str, named_by: Path) -> Path:
-    """`folder / name`, when `name` is a plain relative path and the file it reaches (symlinks
-    followed) is inside the folder, or, in the Hugging Face cache, inside the repository's `blobs/`
-    (a snapshot's files are links there). Else refused, before the file is opened or looked at,
-    so that the message says nothing about a file elsewhere (not even whether it exists)."""
-    parts = Path(name).parts
-    if Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
-        raise TracerError(f"{named_by}: names {name!r}, which is not a file inside the model folder; refused")
-    try:
-        real, home = (folder / name).resolve(), folder.resolve()
-    except (OSError, RuntimeError) as e:  # a symlink loop
-        raise TracerError(f"{named_by}: names {name!r}, which cannot be resolved ({e})") from None
-    homes = [home]
-    if home.parent.name == "snapshots":  # models--org--name/snapshots/REV/file -> ../../blobs/HASH
-        homes.append(home.parent.parent / "blobs")
-    if not any(real.is_relative_to(h) for h in homes):
-        raise TracerError(f"{named_by}: {name!r} leads outside the model folder (a link or a path elsewhere); refused")
-    return folder / name
 
 
 def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int) -> None:
@@ -213,10 +193,10 @@ def stored_as(names: dict, dtypes: dict, fmt: str = "safetensors") -> dict:
 
 def read_training(folder: Path) -> dict | None:
     """How the weights were trained, when `tracer train` made them (training.json), else None."""
-    where = folder / "training.json"
+    where = inside(folder, "training.json", folder)
     if not where.exists():
         return None
-    info = parse_json(read_small(inside(folder, "training.json", folder)), f"{where}: not readable JSON")
+    info = parse_json(read_small(where), f"{where}: not readable JSON")
     if not isinstance(info, dict) or info.get("format") != "tracer-training":
         raise TracerError(f"{where}: not a tracer training record (no \"format\": \"tracer-training\")")
     return info

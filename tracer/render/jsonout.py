@@ -11,13 +11,16 @@ import math
 
 
 def json_safe(x):
-    """`x` with every non-finite float as "inf", "-inf" or "nan" (JSON has no such numbers)."""
+    """`x` with every non-finite float as "inf", "-inf" or "nan" (JSON has no such numbers), and numpy
+    arrays and scalars as lists and numbers."""
     if isinstance(x, float):
         return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
     if isinstance(x, dict):
         return {k: json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
+    if hasattr(x, "tolist") and hasattr(x, "dtype"):  # a numpy array or scalar
+        return json_safe(x.tolist())
     return x
 
 

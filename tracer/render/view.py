@@ -3,6 +3,7 @@ checked against the model once, before anything runs or is written (`View.resolv
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..errors import TracerError
@@ -109,9 +110,9 @@ def parse_token(value_: str | None, n: int, n_all: int | None = None) -> int | N
     n_all = n if n_all is None else n_all
     s = str(value_).strip()
     pos = None
-    if s.isdigit() and s.isascii():
+    if re.fullmatch(r"[0-9]{1,18}", s):  # ASCII digits only (not ², ⑤, ۱), and few enough for int()
         pos = int(s)
-    elif s.isalpha() and s.isascii():
+    elif re.fullmatch(r"[A-Za-z]{1,12}", s):
         pos = 0
         for ch in s.upper():
             pos = pos * 26 + (ord(ch) - ord("A") + 1)
@@ -125,7 +126,7 @@ def parse_token(value_: str | None, n: int, n_all: int | None = None) -> int | N
             more = f"{label(n)} (position {n})" if n_all == n + 1 else \
                 f"{label(n)}–{label(n_all - 1)} (positions {n}–{n_all - 1})"
             has += f" and the generated {more}"
-        raise TracerError(f"--token {value_}: {has}")
+        raise TracerError(f"--token {_shown(value_)}: {has}")
     return pos
 
 
@@ -134,9 +135,15 @@ def parse_index(value_: str, n: int, what: str, option: str) -> list[int]:
     s = str(value_).strip().lower()
     if s == "all":
         return list(range(n))
-    if s.lstrip("+").isdigit() and int(s) < n:
+    if re.fullmatch(r"\+?[0-9]{1,18}", s) and int(s) < n:  # ASCII digits only, and few enough for int()
         return [int(s)]
     if n == 0:
-        raise TracerError(f"{option} {value_}: the model has no {what}s")
+        raise TracerError(f"{option} {_shown(value_)}: the model has no {what}s")
     has = f"{what} 0" if n == 1 else f"{what}s 0–{n - 1}"
-    raise TracerError(f"{option} {value_}: the model has {has} (or 'all')")
+    raise TracerError(f"{option} {_shown(value_)}: the model has {has} (or 'all')")
+
+
+def _shown(value_) -> str:
+    """An option's value as a message names it: at most 40 characters."""
+    s = str(value_)
+    return s if len(s) <= 40 else s[:20] + "…" + s[-10:] + f" ({len(s):,} characters)"

@@ -5,6 +5,7 @@ Core module: standard library only.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -42,6 +43,8 @@ def resolve(scenario: str) -> Path:
     found = find_scenario(scenario) if "/" not in scenario else None
     if found is not None:
         return found
+    if os.path.lexists(path):  # a folder, a device, a FIFO: reading it says what it is, not "no such file"
+        return path
     names = list(shipped())
     if path.suffix == ".toml" or "/" in scenario:
         raise TracerError(f"{scenario}: no such scenario file")

@@ -21,7 +21,7 @@ from ..errors import TracerError, near
 from ..reading import MAX_DEPTH, check_depth, read_small
 
 _KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-*]+)\s*=\s*(.*)$""")
-_HEADER = re.compile(r"""^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$""")
+_HEADER = re.compile(r"""^\s*(\[\[?)([^\]]*)\]\]?\s*(#.*)?$""")  # one way to match a line: linear time
 _NUMBER = re.compile(r"(?<![\w.])[+-]?(\d[\d_]*)(?:\.(\d[\d_]*))?(?:[eE]([+-]?\d+))?(?![\w.])")
 
 
@@ -61,7 +61,7 @@ class Source:
         while i < len(lines):
             line = lines[i]
             h = _HEADER.match(line)
-            if h and not _KEY_LINE.match(line):
+            if h and h.group(2).strip() and not _KEY_LINE.match(line):
                 table = h.group(2).strip()
                 counts[table] = counts.get(table, -1) + 1
                 self.headers[(table, counts[table])] = i + 1
@@ -72,12 +72,13 @@ class Source:
                 i += 1
                 continue
             key = m.group(1).strip("\"'")
-            value, start = m.group(2), i
-            depth = _depth(value)
-            while depth > 0 and i + 1 < len(lines):
+            start, parts = i, [m.group(2)]
+            depth, quote = _scan(m.group(2), 0, None)
+            while (depth > 0 or quote) and i + 1 < len(lines):  # each line is scanned once: no quadratic rescans
                 i += 1
-                value += "\n" + lines[i]
-                depth = _depth(value)
+                parts.append(lines[i])
+                depth, quote = _scan(lines[i], depth, quote)
+            value = "\n".join(parts)
             self.keys.setdefault((table, counts.get(table, 0), key), (start + 1, value))
             if "." in key and not m.group(1).startswith(("'", '"')):  # a dotted key: its first part too
                 self.keys.setdefault((table, counts.get(table, 0), key.split(".")[0]), (start + 1, value))
@@ -93,13 +94,31 @@ class Source:
         return hit[1] if hit else None
 
 
-def _depth(value: str) -> int:
-    """Open brackets (or 1 inside an unclosed multi-line string) after this much of a value."""
-    for quote in ('"""', "'''"):
-        if value.count(quote) % 2:
-            return 1
-    clean = _strip_strings_and_comments(value)
-    return clean.count("[") - clean.count("]")
+def _scan(line: str, depth: int, quote: str | None) -> tuple[int, str | None]:
+    """The open brackets and the open multi-line string (its quote, or None) after one more line of a
+    value, from those before it: strings are skipped and a comment ends the line."""
+    i, n = 0, len(line)
+    while i < n:
+        if quote:
+            j = line.find(quote, i)
+            if j < 0:
+                return depth, quote
+            i, quote = j + 3, None
+            continue
+        c = line[i]
+        if line.startswith(('"""', "'''"), i):
+            quote, i = line[i : i + 3], i + 3
+        elif c in "\"'":
+            j = i + 1
+            while j < n and line[j] != c:
+                j += 2 if (c == '"' and line[j] == "\\") else 1
+            i = j + 1
+        elif c == "#":
+            break
+        else:
+            depth += (c == "[") - (c == "]")
+            i += 1
+    return depth, quote
 
 
 def written_tolerance(raw: str | None, value) -> float:

@@ -43,6 +43,7 @@ const S = {                               // what the page shows; every control 
 
 function num(x, p = P) {                  // 0.450, -1.250, never -0.000; −∞ / ∞
   if (x === null || x === undefined) return "—";
+  if (typeof x === "string") return { inf: "∞", "-inf": "−∞", nan: "nan" }[x] ?? x;  // as --json writes them
   if (Number.isNaN(x)) return "nan";
   if (!Number.isFinite(x)) return x < 0 ? "−∞" : "∞";
   let s = x.toFixed(p);

@@ -23,8 +23,11 @@ def asset(name: str) -> str:
 
 
 def json_for_script(data) -> str:
-    """JSON that can sit inside a <script> element: no '<', '>' or '&', ASCII only."""
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_plain)
+    """JSON that can sit inside a <script> element: no '<', '>' or '&', ASCII only; ±∞ and NaN (a
+    config value, a --verify-cache bound) written as `--json` writes them, "inf", "-inf", "nan"."""
+    from ..jsonout import json_safe
+
+    text = json.dumps(json_safe(data), ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_plain)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
