@@ -180,7 +180,7 @@ def grows_linearly(make, sizes=(2000, 4000)) -> None:
         return min(times)
 
     small, large = best(sizes[0]), best(sizes[1])
-    assert large < 3 * small + 0.005, f"{sizes[0]}: {small:.4f} s, {sizes[1]}: {large:.4f} s"
+    assert large < 3 * small + 0.02, f"{sizes[0]}: {small:.4f} s, {sizes[1]}: {large:.4f} s"  # 20 ms: a loaded machine's noise
 
 
 @pytest.mark.parametrize("text", [
