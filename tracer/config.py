@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from . import blocks
+from typing import TYPE_CHECKING
+
 from .errors import TracerError, near
 
-POSITIONAL = tuple(blocks.POSITIONS)  # the switches' values: the keys of the table of block switches
-NORMS = tuple(blocks.NORMS)
-MLPS = tuple(blocks.MLPS)
+if TYPE_CHECKING:
+    from . import blocks
+
+# POSITIONAL, NORMS and MLPS (the switches' values: the keys of the table of block switches,
+# `tracer.blocks`) and TINY are made on first use (`__getattr__` below): the table holds the
+# switches' functions, so it imports numpy, which `tracer --help` and the CLI's start never need.
 DTYPES = ("float32", "float64")
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
@@ -49,6 +53,9 @@ class Config:
     sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
 
     def __post_init__(self) -> None:
+        from . import blocks
+
+        POSITIONAL, NORMS, MLPS = tuple(blocks.POSITIONS), tuple(blocks.NORMS), tuple(blocks.MLPS)
         if self.d_head is None:
             object.__setattr__(self, "d_head", self.d_model // max(self.n_heads, 1))
         if self.d_mlp is None:
@@ -120,16 +127,22 @@ class Config:
     @property
     def norm_kind(self) -> blocks.Norm:
         """The norm's entry in the table of block switches (whether or not the model has a norm)."""
+        from . import blocks
+
         return blocks.NORMS[self.norm]
 
     @property
     def mlp_kind(self) -> blocks.Mlp | None:
         """The MLP's entry in the table of block switches; None without an MLP."""
+        from . import blocks
+
         return blocks.MLPS[self.mlp] if self.mlp else None
 
     @property
     def position_kind(self) -> blocks.Positions:
         """The positional scheme's entry in the table of block switches."""
+        from . import blocks
+
         return blocks.POSITIONS[self.positional]
 
     @property
@@ -197,9 +210,22 @@ GPT2_SHAPES = {
     "distilgpt2": dict(n_layers=6, d_model=768, n_heads=12),
 }
 
-# The untrained model `tracer trace --model tiny` runs: the GPT-2 block and tokenizer, the article's
-# 24 layers, and a width small enough to read every number. Its weights are seeded, untrained.
-TINY = Config(d_model=8, n_heads=2, n_layers=24, dtype="float64")
+# The untrained model `tracer trace --model tiny` runs (`TINY`): the GPT-2 block and tokenizer, the
+# article's 24 layers, and a width small enough to read every number. Its weights are seeded, untrained.
+TINY_SHAPE = dict(d_model=8, n_heads=2, n_layers=24, dtype="float64")
+
+
+def __getattr__(name: str):
+    """TINY and the table's keys, made when first asked for (PEP 562; importlib asks for `__path__`
+    and the like too, which must not import the table)."""
+    if name not in ("TINY", "POSITIONAL", "NORMS", "MLPS"):
+        raise AttributeError(f"module 'tracer.config' has no attribute {name!r}")
+    from . import blocks
+
+    made = {"TINY": lambda: Config(**TINY_SHAPE), "POSITIONAL": lambda: tuple(blocks.POSITIONS),
+            "NORMS": lambda: tuple(blocks.NORMS), "MLPS": lambda: tuple(blocks.MLPS)}
+    value = globals()[name] = made[name]()
+    return value
 
 # The model `tracer trace` and `tracer demo` use out of the box: tracer/models/abc, a small GPT-2
 # trained by `tracer train` (tools/make_model.py rebuilds it).
