@@ -14,6 +14,8 @@ file a request names: a request chooses among the models loaded at start, by exa
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -58,6 +60,8 @@ def make_app(engine: Engine) -> Starlette:
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
             answer = await engine.trace(req)
+        except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
+            return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
         except RequestError as e:
             return JSONResponse(e.to_dict(), status_code=e.status, headers=SECURITY)
         except Busy as e:

@@ -33,8 +33,9 @@ EXAMPLE = "A B C D E F"  # what the page shows before anyone types (the README's
 class Busy(Exception):
     """Every worker is busy and the queue is full: try again in `retry_after` seconds."""
 
-    def __init__(self, retry_after: int):
-        super().__init__(f"busy: every worker is running a trace and the queue is full; try again in {retry_after} s")
+    def __init__(self, retry_after: int, message: str | None = None):
+        super().__init__(message or f"busy: every worker is running a trace and the queue is full; try again in "
+                                    f"{retry_after} s")
         self.retry_after = retry_after
 
 
@@ -103,21 +104,16 @@ class Engine:
         started = time.monotonic()
         m = self.models[req.model]
         lim = self.limits
-        text = req.prompt
-        if req.chat:
-            if m.chat_template is None:
-                raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
-            try:
-                text = m.chat_prompt(text)
-            except TracerError as e:
-                raise RequestError(422, f"chat: {e}", "chat") from None
-        try:
-            check_prompt(text)
+        if req.chat and m.chat_template is None:
+            raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
+        try:  # as `tracer trace PROMPT --chat` reads it
+            check_prompt(req.prompt)
             settings = GenerationSettings(req.max_new_tokens, req.temperature, req.top_k, req.top_p, req.seed, True, ())
-            check_context(len(m.tokenizer.encode(text)), settings.max_new_tokens, m.config.n_ctx, lim)
-            prompt = m.prompt(text, None, settings.max_new_tokens)
+            ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
+            check_context(len(ids), settings.max_new_tokens, m.config.n_ctx, lim)
+            prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)
         except TracerError as e:
-            field = getattr(e, "field", None) or "prompt"
+            field = getattr(e, "field", None) or ("chat" if req.chat else "prompt")
             raise RequestError(422, str(e).splitlines()[0], field) from None
         deadline = started + lim.seconds
 
@@ -133,7 +129,7 @@ class Engine:
             raise RequestError(422, f"time: the trace ran longer than this server's {lim.seconds:g} s; ask for fewer "
                                     f"new tokens or a shorter prompt", "time", lim.seconds) from None
         except Stopping:
-            raise Busy(self.retry_after()) from None
+            raise Busy(self.retry_after(), "stopping: the server is shutting down; this trace was cut") from None
         answer = {**trace_json(gen, m.tokenizer), "page": page_data(gen, m.tokenizer), "request": req.to_dict()}
         took = time.monotonic() - started
         answer["seconds"] = round(took, 4)

@@ -4,7 +4,8 @@ Ctrl-C or SIGTERM.
 The socket is bound here, before uvicorn starts, so that a port in use is one line of error and
 `--port 0` takes a free port (the address printed is the one bound). Uvicorn's own signal handling
 stops the server gracefully (no new connections; requests in flight get `GRACE` seconds to finish);
-it does not raise the signal again afterwards, so a stop is a clean exit with no traceback.
+traces still running after `CUT` seconds are cut at their next pass and answered 503; uvicorn does
+not raise the signal again afterwards, so a stop is a clean exit (status 0) with no traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 
 import uvicorn
 
@@ -23,6 +25,7 @@ from .engine import Engine
 from .limits import Limits
 
 GRACE = 3  # seconds requests in flight may take to finish once the server is told to stop
+CUT = 1.5  # seconds after which the traces still running are cut (answered 503) so that they end within GRACE
 SHIPPED = ("abc", "tiny")  # always served, after the models named at start
 
 
@@ -88,8 +91,13 @@ class _Server(uvicorn.Server):
     """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again afterwards."""
 
     stopped_by = None
+    on_stop = None  # called CUT seconds after the signal: traces still running are cut at their next pass
 
     def handle_exit(self, sig, frame) -> None:
+        if self.stopped_by is None and self.on_stop is not None:
+            timer = threading.Timer(CUT, self.on_stop)
+            timer.daemon = True
+            timer.start()
         self.stopped_by = sig
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for requests in flight
@@ -122,6 +130,7 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
                             limit_concurrency=max(64, 4 * (engine.workers + engine.queue)), timeout_keep_alive=5,
                             server_header=False)
     server = _Server(config)
+    server.on_stop = engine.stopping.set
     try:
         server.run(sockets=[sock])
     finally:
