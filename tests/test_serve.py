@@ -400,3 +400,161 @@ def test_a_port_in_use_is_one_line():
         r = subprocess.run([sys.executable, "-m", "tracer", "serve", "--port", str(port)], capture_output=True, text=True,
                            timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "in use" in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- in a browser
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SIZE = (1280, 720)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
+                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={SIZE[0]},{SIZE[1]}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1, "mobile": False})
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, script: str, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = driver.execute_script(script)
+        if got:
+            return got
+        time.sleep(0.05)
+    status = driver.execute_script("return document.getElementById('status').textContent")
+    raise AssertionError(f"timed out waiting for: {script}; status: {status!r}")
+
+
+def page_state(driver) -> dict:
+    return driver.execute_script("""const d = JSON.parse(document.getElementById('trace-data').textContent);
+        return {ids: d.tokens.map(t => t.id), chips: [...document.querySelectorAll('#tokens button.tok .tt')].map(e => e.textContent),
+                texts: d.tokens.map(t => t.text), n_prompt: d.n_prompt, title: document.getElementById('title').textContent,
+                info: document.getElementById('model-info').textContent, settings: d.settings, search: location.search,
+                runs: document.body.dataset.runs, step: document.body.dataset.step, serve: document.body.dataset.serve,
+                sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth}""")
+
+
+def run_prompt(driver, prompt: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    runs = int(driver.execute_script("return document.body.dataset.runs"))
+    box = driver.find_element(By.CSS_SELECTOR, "input#prompt")
+    box.clear()
+    box.send_keys(prompt, Keys.ENTER)
+    wait_for(driver, f"return document.body.dataset.runs === '{runs + 1}' || document.body.dataset.serve === 'error'")
+
+
+def severe(driver) -> list:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def fetched(driver) -> set[str]:
+    urls = set()
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.add(msg["params"]["request"]["url"])
+    return urls
+
+
+@pytest.mark.slow
+def test_a_student_types_a_prompt(browser, server, tmp_path):
+    import httpx
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server + "/")
+    wait_for(browser, "return document.body.dataset.runs === '0' && document.body.dataset.step")
+    assert page_state(browser)["title"] == "“A B C D E F”"
+    browser.get_log("browser"), browser.get_log("performance")
+
+    run_prompt(browser, "J K L")  # type, press Enter: the page shows that prompt's tokens and its prediction
+    api = httpx.post(server + "/api/trace", json={"prompt": "J K L", "model": "abc"}, timeout=30).json()
+    got = page_state(browser)
+    assert got["serve"] == "done", got
+    assert got["ids"] == api["prompt_ids"] + api["generated_ids"] and got["n_prompt"] == 3
+    assert got["chips"][:3] == ["J", "␣K", "␣L"] and got["title"] == "“J K L”"
+    assert "prompt=J+K+L" in got["search"] and "model=abc" in got["search"]
+    browser.find_element(By.CSS_SELECTOR, '#path [data-goto="predict"]').click()
+    top = browser.find_element(By.CSS_SELECTOR, "#probs [data-id]")
+    assert int(top.get_attribute("data-id")) == api["generated_ids"][0]  # greedy: the top candidate is the choice
+    assert got["sideways"] <= 0
+    shot = Path(os.environ.get("TRACER_SERVE_SCREENSHOT") or tmp_path / "serve.png")
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+
+    Select(browser.find_element(By.CSS_SELECTOR, "select#model")).select_by_value("tiny")  # another model, T 0.8
+    t = browser.find_element(By.CSS_SELECTOR, "#gen-temperature")
+    t.clear()
+    t.send_keys("0.8")
+    run_prompt(browser, "J K L")
+    api = httpx.post(server + "/api/trace", json={"prompt": "J K L", "model": "tiny", "temperature": 0.8},
+                     timeout=30).json()
+    got = page_state(browser)
+    assert got["runs"] == "2" and got["info"].startswith("tiny · 24 layers")
+    assert got["settings"]["temperature"] == 0.8 and got["ids"] == api["prompt_ids"] + api["generated_ids"]
+    assert "model=tiny" in got["search"] and "temperature=0.8" in got["search"]
+    assert got["step"] == "predict"  # the step the student was on stays
+    browser.find_element(By.CSS_SELECTOR, '#tokens [data-token="0"]').click()  # the page's own controls still work
+    assert "Following A" in browser.find_element(By.CSS_SELECTOR, "#detail h2").text
+
+    assert not severe(browser)
+    n = browser.find_element(By.CSS_SELECTOR, "#gen-max-new-tokens")  # over a limit: the server's words, the page stays
+    n.clear()
+    n.send_keys("999")
+    run_prompt(browser, "J K L")
+    got = page_state(browser)
+    assert got["serve"] == "error" and got["runs"] == "2"
+    assert "max_new_tokens" in browser.find_element(By.CSS_SELECTOR, "#status").text
+    assert [(e["source"], "422" in e["message"]) for e in severe(browser)] == [("network", True)]  # that answer only
+    assert all(u.startswith(server + "/") for u in fetched(browser)), fetched(browser)
+
+
+@pytest.mark.slow
+def test_a_shared_link_opens_the_same_run(browser, server):
+    browser.get(server + "/?prompt=Monday+Tuesday&model=abc&max_new_tokens=2&temperature=0.5&seed=4#step=predict")
+    wait_for(browser, "return document.body.dataset.runs === '1'")
+    api = httpx_post(server, {"prompt": "Monday Tuesday", "model": "abc", "max_new_tokens": 2, "temperature": 0.5, "seed": 4})
+    got = page_state(browser)
+    assert got["ids"] == api["prompt_ids"] + api["generated_ids"] and got["step"] == "predict"
+    assert browser.execute_script("const v = id => document.getElementById(id).value; return [v('prompt'), v('model'), v('gen-seed')]") == [
+        "Monday Tuesday", "abc", "4"]
+    assert not severe(browser)
+
+
+@pytest.mark.slow
+def test_a_hostile_prompt_is_text_in_the_page(browser, server):
+    hostile = "</script><img src=x onerror=\"document.body.dataset.pwned=1\"><b>bold</b>"
+    browser.get(server + "/")
+    wait_for(browser, "return document.body.dataset.runs === '0'")
+    run_prompt(browser, hostile)
+    got = page_state(browser)
+    assert got["serve"] == "done" and got["title"] == f"“{hostile}”"
+    assert browser.execute_script("return document.body.dataset.pwned === undefined && !document.querySelector('#slides img, #top b.pwn')")
+    assert not severe(browser)
+
+
+def httpx_post(server: str, body: dict) -> dict:
+    import httpx
+
+    return httpx.post(server + "/api/trace", json=body, timeout=30).json()

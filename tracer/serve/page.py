@@ -56,7 +56,7 @@ def form(models: list[dict], limits: dict, request: dict) -> str:
                       f'{html.escape(m["name"])}</option>' for m in models)
     serve = json_for_script({"models": models, "limits": limits, "request": request})
     n = limits["max_new_tokens"]
-    return f"""<form id="run-form" autocomplete="off" aria-label="run a prompt">
+    return f"""<form id="run-form" autocomplete="off" novalidate aria-label="run a prompt">
   <label class="ctl-name" for="prompt">prompt</label>
   <input id="prompt" name="prompt" type="text" maxlength="{limits['prompt_chars']}" spellcheck="false"
          placeholder="type a prompt and press Enter" aria-describedby="status">
