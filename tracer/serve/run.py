@@ -138,5 +138,6 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
         sock.close()
     if server.stopped_by is not None:
         name = signal.Signals(server.stopped_by).name
-        print(f"tracer serve: stopped ({name}); {engine.answered} traces answered, {engine.refused} refused",
-              file=sys.stderr, flush=True)
+        n = engine.answered - 1  # the example the page opens on was traced at start
+        print(f"tracer serve: stopped ({name}); {n:,} trace{'' if n == 1 else 's'} answered, {engine.refused:,} refused "
+              f"as busy", file=sys.stderr, flush=True)
