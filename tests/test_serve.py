@@ -196,6 +196,8 @@ def test_output_is_escaped(client):
     assert r.headers["x-content-type-options"] == "nosniff"
     assert not set(r.text) & {"<", ">", "&"} and r.text.isascii()  # \u003c …: nothing a browser could read as markup
     assert r.json()["prompt"] == hostile
+    r = client.post("/api/trace", json={"prompt": "A", "<script>alert(1)</script>": 1})
+    assert r.status_code == 422 and not set(r.text) & {"<", ">", "&"} and "<script>" in r.json()["error"]
 
 
 def test_a_full_pool_answers_503_with_retry_after(engine, client):
@@ -382,7 +384,7 @@ def test_ctrl_c_and_sigterm_stop_it_cleanly(sig):
     r = httpx.post(url + "/api/trace", json={"prompt": "A B", "model": "tiny"}, timeout=30)
     assert r.status_code == 200
     flight = threading.Thread(target=lambda: httpx.post(url + "/api/trace", json={"prompt": "A B C", "model": "tiny",
-                                                                                 "max_new_tokens": 32}, timeout=30))
+                                                                                 "max_new_tokens": 16}, timeout=30))
     flight.start()
     time.sleep(0.3)  # a request in flight when the signal comes
     code, err = stop_server(proc, sig)

@@ -16,8 +16,8 @@ def serve(
     model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="A model to serve (repeatable; any --model of `tracer trace`): loaded once, at start; the first is the page's default. Default: abc. The shipped abc and tiny are always served.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, max=64, help="Traces that run at once (threads sharing the loaded models). Default: the CPU count, at most 4.")] = None,
     queue: Annotated[int, typer.Option("--queue", min=0, max=1024, help="Requests that may wait for a worker; beyond that the server answers 503 with Retry-After.")] = 16,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 32,
-    seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 20.0,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
 ) -> None:
     """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
 

@@ -19,9 +19,10 @@ import asyncio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from ..render.page.html import json_for_script
 from .engine import EXAMPLE, Busy, Engine
 from .limits import RequestError, parse_trace_request
 from .page import served_page
@@ -30,8 +31,14 @@ SECURITY = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer
             "Cache-Control": "no-store"}
 
 
+def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
+    """JSON written as the page's data block is: ASCII, no '<', '>' or '&' (a request's text may hold them)."""
+    return Response(json_for_script(obj), status_code=status, media_type="application/json",
+                    headers={**SECURITY, **(headers or {})})
+
+
 def refusal(status: int, message: str, headers: dict | None = None, **more) -> Response:
-    return JSONResponse({"error": message, **more}, status_code=status, headers={**SECURITY, **(headers or {})})
+    return json_response({"error": message, **more}, status, headers)
 
 
 def make_app(engine: Engine) -> Starlette:
@@ -45,12 +52,12 @@ def make_app(engine: Engine) -> Starlette:
         return HTMLResponse(page_bytes, headers={**SECURITY, "Content-Security-Policy": csp})
 
     async def api_limits(request: Request) -> Response:
-        return JSONResponse({"limits": limits, "models": engine.describe(), "default_model": engine.default,
-                             "example": EXAMPLE, "workers": engine.workers, "queue": engine.queue}, headers=SECURITY)
+        return json_response({"limits": limits, "models": engine.describe(), "default_model": engine.default,
+                              "example": EXAMPLE, "workers": engine.workers, "queue": engine.queue})
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "running_or_waiting": engine.taken, "answered": engine.answered,
-                             "refused": engine.refused}, headers=SECURITY)
+        return json_response({"status": "ok", "running_or_waiting": engine.taken, "answered": engine.answered,
+                              "refused": engine.refused})
 
     async def api_trace(request: Request) -> Response:
         try:
@@ -63,7 +70,7 @@ def make_app(engine: Engine) -> Starlette:
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
         except RequestError as e:
-            return JSONResponse(e.to_dict(), status_code=e.status, headers=SECURITY)
+            return json_response(e.to_dict(), e.status)
         except Busy as e:
             return refusal(503, str(e), {"Retry-After": str(e.retry_after)}, retry_after=e.retry_after)
         except MemoryError:

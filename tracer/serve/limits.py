@@ -23,9 +23,9 @@ class Limits:
     body_bytes: int = 16_384  # a request's JSON; a bigger body is refused before it is read whole
     prompt_chars: int = 2_000  # characters of the prompt, before tokenizing
     prompt_tokens: int = 256  # tokens of the prompt (chat template included)
-    max_new_tokens: int = 32  # new tokens one request may ask for
-    context: int = 288  # prompt + new tokens (and never more than the model's own context)
-    seconds: float = 20.0  # time one trace may run once a worker has it; the run is cut after that
+    max_new_tokens: int = 16  # new tokens one request may ask for
+    context: int = 272  # prompt + new tokens (and never more than the model's own context)
+    seconds: float = 10.0  # time one trace may run once a worker has it; the run is cut after that
     seed: int = 2**32 - 1  # seeds up to this
 
     def to_dict(self) -> dict:
