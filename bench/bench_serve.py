@@ -39,7 +39,8 @@ WORDS = ["A B C", "Monday Tuesday", "one two three", "January February", "the ca
 
 
 def start(args) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "tracer", "serve", "--port", "0", "--model", args.model, "--queue", str(args.queue)]
+    cmd = [sys.executable, "-m", "tracer", "serve", "--port", "0", "--model", args.model, "--queue", str(args.queue),
+           "--per-client", "0"]  # every client of this benchmark comes from 127.0.0.1
     if args.workers:
         cmd += ["--workers", str(args.workers)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -212,6 +212,16 @@ def test_a_full_pool_answers_503_with_retry_after(engine, client):
     assert post(client, prompt="A B", model="abc").status_code == 200
 
 
+def test_one_address_at_a_time_answers_429_with_retry_after(engine, client):
+    engine.clients["testclient"] = engine.limits.per_client  # as if this client had two requests in flight
+    try:
+        r = post(client, prompt="A B", model="abc")
+    finally:
+        engine.clients.pop("testclient")
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1 and "at once" in r.json()["error"]
+    assert post(client, prompt="A B", model="abc").status_code == 200 and not engine.clients
+
+
 def test_a_trace_over_the_time_limit_is_cut(models):
     e = Engine({"abc": models["abc"]}, workers=1, queue=0, limits=Limits(seconds=1e-6))
     e.example = lambda: Engine({"abc": models["abc"]}).example()  # the page itself is traced without the limit
@@ -308,7 +318,7 @@ def stop_server(proc, sig=signal.SIGTERM) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = start_server("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6")
+    proc, url = start_server("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6", "--per-client", "0")
     yield url
     code, err = stop_server(proc)
     assert code == 0 and "Traceback" not in err, err

@@ -16,6 +16,7 @@ def serve(
     model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="A model to serve (repeatable; any --model of `tracer trace`): loaded once, at start; the first is the page's default. Default: abc. The shipped abc and tiny are always served.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, max=64, help="Traces that run at once (threads sharing the loaded models). Default: the CPU count, at most 4.")] = None,
     queue: Annotated[int, typer.Option("--queue", min=0, max=1024, help="Requests that may wait for a worker; beyond that the server answers 503 with Retry-After.")] = 16,
+    per_client: Annotated[int, typer.Option("--per-client", min=0, max=1024, help="Requests one address may have running or waiting; beyond that it gets 429 with Retry-After (0: no such limit, e.g. when every student comes through one proxy).")] = 2,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
     seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
 ) -> None:
@@ -28,6 +29,6 @@ def serve(
     from ..serve.limits import Limits
     from ..serve.run import serve as run
 
-    limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds,
+    limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
                                  context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
     run(model or ["abc"], host, port, workers, queue, limits, say=lambda line: typer.echo(line))

@@ -7,8 +7,8 @@
 - `GET /api/health`: "ok" and the pool's state.
 
 Every refusal is JSON `{"error": "one line", "field": …, "limit": …}`: 400 malformed, 404 no such
-route, 405 wrong method, 413 too large, 415 not JSON, 422 a field out of range, 503 busy (with
-Retry-After). A bug of ours is a 500 with one line and no traceback. Nothing here reads or writes a
+route, 405 wrong method, 413 too large, 415 not JSON, 422 a field out of range, 429 too many from one
+address at once and 503 busy (both with Retry-After). A bug of ours is a 500 with one line and no traceback. Nothing here reads or writes a
 file a request names: a request chooses among the models loaded at start, by exact name.
 """
 
@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ..render.page.html import json_for_script
-from .engine import EXAMPLE, Busy, Engine
+from .engine import EXAMPLE, Busy, Engine, TooMany
 from .limits import RequestError, parse_trace_request
 from .page import served_page
 
@@ -66,13 +66,15 @@ def make_app(engine: Engine) -> Starlette:
                 raise RequestError(415, "request: send JSON (Content-Type: application/json)")
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
-            answer = await engine.trace(req)
+            answer = await engine.trace(req, request.client.host if request.client else None)
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
         except RequestError as e:
             return json_response(e.to_dict(), e.status)
         except Busy as e:
             return refusal(503, str(e), {"Retry-After": str(e.retry_after)}, retry_after=e.retry_after)
+        except TooMany as e:
+            return refusal(429, str(e), {"Retry-After": str(e.retry_after)}, retry_after=e.retry_after)
         except MemoryError:
             return refusal(503, "busy: not enough memory for this trace now; try again", {"Retry-After": "5"},
                            retry_after=5)

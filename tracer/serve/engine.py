@@ -4,7 +4,8 @@ threads, and what one trace answers.
 numpy releases the GIL inside its products and the models' weights are only read, so threads share
 one copy of every model. At most `workers` traces run at once and `queue` more wait; a request
 beyond that is refused at once (`Busy`, answered 503 with Retry-After), so the waiting line never
-grows. A running trace is cut between two passes when it outlives `Limits.seconds` or the server
+grows; one client (an address) may have `Limits.per_client` requests running or waiting (`TooMany`,
+answered 429 with Retry-After), so that one student pressing Enter again and again cannot fill the queue. A running trace is cut between two passes when it outlives `Limits.seconds` or the server
 is stopping (`TimeLimit`, `Stopping`).
 
 One trace answers what `tracer trace --json` prints (`render.jsonout.trace_json`: prompt_ids,
@@ -39,6 +40,15 @@ class Busy(Exception):
         self.retry_after = retry_after
 
 
+class TooMany(Exception):
+    """One client already has `most` requests running or waiting: answered 429 with Retry-After."""
+
+    def __init__(self, retry_after: int, most: int):
+        super().__init__(f"too many requests from this address at once (at most {most} running or waiting); wait for "
+                         f"the answer, or try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
 class TimeLimit(Exception):
     pass
 
@@ -59,6 +69,7 @@ class Engine:
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="tracer-trace")
         self.lock = threading.Lock()
         self.taken = 0  # requests running or waiting
+        self.clients: dict = {}  # client address → its requests running or waiting
         self.mean = 0.5  # seconds a trace takes, a moving average (for Retry-After)
         self.stopping = threading.Event()
         self.answered = self.refused = 0
@@ -71,28 +82,41 @@ class Engine:
     def retry_after(self) -> int:
         return max(1, int(self.mean * (self.queue + self.workers) / self.workers + 0.999))
 
-    def _take(self) -> bool:
+    def _take(self, client: str | None) -> None:
+        """A place for one more request of `client`, or Busy / TooMany."""
         with self.lock:
+            most = self.limits.per_client
+            if most and client is not None and self.clients.get(client, 0) >= most:
+                self.refused += 1
+                raise TooMany(max(1, round(self.mean + 0.5)), most)
             if self.taken >= self.workers + self.queue or self.stopping.is_set():
                 self.refused += 1
-                return False
+                raise Busy(self.retry_after())
             self.taken += 1
-            return True
+            if client is not None:
+                self.clients[client] = self.clients.get(client, 0) + 1
 
-    def _release(self, _future=None) -> None:
+    def _release(self, client: str | None) -> None:
         with self.lock:
             self.taken -= 1
+            if client is not None:
+                left = self.clients.get(client, 1) - 1
+                if left > 0:
+                    self.clients[client] = left
+                else:
+                    self.clients.pop(client, None)
 
-    async def trace(self, req: TraceRequest) -> bytes:
-        """The answer to `req` as JSON bytes; raises Busy, RequestError."""
-        if not self._take():
-            raise Busy(self.retry_after())
+    async def trace(self, req: TraceRequest, client: str | None = None) -> bytes:
+        """The answer to `req` as JSON bytes; raises Busy, TooMany, RequestError. `client`: who asks (an
+        address), for the per-client limit."""
+        self._take(client)
         try:
             future = self.pool.submit(self.run, req)
         except RuntimeError:  # the pool has shut down: the server is stopping
-            self._release()
+            self._release(client)
             raise Busy(self.retry_after()) from None
-        future.add_done_callback(self._release)  # the slot frees when the thread is done, not when a client leaves
+        # the place frees when the thread is done, not when the client leaves
+        future.add_done_callback(lambda _: self._release(client))
         return await asyncio.wrap_future(future)
 
     def run(self, req: TraceRequest) -> bytes:

@@ -27,6 +27,7 @@ class Limits:
     context: int = 272  # prompt + new tokens (and never more than the model's own context)
     seconds: float = 10.0  # time one trace may run once a worker has it; the run is cut after that
     seed: int = 2**32 - 1  # seeds up to this
+    per_client: int = 2  # requests one address may have running or waiting (0: no such limit)
 
     def to_dict(self) -> dict:
         return asdict(self)
