@@ -498,6 +498,7 @@ def test_a_student_types_a_prompt(browser, server, tmp_path):
     browser.get(server + "/")
     wait_for(browser, "return document.body.dataset.runs === '0' && document.body.dataset.step")
     assert page_state(browser)["title"] == "“A B C D E F”"
+    assert browser.execute_script("return document.getElementById('chat').disabled")  # abc has no chat template
     browser.get_log("browser"), browser.get_log("performance")
 
     run_prompt(browser, "J K L")  # type, press Enter: the page shows that prompt's tokens and its prediction
@@ -570,3 +571,44 @@ def httpx_post(server: str, body: dict) -> dict:
     import httpx
 
     return httpx.post(server + "/api/trace", json=body, timeout=30).json()
+
+
+@pytest.fixture(scope="module")
+def chat_folder(tmp_path_factory):
+    """The qwen2-tiny folder with the chat fixture's tokenizer_config.json (a ChatML template)."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("chat-model")
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        shutil.copy(ROOT / "tests" / "data" / "qwen2-tiny" / name, d / name)
+    shutil.copy(ROOT / "tests" / "data" / "tokenizers" / "chat" / "tokenizer_config.json", d / "tokenizer_config.json")
+    return d
+
+
+@pytest.mark.slow
+def test_the_chat_switch(browser, chat_folder, runner):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    proc, url = start_server("--model", str(chat_folder))
+    try:
+        browser.get(url + "/")
+        wait_for(browser, "return document.body.dataset.runs === '0'")
+        chat = browser.find_element(By.CSS_SELECTOR, "#chat")
+        assert chat.is_enabled()  # the folder's model has a chat template
+        chat.click()
+        n = browser.find_element(By.CSS_SELECTOR, "#gen-max-new-tokens")
+        n.clear()
+        n.send_keys("2")
+        run_prompt(browser, "hi")
+        got = page_state(browser)
+        cli = runner.invoke(cli_app, ["trace", "hi", "--model", str(chat_folder), "--chat", "-n", "2", "--json"])
+        want = json.loads(cli.stdout)
+        assert got["serve"] == "done" and got["ids"] == want["prompt_ids"] + want["generated_ids"]
+        assert "chat=true" in got["search"]
+        Select(browser.find_element(By.CSS_SELECTOR, "select#model")).select_by_value("abc")
+        assert not chat.is_enabled() and not chat.is_selected()  # abc has none
+        assert not severe(browser)
+    finally:
+        code, err = stop_server(proc)
+    assert code == 0 and "Traceback" not in err

@@ -80,6 +80,9 @@ def make_app(engine: Engine) -> Starlette:
                            retry_after=5)
         return Response(answer, media_type="application/json", headers=SECURITY)
 
+    async def favicon(request: Request) -> Response:  # browsers ask for one; there is none, and that is no error
+        return Response(status_code=204, headers=SECURITY)
+
     async def not_found(request: Request, exc: HTTPException) -> Response:
         words = {404: "no such page here: try / or /api/limits", 405: "method not allowed here"}
         return refusal(exc.status_code, words.get(exc.status_code, exc.detail or "refused"))
@@ -88,7 +91,8 @@ def make_app(engine: Engine) -> Starlette:
         return refusal(500, f"internal error: {type(exc).__name__} (a bug in tracer; please report it)")
 
     routes = [Route("/", index, methods=["GET", "HEAD"]), Route("/api/trace", api_trace, methods=["POST"]),
-              Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"])]
+              Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"]),
+              Route("/favicon.ico", favicon, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: bug})
 
 

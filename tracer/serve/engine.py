@@ -163,8 +163,12 @@ class Engine:
         return answer
 
     def example(self) -> dict:
-        """The answer for the example prompt on the default model (what GET / opens on)."""
-        return self.answer(TraceRequest(EXAMPLE, self.default))
+        """The answer for the example prompt on the default model (what GET / opens on); for a model
+        whose context cannot hold it, its first token alone."""
+        try:
+            return self.answer(TraceRequest(EXAMPLE, self.default))
+        except RequestError:
+            return self.answer(TraceRequest(EXAMPLE[0], self.default, max_new_tokens=0))
 
     def close(self) -> None:
         """Cut running traces at their next pass, refuse new ones, and let the threads go."""

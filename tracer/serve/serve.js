@@ -10,7 +10,7 @@
   const NAMES = ["prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat"];
   let runs = 0, inflight = null;
 
-  function numberOf(input, whole) {     // "" → null; anything else as typed (the server says what is wrong)
+  function numberOf(input) {     // "" → null; anything else as typed (the server says what is wrong)
     const s = input.value.trim();
     if (s === "") return null;
     const v = Number(s);
