@@ -185,6 +185,8 @@ def test_other_refusals_are_json(client):
     assert client.get("/nothing/../../etc/passwd").status_code == 404
     r = client.post("/api/trace", content=b"prompt=A", headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert r.status_code == 415 and "JSON" in r.json()["error"]
+    r = client.post("/api/trace", content=b'{"prompt": "A"}', headers={"Content-Type": "text/plain"})  # a form elsewhere
+    assert r.status_code == 415
     assert client.get("/api/health").json()["status"] == "ok"
 
 
@@ -359,13 +361,23 @@ def test_a_class_at_once(server):
 
 
 @pytest.mark.slow
+def test_another_host_name_is_refused(server):
+    """A name made to point at 127.0.0.1 (DNS rebinding) does not get the page or the API."""
+    import httpx
+
+    assert httpx.get(server + "/", headers={"Host": "evil.example"}).status_code == 400
+    assert httpx.post(server + "/api/trace", json={"prompt": "A"}, headers={"Host": "evil.example:80"}).status_code == 400
+    assert httpx.get(server.replace("127.0.0.1", "localhost") + "/api/health").status_code == 200
+
+
+@pytest.mark.slow
 def test_hostile_bodies_leave_it_serving(server):
     import httpx
 
     host, port = server.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as s:  # a 1 MB body announced and sent
         body = json.dumps({"prompt": "A" * 1_000_000}).encode()
-        s.sendall(b"POST /api/trace HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   + f"Content-Length: {len(body)}\r\n\r\n".encode())
         t = time.monotonic()
         try:

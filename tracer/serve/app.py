@@ -18,6 +18,8 @@ import asyncio
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -41,8 +43,10 @@ def refusal(status: int, message: str, headers: dict | None = None, **more) -> R
     return json_response({"error": message, **more}, status, headers)
 
 
-def make_app(engine: Engine) -> Starlette:
-    """The ASGI app serving `engine`'s models; the example page is traced once, at start."""
+def make_app(engine: Engine, hosts: list[str] | None = None) -> Starlette:
+    """The ASGI app serving `engine`'s models; the example page is traced once, at start. `hosts`: the
+    Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so that a web
+    page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page."""
     example = engine.example()
     limits = engine.limits.to_dict()
     page, csp = served_page(example["page"], engine.describe(), limits, example["request"])
@@ -61,8 +65,9 @@ def make_app(engine: Engine) -> Starlette:
 
     async def api_trace(request: Request) -> Response:
         try:
-            kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-            if kind not in ("application/json", "text/plain", ""):
+            # application/json only: a page elsewhere cannot post it here without the CORS check this server never passes
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
                 raise RequestError(415, "request: send JSON (Content-Type: application/json)")
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
@@ -93,7 +98,8 @@ def make_app(engine: Engine) -> Starlette:
     routes = [Route("/", index, methods=["GET", "HEAD"]), Route("/api/trace", api_trace, methods=["POST"]),
               Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"]),
               Route("/favicon.ico", favicon, methods=["GET"])]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: bug})
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found, Exception: bug})
 
 
 async def read_body(request: Request, most: int) -> bytes:

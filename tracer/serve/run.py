@@ -26,6 +26,7 @@ from .limits import Limits
 
 GRACE = 3  # seconds requests in flight may take to finish once the server is told to stop
 CUT = 1.5  # seconds after which the traces still running are cut (answered 503) so that they end within GRACE
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]  # the Host headers a server on 127.0.0.1 answers
 SHIPPED = ("abc", "tiny")  # always served, after the models named at start
 
 
@@ -114,7 +115,7 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
     try:
         models = load_models(names, load)
         engine = Engine(models, workers or default_workers(), queue, limits)
-        app = make_app(engine)
+        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None)
     except BaseException:
         sock.close()
         raise
