@@ -128,7 +128,7 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
         say(f"students type: {url(lan, bound) if lan else f'http://<this machine>:{bound}/'}")
         say("warning: anyone on this network can use this server while it runs")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE,
-                            limit_concurrency=max(64, 4 * (engine.workers + engine.queue)), timeout_keep_alive=5,
+                            limit_concurrency=max(256, 4 * (engine.workers + engine.queue)), timeout_keep_alive=5,
                             server_header=False)
     server = _Server(config)
     server.on_stop = engine.stopping.set
