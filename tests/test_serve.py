@@ -74,6 +74,7 @@ def post(client, **body):
     ("the cat", "abc", {"max_new_tokens": 4, "temperature": 0.8, "top_p": 0.6, "seed": 11}),
     ("A B C", "tiny", {"max_new_tokens": 2, "temperature": 0.5, "seed": 1}),
     ("A B", "abc", {"max_new_tokens": 0}),
+    ("A B C", "abc", {"max_new_tokens": 2, "temperature": 2.0, "top_k": 1_000_000, "top_p": 1.0, "seed": 4_294_967_295}),
 ])
 def test_trace_answers_what_the_cli_prints(client, runner, prompt, model, options):
     r = post(client, prompt=prompt, model=model, **options)

@@ -154,6 +154,8 @@ class Engine:
                                     f"new tokens or a shorter prompt", "time", lim.seconds) from None
         except Stopping:
             raise Busy(self.retry_after(), "stopping: the server is shutting down; this trace was cut") from None
+        except TracerError as e:  # a setting this model cannot take
+            raise RequestError(422, str(e).splitlines()[0], getattr(e, "field", None) or "request") from None
         answer = {**trace_json(gen, m.tokenizer), "page": page_data(gen, m.tokenizer), "request": req.to_dict()}
         took = time.monotonic() - started
         answer["seconds"] = round(took, 4)
