@@ -106,7 +106,7 @@ async def read_body(request: Request, most: int) -> bytes:
     """The body, read only while it is at most `most` bytes (a longer one is refused before the rest is read)."""
     length = request.headers.get("content-length")
     if length is not None:
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):
             raise RequestError(400, "request: a Content-Length that is not a number")
         if int(length) > most:
             raise RequestError(413, f"request: {int(length):,} bytes; this server takes at most {most:,}", "body", most)
