@@ -334,16 +334,19 @@ def test_a_class_at_once(server):
     anything else, all within a bounded time; the server serves on afterwards."""
     import httpx
 
-    results, lock = [], threading.Lock()
+    results, answers, lock = [], {}, threading.Lock()
 
     def student(i: int) -> None:
         with httpx.Client(base_url=server, timeout=60) as c:
             for j in range(2):
                 t = time.monotonic()
-                r = c.post("/api/trace", json={"prompt": f"{'ABCDEFGHIJKLMNOPQRSTUVWX'[i]} B C", "model": "abc",
-                                                "max_new_tokens": 2, "seed": j})
+                ask = {"prompt": f"{'ABCDEFGHIJKLMNOPQRSTUVWX'[i]} B C", "model": "abc", "max_new_tokens": 2,
+                       "temperature": 0.9, "seed": j}
+                r = c.post("/api/trace", json=ask)
                 with lock:
                     results.append((r.status_code, r.headers.get("retry-after"), time.monotonic() - t))
+                    if r.status_code == 200:
+                        answers[(ask["prompt"], j)] = r.json()["generated_ids"]
 
     started = time.monotonic()
     threads = [threading.Thread(target=student, args=(i,)) for i in range(24)]
@@ -357,6 +360,9 @@ def test_a_class_at_once(server):
     assert set(codes) <= {200, 503}, codes
     assert codes.count(200) >= 8  # the pool and its queue at least
     assert all(int(ra) >= 1 for c, ra, _ in results if c == 503)
+    abc = load("abc")  # threads sharing one model give what one run alone gives
+    for (prompt, seed), ids in answers.items():
+        assert ids == [int(t) for t in abc.generate(prompt, max_new_tokens=2, temperature=0.9, seed=seed).generated_ids]
     health = httpx.get(server + "/api/health").json()
     assert health["status"] == "ok" and health["running_or_waiting"] == 0
 
