@@ -631,3 +631,31 @@ def test_the_chat_switch(browser, chat_folder, runner):
     finally:
         code, err = stop_server(proc)
     assert code == 0 and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_busy_server_is_asked_again(browser):
+    """With its one worker busy and no queue, the page hears 503 + Retry-After, says so, and tries again."""
+    import httpx
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    proc, url = start_server("--model", "tiny", "--workers", "1", "--queue", "0")
+    try:
+        browser.get(url + "/")
+        wait_for(browser, "return document.body.dataset.runs === '0'")
+        hog = threading.Thread(target=lambda: httpx.post(url + "/api/trace", timeout=60,
+                                                         json={"prompt": "A B C", "model": "tiny", "max_new_tokens": 16}))
+        hog.start()
+        time.sleep(0.5)  # the worker is busy with it
+        box = browser.find_element(By.CSS_SELECTOR, "input#prompt")
+        box.clear()
+        box.send_keys("X Y", Keys.ENTER)
+        wait_for(browser, "return document.body.dataset.serve === 'waiting'", timeout=10)
+        assert "trying again" in browser.find_element(By.CSS_SELECTOR, "#status").text
+        wait_for(browser, "return document.body.dataset.runs === '1'", timeout=90)
+        hog.join(timeout=60)
+        assert page_state(browser)["title"] == "“X Y”"
+    finally:
+        code, err = stop_server(proc)
+    assert code == 0 and "Traceback" not in err

@@ -8,7 +8,8 @@
   const F = { prompt: $("prompt"), temperature: $("gen-temperature"), top_k: $("gen-top-k"), top_p: $("gen-top-p"),
     seed: $("gen-seed"), max_new_tokens: $("gen-max-new-tokens") };
   const NAMES = ["prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat"];
-  let runs = 0, inflight = null;
+  let runs = 0, inflight = null, again = null;
+  const RETRIES = 6;                    // a busy server (503, 429) is asked again after its Retry-After, this many times
 
   function numberOf(input) {     // "" → null; anything else as typed (the server says what is wrong)
     const s = input.value.trim();
@@ -66,20 +67,25 @@
     window.document.body.dataset.serve = kind || "done";
   }
 
-  async function run() {
-    const req = read();
+  async function run(req = read(), attempt = 0) {
+    clearTimeout(again);
     if (!req.prompt.trim()) { say("type a prompt first", "error"); F.prompt.focus(); return; }
     if (inflight) inflight.abort();
     const ctl = inflight = new AbortController();
-    say(`running ${req.model}…`, "running");
+    say(attempt ? `running ${req.model} (try ${attempt + 1})…` : `running ${req.model}…`, "running");
     form.setAttribute("aria-busy", "true");
     try {
       const r = await fetch("/api/trace", { method: "POST", headers: { "Content-Type": "application/json" },
         body: JSON.stringify(req), signal: ctl.signal });
       const body = await r.json().catch(() => null);
       if (ctl !== inflight) return;
+      const wait = Number(r.headers.get("Retry-After"));
+      if ((r.status === 503 || r.status === 429) && wait > 0 && attempt < RETRIES) {
+        say(`the server is busy with other prompts: trying again in ${wait} s`, "waiting");
+        again = setTimeout(() => run(req, attempt + 1), wait * 1000);
+        return;
+      }
       if (!r.ok || !body || !body.page) {
-        const wait = r.headers.get("Retry-After");
         say(((body && body.error) || `the server answered ${r.status}`) + (wait ? ` (retry in ${wait} s)` : ""), "error");
         return;
       }
@@ -103,11 +109,11 @@
     say(`${body.prompt_ids.length} prompt tokens, ${n} new token${n === 1 ? "" : "s"} in ${body.seconds.toFixed(2)} s`, "done");
   }
 
-  form.addEventListener("submit", e => { e.preventDefault(); run(); });
+  form.addEventListener("submit", e => { e.preventDefault(); run(read()); });
   model.addEventListener("change", chatSwitch);
   const asked = fromAddress();
   write(asked || SERVE.request);
   window.document.body.dataset.runs = "0";
-  if (asked && query(asked) !== query(SERVE.request)) run();
+  if (asked && query(asked) !== query(SERVE.request)) run(read());
   else say("type a prompt and press Enter", "done");
 })();
