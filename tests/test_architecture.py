@@ -1,7 +1,8 @@
 """The shape of the code, as docs/architecture.md draws it: small modules, no import cycle among
 tracer's modules (imports inside functions counted), and imports that go one way only: the CLI
 reaches everything, loaders build models, the model runs the decoder, renderers read traces.
-Also: only the CLI imports typer, only renderers import rich, and the core imports numpy and the
+Also: only the CLI imports typer, only renderers import rich, only the server (`serve`) imports
+starlette and uvicorn, and the core imports numpy and the
 standard library (tiktoken only for tokenizing: tokens, bpe and hf_tokenizer; jinja2 only for chat
 templates: chat)."""
 
@@ -28,7 +29,8 @@ LAYERS = {
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
     5: ["loaders", "replay"],  # every Model is built here
     6: ["render"],  # renderers: read a trace, never compute the model
-    7: ["cli", "__init__", "__main__"],
+    7: ["serve"],  # the web server of `tracer serve`: loads models, runs them, serves the page
+    8: ["cli", "__init__", "__main__"],
 }
 # The one upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) by handing
 # itself to the renderers; they never import the trace module back, so no cycle comes of it.
@@ -39,6 +41,8 @@ THIRD_PARTY = {  # which modules may import which third-party packages (the stan
     "numpy": "everything but the CLI's own startup path",
     "rich": "render",
     "typer": "cli",
+    "starlette": "serve",
+    "uvicorn": "serve",
     "tiktoken": "tokens, bpe, hf_tokenizer",
     "jinja2": "chat",
     "gguf": "no module: llama.cpp's gguf-py is the tests' reference for gguf_file and quants, never imported by tracer",
@@ -175,7 +179,8 @@ def test_renderers_read_traces_and_never_run_the_model():
 
 
 @pytest.mark.parametrize("package, allowed", [("typer", {"cli"}), ("rich", {"render"}), ("tiktoken", TOKENIZING),
-                                              ("jinja2", TEMPLATING), ("gguf", set())])
+                                              ("jinja2", TEMPLATING), ("gguf", set()), ("starlette", {"serve"}),
+                                              ("uvicorn", {"serve"})])
 def test_third_party_packages_stay_in_their_layer(package, allowed):
     wrong = sorted(f"tracer.{m}" for m, names in imports().items()
                    if any(n == package or n.startswith(package + ".") for n in names) and m.split(".")[0] not in allowed)
@@ -186,7 +191,7 @@ def test_the_core_imports_numpy_and_the_standard_library_only():
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     wrong = []
     for m, names in imports().items():
-        if m.split(".")[0] in ("render", "cli"):
+        if m.split(".")[0] in ("render", "cli", "serve"):
             continue
         for n in names:
             top = n.split(".")[0]

@@ -1,6 +1,6 @@
 """The `tracer` command (typer): `tracer.cli.app` and the entry point `main`.
 
-`app` lists the commands, its error handling and shared options; `run`, `teach` and `learn`
+`app` lists the commands, its error handling and shared options; `run`, `teach`, `learn` and `web`
 register the commands on it.
 """
 
@@ -14,8 +14,9 @@ from .app import app
 from . import run  # noqa: E402  trace, show, replay, scenarios, tokens
 from . import teach  # noqa: E402  demo
 from . import learn  # noqa: E402  train, download, models
+from . import web  # noqa: E402  serve
 
-COMMANDS = (run, teach, learn)
+COMMANDS = (run, teach, learn, web)
 
 __all__ = ["app", "main"]
 

@@ -45,13 +45,13 @@ SKELETON = """<!DOCTYPE html>
 <meta name="generator" content="tracer">
 <title>{title}</title>
 <style>
-{css}
+{css}{style}
 </style>
 </head>
 <body>
 <a class="skip" href="#slides">skip to the step</a>
 <header id="top">
-  <div class="topline">
+{top}  <div class="topline">
     <h1 id="title">{title}</h1>
     <span id="model"></span>
     <span id="badge"></span>
@@ -85,10 +85,18 @@ JSON block at the end of the file.</p></noscript>
 """
 
 
-def page_html(data: dict) -> str:
-    """The page around `data` (`tracer.render.page.page_data`)."""
+def page_script() -> str:
+    """The page's script: core.js, steps.js, predict.js and app.js, in that order."""
+    return "\n".join(asset(name) for name in SCRIPTS)
+
+
+def page_html(data: dict, *, top: str = "", style: str = "", script: str | None = None) -> str:
+    """The page around `data` (`tracer.render.page.page_data`). `top` (markup put first in the header),
+    `style` (more CSS) and `script` (in place of `page_script()`) let `tracer serve` put its prompt box
+    around the same page."""
     title = f"tracer · {data.get('title') or data['model']['name']}"
-    script = "\n".join(asset(name) for name in SCRIPTS)
+    script = page_script() if script is None else script
     if "</script" in script.lower() or "<!--" in script:  # the inlined script must not end its own element
         raise ValueError("page script holds '</script' or '<!--'")
-    return SKELETON.format(title=html.escape(title), css=asset("page.css"), data=json_for_script(data), script=script)
+    return SKELETON.format(title=html.escape(title), css=asset("page.css"), style=style, top=top,
+                           data=json_for_script(data), script=script)

@@ -1,0 +1,34 @@
+"""The command that serves the classroom page: `serve`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on: 127.0.0.1 (this machine only, the default); 0.0.0.0 lets the room's network in (anyone on it can use the server).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on (0: any free one; the address printed says which).")] = 8000,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="A model to serve (repeatable; any --model of `tracer trace`): loaded once, at start; the first is the page's default. Default: abc. The shipped abc and tiny are always served.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, max=64, help="Traces that run at once (threads sharing the loaded models). Default: the CPU count, at most 4.")] = None,
+    queue: Annotated[int, typer.Option("--queue", min=0, max=1024, help="Requests that may wait for a worker; beyond that the server answers 503 with Retry-After.")] = 16,
+    per_client: Annotated[int, typer.Option("--per-client", min=0, max=1024, help="Requests one address may have running or waiting; beyond that it gets 429 with Retry-After (0: no such limit, e.g. when every student comes through one proxy).")] = 2,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
+) -> None:
+    """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
+
+    Example: tracer serve --host 0.0.0.0 --model abc --model tiny   (students open the address it prints)
+    """
+    import dataclasses
+
+    from ..serve.limits import Limits
+    from ..serve.run import serve as run
+
+    limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
+                                 context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
+    run(model or ["abc"], host, port, workers, queue, limits, say=lambda line: typer.echo(line))

@@ -1,0 +1,144 @@
+"""Running `tracer serve`: the models loaded once, the socket bound, uvicorn serving the app until
+Ctrl-C or SIGTERM.
+
+The socket is bound here, before uvicorn starts, so that a port in use is one line of error and
+`--port 0` takes a free port (the address printed is the one bound). Uvicorn's own signal handling
+stops the server gracefully (no new connections; requests in flight get `GRACE` seconds to finish);
+traces still running after `CUT` seconds are cut at their next pass and answered 503; uvicorn does
+not raise the signal again afterwards, so a stop is a clean exit (status 0) with no traceback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import threading
+
+import uvicorn
+
+from ..errors import TracerError
+from .app import make_app
+from .engine import Engine
+from .limits import Limits
+
+GRACE = 3  # seconds requests in flight may take to finish once the server is told to stop
+CUT = 1.5  # seconds after which the traces still running are cut (answered 503) so that they end within GRACE
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]  # the Host headers a server on 127.0.0.1 answers
+SHIPPED = ("abc", "tiny")  # always served, after the models named at start
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def load_models(names, load) -> dict:
+    """Served name → Model: the names given (default 'abc'), then the shipped ones not named."""
+    out = {}
+    for name in list(dict.fromkeys(names or ["abc"])) + [s for s in SHIPPED if s not in (names or ["abc"])]:
+        if name not in out:
+            out[name] = load(name)
+    return out
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def lan_address() -> str | None:
+    """This machine's address on its network (the one a route out would use); no packet is sent."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 1))
+        return s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        raise TracerError(f"--host {host[:80]!r}: not an address of this machine (try 127.0.0.1 or 0.0.0.0)") from None
+    family, kind, proto, _, where = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(where)
+    except OSError as e:
+        sock.close()
+        if e.errno in (98, 48):  # EADDRINUSE (Linux, macOS)
+            raise TracerError(f"port {port} on {host} is in use; try another --port (or --port 0 for a free one)") from None
+        raise TracerError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again afterwards."""
+
+    stopped_by = None
+    on_stop = None  # called CUT seconds after the signal: traces still running are cut at their next pass
+
+    def handle_exit(self, sig, frame) -> None:
+        if self.stopped_by is None and self.on_stop is not None:
+            timer = threading.Timer(CUT, self.on_stop)
+            timer.daemon = True
+            timer.start()
+        self.stopped_by = sig
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True  # a second Ctrl-C: stop waiting for requests in flight
+        else:
+            self.should_exit = True
+
+
+def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None = None, queue: int = 16,
+          limits: Limits = Limits(), load=None, say=print) -> None:
+    """Load `names`, bind `host:port` and serve until stopped. `say`: where the addresses are printed."""
+    if load is None:
+        from ..loaders import load
+    sock = bind(host, port)
+    try:
+        models = load_models(names, load)
+        engine = Engine(models, workers or default_workers(), queue, limits)
+        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None)
+    except BaseException:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    here = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    say(f"tracer serve: open {url(here, bound)}  (models: {', '.join(models)}; {engine.workers} workers, queue "
+        f"{engine.queue}; Ctrl-C stops)")
+    if not is_loopback(host):
+        lan = lan_address() if host in ("0.0.0.0", "::", "") else host
+        say(f"students type: {url(lan, bound) if lan else f'http://<this machine>:{bound}/'}")
+        say("warning: anyone on this network can use this server while it runs")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE,
+                            limit_concurrency=max(256, 4 * (engine.workers + engine.queue)), timeout_keep_alive=5,
+                            server_header=False)
+    server = _Server(config)
+    server.on_stop = engine.stopping.set
+    try:
+        server.run(sockets=[sock])
+    finally:
+        engine.close()
+        sock.close()
+    if server.stopped_by is not None:
+        name = signal.Signals(server.stopped_by).name
+        n = engine.answered - 1  # the example the page opens on was traced at start
+        print(f"tracer serve: stopped ({name}); {n:,} trace{'' if n == 1 else 's'} answered, {engine.refused:,} refused "
+              f"as busy", file=sys.stderr, flush=True)
