@@ -545,3 +545,36 @@ def test_the_readme_says_bytes_may_differ_between_blas_thread_counts():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     promise = readme.index("gives a byte-identical `.npz`")
     assert "BLAS threads" in readme[promise - 400 : promise + 600]
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 28: tokenizer files (tokenizer.json, a GGUF's tokenizer metadata)
+
+QWEN2 = Path(__file__).parent / "data" / "qwen2-tiny"
+
+
+def qwen2_folder(tmp_path: Path, change) -> Path:
+    """A copy of the tiny Qwen2 folder whose tokenizer.json `change(table)` has changed."""
+    folder = tmp_path / "qwen2"
+    folder.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (folder / f).write_bytes((QWEN2 / f).read_bytes())
+    data = json.loads((QWEN2 / "tokenizer.json").read_text(encoding="utf-8"))
+    change(data)
+    (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def split_regex(pattern: str):
+    return lambda d: d["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=pattern)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(a|aa)*c", r"(?:\s*)+x", r"(?:\p{L}\p{L}?)+!"])
+def test_a_split_regex_with_nested_quantifiers_is_refused_at_once(tmp_path, limited, pattern):
+    """(a+)+b took 2^n steps on Python's re, which Ctrl-C cannot stop: 34 characters ran for 11 minutes."""
+    r = limited("trace", "a" * 40 + " " * 40, "--model", qwen2_folder(tmp_path, split_regex(pattern)), "-n", "1")
+    assert r.returncode == 2 and r.seconds < FAST + 1, (r.returncode, r.seconds, r.stderr)
+    assert "could take time exponential in the text: a quantifier applies to a group (nested quantifiers)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+

@@ -12,95 +12,15 @@ from __future__ import annotations
 
 import heapq
 import re
-from functools import lru_cache
 from pathlib import Path
 
 from .errors import TracerError
+from .patterns import python_regex, refuse, split, unicode_class  # noqa: F401  (the Split regexes: tracer.patterns)
 from .reading import parse_json, read_small
 
 END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
 # Unicode White_Space: what \s means in Oniguruma and Rust's regex (Python's \s adds U+001C–U+001F).
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-_WS_CLASS = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-
-
-def refuse(where, why: str):
-    raise TracerError(f"tokenizer {where}: tracer cannot reproduce this tokenizer exactly: {why}; "
-                      f"refusing rather than approximating")
-
-
-@lru_cache(maxsize=None)
-def unicode_class(name: str) -> str:
-    """The body of a [...] class matching what \\p{name} matches in Rust's regex (tiktoken's engine)."""
-    if not re.fullmatch(r"[A-Za-z_]{1,40}", name):
-        raise TracerError(f"unicode class {name!r}: not a property name")
-    import numpy as np
-    import tiktoken
-
-    enc = tiktoken.Encoding(f"tracer-class-{name}", pat_str=r"\p{%s}+" % name,
-                            mergeable_ranks={bytes([b]): b for b in range(256)}, special_tokens={})
-    every = np.r_[0:0xD800, 0xE000:0x110000].astype("<u4").tobytes().decode("utf-32-le")  # all but surrogates
-    got = enc.decode_bytes(enc.encode_ordinary(every)).decode("utf-8").encode("utf-32-le")
-    points = np.frombuffer(got, "<u4").astype(np.int64)  # in order: the text was
-    cut = np.flatnonzero(np.diff(points) != 1) + 1
-    runs = zip(points[np.r_[0, cut]], points[np.r_[cut - 1, len(points) - 1]]) if len(points) else ()
-    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in runs)
-
-
-def python_regex(pattern: str, where) -> re.Pattern:
-    """An Oniguruma pattern of a tokenizer.json Split as a Python re pattern with the same matches."""
-    out, i, depth = [], 0, 0  # depth > 0 inside a [...] class
-
-    def cls(name: str, negated: bool, inside: bool) -> str:
-        body = {"s": _WS_CLASS, "d": unicode_class("Nd")}.get(name) or (
-            unicode_class("L") + unicode_class("M") + unicode_class("Nd") + unicode_class("Pc") if name == "w"
-            else unicode_class(name))
-        if inside and negated:
-            refuse(where, f"the regex {pattern!r} negates a class inside [...]")
-        return body if inside else f"[{'^' if negated else ''}{body}]"
-
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            e = pattern[i + 1]
-            if e in "pP" and i + 2 < len(pattern) and pattern[i + 2] == "{":
-                end = pattern.index("}", i)
-                out.append(cls(pattern[i + 3 : end], e == "P", depth > 0))
-                i = end + 1
-                continue
-            if e in "sSdDwW":
-                out.append(cls(e.lower(), e.isupper(), depth > 0))
-            elif e.isascii() and e.isalnum() and e not in "nrtfvaxu":
-                refuse(where, f"the regex {pattern!r} uses \\{e}, which tracer does not translate")
-            else:
-                out.append(c + e)
-            i += 2
-            continue
-        if depth == 0 and c in "^$":
-            refuse(where, f"the regex {pattern!r} uses the anchor {c!r}")
-        if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-        out.append(c)
-        i += 1
-    try:
-        compiled = re.compile("".join(out))
-    except (re.error, ValueError) as e:
-        refuse(where, f"the regex {pattern!r} does not translate to Python ({e})")
-    if compiled.match(""):
-        refuse(where, f"the regex {pattern!r} can match empty text")
-    return compiled
-
-
-def split(text: str, pattern: re.Pattern, behavior: str) -> list[str]:
-    """`tokenizers`' NormalizedString.split: the matches (unless Removed) and the text between them, no empty piece."""
-    pieces, prev = [], 0
-    for m in pattern.finditer(text):
-        pieces += [text[prev : m.start()], m.group() if behavior == "Isolated" else ""]
-        prev = m.end()
-    pieces.append(text[prev:])
-    return [p for p in pieces if p]
 
 
 def merge(sym: list[int], merges: dict) -> tuple[int, ...]:

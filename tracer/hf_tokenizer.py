@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, unicode_class  # noqa: F401
 from .errors import TracerError
+from .patterns import check_shape, is_panic
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
 # tokenizers' NFC uses Unicode 9 tables: these marks, new since, are starters to it (no reordering across
@@ -108,6 +109,7 @@ def _pre_tokenizer(spec, where) -> tuple[list, bool, bool, str | None]:
             if s.get("invert") or behavior not in ("Isolated", "Removed"):
                 refuse(where, f"Split with behavior {behavior} and invert {s.get('invert')} (only Isolated or Removed)")
             out.append((pat["Regex"] if "Regex" in pat else re.escape(pat.get("String", "")), behavior))
+            check_shape(out[-1][0], where)  # before either engine sees it: both backtrack
             sources.append(pat["Regex"] if "Regex" in pat and behavior == "Isolated" else None)
         elif kind == "Digits":
             sources.append(None)
@@ -221,11 +223,11 @@ class HFTokenizer(BPEBase):
             self._compile()
         words = [piece]
         for pattern, behavior in self._steps:
-            words = [w for word in words for w in split(word, pattern, behavior)]
+            words = [w for word in words for w in split(word, pattern, behavior, self.name)]
         if self.prefix_space:
             words = [w if w.startswith(" ") else " " + w for w in words]
         if self.use_regex:
-            words = [w for word in words for w in split(word, self._gpt2_split, "Isolated")]
+            words = [w for word in words for w in split(word, self._gpt2_split, "Isolated", self.name)]
         out = []
         for w in words:
             out.extend(self._bpe_cached(to_aliases(w)))
@@ -288,7 +290,9 @@ class HFTokenizer(BPEBase):
         try:
             enc = tiktoken.Encoding(f"tracer-{(self.sha256 or self.name)[:12]}", pat_str=pattern,
                                     mergeable_ranks=self._tiktoken_ranks, special_tokens={})
-        except Exception:  # a regex tiktoken's engine does not take: the bpe engine runs it
+        except BaseException as e:  # a regex tiktoken's engine does not take (an error, or a PyO3 panic): bpe runs it
+            if not is_panic(e) and not isinstance(e, Exception):
+                raise
             return None
         self._lengths = {i: len(b) for b, i in self._tiktoken_ranks.items()}
         return enc
@@ -296,7 +300,13 @@ class HFTokenizer(BPEBase):
     def _encode_tiktoken(self, piece: str) -> list[int]:
         if self.prefix_space and not piece.startswith(" "):
             piece = " " + piece
-        ids = self.enc.encode_ordinary(piece)
+        try:
+            ids = self.enc.encode_ordinary(piece)
+        except BaseException as e:  # fancy-regex's backtracking limit is a PyO3 panic (a BaseException)
+            if not is_panic(e):
+                raise
+            raise TracerError(f"tokenizer {self.name}: its Split regex ran out of tiktoken's backtracking limit on a text "
+                              f"of {len(piece):,} characters; refusing the prompt") from None
         if sum(self._lengths[i] for i in ids) != len(piece.encode("utf-8")):
             return self._encode_bpe(piece)  # the regex left text unmatched: tokenizers keeps it as a piece
         return ids
