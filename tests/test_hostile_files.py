@@ -578,3 +578,7 @@ def test_a_split_regex_with_nested_quantifiers_is_refused_at_once(tmp_path, limi
     assert "could take time exponential in the text: a quantifier applies to a group (nested quantifiers)" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
+
+def test_a_split_regex_with_a_huge_repetition_count_is_refused(tmp_path, runner):
+    folder = qwen2_folder(tmp_path, split_regex(r"a{4294967296}|\p{L}+"))
+    one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "the repetition number is too large")
