@@ -582,3 +582,47 @@ def test_a_split_regex_with_nested_quantifiers_is_refused_at_once(tmp_path, limi
 def test_a_split_regex_with_a_huge_repetition_count_is_refused(tmp_path, runner):
     folder = qwen2_folder(tmp_path, split_regex(r"a{4294967296}|\p{L}+"))
     one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "the repetition number is too large")
+
+
+def doubling_does_not_quadruple(run, n: int) -> None:
+    """`run(m)` at m = n and 2n (the best of three each): linear growth doubles the time, quadratic
+    quadruples it; less than 3× passes."""
+    import time
+
+    def best(m):
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            run(m)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    small, large = best(n), best(2 * n)
+    assert large < 3 * small + 0.02, (n, small, large)
+
+
+TOKENIZERS = Path(__file__).parent / "data" / "tokenizers"
+
+
+@pytest.mark.parametrize("kind", ["tokenizer.json", "gguf"])
+def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind):
+    """The test of every split of every token into two tokens was quadratic in a token's length: a token
+    of 400,000 characters took 22 s to load, of 1.6 MB 11 minutes (tokenizer.json's limit is 16 MB)."""
+    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.hf_tokenizer import HFTokenizer
+
+    base = json.loads((TOKENIZERS / "llama3-like.json").read_text(encoding="utf-8"))  # ignore_merges: tiktoken's rule
+
+    def load(n: int):
+        if kind == "gguf":  # a llama vocabulary without merges: transformers' generate_merges rebuilds them
+            tokens = ["<unk>", "<s>", "</s>", "a", "aa", "b", "a" * n + "b"]
+            tokenizer_json_from_gguf({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+                                      "tokenizer.ggml.scores": [0.0] * len(tokens)})
+            return
+        data = json.loads(json.dumps(base))
+        data["model"]["vocab"]["a" * n] = max(t["id"] for t in data["added_tokens"]) + 1
+        path = tmp_path / f"{n}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        assert HFTokenizer(path).engine == "tiktoken"
+
+    doubling_does_not_quadruple(load, 100_000)

@@ -29,7 +29,7 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, unicode_class  # noqa: F401
+from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, two_token_splits, unicode_class  # noqa: F401
 from .errors import TracerError
 from .patterns import check_shape, is_panic
 
@@ -276,10 +276,10 @@ class HFTokenizer(BPEBase):
                 return "a token's merges are not ordered by their parts' ids"
             last_key = (a, b)
             rules[new] += 1
+        splits = {tokens[t]: len(ks) for t, ks in two_token_splits(tokens)}
         for t, i in tokens.items():
-            splits = sum(1 for k in range(1, len(t)) if t[:k] in tokens and t[k:] in tokens)
-            if splits != rules.get(i, 0):
-                return (f"token {t!r} has {splits} splits into two tokens but {rules.get(i, 0)} merges "
+            if splits.get(i, 0) != rules.get(i, 0):
+                return (f"token {t[:40]!r} has {splits.get(i, 0)} splits into two tokens but {rules.get(i, 0)} merges "
                         f"(not every split is a merge, as in a converted tiktoken vocabulary)")
         self._tiktoken_ranks = tokens
         return None
