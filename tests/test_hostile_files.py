@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -553,13 +554,13 @@ def test_the_readme_says_bytes_may_differ_between_blas_thread_counts():
 QWEN2 = Path(__file__).parent / "data" / "qwen2-tiny"
 
 
-def qwen2_folder(tmp_path: Path, change) -> Path:
-    """A copy of the tiny Qwen2 folder whose tokenizer.json `change(table)` has changed."""
-    folder = tmp_path / "qwen2"
+def qwen2_folder(tmp_path: Path, change, family: Path = QWEN2) -> Path:
+    """A copy of the tiny Qwen2 folder (or another family's) whose tokenizer.json `change(table)` has changed."""
+    folder = tmp_path / family.name
     folder.mkdir()
     for f in ("config.json", "model.safetensors"):
-        (folder / f).write_bytes((QWEN2 / f).read_bytes())
-    data = json.loads((QWEN2 / "tokenizer.json").read_text(encoding="utf-8"))
+        (folder / f).write_bytes((family / f).read_bytes())
+    data = json.loads((family / "tokenizer.json").read_text(encoding="utf-8"))
     change(data)
     (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
     return folder
@@ -626,3 +627,50 @@ def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind):
         assert HFTokenizer(path).engine == "tiktoken"
 
     doubling_does_not_quadruple(load, 100_000)
+
+
+
+def template(i: int) -> dict:
+    return {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [i], "tokens": ["<s>"]}}}
+
+
+OUT_OF_RANGE = {  # issue 28: a template id of 10⁹ was an IndexError (exit 1); vocab["H"] = -1 read W_E[1023] for H
+    "template id 10⁹": (lambda d: d.update(post_processor=template(10**9)),
+                        "the post-processor's template adds the id 1,000,000,000, which no token of the vocabulary has"),
+    "vocabulary id -1": (lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1, outside 0..2,147,483,647"),
+    "added token id -1": (lambda d: d["added_tokens"][0].update(id=-1), "the added token '<|endoftext|>' has the id -1, outside"),
+    "template id -5": (lambda d: d.update(post_processor=template(-5)), "the template's special token '<s>' has the id -5, outside"),
+    "vocabulary id 10⁹": (lambda d: d["model"]["vocab"].update(H=10**9), "the tokenizer has 1000000001 tokens but the model only 1024"),
+}
+
+
+@pytest.mark.parametrize("case", OUT_OF_RANGE, ids=list(OUT_OF_RANGE))
+def test_every_token_id_of_a_tokenizer_json_is_a_row_of_the_embedding(tmp_path, runner, case):
+    change, why = OUT_OF_RANGE[case]
+    one_line(runner.invoke(app, ["trace", "Hello", "--model", str(qwen2_folder(tmp_path, change)), "-n", "1"]), why)
+
+
+def test_sentencepiece_and_gguf_tokenizer_ids_are_checked_alike(tmp_path):
+    from tracer.errors import TracerError
+    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.sp_tokenizer import SPTokenizer
+
+    base = json.loads((TOKENIZERS / "sentencepiece" / "sp-llama.json").read_text(encoding="utf-8"))
+    for change, why in [(lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1"),
+                        (lambda d: d.update(post_processor=template(10**9)), "template adds the id 1,000,000,000"),
+                        (lambda d: d["added_tokens"][0].update(id=2.0), "the added token '<unk>' has the id 2.0, not a whole number")]:
+        data = json.loads(json.dumps(base))
+        change(data)
+        (tmp_path / "t.json").write_text(json.dumps(data), encoding="utf-8")
+        with pytest.raises(TracerError, match=re.escape(why)):
+            SPTokenizer(tmp_path / "t.json")
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>", "a"],
+            "tokenizer.ggml.scores": [0.0] * 4}
+    for key, value, why in [("tokenizer.ggml.token_type", ["1", "3", "3", "1"], "token_type is not a list of whole numbers"),
+                            ("tokenizer.ggml.token_type", [1, True, 3, 1], "token_type is not a list of whole numbers"),
+                            ("tokenizer.ggml.bos_token_id", True, "bos_token_id True is not a token id"),
+                            ("tokenizer.ggml.eos_token_id", 4, "eos_token_id 4 is not a token id")]:
+        with pytest.raises(TracerError, match=re.escape(why)):
+            tokenizer_json_from_gguf({**meta, key: value})
+

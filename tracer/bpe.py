@@ -23,6 +23,34 @@ END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
+MAX_ID = 2**31 - 1  # tokenizers' ids are u32, tiktoken's ranks fit an i32; a model's d_vocab is far below
+
+
+def token_id(v, where, what: str) -> int:
+    """An id from the file: a whole number (not true, not 5.0, not "5") in 0..MAX_ID. Whether the model has
+    a row for it is the model's check (`n_vocab` ≤ d_vocab), so every id the tokenizer gives is below d_vocab."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TracerError(f"tokenizer {where}: {what} has the id {repr(v)[:40]}, not a whole number")
+    if not 0 <= v <= MAX_ID:
+        shown = f"{v:,}" if abs(v) < 10**30 else ("-" if v < 0 else "") + "beyond 10³⁰"
+        raise TracerError(f"tokenizer {where}: {what} has the id {shown}, outside 0..{MAX_ID:,}")
+    return v
+
+
+def read_vocab(items, where) -> dict[str, int]:
+    """A model's vocab table: every id a token id (`token_id`) and no id given to two tokens."""
+    if not isinstance(items, dict):
+        raise TracerError(f"tokenizer {where}: the model's vocab is not a table of tokens and ids")
+    vocab, owner = {}, {}
+    for t, v in items.items():
+        i = token_id(v, where, f"the vocabulary's token {str(t)[:40]!r}")
+        if i in owner:
+            raise TracerError(f"tokenizer {where}: the vocabulary's tokens {owner[i][:40]!r} and {str(t)[:40]!r} "
+                              f"both have the id {i:,}")
+        vocab[str(t)], owner[i] = i, str(t)
+    return vocab
+
+
 def _longest_prefixes(tokens) -> dict:
     """Each token → the longest other token it starts with (None for none). In sorted order the tokens a
     token starts with are on the stack (each one a prefix of the next): time linear in the tokens' length."""
@@ -119,7 +147,10 @@ def post(spec, where) -> tuple[list[int], list[int]]:
             ids = spec.get("special_tokens", {}).get(name, {}).get("ids")
             if not ids:
                 raise TracerError(f"tokenizer {where}: the template's special token {name!r} has no ids")
-            (after if seen else before).extend(int(i) for i in ids)
+            if not isinstance(ids, list):
+                raise TracerError(f"tokenizer {where}: the template's special token {name!r} has no list of ids")
+            (after if seen else before).extend(token_id(i, where, f"the template's special token {str(name)[:40]!r}")
+                                               for i in ids)
         else:
             refuse(where, f"template item {item}")
     return before, after
@@ -147,12 +178,16 @@ class BPEBase:
         for t in data.get("added_tokens", []):
             if t.get("single_word"):
                 refuse(where, f"added token {t['content']!r} has single_word")
-            self.added[int(t["id"])] = t
+            self.added[token_id(t["id"], where, f"the added token {str(t.get('content'))[:40]!r}")] = t
         self.special = {i for i, t in self.added.items() if t.get("special")}
         self._matchers = [self._matcher(normalized) for normalized in (False, True)]
         self.before, self.after = post(data.get("post_processor"), where)
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.id_to_token.update({i: t["content"] for i, t in self.added.items()})
+        for i in self.before + self.after:  # the model reads every id; one that names no token is no row of it
+            if i not in self.id_to_token:
+                raise TracerError(f"tokenizer {where}: the post-processor's template adds the id {i:,}, "
+                                  f"which no token of the vocabulary has")
         self.n_vocab = max(self.id_to_token) + 1
         self.end_id = self._end(end, where, config)
 

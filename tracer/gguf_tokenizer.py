@@ -140,6 +140,8 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
     types = _get(meta, "tokenizer.ggml.token_type") or [1] * len(tokens)
     if len(types) != len(tokens):
         raise TracerError(f"tokenizer {where}: {len(types)} token types for {len(tokens)} tokens")
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in types):
+        raise TracerError(f"tokenizer {where}: tokenizer.ggml.token_type is not a list of whole numbers")
     arch = _get(meta, "general.architecture")
     if model not in ("gpt2", "llama"):
         refuse(where, f"tokenizer.ggml.model {model!r} (tracer reads gpt2 and llama)")

@@ -29,7 +29,7 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, two_token_splits, unicode_class  # noqa: F401
+from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, read_vocab, refuse, split, two_token_splits, unicode_class  # noqa: F401
 from .errors import TracerError
 from .patterns import check_shape, is_panic
 
@@ -161,7 +161,7 @@ class HFTokenizer(BPEBase):
         problems += [f"BPE {k} {model[k]!r}" for k in ("continuing_subword_prefix", "end_of_word_suffix") if model.get(k)]
         if problems:
             refuse(where, problems[0])
-        self.vocab: dict[str, int] = {str(k): int(v) for k, v in model.get("vocab", {}).items()}
+        self.vocab: dict[str, int] = read_vocab(model.get("vocab", {}), where)
         missing = [b for b, a in enumerate(byte_aliases()) if a not in self.vocab]
         self.missing_bytes = frozenset(missing)
         if len(missing) == 256:
