@@ -674,3 +674,30 @@ def test_sentencepiece_and_gguf_tokenizer_ids_are_checked_alike(tmp_path):
         with pytest.raises(TracerError, match=re.escape(why)):
             tokenizer_json_from_gguf({**meta, key: value})
 
+
+LLAMA = Path(__file__).parent / "data" / "llama-tiny"  # its tokenizer.json runs on the tiktoken engine
+
+TIKTOKEN_CASES = {  # issue 28: each was a PyO3 PanicException (a BaseException) past the CLI's handler, or accepted
+    "duplicate id": (lambda d: d["model"]["vocab"].update(H=d["model"]["vocab"]["e"]), "both have the id"),
+    "float id": (lambda d: d["model"]["vocab"].update(H=float(d["model"]["vocab"]["H"])), "not a whole number"),
+    "bool id": (lambda d: d["model"]["vocab"].update(H=True), "the vocabulary's token 'H' has the id True, not a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", TIKTOKEN_CASES, ids=list(TIKTOKEN_CASES))
+def test_ids_tiktoken_would_panic_on_are_one_line(tmp_path, runner, case):
+    change, why = TIKTOKEN_CASES[case]
+    one_line(runner.invoke(app, ["trace", "Hello", "--model", str(qwen2_folder(tmp_path, change, LLAMA)), "-n", "1"]), why)
+
+
+def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, capfd):
+    """fancy-regex gives up after 10⁶ backtracking steps and tiktoken panics (a BaseException, and Rust's own
+    message and backtrace on stderr): the piece runs on the other engine, which gives the same ids."""
+    from tracer.hf_tokenizer import HFTokenizer
+
+    folder = qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+"), LLAMA)
+    tok, bpe = HFTokenizer(folder), HFTokenizer(folder, engine="bpe")
+    assert tok.engine == "tiktoken"
+    text = "a" * 300 + " x"
+    assert tok.encode(text) == bpe.encode(text)
+    assert capfd.readouterr().err == ""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, read_vocab, refuse, split, two_token_splits, unicode_class  # noqa: F401
 from .errors import TracerError
-from .patterns import check_shape, is_panic
+from .patterns import check_shape, is_panic, rust_quiet
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
 # tokenizers' NFC uses Unicode 9 tables: these marks, new since, are starters to it (no reordering across
@@ -288,8 +288,9 @@ class HFTokenizer(BPEBase):
         import tiktoken
 
         try:
-            enc = tiktoken.Encoding(f"tracer-{(self.sha256 or self.name)[:12]}", pat_str=pattern,
-                                    mergeable_ranks=self._tiktoken_ranks, special_tokens={})
+            with rust_quiet():
+                enc = tiktoken.Encoding(f"tracer-{(self.sha256 or self.name)[:12]}", pat_str=pattern,
+                                        mergeable_ranks=self._tiktoken_ranks, special_tokens={})
         except BaseException as e:  # a regex tiktoken's engine does not take (an error, or a PyO3 panic): bpe runs it
             if not is_panic(e) and not isinstance(e, Exception):
                 raise
@@ -301,12 +302,12 @@ class HFTokenizer(BPEBase):
         if self.prefix_space and not piece.startswith(" "):
             piece = " " + piece
         try:
-            ids = self.enc.encode_ordinary(piece)
+            with rust_quiet():
+                ids = self.enc.encode_ordinary(piece)
         except BaseException as e:  # fancy-regex's backtracking limit is a PyO3 panic (a BaseException)
             if not is_panic(e):
                 raise
-            raise TracerError(f"tokenizer {self.name}: its Split regex ran out of tiktoken's backtracking limit on a text "
-                              f"of {len(piece):,} characters; refusing the prompt") from None
+            return self._encode_bpe(piece)  # the same ids, on the engine whose time limit says it in one line
         if sum(self._lengths[i] for i in ids) != len(piece.encode("utf-8")):
             return self._encode_bpe(piece)  # the regex left text unmatched: tokenizers keeps it as a piece
         return ids

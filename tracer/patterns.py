@@ -15,9 +15,12 @@ the prompt is refused in one line rather than run for hours.
 
 from __future__ import annotations
 
+import os
 import re
 import re._constants as C
 import re._parser
+import sys
+from contextlib import contextmanager
 from functools import lru_cache
 
 import regex
@@ -38,6 +41,25 @@ def refuse(where, why: str):
 def is_panic(e: BaseException) -> bool:
     """A PyO3 PanicException (tiktoken's Rust panicking): a BaseException, so `except Exception` misses it."""
     return type(e).__name__ == "PanicException"
+
+
+@contextmanager
+def rust_quiet():
+    """stderr (fd 2) to /dev/null while a call into tiktoken runs: Rust writes a panic's message there itself
+    (with RUST_BACKTRACE set, 60 lines of backtrace), though the panic is caught and becomes one line."""
+    try:
+        sys.stderr.flush()
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def budget(text: str) -> float:
