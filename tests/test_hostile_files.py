@@ -701,3 +701,16 @@ def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, ca
     text = "a" * 300 + " x"
     assert tok.encode(text) == bpe.encode(text)
     assert capfd.readouterr().err == ""
+
+
+def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path):
+    """Each lstrip/rstrip token copied the whole text before or after it: a 400 KB prompt took 5.6 s."""
+    from tracer.hf_tokenizer import HFTokenizer
+
+    def strip(d):
+        d["added_tokens"][1].update(lstrip=True, rstrip=True)
+
+    folder = qwen2_folder(tmp_path, strip)
+    tok = HFTokenizer(folder)
+    assert tok.encode("a  <|im_start|>  b") == [64, 1020, 65]
+    doubling_does_not_quadruple(lambda n: tok.encode(" <|im_start|> " * (n // 14)), 400_000)

@@ -156,6 +156,30 @@ def post(spec, where) -> tuple[list[int], list[int]]:
     return before, after
 
 
+class _Runs:
+    """The runs of White_Space in a text, so that stripping around an added token costs a look-up, not a copy
+    of the text before or after it (which made a prompt with many lstrip/rstrip tokens quadratic)."""
+
+    _FIND = re.compile(f"[{re.escape(WHITE_SPACE)}]+")
+
+    def __init__(self, text: str):
+        import bisect
+
+        self._bisect = bisect.bisect_right
+        found = [(m.start(), m.end()) for m in self._FIND.finditer(text)]
+        self._starts, self._ends = [a for a, _ in found], [b for _, b in found]
+
+    def start(self, k: int) -> int:
+        """Where the run of white space that ends at k starts (k when none does)."""
+        j = self._bisect(self._starts, k - 1) - 1
+        return self._starts[j] if j >= 0 and self._starts[j] < k <= self._ends[j] else k
+
+    def end(self, k: int) -> int:
+        """Where the run of white space that starts at or contains k ends (k when none does)."""
+        j = self._bisect(self._starts, k) - 1
+        return self._ends[j] if j >= 0 and self._starts[j] <= k < self._ends[j] else k
+
+
 class BPEBase:
     """The added tokens, post-processor, end token and the encode loop of a BPE tokenizer.json.
 
@@ -218,14 +242,16 @@ class BPEBase:
         """AddedVocabulary.find_matches: the added tokens in the text and the pieces between them, with
         each piece's start in the text."""
         pattern, ids = matcher or (re.compile("(?!)"), {})
-        out, offset = [], 0
+        out, offset, runs = [], 0, None
         for m in pattern.finditer(text):
             start, stop, i = m.start(), m.end(), ids[m.group()]
             t = self.added[i]
+            if t.get("lstrip") or t.get("rstrip"):
+                runs = runs or _Runs(text)  # the whitespace runs, found once: each strip is then a look-up
             if t.get("lstrip"):
-                start = max(len(text[:start].rstrip(WHITE_SPACE)), offset)
+                start = max(runs.start(start), offset)
             if t.get("rstrip"):
-                stop += len(text[stop:]) - len(text[stop:].lstrip(WHITE_SPACE))
+                stop = runs.end(stop)
             if offset < start:
                 out.append((text[offset:start], None, offset))
             out.append((text[start:stop], i, start))
