@@ -714,3 +714,16 @@ def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path):
     tok = HFTokenizer(folder)
     assert tok.encode("a  <|im_start|>  b") == [64, 1020, 65]
     doubling_does_not_quadruple(lambda n: tok.encode(" <|im_start|> " * (n // 14)), 400_000)
+
+
+def test_a_split_that_outlasts_its_time_limit_is_one_line(tmp_path, monkeypatch):
+    """A pattern of an allowed shape can still backtrack polynomially; the regex engine stops at the limit."""
+    import tracer.patterns
+    from tracer.errors import TracerError
+    from tracer.hf_tokenizer import HFTokenizer
+
+    tok = HFTokenizer(qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+")))
+    monkeypatch.setattr(tracer.patterns, "budget", lambda text: 0.05)
+    with pytest.raises(TracerError, match=r"its Split regex took more than 0 s on a text of 3,002 characters") as e:
+        tok.encode("a" * 3000 + " x")
+    assert "\n" not in str(e.value)

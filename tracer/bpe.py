@@ -2,7 +2,7 @@
 tokenizers/src) does it: the added tokens cut out of the text first (tokenizer/added_vocabulary.rs:
 leftmost-longest, lstrip/rstrip, those matched on the raw text, then those matched after the normalizer),
 the BPE merge loop (models/bpe/word.rs: the pair of lowest merge rank first, leftmost on ties), the
-post-processor's BOS/EOS, the Split regexes translated to Python's `re`, and the end token.
+post-processor's BOS/EOS, the Split regexes (`tracer.patterns`), the end token, and every id checked.
 
 `BPEBase` holds the parts; `hf_tokenizer.HFTokenizer` (byte-level) and `sp_tokenizer.SPTokenizer`
 (SentencePiece-style, `▁` and byte fallback) add their normalizer, pre-tokenizer and symbols.

@@ -7,7 +7,7 @@ normalized (none or NFC), pre-tokenized (Split regexes, Digits, ByteLevel and it
 in GPT-2's byte aliases and merged by BPE; the template adds its BOS/EOS ids. Two engines:
 - `bpe`: the algorithm of `tokenizers` (models/bpe/word.rs: the pair of lowest merge index first, leftmost
   on ties; with `ignore_merges` a pre-token that is a token stays whole), cached per pre-token. Its regexes
-  run in Python's `re`, with `\\p{L}`-style classes read from tiktoken's regex engine (Unicode 16, like
+  run on the `regex` engine (checked and time-limited by `tracer.patterns`), with `\\p{L}`-style classes read from tiktoken's regex engine (Unicode 16, like
   Oniguruma in `tokenizers`; Python 3.11's tables are Unicode 14) and `\\s` as Unicode White_Space.
 - `tiktoken`: an Encoding of the vocabulary (rank = id) with the Split regex as `pat_str`, used only where
   tiktoken's rule (merge the pair whose concatenation has the lowest rank; a piece that is a token stays
