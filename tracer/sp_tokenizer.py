@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from .bpe import BPEBase, load, merge, refuse
+from .bpe import BPEBase, load, merge, read_vocab, refuse
 from .errors import TracerError
 from .reading import inside
 
@@ -74,7 +74,7 @@ class SPTokenizer(BPEBase):
         for k in ("continuing_subword_prefix", "end_of_word_suffix"):
             if model.get(k):
                 refuse(where, f"BPE {k} {model[k]!r}")
-        self.vocab: dict[str, int] = {str(k): int(v) for k, v in model.get("vocab", {}).items()}
+        self.vocab: dict[str, int] = read_vocab(model.get("vocab", {}), where)
         self.byte_fallback, self.fuse_unk = bool(model.get("byte_fallback")), bool(model.get("fuse_unk"))
         self.ignore_merges = bool(model.get("ignore_merges", False))
         unk = model.get("unk_token")
