@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import TracerError
 from .patterns import python_regex, refuse, split, unicode_class  # noqa: F401  (the Split regexes: tracer.patterns)
-from .reading import parse_json, read_small
+from .reading import inside, parse_json, read_small
 
 END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
 # Unicode White_Space: what \s means in Oniguruma and Rust's regex (Python's \s adds U+001C–U+001F).
@@ -190,6 +190,17 @@ class BPEBase:
     path: Path | None = None
     sha256: str | None = None
     source: dict | None = None  # spec() of a tokenizer built from elsewhere (a GGUF's metadata)
+
+    def _open(self, path: Path | None, data: dict | None, loaded) -> tuple[dict, Path | None]:
+        """The tokenizer.json table (read from `path` unless `data` is given, or `loaded`: its table
+        and sha256 read already) and its folder's tokenizer_config.json (None for a table given)."""
+        if data is not None:
+            self.name = str(path)
+            return data, None
+        self.path = path.resolve()
+        data, self.sha256 = loaded or load(path)
+        self.name = f"{path.parent.name}/{path.name}"
+        return data, inside(path.parent, "tokenizer_config.json", path.parent)  # a link out of the folder is refused
 
     def _common(self, data: dict, where: str, end, config: Path | None) -> None:
         """Everything but the model: call after `vocab` and the normalizer are set."""

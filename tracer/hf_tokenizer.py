@@ -151,11 +151,7 @@ class HFTokenizer(BPEBase):
     def _read(self, path, engine: str, end, data, loaded) -> None:
         if data is None:
             path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
-            self.path = path.resolve()
-            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
-            self.name, config = f"{path.parent.name}/{path.name}", inside(path.parent, "tokenizer_config.json", path.parent)
-        else:
-            self.name, config = str(path), None
+        data, config = self._open(path, data, loaded)
         where = str(path)
         model = data["model"]
         problems = [f"model type {model.get('type')} (tracer reads BPE)"] if model.get("type", "BPE") != "BPE" else []
