@@ -524,3 +524,58 @@ def gguf_of_folder(tmp_path_factory):
         return made[key]
 
     return make
+
+
+# --------------------------------------------------------------------------- bounded growth
+
+
+@pytest.fixture(scope="session")
+def grows_linearly():
+    """`grows_linearly(run, n)`: `run(m)` timed at m = n and 2n (the best of five each). Linear growth
+    doubles the time, quadratic quadruples it: less than 3× (plus 20 ms of a loaded machine's noise)
+    passes. Never an absolute time."""
+    import time
+
+    def best(run, m: int) -> float:
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            run(m)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    def check(run, n: int) -> None:
+        small, large = best(run, n), best(run, 2 * n)
+        assert large < 3 * small + 0.02, f"{n}: {small:.4f} s, {2 * n}: {large:.4f} s"
+
+    return check
+
+
+# --------------------------------------------------------------------------- a run that overflows on purpose
+
+OVERFLOW = """
+title = "An embedding too large for float64: the arithmetic overflows on purpose"
+[model]
+d_model = 4
+n_heads = 2
+n_layers = 2
+n_ctx = 8
+dtype = "float64"
+layer_norm = false
+[tokenizer]
+vocab = ["a", "b", "c"]
+[weights]
+W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
+[prompt]
+tokens = ["a", "b"]
+[generate]
+max_new_tokens = 2
+"""
+
+
+@pytest.fixture
+def overflow(tmp_path) -> Path:
+    """A scenario whose float64 arithmetic overflows (an embedding of ±1e200): ∞ and NaN on purpose."""
+    path = tmp_path / "overflow.toml"
+    path.write_text(OVERFLOW)
+    return path

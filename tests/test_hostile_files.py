@@ -366,31 +366,6 @@ def test_an_expectation_that_states_nothing_is_refused(tmp_path, runner):
     one_line(runner.invoke(app, ["replay", str(path)]), "value: an empty list states nothing")
 
 
-OVERFLOW = """
-title = "An embedding too large for float64: the arithmetic overflows on purpose"
-[model]
-d_model = 4
-n_heads = 2
-n_layers = 2
-n_ctx = 8
-dtype = "float64"
-layer_norm = false
-[tokenizer]
-vocab = ["a", "b", "c"]
-[weights]
-W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
-[prompt]
-tokens = ["a", "b"]
-[generate]
-max_new_tokens = 2
-"""
-
-
-@pytest.fixture
-def overflow(tmp_path) -> Path:
-    path = tmp_path / "overflow.toml"
-    path.write_text(OVERFLOW)
-    return path
 
 
 def test_a_model_built_to_overflow_shows_its_overflow_step_by_step(overflow, tmp_path, runner):
@@ -585,28 +560,11 @@ def test_a_split_regex_with_a_huge_repetition_count_is_refused(tmp_path, runner)
     one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "the repetition number is too large")
 
 
-def doubling_does_not_quadruple(run, n: int) -> None:
-    """`run(m)` at m = n and 2n (the best of three each): linear growth doubles the time, quadratic
-    quadruples it; less than 3× passes."""
-    import time
-
-    def best(m):
-        times = []
-        for _ in range(3):
-            t = time.perf_counter()
-            run(m)
-            times.append(time.perf_counter() - t)
-        return min(times)
-
-    small, large = best(n), best(2 * n)
-    assert large < 3 * small + 0.02, (n, small, large)
-
-
 TOKENIZERS = Path(__file__).parent / "data" / "tokenizers"
 
 
 @pytest.mark.parametrize("kind", ["tokenizer.json", "gguf"])
-def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind):
+def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind, grows_linearly):
     """The test of every split of every token into two tokens was quadratic in a token's length: a token
     of 400,000 characters took 22 s to load, of 1.6 MB 11 minutes (tokenizer.json's limit is 16 MB)."""
     from tracer.gguf_tokenizer import tokenizer_json_from_gguf
@@ -626,7 +584,7 @@ def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind):
         path.write_text(json.dumps(data), encoding="utf-8")
         assert HFTokenizer(path).engine == "tiktoken"
 
-    doubling_does_not_quadruple(load, 100_000)
+    grows_linearly(load, 100_000)
 
 
 
@@ -703,7 +661,7 @@ def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, ca
     assert capfd.readouterr().err == ""
 
 
-def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path):
+def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path, grows_linearly):
     """Each lstrip/rstrip token copied the whole text before or after it: a 400 KB prompt took 5.6 s."""
     from tracer.hf_tokenizer import HFTokenizer
 
@@ -713,7 +671,7 @@ def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path):
     folder = qwen2_folder(tmp_path, strip)
     tok = HFTokenizer(folder)
     assert tok.encode("a  <|im_start|>  b") == [64, 1020, 65]
-    doubling_does_not_quadruple(lambda n: tok.encode(" <|im_start|> " * (n // 14)), 400_000)
+    grows_linearly(lambda n: tok.encode(" <|im_start|> " * (n // 14)), 400_000)
 
 
 def test_a_split_that_outlasts_its_time_limit_is_one_line(tmp_path, monkeypatch):
