@@ -460,7 +460,9 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base((cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    w.add_rope_freq_base(theta)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // H
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
@@ -487,6 +489,23 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     if cfg.get("eos_token_id") is not None:
         w.add_eos_token_id(cfg["eos_token_id"])
     w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+    if rope.get("rope_type") == "llama3":  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, as written there
+        import math
+
+        freqs = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+        factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        old = rope["original_max_position_embeddings"]
+        factors = []
+        for freq in freqs:
+            wavelen = 2 * math.pi / freq
+            if wavelen < old / high:
+                factors.append(1)
+            elif wavelen > old / low:
+                factors.append(factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                factors.append(1 / ((1 - smooth) / factor + smooth))
+        w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     for l in range(cfg["num_hidden_layers"]):

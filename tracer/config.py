@@ -104,9 +104,16 @@ class Config:
     def _check_rope_scaling(self) -> None:
         rs = self.rope_scaling
         kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+        if kind == "factors":  # a divisor per pair of dimensions (a GGUF's rope_freqs)
+            factors = rs.get("factors")
+            if not isinstance(factors, list) or len(factors) != self.d_head // 2 or not all(
+                    _positive(f) and f < float("inf") for f in factors):
+                raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
+                                  f"(one per pair of a head's dimensions)")
+            return
         if kind != "llama3":
             raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
-                              f"'llama3' scaling, or none)")
+                              f"'llama3' scaling, a GGUF's per-pair 'factors', or none)")
         for key in ROPE_SCALING_KEYS:
             if not _positive(rs.get(key)):
                 raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")

@@ -100,13 +100,33 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
                           f"rotates all of them (partial rotary is not supported)")
     scaling = meta.get(f"{a}.rope.scaling.type", "none")
-    if scaling not in ("none", None) or "rope_freqs.weight" in tensors:
-        kind = scaling if scaling not in ("none", None) else "rope_freqs (Llama 3.1's frequency factors)"
-        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported in GGUF files yet; tracer computes plain "
-                          f"rotary positions here")
+    if scaling not in ("none", None):  # Llama 3's scaling comes as the rope_freqs tensor instead (see read)
+        raise TracerError(f"{where}: RoPE scaling {scaling!r} is not supported in GGUF files; tracer computes plain "
+                          f"rotary positions and Llama 3's per-pair factors (rope_freqs)")
     if a == "qwen2":
         raw["use_sliding_window"] = False
     return raw
+
+
+ROPE_FREQS = "rope_freqs.weight"  # Llama 3's scaling as llama.cpp keeps it: a divisor per pair of dimensions
+
+
+def with_rope_factors(f, cfg, where: Path):
+    """`cfg` with the file's rope_freqs (convert_hf_to_gguf.py writes Llama 3.1's scaling as one
+    divisor per pair of a head's dimensions; llama.cpp turns pair i by position · θ_i / factor_i)."""
+    from dataclasses import replace
+
+    info = f.tensors.get(ROPE_FREQS)
+    if info is None:
+        return cfg
+    if tuple(info.shape) != (cfg.d_head // 2,):
+        raise TracerError(f"{where}: tensor {ROPE_FREQS!r} has shape {list(info.shape)}; rotary positions need "
+                          f"{cfg.d_head // 2} factors (one per pair of a head's {cfg.d_head} dimensions)")
+    factors = [float(x) for x in f.dequantize(ROPE_FREQS)]
+    try:
+        return replace(cfg, rope_scaling={"rope_type": "factors", "factors": factors})
+    except TracerError as e:
+        raise TracerError(f"{where}: tensor {ROPE_FREQS!r}: {str(e).removeprefix('config: ')}") from None
 
 
 def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_model] → same
@@ -135,7 +155,8 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
             raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)")
         if tuple(info.shape) != tuple(shape):
             raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}")
-    extra = [g for g in f.tensors if g not in wanted]
+    cfg = with_rope_factors(f, cfg, path)
+    extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS]
     if extra:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
