@@ -174,3 +174,16 @@ def test_rope_factors_that_cannot_be_are_one_line(factors, says):
     with pytest.raises(TracerError, match=says):
         with_rope_factors(f, cfg, Path("m.gguf"))
     assert with_rope_factors(SimpleNamespace(tensors={}), cfg, Path("m.gguf")) is cfg
+
+
+def test_a_model_whose_float32_copies_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
+    """Reading expands every weight to float32: a model that would not fit is one line, before any copy."""
+    import tracer.memory
+
+    path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
+    monkeypatch.setattr(tracer.memory, "memory_room", lambda: 100_000)
+    with pytest.raises(TracerError, match=r"expanded to float32 this model needs 0\.\d GB more \(F32, Q8_0 in the file\), "
+                                          r"and this process can take 0\.0 GB"):
+        tracer.load(str(path))
+    with pytest.raises(TracerError, match=r"expanded to float32 this model needs .* \(BF16 on disk\)"):
+        tracer.load(str(DATA / "llama-tiny-bf16"))

@@ -148,6 +148,26 @@ def check_present(shapes: dict, tensors: dict, origin: dict, folder: Path, ignor
             raise TracerError(f"{origin[name]}: tensor {name!r} has shape {list(got)} but config.json implies {list(shape)}")
 
 
+def check_room(need: int, where: Path, stored: str) -> None:
+    """Refuse, with the numbers, a model whose float32 copies (`need` bytes: what is not stored as
+    float32, and the fused Q|K|V matrices) would not fit in what this process may take, before any
+    is made: one line, not an out-of-memory kill. tracer expands every weight when it reads a model."""
+    from ..memory import memory_room
+
+    room = memory_room()
+    if need > room:
+        raise TracerError(f"{where}: expanded to float32 this model needs {need / 1e9:.1f} GB more ({stored}), and this "
+                          f"process can take {room / 1e9:.1f} GB; tracer expands every weight when it reads a model "
+                          f"(layer-by-layer expansion for models bigger than memory is not built yet)")
+
+
+def expansion_bytes(shapes: dict, dtypes: dict, fused_qkv: int = 0) -> int:
+    """Bytes of the float32 copies reading makes: 4 per number of every tensor not stored as float32
+    (`dtypes`: name → stored type), plus `fused_qkv` numbers of the fused Q|K|V matrices."""
+    copied = sum(int(np.prod(shape)) for name, shape in shapes.items() if dtypes.get(name) not in ("F32", "float32"))
+    return 4 * (copied + fused_qkv)
+
+
 def as_float32(name: str, arr: np.ndarray, where: Path) -> np.ndarray:
     """The array as float32: the memory-mapped view itself when it already is (no copy)."""
     if arr.dtype.kind != "f":

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
-from .folder import check_finite, no_progress
+from .folder import check_finite, check_room, expansion_bytes, no_progress
 from .llama import config_of, file_names, hf_shapes, translate
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
@@ -160,6 +160,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     if extra:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
+    kinds = sorted({f.tensors[g].type_name for g in wanted})
+    check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
+                               cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
     permuted = ARCHITECTURES[raw["model_type"]][1]
     t: dict[str, np.ndarray] = {}
     total = sum(f.tensors[g].nbytes for g in wanted)

@@ -33,8 +33,8 @@ from ..errors import TracerError
 from ..qkv import fuse_qkv, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
-from .folder import (check_present, check_sizes, config_error, flag, number, read_checked, read_tensors, read_training,
-                     stored_as, weight_files, whole)
+from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
+                     read_tensors, read_training, stored_as, weight_files, whole)
 
 FAMILIES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
@@ -220,6 +220,8 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Che
     check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
     tensors, origin, dtypes = read_tensors(files)
     check_tensors(cfg, shapes, tensors, origin, folder)
+    fused = cfg.n_layers * cfg.d_model * cfg.qkv_width  # each layer's [W_Q | W_K | W_V], one copy
+    check_room(expansion_bytes(shapes, dtypes, fused), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
     t = read_checked(tensors, origin, shapes, f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
                      progress)
     params, fused = translate(cfg, t)
