@@ -14,7 +14,7 @@ import heapq
 import re
 from pathlib import Path
 
-from .errors import TracerError
+from .errors import TracerError, is_whole
 from .patterns import python_regex, refuse, split, unicode_class  # noqa: F401  (the Split regexes: tracer.patterns)
 from .reading import inside, parse_json, read_small
 
@@ -29,7 +29,7 @@ MAX_ID = 2**31 - 1  # tokenizers' ids are u32, tiktoken's ranks fit an i32; a mo
 def token_id(v, where, what: str) -> int:
     """An id from the file: a whole number (not true, not 5.0, not "5") in 0..MAX_ID. Whether the model has
     a row for it is the model's check (`n_vocab` ≤ d_vocab), so every id the tokenizer gives is below d_vocab."""
-    if isinstance(v, bool) or not isinstance(v, int):
+    if not is_whole(v):
         raise TracerError(f"tokenizer {where}: {what} has the id {repr(v)[:40]}, not a whole number")
     if not 0 <= v <= MAX_ID:
         shown = f"{v:,}" if abs(v) < 10**30 else ("-" if v < 0 else "") + "beyond 10³⁰"

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from typing import TYPE_CHECKING
 
-from .errors import TracerError, near
+from .errors import TracerError, is_whole, near
 
 if TYPE_CHECKING:
     from . import blocks
@@ -67,9 +67,9 @@ class Config:
         counts = ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp")
         for name in counts + (("n_kv_heads",) if self.n_kv_heads is not None else ()):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_whole(value, 1):
                 raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
-        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
+        if not is_whole(self.n_layers, 0):
             raise TracerError(f"config: n_layers must be a whole number ≥ 0, got {self.n_layers!r}")
         for name, most in LIMITS.items():
             if getattr(self, name) > most:
@@ -98,7 +98,7 @@ class Config:
         if self.rope_scaling is not None:
             self._check_rope_scaling()
         w = self.sliding_window
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+        if w is not None and not is_whole(w, 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
 
     def _check_rope_scaling(self) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..errors import TracerError, near
+from ..errors import TracerError, is_whole, near
 from ..files import load_safetensors, read_safetensors_header
 from ..params import first_non_finite
 from ..reading import inside, parse_json, read_small
@@ -49,7 +49,7 @@ def model_type(raw: dict) -> str:
 def whole(raw: dict, key: str, where: Path, default=None) -> int:
     """config.json's `key` as a whole number ≥ 1 (`default` when absent)."""
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value, 1):
         got = " (missing)" if key not in raw and default is None else f", got {value!r}"
         raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1{got}")
     return value

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..chat import load_chat_template
 from ..config import Config
-from ..errors import TracerError
+from ..errors import TracerError, is_whole
 from ..qkv import fuse_qkv, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
@@ -76,7 +76,7 @@ def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | 
     if family == "qwen2" or kinds != {"sliding_attention"}:
         raise TracerError(f"{where}: a sliding window on some layers only (use_sliding_window / layer_types) is not "
                           f"supported; tracer applies one window to every layer or none")
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+    if not is_whole(window, 1):
         raise TracerError(f"{where}: 'sliding_window' must be a whole number ≥ 1 or null, got {window!r}")
     return window
 
