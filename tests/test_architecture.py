@@ -24,7 +24,7 @@ LAYERS = {
     1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow"],  # data, its holding and reading
-    2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
+    2: ["fast", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
     5: ["loaders", "replay"],  # every Model is built here

@@ -172,6 +172,16 @@ def say_notes(model, text: str) -> None:
                  f"model's own tokenizer (tokenizers) drops them")
 
 
+def ablations(model, specs) -> tuple[list[str], dict | None]:
+    """--ablate's specs checked against the model: their words and one dict of hooks (None: none)."""
+    if not specs:
+        return [], None
+    from ..interventions import combine, parse_ablation
+
+    parsed = [parse_ablation(s, model.config) for s in specs]
+    return [w for w, _ in parsed], combine(*(h for _, h in parsed))
+
+
 def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:
     """`warnings.showwarning` for the command: one sanitised line, no file name or source line."""
     echo_err(f"warning: {message} ({category.__name__})")

@@ -8,7 +8,7 @@ import typer
 
 from ..config import DEFAULT_MODEL
 from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
-                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, say_notes,
+                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablations, app, check_export, echo_err, make_console, passes, say_notes,
                   view_of)
 
 
@@ -39,6 +39,7 @@ def trace(
     export: ExportOpt = None,
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
     chat: ChatOpt = False,
+    ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")] = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
@@ -62,13 +63,21 @@ def trace(
     side = truncate.value if truncate else None
     text = m.prompt(prompt, side, settings.max_new_tokens, chat=chat)
     say_notes(m, text.text)
+    removed, hooks = ablations(m, ablate or ())
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
     # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
     names = REACHED_NAMES if json_out and not save else None
     unseen = bool(names) or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None)
+        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None,
+                         hooks=hooks)
+    change = None
+    if hooks:
+        from ..interventions import prediction_change
+
+        change = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
+        gen.meta["ablation"] = change
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"

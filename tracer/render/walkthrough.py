@@ -38,6 +38,19 @@ from .text import line, section
 from .view import Resolved
 
 
+def ablation_words(change: dict, tok) -> str:
+    """--ablate's effect on the next token, in one sentence: "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H"."""
+    from ..tokens import show_token
+
+    clean, new = change["clean"], change["changed"]
+    name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
+    what = " and ".join(change.get("ablated") or ["the hooked values"])
+    words = (f"without {what}: p({name(clean['top_id'])}) {clean['p_top']:.3f} → {new['p_clean_top']:.3f}; "
+             + (f"top-1 stays {name(clean['top_id'])}" if new["top_id"] == clean["top_id"]
+                else f"top-1 becomes {name(new['top_id'])} ({new['p_top']:.3f})"))
+    return words + ". Every number below is the changed run's."
+
+
 def block_words(cfg) -> str:
     pos = cfg.position_kind.title
     if cfg.position_kind.rotary:
@@ -76,6 +89,8 @@ def header(ctx: Ctx):
     stored = storage_words(meta)
     if stored:
         yield Text(stored, style="dim")
+    if isinstance(meta.get("ablation"), dict):
+        yield Text(ablation_words(meta["ablation"], ctx.tok), style="bold")
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)
