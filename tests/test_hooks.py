@@ -133,3 +133,43 @@ def test_an_ablation_that_does_not_fit_is_one_line_before_anything_runs(runner, 
     r = runner.invoke(app, ["trace", "A B C", "--ablate", spec, "--save", str(save)])
     assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not save.exists()
+
+
+def test_attribution_is_the_central_difference_of_the_logit_along_each_inputs_own_vector(small_config):
+    """gradient × input at position p = d/dε logit(x + ε·x_p at p) at ε = 0, taken here through the hooks
+    API by central differences in float64 (an independent way to the backward pass's number)."""
+    from tracer.params import init_weights
+    from tracer.tokens import WordTokenizer
+
+    cfg = small_config(dtype="float64", n_layers=2)
+    rng = np.random.default_rng(11)
+    params = {k: v + rng.normal(0, 0.2, v.shape) for k, v in init_weights(cfg, 5).items()}
+    m = Model(cfg, params, WordTokenizer([f"w{i}" for i in range(40)]), "fd")
+    got = m.attribute(IDS)
+    target = got["target_id"]
+    assert target == int(np.argmax(m.run(IDS)["logits"][-1]))
+    x = m.run(IDS)["blocks.0.hook_resid_pre"]
+    h = 1e-5
+    for p in range(len(IDS)):
+        def logit(eps):
+            bump = np.zeros_like(x)
+            bump[p] = eps * x[p]
+            return m.run(IDS, names=["logits"], hooks={"blocks.0.hook_resid_pre": lambda v: v + bump})["logits"][-1, target]
+        fd = (logit(h) - logit(-h)) / (2 * h)
+        np.testing.assert_allclose(got["per_position"][p], fd, rtol=1e-6, atol=1e-8)
+    with pytest.raises(TracerError, match="target must be a token id"):
+        m.attribute(IDS, target=40)
+
+
+def test_attribute_on_the_command_line_gives_the_apis_numbers(runner):
+    import tracer
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "red fox jumps. red fox", "-n", "1", "--attribute", "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)["attribution"]
+    want = tracer.load("abc").attribute("red fox jumps. red fox", target=got["target_id"])
+    np.testing.assert_allclose(got["per_position"], want["per_position"], rtol=1e-6, atol=1e-9)
+    assert got["target_id"] == json.loads(r.stdout)["generated_ids"][0] and len(got["per_position"]) == 6
+    shown = runner.invoke(app, ["trace", "red fox jumps. red fox", "-n", "0", "--attribute", "--section", "tokens"])
+    assert shown.exit_code == 0 and "Which prompt token mattered to ␣jumps" in shown.output, shown.output

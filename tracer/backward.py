@@ -244,9 +244,9 @@ def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, tu
     return dy + d_pre if cfg.residual else d_pre
 
 
-def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
-    """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
-    grads: dict = {}
+def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  # → [..., pos, d_model], dW_U
+    """Back from the logits to the residual stream entering layer 0 (the embedding plus the position
+    vector): its gradient, and W_U's (or W_E's share, when tied); the other parameters' go into `grads`."""
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
     dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
     dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
@@ -256,6 +256,13 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
         turn = np.cos(angle), np.sin(angle)
     for l in reversed(range(cfg.n_layers)):
         dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn)
+    return dx, dW_U
+
+
+def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
+    """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
+    grads: dict = {}
+    dx, dW_U = to_input(cfg, w, acts, dlogits, grads)  # [..., pos, d_model]
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
     if cfg.tied_unembed:
         dW_E += dW_U  # W_U is W_E transposed: both uses add up (d_unembed gave it as [d_vocab, d_model])
@@ -283,3 +290,18 @@ def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:
     logits = forward(cfg, w, tokens, rec)  # [..., pos, d_vocab]
     loss, dlogits = cross_entropy(logits, next_token_targets(tokens))
     return loss, backward(cfg, w, tokens, rec.store, dlogits)
+
+
+def attribution(cfg: Config, weights, tokens, target: int):  # [pos] → [pos], [pos, d_model], [pos, d_model]
+    """Gradient × input for the last position's logit of `target`: at each position p,
+    Σ_d x[p, d] · ∂logit/∂x[p, d], x being the input to layer 0 (`blocks.0.hook_resid_pre`: the
+    embedding plus the position vector). Gives (per position, the gradient, x)."""
+    w = weights if isinstance(weights, Weights) else layout(cfg, weights)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rec = Recorder(NEEDED)
+    logits = forward(cfg, w, tokens, rec)  # [pos, d_vocab]
+    dlogits = np.zeros_like(logits)
+    dlogits[-1, int(target)] = 1.0
+    dx, _ = to_input(cfg, w, rec.store, dlogits, {})  # [pos, d_model]
+    x = rec.store["blocks.0.hook_resid_pre"] if cfg.n_layers else rec.store["unembed.hook_in"]  # [pos, d_model]
+    return (x.astype(np.float64) * dx).sum(axis=-1), dx, x

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backward import loss_and_grads
+from .backward import attribution, loss_and_grads
 from .config import Config
 from .decoder import forward, hook_names
 from .errors import TracerError
@@ -168,6 +168,18 @@ class Model:
         for meta in [gen.meta] + [s.meta for s in gen.steps]:
             meta.update(prompt.meta())
         return gen
+
+    def attribute(self, prompt_or_ids, target: int | None = None) -> dict:
+        """Which input position mattered to the next token: gradient × input at each prompt position for
+        the last position's logit of `target` (default: the most likely next token), from tracer's own
+        backward pass (`tracer.backward.attribution`). {"target_id", "per_position"}."""
+        ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
+        if target is None:
+            target = int(np.argmax(self.run(ids.tolist(), names=["logits"])["logits"][-1]))
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= int(target) < self.config.d_vocab:
+            raise TracerError(f"attribute: target must be a token id in 0–{self.config.d_vocab - 1}, got {target!r}")
+        per, _, _ = attribution(self.config, self.weights, ids, int(target))
+        return {"target_id": int(target), "per_position": [float(v) for v in per]}
 
     def loss_and_grads(self, prompt_or_ids) -> tuple[float, dict]:
         """The mean next-token cross-entropy of the prompt (position i predicts token i + 1, as

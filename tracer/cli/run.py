@@ -39,6 +39,7 @@ def trace(
     export: ExportOpt = None,
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
     chat: ChatOpt = False,
+    attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each input vector, embedding + position, of value × ∂logit/∂value), from tracer's own backward pass.")] = False,
     ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")] = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
@@ -78,6 +79,8 @@ def trace(
 
         change = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
         gen.meta["ablation"] = change
+    if attribute:  # the chosen next token (the first generated, or the most likely when none was)
+        gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"

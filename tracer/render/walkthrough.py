@@ -145,6 +145,25 @@ def tokens_section(ctx: Ctx):
                f"count from 0, as in the code: A is position 0, layer 0 the first layer.")
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
+    if isinstance(ctx.gen.meta.get("attribution"), dict):
+        yield attribution_table(ctx, ctx.gen.meta["attribution"])
+
+
+def attribution_table(ctx: Ctx, att: dict) -> Table:
+    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars."""
+    from .fmt import bar, num
+
+    per = [float(v) for v in att.get("per_position", [])]
+    top = max((abs(v) for v in per), default=0.0) or 1.0
+    target = ctx.text(int(att["target_id"]))
+    t = Table(title=f"Which prompt token mattered to {target}: gradient × input (over each input vector, "
+                    f"embedding + position: Σ value × ∂logit/∂value)", title_justify="left", box=None)
+    for col, how in (("token", "left"), ("text", "left"), ("grad × input", "right"), ("", "left")):
+        t.add_column(col, justify=how, no_wrap=True)
+    for p, v in enumerate(per):
+        t.add_row(ctx.labels[p], ctx.text(int(ctx.gen.prompt_ids[p])), num(v, ctx.p),
+                  ("+" if v >= 0 else "−") + bar(abs(v) / top))
+    return t
 
 
 @group()
