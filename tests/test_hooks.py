@@ -173,3 +173,32 @@ def test_attribute_on_the_command_line_gives_the_apis_numbers(runner):
     assert got["target_id"] == json.loads(r.stdout)["generated_ids"][0] and len(got["per_position"]) == 6
     shown = runner.invoke(app, ["trace", "red fox jumps. red fox", "-n", "0", "--attribute", "--section", "tokens"])
     assert shown.exit_code == 0 and "Which prompt token mattered to ␣jumps" in shown.output, shown.output
+
+
+def test_patching_at_layer_0_recovers_exactly_all_at_the_differing_position_and_nothing_elsewhere(model):
+    from tracer.interventions import activation_patching
+
+    top = lambda ids: int(np.argmax(model.run(ids, names=["logits"])["logits"][-1]))  # noqa: E731
+    a = IDS
+    b = next(IDS[:6] + [t] + IDS[7:] for t in range(40) if top(IDS[:6] + [t] + IDS[7:]) != top(IDS))  # differs at 6
+    got = activation_patching(model, a, b)
+    assert got["differs"] == [0, 0, 0, 0, 0, 0, 1, 0] and got["answers"] == [top(a), top(b)]
+    assert got["recovered"][0] == [0.0] * 6 + [1.0, 0.0]  # exactly: the patched input is A's or B's own
+    np.testing.assert_allclose(got["distance"][0], [0] * 6 + [got["distance"][0][6], 0], atol=0)
+    assert got["distance"][0][6] > 0 and got["recovered"][1][:6] == [0.0] * 6  # before the difference: no effect
+    with pytest.raises(TracerError, match="A has 8, B has 7"):
+        activation_patching(model, a, b[:-1])
+
+
+def test_compare_on_the_command_line(runner):
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["compare", "A B C D E F", "A B C D E Q", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["patch"]["answers"] == [" G", out["answer_tokens"][1]] and out["differs"] == [0, 0, 0, 0, 0, 1]
+    assert [row[5] for row in out["patch"]["recovered"]] == [1.0] * 4
+    shown = runner.invoke(app, ["compare", "A B C D E F", "A B C D E Q"])
+    assert shown.exit_code == 0 and "Activation patching" in shown.output and "A predicts ␣G" in shown.output
+    bad = runner.invoke(app, ["compare", "A B C", "A B"])
+    assert bad.exit_code == 2 and "A has 3, B has 2" in bad.stderr

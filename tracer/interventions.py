@@ -127,3 +127,35 @@ def prediction_change(model, ids, hooks: dict) -> dict:
     top, new = int(np.argmax(clean)), int(np.argmax(changed))
     return {"clean": {"top_id": top, "p_top": float(clean[top])},
             "changed": {"top_id": new, "p_top": float(changed[new]), "p_clean_top": float(changed[top])}}
+
+
+def activation_patching(model, a_ids, b_ids) -> dict:
+    """Two prompts of one length: where does A's answer live? Their answer tokens (A's top next token a,
+    B's b), the logit difference ld = logit(a) − logit(b) at the last position of each run, how far the
+    residual streams are apart at each layer's input and position, and, for each layer l and position p,
+    B's run with A's `blocks.{l}.hook_resid_pre` patched in at p: the fraction of the difference it
+    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric)."""
+    a_ids, b_ids = list(a_ids), list(b_ids)
+    if len(a_ids) != len(b_ids):
+        raise TracerError(f"compare: the prompts must have the same number of tokens; A has {len(a_ids)}, "
+                          f"B has {len(b_ids)}")
+    names = ["blocks.*.hook_resid_pre", "logits"]
+    ra, rb = model.run(a_ids, names=names), model.run(b_ids, names=names)
+    a_top, b_top = int(np.argmax(ra["logits"][-1])), int(np.argmax(rb["logits"][-1]))
+
+    def ld(trace) -> float:
+        last = np.asarray(trace["logits"][-1], dtype=np.float64)
+        return float(last[a_top] - last[b_top])
+
+    ld_a, ld_b = ld(ra), ld(rb)
+    n_layers, n = model.config.n_layers, len(a_ids)
+    recovered = np.zeros((n_layers, n))  # [layer, pos]
+    distance = np.zeros((n_layers, n))  # [layer, pos] ‖resid_A − resid_B‖
+    for layer in range(n_layers):
+        name = f"blocks.{layer}.hook_resid_pre"
+        distance[layer] = np.linalg.norm(ra[name].astype(np.float64) - rb[name], axis=-1)
+        for p in range(n):
+            patched = model.run(b_ids, names=["logits"], hooks=patch(name, ra[name], positions=[p]))
+            recovered[layer, p] = (ld(patched) - ld_b) / (ld_a - ld_b) if ld_a != ld_b else float("nan")
+    return {"answers": [a_top, b_top], "ld": [ld_a, ld_b], "differs": [int(x != y) for x, y in zip(a_ids, b_ids)],
+            "recovered": recovered.tolist(), "distance": distance.tolist()}

@@ -252,3 +252,39 @@ def tokens(
     text = m.chat_prompt(prompt) if chat else prompt
     say_notes(m, text)
     make_console().print(token_table(m.tokenizer.encode(text), m.tokenizer))
+
+
+@app.command()
+def compare(
+    a: Annotated[str, typer.Argument(help="The first prompt (A).")],
+    b: Annotated[str, typer.Argument(help="The second prompt (B), with as many tokens as A.")],
+    model: ModelOpt = DEFAULT_MODEL,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (answers, ld, patch.recovered[layer][position], …).")] = False,
+) -> None:
+    """Compare two prompts of one length, and find where A's answer lives by activation patching:
+    B's run with A's residual stream put in at each layer and position, and how much of the logit
+    difference between A's and B's answers that gives back.
+
+    Example: tracer compare "A B C D E F" "A B C D E Q"
+    """
+    from ..interventions import activation_patching
+    from ..loaders import load
+    from ..render.progress import reading_progress
+    from ..tokens import check_prompt
+
+    check_prompt(a)
+    check_prompt(b)
+    m = load(model, progress=reading_progress)
+    a_ids, b_ids = m.tokenize(a), m.tokenize(b)
+    result = activation_patching(m, a_ids, b_ids)
+    if json_out:
+        from ..render.jsonout import dumps
+
+        names = [m.tokenizer.token_str(i) for i in result["answers"]]
+        typer.echo(dumps({"a_ids": a_ids, "b_ids": b_ids, "answers": result["answers"], "answer_tokens": names,
+                          "ld": result["ld"], "differs": result["differs"], "distance": result["distance"],
+                          "patch": {"recovered": result["recovered"], "answers": names}}))
+        return
+    from ..render.compare import compare_view
+
+    make_console().print(compare_view(result, m.tokenizer, a_ids, b_ids))
