@@ -202,3 +202,16 @@ def test_compare_on_the_command_line(runner):
     assert shown.exit_code == 0 and "Activation patching" in shown.output and "A predicts ␣G" in shown.output
     bad = runner.invoke(app, ["compare", "A B C", "A B"])
     assert bad.exit_code == 2 and "A has 3, B has 2" in bad.stderr
+
+
+def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+    from tracer.render.demo.output import step_chosen
+
+    d = _demo_run(None, "A B C D E F", "abc", ablate=("1:0",))
+    assert d.gen.meta["hooked"] == ["blocks.1.attn.hook_z"] and "without head 1:0" in d.title
+    c = Console(record=True, width=80, color_system=None)
+    c.print(step_chosen(d).body)
+    assert "without head 1:0: p(␣G) 0.971 → " in c.export_text()

@@ -48,7 +48,7 @@ def ablation_words(change: dict, tok) -> str:
     words = (f"without {what}: p({name(clean['top_id'])}) {clean['p_top']:.3f} → {new['p_clean_top']:.3f}; "
              + (f"top-1 stays {name(clean['top_id'])}" if new["top_id"] == clean["top_id"]
                 else f"top-1 becomes {name(new['top_id'])} ({new['p_top']:.3f})"))
-    return words + ". Every number below is the changed run's."
+    return words
 
 
 def block_words(cfg) -> str:
@@ -90,7 +90,7 @@ def header(ctx: Ctx):
     if stored:
         yield Text(stored, style="dim")
     if isinstance(meta.get("ablation"), dict):
-        yield Text(ablation_words(meta["ablation"], ctx.tok), style="bold")
+        yield Text(ablation_words(meta["ablation"], ctx.tok) + ". Every number below is the changed run's.", style="bold")
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)
