@@ -435,7 +435,9 @@ GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_laye
               "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
               "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
               "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
-              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+              "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3"}  # model_type → llama.cpp's architecture (the rest: llama)
 
 
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
@@ -450,7 +452,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     cfg = json.loads((folder / "config.json").read_text())
     tok = json.loads((folder / "tokenizer.json").read_text())
     t = load_file(str(folder / "model.safetensors"))
-    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    arch = GGUF_ARCH.get(cfg["model_type"], "llama")
     H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     w = gguf.GGUFWriter(str(out), arch)
     w.add_block_count(cfg["num_hidden_layers"])

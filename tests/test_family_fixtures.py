@@ -16,7 +16,7 @@ from tracer.files import load_npz, load_safetensors, read_safetensors_header
 from tracer.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny"]
 N_PROMPTS, NEW = 2, 8
 
 
@@ -51,6 +51,8 @@ def test_weights_have_the_shapes_config_json_gives(name):
         if cfg["model_type"] == "qwen2":
             want |= {p + "self_attn.q_proj.bias": [heads * hd], p + "self_attn.k_proj.bias": [kv * hd],
                      p + "self_attn.v_proj.bias": [kv * hd]}
+        if cfg["model_type"] == "qwen3":
+            want |= {p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
     assert {k: v["shape"] for k, v in header.items()} == want
     dtype = "BF16" if name.endswith("bf16") else "F32"
     assert {v["dtype"] for v in header.values()} == {dtype} and cfg["dtype"] == {"BF16": "bfloat16", "F32": "float32"}[dtype]

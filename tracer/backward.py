@@ -189,6 +189,11 @@ def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, gra
     return kind.backward(dn, normalized, acts[prefix + "hook_scale"])
 
 
+def d_qk_norm(cfg: Config, dy: np.ndarray, ln: tuple, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
+    """Back through `decoder.qk_norm`: [..., pos, heads, d_head] → the same, the norm's gain's gradient in `grads`."""
+    return d_norm(cfg, cfg.qk_norm_kind.flat(dy), ln, acts, prefix, grads, name).reshape(dy.shape)
+
+
 def d_mlp(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
     """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
     kind = cfg.mlp_kind
@@ -219,6 +224,9 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     if turn is not None:  # back through the rotation to the projections' Q and K
         d_rotate = cfg.position_kind.backward
         dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
+    if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
+        dq = d_qk_norm(cfg, dq, w.q_norm, acts, a + "q_norm.", grads, a + "q_norm")
+        dk = d_qk_norm(cfg, dk, w.k_norm, acts, a + "k_norm.", grads, a + "k_norm")
     dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
     for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
         grads[a + f"W_{m}"], grads[a + f"b_{m}"] = dW, db
@@ -269,7 +277,7 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 
 # Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
-          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
+          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
           "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
           "unembed.hook_in", "logits", "rope.hook_angle"]
 

@@ -219,3 +219,49 @@ POSITIONS: dict[str, Positions] = {p.key: p for p in (
               instead="no position vector is added (rotary positions): {L}'s query and key are rotated by its "
                       "position in every layer instead, so the input is E itself"),
 )}
+
+# --------------------------------------------------------------------------- Q/K norms
+
+
+@dataclass(frozen=True)
+class QkNorm:
+    """A norm on the projections' Q and K, before the rotation (Qwen3: each head's d_head numbers;
+    OLMo 2: all of a position's Q, or K, numbers at once): the config's norm (`Norm.forward`, then
+    its gain), recorded as `attn.q_norm.hook_scale` / `hook_normalized` (and `k_norm`), with the
+    gains `attn.q_norm.w` / `attn.k_norm.w`, as TransformerLens names them. `flat(x)` gives what
+    the norm works on ([pos, head, d_head], or [pos, head·d_head]); its result is reshaped back."""
+
+    key: str  # the config's `qk_norm`
+    on: bool = False
+    per_head: bool = True  # over each head's d_head numbers; False: over every head's numbers at once
+    title: str = ""  # the model line's words
+    words: str = ""  # what the walkthrough says, of {m} (Q or K), {scale} (its root mean square), {gain}
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        return tuple(f"attn.{m}_norm.{h}" for m in "qk" for h in ("hook_scale", "hook_normalized")) if self.on else ()
+
+    def width(self, heads: int, d_head: int) -> int:
+        """The length of the vector one norm divides: d_head, or every head's numbers."""
+        return d_head if self.per_head else heads * d_head
+
+    def shapes(self, norm: Norm, n_heads: int, kv_heads: int, d_head: int) -> dict[str, tuple[int, ...]]:
+        """The parameters after `blocks.{l}.attn.`: the gain (and bias) of each of Q's and K's norms."""
+        if not self.on:
+            return {}
+        return {f"{m}_norm.{p}": (self.width(heads, d_head),) for m, heads in (("q", n_heads), ("k", kv_heads))
+                for p in norm.params}
+
+    def flat(self, x):  # [..., heads, d_head] → [..., heads, d_head] or [..., heads·d_head]
+        return x if self.per_head else x.reshape(*x.shape[:-2], -1)
+
+
+QK_NORMS: dict[str, QkNorm] = {q.key: q for q in (
+    QkNorm("none"),
+    QkNorm("per_head", True, True, "Q and K normalized per head",
+           "{m} is normalized per head before the rotation: each head's {m} ÷ its root mean square "
+           "(here {scale}), then {gain} (Qwen3's Q/K norm)"),
+    QkNorm("whole", True, False, "Q and K normalized whole",
+           "{m} is normalized whole before it is cut into heads and rotated: all of this token's {m} numbers "
+           "÷ their root mean square (here {scale}), then {gain} (OLMo 2's Q/K norm)"),
+)}

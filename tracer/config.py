@@ -51,6 +51,7 @@ class Config:
     rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · rope_theta^(−2i/d_head)
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
     sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
+    qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -97,6 +98,10 @@ class Config:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
+        if self.qk_norm not in blocks.QK_NORMS:
+            raise TracerError(f"config: qk_norm must be one of {', '.join(blocks.QK_NORMS)}, got {self.qk_norm!r}")
+        if self.qk_norm_kind.on and not self.position_kind.rotary:
+            raise TracerError("config: a Q/K norm (qk_norm) is computed with rotary positions only (positional = rope)")
         w = self.sliding_window
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
@@ -146,6 +151,13 @@ class Config:
         return blocks.POSITIONS[self.positional]
 
     @property
+    def qk_norm_kind(self) -> blocks.QkNorm:
+        """The Q/K norm's entry in the table of block switches (`none`: Q and K are not normalized)."""
+        from . import blocks
+
+        return blocks.QK_NORMS[self.qk_norm]
+
+    @property
     def has_positions(self) -> bool:
         """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
         return self.position_kind.adds
@@ -166,6 +178,7 @@ class Config:
         V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
         ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
         per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
+        per_layer += sum(s[0] for s in self.qk_norm_kind.shapes(self.norm_kind, H, self.kv_heads, dh).values())
         if self.layer_norm:
             per_layer += ln
         if self.mlp:

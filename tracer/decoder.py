@@ -17,7 +17,8 @@ teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and th
 summed: recorded as a recipe, computed when read). With rotary positions Q and K are recorded
 before (`hook_q`, `hook_k`) and after (`hook_rot_q`, `hook_rot_k`) their rotation; the SwiGLU MLP
 records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (`hook_post`), as
-TransformerLens names them; `rope.hook_angle` holds each position's angles (one per pair of a
+TransformerLens names them; Qwen3's and OLMo 2's Q/K norms record `attn.q_norm.hook_scale`,
+`attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; `rope.hook_angle` holds each position's angles (one per pair of a
 head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
@@ -90,11 +91,19 @@ def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder = NOTHING) 
     return kind.gain(rec("hook_normalized", normalized), *ln)
 
 
+def qk_norm(cfg: Config, x: np.ndarray, ln: tuple, rec: Recorder = NOTHING) -> np.ndarray:  # [pos, heads, d_head] → same
+    """The config's norm on Q or K: over each head's d_head numbers, or over all of them
+    (`cfg.qk_norm_kind.flat`), then its gain; recorded as `attn.q_norm.hook_scale` / `hook_normalized`."""
+    return norm(cfg, cfg.qk_norm_kind.flat(x), ln, rec).reshape(x.shape)
+
+
 def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Causal self-attention, every head at once: each query weighs the keys it may see, takes
     that blend of their values, and W_O merges the heads. `turn`: RoPE's (cos, sin) for these positions."""
     q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
     q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
+    if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
+        q, k = qk_norm(cfg, q, w.q_norm, rec.scope("q_norm")), qk_norm(cfg, k, w.k_norm, rec.scope("k_norm"))
     if turn is not None:  # rotary positions: Q and K turned by their position's angles
         rotate = cfg.position_kind.forward
         q, k = rec("hook_rot_q", rotate(q, *turn)), rec("hook_rot_k", rotate(k, *turn))

@@ -65,6 +65,8 @@ class Layer:
     mlp_in: Affine | None  # [d_model, d_mlp]
     mlp_out: Affine | None  # [d_mlp, d_model]
     mlp_gate: Affine | None = None  # [d_model, d_mlp] (SwiGLU's W_gate; no bias)
+    q_norm: tuple | None = None  # the Q/K norms' (gain, bias) (Qwen3, OLMo 2: `cfg.qk_norm_kind`), else None
+    k_norm: tuple | None = None
 
 
 @dataclass
@@ -89,6 +91,13 @@ def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
     return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
 
 
+def qk_norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
+    """A Q/K norm's (gain, bias), or None when the block normalizes neither."""
+    if not cfg.qk_norm_kind.on:
+        return None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
+
+
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
     """`W_qkv` may be given when a loader already holds the fused matrices (GPT-2's c_attn), to avoid a copy."""
     layers = []
@@ -108,6 +117,8 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
             mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
             mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
             mlp_gate=Affine(gate, None) if gate is not None else None,
+            q_norm=qk_norm_weights(cfg, params, a + "q_norm"),
+            k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
         ))
     return Weights(
         W_E=params["W_E"],

@@ -34,6 +34,8 @@ def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
             shapes[b + f"attn.W_{m}"] = (heads[m], dm, dh)
         for m in "QKV":
             shapes[b + f"attn.b_{m}"] = (heads[m], dh)
+        qk = cfg.qk_norm_kind.shapes(cfg.norm_kind, H, cfg.kv_heads, dh)  # Q/K norms' gains (Qwen3, OLMo 2)
+        shapes.update({b + f"attn.{x}": s for x, s in qk.items()})
         shapes[b + "attn.W_O"] = (H, dh, dm)
         shapes[b + "attn.b_O"] = (dm,)
         if cfg.mlp:

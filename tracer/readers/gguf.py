@@ -11,6 +11,7 @@ and the family's `translate` gives TransformerLens names:
     blk.{l}.attn_norm → input_layernorm       blk.{l}.ffn_norm → post_attention_layernorm
     blk.{l}.attn_q / attn_k / attn_v / attn_output → self_attn.q_proj / k_proj / v_proj / o_proj (+ .bias)
     blk.{l}.ffn_gate / ffn_up / ffn_down → mlp.gate_proj / up_proj / down_proj
+    blk.{l}.attn_q_norm / attn_k_norm → self_attn.q_norm / k_norm (Qwen3)
 
 A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
 [out, in]. llama.cpp's converter writes the `llama` architecture's Q and K rows permuted, so that
@@ -31,11 +32,11 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
+from .families import family_module
 from .folder import check_finite, no_progress
-from .llama import config_of, file_names, hf_shapes, translate
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
+ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False)}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
@@ -45,7 +46,8 @@ LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_
          "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
          "attn_v.bias": "self_attn.v_proj.bias", "attn_output.bias": "self_attn.o_proj.bias",
          "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-         "ffn_down.weight": "mlp.down_proj.weight"}
+         "ffn_down.weight": "mlp.down_proj.weight",
+         "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 
 
 def tensor_names(n_layers: int) -> dict[str, str]:
@@ -104,7 +106,7 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         kind = scaling if scaling not in ("none", None) else "rope_freqs (Llama 3.1's frequency factors)"
         raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported in GGUF files yet; tracer computes plain "
                           f"rotary positions here")
-    if a == "qwen2":
+    if a in ("qwen2", "qwen3"):
         raw["use_sliding_window"] = False
     return raw
 
@@ -125,8 +127,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     path = Path(path).expanduser()
     f = open_gguf(path)
     raw = config_json_of(f.metadata, f.tensors, path)
-    cfg = config_of(raw, path)
-    shapes = hf_shapes(cfg, raw, path)
+    fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
+    cfg = fam.config_of(raw, path)
+    shapes = fam.hf_shapes(cfg, raw, path)
     gguf_of = tensor_names(cfg.n_layers)
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
@@ -150,9 +153,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
                 arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
             t[hf] = arr
             advance(f.tensors[g].nbytes)
-    params, fused = translate(cfg, t)
+    params, fused = fam.translate(cfg, t)
     storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-               for tl, hf in file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+               for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))

@@ -113,6 +113,21 @@ def rotation(ctx: Ctx, t: int) -> Text:
                 f"Q·K then depends on how far apart two tokens are, not on where they are.")
 
 
+def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
+    """Qwen3's and OLMo 2's Q/K norm at token t: the table's words with this token's root mean
+    square, and the normalized vector (this head's part of it)."""
+    kind, L = ctx.cfg.qk_norm_kind, ctx.labels[t]
+    scale, normalized = ctx.at(prefix + "hook_scale", t), ctx.at(prefix + "hook_normalized", t)
+    if scale is None or normalized is None:
+        return
+    scale = scale[head] if kind.per_head else scale  # [1]
+    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.d_head)[head]  # [d_head]
+    gain = ctx.cfg.norm_kind.gain_words(prefix.split(".", 2)[-1].rstrip("."))
+    yield ctx.eq(kind.words.format(m=m, scale=f"{float(scale[0]):.{ctx.p}f}", gain=gain), f"{L}_{m} normalized",
+                 ctx.v(part))
+    yield from ctx.checks_at(prefix + "hook_normalized", t)
+
+
 def visibility(ctx: Ctx, t: int) -> Text:
     """Which keys and values token t can see, which come from the KV cache, which the causal mask hides."""
     L = ctx.labels[t]
@@ -174,6 +189,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             which = h if m == "Q" else g
             yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl if m == 'Q' else kl} + b_{m}", ctx.v(row[which]))
             yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
+        if cfg.qk_norm_kind.on and m in "QK":
+            yield from qk_normed(ctx, a + f"{m.lower()}_norm.", t, m, h if m == "Q" else g)
         if rope and m in "QK":
             rot = ctx.at(a + f"hook_rot_{m.lower()}", t)
             if rot is not None:

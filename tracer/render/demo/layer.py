@@ -113,10 +113,15 @@ def _rotary_position(d: Demo) -> Step:
     angle = d.trace["rope.hook_angle"]  # [pos, d_head / 2]
     q, q_rot = d.block("attn.hook_q")[f, h], d.block("attn.hook_rot_q")[f, h]  # [d_head] each
     half = cfg.d_head // 2
-    eq = pairs([
-        (f"  {label(f)}_Q", d.vec(q)),
-        (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold")),
-    ])
+    rows, normed = [(f"  {label(f)}_Q", d.vec(q))], ""
+    qk = cfg.qk_norm_kind
+    if qk.on:  # Qwen3 / OLMo 2: Q is normalized (and its gain applied) before it turns
+        scale = d.block("attn.q_norm.hook_scale")[f]  # [head, 1] or [1]
+        n_q = d.block("attn.q_norm.hook_normalized")[f].reshape(-1, cfg.d_head)[h]  # [d_head]
+        rms = float(scale[h, 0] if qk.per_head else scale[0])
+        rows.append((f"÷ {rms:.3f}", d.vec(n_q)))
+        normed = " " + qk.words.format(m="Q", scale=f"{rms:.3f}", gain="× attn.q_norm.w") + "; only then it turns."
+    eq = pairs([*rows, (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold"))])
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
         t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
@@ -125,7 +130,7 @@ def _rotary_position(d: Demo) -> Step:
         f"This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
         f"position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
         f"pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' dot "
-        f"product then depends only on how far apart the tokens are, which is what attention needs to know.",
+        f"product then depends only on how far apart the tokens are, which is what attention needs to know.{normed}",
         Group(sentence((f"{label(f)} at position {f}, {d.ordinal_head(h)}, first layer", "bold")), Text(), eq, Text(), t),
     )
 

@@ -205,4 +205,5 @@ def switches_data(cfg) -> dict:
                               for hook, name, words in mlp.steps]} if mlp else None,
             "norm": {"short": norm.short, "title": norm.title, "ln1": norm.before_attention("{x}"),
                      "ln2": norm.before_mlp(), "final": norm.after_final(), "lens": final_norm_words(cfg)},
-            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead}}
+            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead},
+            "qk_norm": {"title": cfg.qk_norm_kind.title, "words": cfg.qk_norm_kind.words} if cfg.qk_norm_kind.on else None}

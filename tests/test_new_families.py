@@ -1,0 +1,176 @@
+"""Qwen3, OLMo 2 and Phi-3 (issue 24) beyond the shared parity tests of tests/test_families.py (which
+run every fixture of tests/data/*-tiny: logits, residual streams, patterns, the final norm's output,
+greedy generation with and without the KV cache, a cached step): what each family switches on is
+read, recorded under its names, differentiated (central differences), shown in the walkthrough, and
+refused clearly when a config.json asks for what tracer does not compute."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.blocks import NORMS, QK_NORMS
+from tracer.config import Config
+from tracer.errors import TracerError
+from tracer.files import load_npz
+
+DATA = Path(__file__).parent / "data"
+
+
+def _ids(name: str, k: int = 1) -> list[int]:
+    return [int(i) for i in load_npz(DATA / name / "reference.npz")[f"input_ids_{k}"]]
+
+
+def _copy(tmp_path: Path, name: str, **changes) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(DATA / name, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def central_differences(name: str, params_to_check: list[str], n_tokens: int = 10) -> None:
+    """The backward pass on a loaded fixture's first layer (a float64 copy): three entries of each
+    named parameter against central differences of the loss."""
+    from tracer.backward import loss_and_grads
+    from tracer.decoder import forward
+
+    m = tracer.load(str(DATA / name))
+    cfg = Config(**{**m.config.to_dict(), "dtype": "float64", "n_layers": 1})
+    params = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in m.params.items()
+              if not k.startswith("blocks.") or k.startswith("blocks.0.")}
+    tokens = np.array(_ids(name)[:n_tokens])
+    loss, grads = loss_and_grads(cfg, params, tokens)
+
+    def loss_of(p):
+        logits = forward(cfg, p, tokens)
+        lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        return float(np.mean(lse[:-1] - logits[np.arange(len(tokens) - 1), tokens[1:]]))
+
+    assert loss == pytest.approx(loss_of(params), rel=1e-10)
+    rng = np.random.default_rng(1)
+    for p in params_to_check:
+        flat = params[p].reshape(-1)
+        for i in rng.choice(flat.size, 3, replace=False):
+            keep = flat[i]
+            flat[i] = keep + 1e-6
+            up = loss_of(params)
+            flat[i] = keep - 1e-6
+            down = loss_of(params)
+            flat[i] = keep
+            assert grads[p].reshape(-1)[i] == pytest.approx((up - down) / 2e-6, rel=1e-4, abs=1e-8), p
+
+
+# --------------------------------------------------------------------------- the Q/K norm entries
+
+
+@pytest.mark.parametrize("key", [k for k in QK_NORMS if QK_NORMS[k].on])
+def test_every_qk_norm_is_whole_and_its_backward_is_its_forwards_derivative(key):
+    from tracer.backward import d_qk_norm
+    from tracer.decoder import qk_norm
+
+    kind = QK_NORMS[key]
+    cfg = Config(d_model=8, n_heads=2, n_kv_heads=1, d_head=4, positional="rope", norm="rms", qk_norm=key,
+                 dtype="float64")
+    assert cfg.qk_norm_kind is kind and kind.title and "{m}" in kind.words and len(kind.hooks) == 4
+    shapes = kind.shapes(NORMS["rms"], 2, 1, 4)
+    assert shapes == {"q_norm.w": (4 if kind.per_head else 8,), "k_norm.w": (4,)}
+    rng = np.random.default_rng(0)
+    x, r = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 2, 4))  # [pos, head, d_head]
+    w = rng.standard_normal(shapes["q_norm.w"])
+    from tracer.record import Recorder
+
+    rec = Recorder()
+    out = qk_norm(cfg, x, (w, None), rec)
+    assert out.shape == x.shape
+    grads: dict = {}
+    acts = {"q_norm." + k: v for k, v in rec.store.items()}
+    dx = d_qk_norm(cfg, r, (w, None), acts, "q_norm.", grads, "q_norm")
+
+    def numeric(f, v):
+        g = np.zeros_like(v)
+        for i in np.ndindex(v.shape):
+            up, down = v.copy(), v.copy()
+            up[i] += 1e-6
+            down[i] -= 1e-6
+            g[i] = (np.sum(f(up) * r) - np.sum(f(down) * r)) / 2e-6
+        return g
+
+    np.testing.assert_allclose(dx, numeric(lambda v: qk_norm(cfg, v, (w, None)), x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(grads["q_norm.w"], numeric(lambda v: qk_norm(cfg, x, (v, None)), w), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("changes, says", [
+    (dict(qk_norm="every"), "qk_norm must be one of none, per_head, whole"),
+    (dict(qk_norm="per_head", positional="learned"), "computed with rotary positions only"),
+])
+def test_a_qk_norm_config_tracer_cannot_compute_is_one_line(changes, says):
+    with pytest.raises(TracerError, match=says):
+        Config(**{**dict(d_model=8, n_heads=2, positional="rope", norm="rms"), **changes})
+
+
+# --------------------------------------------------------------------------- Qwen3
+
+
+def test_qwen3_reads_its_switches_and_records_its_q_and_k_norms():
+    m = tracer.load(str(DATA / "qwen3-tiny"))
+    cfg = m.config
+    assert (cfg.qk_norm, cfg.d_head, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.tied_unembed) == ("per_head", 32, 64, 4, 2, True)
+    assert m.params["blocks.1.attn.q_norm.w"].shape == (32,) and m.params["blocks.1.attn.k_norm.w"].shape == (32,)
+    assert not np.any(m.params["blocks.0.attn.b_Q"]) and not np.any(m.params["blocks.0.attn.b_K"])  # no biases
+    t = m.run("The fox")
+    n = len(t.tokens)
+    a = "blocks.0.attn."
+    assert t[a + "q_norm.hook_scale"].shape == (n, 4, 1) and t[a + "q_norm.hook_normalized"].shape == (n, 4, 32)
+    assert t[a + "k_norm.hook_scale"].shape == (n, 2, 1) and t[a + "k_norm.hook_normalized"].shape == (n, 2, 32)
+    normalized = t[a + "k_norm.hook_normalized"]
+    np.testing.assert_allclose(np.sqrt((normalized ** 2).mean(-1)), 1, atol=1e-3)  # each head's K has RMS 1
+    np.testing.assert_allclose(t[a + "hook_k"] / t[a + "k_norm.hook_scale"], normalized, atol=1e-6)
+
+
+def test_qwen3_gradients_match_central_differences():
+    central_differences("qwen3-tiny", ["blocks.0.attn.q_norm.w", "blocks.0.attn.k_norm.w", "blocks.0.attn.W_Q",
+                                       "blocks.0.attn.W_K", "blocks.0.ln1.w", "W_E"])
+
+
+def test_qwen3_gguf_reads_its_norms(gguf_of_folder):
+    g = tracer.load(str(gguf_of_folder(DATA / "qwen3-tiny", "qwen2")))
+    f = tracer.load(str(DATA / "qwen3-tiny"))
+    assert {**g.config.to_dict(), "ln_eps": 0} == {**f.config.to_dict(), "ln_eps": 0}  # GGUF keeps ε as float32
+    assert g.storage["blocks.0.attn.q_norm.w"].tensor == "blk.0.attn_q_norm.weight"
+    np.testing.assert_array_equal(g.params["blocks.1.attn.k_norm.w"], f.params["blocks.1.attn.k_norm.w"])
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"head_dim": None}, "'head_dim' is missing"),
+    ({"layer_types": ["full_attention"]}, "'layer_types' names 1 layers but num_hidden_layers is 2"),
+    ({"layer_types": ["full_attention", "chunked_attention"]}, "layer type 'chunked_attention' is not known"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e6, "factor": 2.0}}, "RoPE scaling 'dynamic' is not supported"),
+    ({"use_sliding_window": True, "sliding_window": 8}, "sliding window on some layers only"),
+])
+def test_qwen3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
+    folder = _copy(tmp_path, "qwen3-tiny", **changes)
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(folder))
+    assert "\n" not in str(e.value)
+
+
+def test_qwen3_walkthrough_says_where_q_and_k_are_normalized(run_tracer):
+    r = run_tracer("trace", "The quick brown fox", "--model", str(DATA / "qwen3-tiny"), "-n", "1", "--no-pager",
+                   env={"COLUMNS": "100"}, text=True)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    for said in ["Q and K normalized per head", "Q is normalized per head before the rotation",
+                 "K is normalized per head before the rotation", "× attn.k_norm.w (Qwen3's Q/K norm)"]:
+        assert said in out, said
