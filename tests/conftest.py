@@ -437,7 +437,9 @@ GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_laye
               "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
               "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
               "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
-GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3"}  # model_type → llama.cpp's architecture (the rest: llama)
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "olmo2": "olmo2"}  # model_type → llama.cpp's architecture (the rest: llama)
+GGUF_ARCH_LAYER = {"olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight",  # llama.cpp's names there
+                             "post_feedforward_layernorm.weight": "post_ffw_norm.weight"}}
 
 
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
@@ -492,7 +494,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     for l in range(cfg["num_hidden_layers"]):
-        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in GGUF_LAYER.items()})
+        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in {**GGUF_LAYER, **GGUF_ARCH_LAYER.get(arch, {})}.items()})
     for hf, g in names.items():
         if hf not in t:
             continue

@@ -174,3 +174,76 @@ def test_qwen3_walkthrough_says_where_q_and_k_are_normalized(run_tracer):
     for said in ["Q and K normalized per head", "Q is normalized per head before the rotation",
                  "K is normalized per head before the rotation", "× attn.k_norm.w (Qwen3's Q/K norm)"]:
         assert said in out, said
+
+
+# --------------------------------------------------------------------------- OLMo 2
+
+
+def test_where_the_norms_sit_is_a_table_entry():
+    from tracer.blocks import NORM_PLACES
+    from tracer.params import param_shapes
+
+    assert NORM_PLACES["before"].names("ln1") == ("ln1",) and NORM_PLACES["after"].names("ln2") == ("ln2_post",)
+    after = Config(d_model=8, n_heads=2, positional="rope", norm="rms", mlp="swiglu", norm_place="after", n_layers=1)
+    shapes = param_shapes(after)
+    assert "blocks.0.ln1_post.w" in shapes and "blocks.0.ln2_post.w" in shapes and "blocks.0.ln1.w" not in shapes
+    assert after.n_params() == sum(int(np.prod(s)) for s in shapes.values())
+    with pytest.raises(TracerError, match="norm_place must be one of before, after"):
+        Config(norm_place="around")
+
+
+def test_olmo2_reads_its_switches_and_records_its_output_norms():
+    m = tracer.load(str(DATA / "olmo2-tiny"))
+    cfg = m.config
+    assert (cfg.norm_place, cfg.qk_norm, cfg.tied_unembed) == ("after", "whole", False)
+    assert m.params["blocks.0.attn.q_norm.w"].shape == (64,) and m.params["blocks.0.attn.k_norm.w"].shape == (32,)
+    assert "blocks.0.ln1.w" not in m.params and "blocks.0.ln2.w" not in m.params
+    t = m.run("The fox")
+    n = len(t.tokens)
+    b = "blocks.1."
+    assert b + "ln1.hook_normalized" not in t.arrays and b + "ln2.hook_scale" not in t.arrays
+    assert t[b + "attn.q_norm.hook_normalized"].shape == (n, 64) and t[b + "attn.k_norm.hook_scale"].shape == (n, 1)
+    assert t[b + "ln1_post.hook_normalized"].shape == (n, 64) and t[b + "ln2_post.hook_scale"].shape == (n, 1)
+    np.testing.assert_allclose(t[b + "hook_attn_out"], t[b + "ln1_post.hook_normalized"] * m.params[b + "ln1_post.w"], rtol=1e-6)
+    np.testing.assert_allclose(t[b + "hook_resid_mid"], t[b + "hook_resid_pre"] + t[b + "hook_attn_out"], atol=1e-6)
+    # with no norm before it, attention reads the residual stream itself
+    np.testing.assert_allclose(t[b + "attn.hook_v"].reshape(n, -1), t[b + "hook_resid_pre"] @ np.concatenate(
+        [m.params[b + "attn.W_V"][g] for g in range(2)], axis=1), atol=1e-5)
+
+
+def test_olmo2_gradients_match_central_differences():
+    central_differences("olmo2-tiny", ["blocks.0.ln1_post.w", "blocks.0.ln2_post.w", "blocks.0.attn.q_norm.w",
+                                       "blocks.0.attn.k_norm.w", "blocks.0.attn.W_Q", "blocks.0.attn.W_K",
+                                       "blocks.0.attn.W_O", "blocks.0.mlp.W_out", "ln_final.w", "W_U"])
+
+
+def test_olmo2_gguf_reads_its_norms(gguf_of_folder):
+    g = tracer.load(str(gguf_of_folder(DATA / "olmo2-tiny", "qwen2")))
+    assert g.storage["blocks.0.ln1_post.w"].tensor == "blk.0.post_attention_norm.weight"
+    assert g.storage["blocks.1.ln2_post.w"].tensor == "blk.1.post_ffw_norm.weight"
+    assert g.storage["blocks.1.attn.k_norm.w"].tensor == "blk.1.attn_k_norm.weight"
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"num_key_value_heads": 4}, r"'model\.layers\.0\.self_attn\.k_proj\.weight' has shape \[32, 64\]"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4.0}}, "RoPE scaling 'yarn' is not supported"),
+    ({"layer_types": ["full_attention", "sliding_attention", "full_attention"]}, "'layer_types' names 3 layers"),
+])
+def test_olmo2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
+    folder = _copy(tmp_path, "olmo2-tiny", **changes)
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(folder))
+    assert "\n" not in str(e.value)
+
+
+def test_olmo2_walkthrough_says_it_normalizes_after_not_before(run_tracer):
+    r = run_tracer("trace", "The quick brown fox", "--model", str(DATA / "olmo2-tiny"), "-n", "1", "--no-pager",
+                   env={"COLUMNS": "100"}, text=True)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    for said in ["norms after attention and the MLP, none before", "Q and K normalized whole",
+                 "normalized after the attention, not before (OLMo 2): attn_out_A ÷ its root mean square",
+                 "normalized after the MLP, not before (OLMo 2)", "ln1_post(attn_out_A) = ",
+                 "A_Q = x_A·W_Q[0]", "Q is normalized whole before it is cut into heads"]:
+        assert said in out, said
+    assert "ln1(x_A)" not in out

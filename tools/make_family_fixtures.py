@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Olmo2Config, Olmo2ForCausalLM)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 MAX_NEW_TOKENS = 8
@@ -72,6 +72,13 @@ FAMILIES = {
                            rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=None, eos_token_id=1019,
                            initializer_range=0.15, use_sliding_window=False,
                            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "olmo2-tiny": dict(  # OLMo 2: norms after attention and the MLP (none before), Q and K normalized whole, untied
+        cls=Olmo2ForCausalLM, tokenizer="qwen2-like.json", seed=4,
+        config=Olmo2Config(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                           rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=None, eos_token_id=1019,
+                           pad_token_id=None, initializer_range=0.15,
+                           rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
 }
 
 

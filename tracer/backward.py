@@ -243,11 +243,13 @@ def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, tu
     p = f"blocks.{l}."
     if cfg.mlp:
         mid = acts[p + "hook_resid_mid"]
-        dx_mlp = d_mlp(cfg, w, dy, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
+        d_out = d_norm(cfg, dy, w.ln2_post, acts, p + "ln2_post.", grads, p + "ln2_post")  # OLMo 2: its output's norm
+        dx_mlp = d_mlp(cfg, w, d_out, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
         d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
         dy = dy + d_mid if cfg.residual else d_mid
     pre = acts[p + "hook_resid_pre"]
-    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
+    d_out = d_norm(cfg, dy, w.ln1_post, acts, p + "ln1_post.", grads, p + "ln1_post")
+    dx_attn = d_attention(cfg, w, d_out, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
     d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
     return dy + d_pre if cfg.residual else d_pre
 
@@ -277,7 +279,7 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 
 # Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
-          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
+          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.ln?_post.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
           "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
           "unembed.hook_in", "logits", "rope.hook_angle"]
 

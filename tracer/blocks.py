@@ -265,3 +265,38 @@ QK_NORMS: dict[str, QkNorm] = {q.key: q for q in (
            "{m} is normalized whole before it is cut into heads and rotated: all of this token's {m} numbers "
            "÷ their root mean square (here {scale}), then {gain} (OLMo 2's Q/K norm)"),
 )}
+
+# --------------------------------------------------------------------------- where the norms are
+
+
+@dataclass(frozen=True)
+class NormPlace:
+    """Where a block's norms sit: before each sublayer (GPT-2, Llama: `ln1`, `ln2`), after it, on its
+    output before the residual adds it (OLMo 2: `ln1_post`, `ln2_post`, TransformerLens's names), or
+    both (Gemma 2 and 3). Each norm records `hook_scale` and `hook_normalized` under its name; the
+    output norms come before `hook_attn_out` / `hook_mlp_out`, which are what the residual adds."""
+
+    key: str  # the config's `norm_place`
+    before: bool
+    after: bool
+    title: str = ""  # the model line's words ("" for norms before the sublayers only)
+    words: str = ""  # what the walkthrough says at an output norm, of {out} (attn_out, mlp_out), {what}, {scale}, {gain}
+    plain: str = ""  # the demo's words, where the norm before attention would be met
+
+    def names(self, ln: str) -> tuple[str, ...]:
+        """The norms around one sublayer, of its `ln1` / `ln2`, in the order they are applied."""
+        return ((ln,) if self.before else ()) + ((ln + "_post",) if self.after else ())
+
+    @property
+    def per_sublayer(self) -> int:
+        return int(self.before) + int(self.after)
+
+
+NORM_PLACES: dict[str, NormPlace] = {n.key: n for n in (
+    NormPlace("before", True, False),
+    NormPlace("after", False, True, "norms after attention and the MLP, none before",
+              "normalized after the {what}, not before (OLMo 2): {out} ÷ its root mean square (here {scale}), "
+              "then {gain}, and only that is added to the residual stream",
+              "This model does not normalize x first: OLMo 2 normalizes the outputs of attention and of the MLP "
+              "instead (each divided by its root mean square), just before they are added back."),
+)}

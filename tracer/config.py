@@ -51,6 +51,7 @@ class Config:
     rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · rope_theta^(−2i/d_head)
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
     sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
+    norm_place: str = "before"  # before (GPT-2, Llama: ln1, ln2) | after (OLMo 2: ln1_post, ln2_post, on the sublayers' outputs)
     qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
 
     def __post_init__(self) -> None:
@@ -98,6 +99,8 @@ class Config:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
+        if self.norm_place not in blocks.NORM_PLACES:
+            raise TracerError(f"config: norm_place must be one of {', '.join(blocks.NORM_PLACES)}, got {self.norm_place!r}")
         if self.qk_norm not in blocks.QK_NORMS:
             raise TracerError(f"config: qk_norm must be one of {', '.join(blocks.QK_NORMS)}, got {self.qk_norm!r}")
         if self.qk_norm_kind.on and not self.position_kind.rotary:
@@ -151,6 +154,13 @@ class Config:
         return blocks.POSITIONS[self.positional]
 
     @property
+    def norm_place_kind(self) -> blocks.NormPlace:
+        """Where the block's norms sit (before the sublayers, or after them: OLMo 2)."""
+        from . import blocks
+
+        return blocks.NORM_PLACES[self.norm_place]
+
+    @property
     def qk_norm_kind(self) -> blocks.QkNorm:
         """The Q/K norm's entry in the table of block switches (`none`: Q and K are not normalized)."""
         from . import blocks
@@ -180,9 +190,9 @@ class Config:
         per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
         per_layer += sum(s[0] for s in self.qk_norm_kind.shapes(self.norm_kind, H, self.kv_heads, dh).values())
         if self.layer_norm:
-            per_layer += ln
+            per_layer += ln * self.norm_place_kind.per_sublayer
         if self.mlp:
-            per_layer += self.mlp_kind.n_params(d, dm) + (ln if self.layer_norm else 0)
+            per_layer += self.mlp_kind.n_params(d, dm) + (ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0)
         total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U

@@ -18,7 +18,8 @@ summed: recorded as a recipe, computed when read). With rotary positions Q and K
 before (`hook_q`, `hook_k`) and after (`hook_rot_q`, `hook_rot_k`) their rotation; the SwiGLU MLP
 records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (`hook_post`), as
 TransformerLens names them; Qwen3's and OLMo 2's Q/K norms record `attn.q_norm.hook_scale`,
-`attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; `rope.hook_angle` holds each position's angles (one per pair of a
+`attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; OLMo 2's norms of the sublayers' outputs record `ln1_post.*` and
+`ln2_post.*` (TransformerLens's names) before `hook_attn_out` / `hook_mlp_out`; `rope.hook_angle` holds each position's angles (one per pair of a
 head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
@@ -67,10 +68,12 @@ def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=Non
     """One layer: attention, then the MLP, each added back to its input."""
     x = rec("hook_resid_pre", x)
     attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn)  # [pos, d_model]
+    attn_out = norm(cfg, attn_out, w.ln1_post, rec.scope("ln1_post"))  # OLMo 2: the output normalized instead
     x = residual(cfg, x, rec("hook_attn_out", attn_out))  # x + attention(ln1(x))
     if cfg.mlp:
         x = rec("hook_resid_mid", x)
         mlp_out = mlp(cfg, w, norm(cfg, x, w.ln2, rec.scope("ln2")), rec.scope("mlp"))  # [pos, d_model]
+        mlp_out = norm(cfg, mlp_out, w.ln2_post, rec.scope("ln2_post"))
         x = residual(cfg, x, rec("hook_mlp_out", mlp_out))  # x + mlp(ln2(x))
     return rec("hook_resid_post", x)
 

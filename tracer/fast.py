@@ -67,6 +67,8 @@ class Layer:
     mlp_gate: Affine | None = None  # [d_model, d_mlp] (SwiGLU's W_gate; no bias)
     q_norm: tuple | None = None  # the Q/K norms' (gain, bias) (Qwen3, OLMo 2: `cfg.qk_norm_kind`), else None
     k_norm: tuple | None = None
+    ln1_post: tuple | None = None  # OLMo 2's norms of attention's and the MLP's outputs (`cfg.norm_place_kind.after`)
+    ln2_post: tuple | None = None
 
 
 @dataclass
@@ -101,6 +103,7 @@ def qk_norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
     """`W_qkv` may be given when a loader already holds the fused matrices (GPT-2's c_attn), to avoid a copy."""
     layers = []
+    place = cfg.norm_place_kind  # which of ln1/ln2 and ln1_post/ln2_post the block has
     for l in range(cfg.n_layers):
         p = f"blocks.{l}."
         a = p + "attn."
@@ -109,16 +112,18 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
         gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
         layers.append(Layer(
-            ln1=norm_weights(cfg, params, p + "ln1"),
+            ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
             qkv=Affine(W, b),
             W_O=W_O,
             out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
-            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp else None,
+            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp and place.before else None,
             mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
             mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
             mlp_gate=Affine(gate, None) if gate is not None else None,
             q_norm=qk_norm_weights(cfg, params, a + "q_norm"),
             k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
+            ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
+            ln2_post=norm_weights(cfg, params, p + "ln2_post") if cfg.mlp and place.after else None,
         ))
     return Weights(
         W_E=params["W_E"],

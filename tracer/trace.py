@@ -322,6 +322,8 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
         "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
         "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
         "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
+        "ln1_post.hook_normalized": (n_new, dm), "ln2_post.hook_normalized": (n_new, dm),
+        "ln1_post.hook_scale": (n_new, 1), "ln2_post.hook_scale": (n_new, 1),
         "ln1.hook_scale": (n_new, 1), "ln2.hook_scale": (n_new, 1), "ln_final.hook_scale": (n_new, 1),
         "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, KV, dh), "attn.hook_v": (n_new, KV, dh),
         "rope.hook_angle": (n_new, dh // 2), "attn.hook_rot_q": (n_new, H, dh), "attn.hook_rot_k": (n_new, KV, dh), "mlp.hook_pre_linear": (n_new, cfg.d_mlp),

@@ -11,7 +11,8 @@ and the family's `translate` gives TransformerLens names:
     blk.{l}.attn_norm → input_layernorm       blk.{l}.ffn_norm → post_attention_layernorm
     blk.{l}.attn_q / attn_k / attn_v / attn_output → self_attn.q_proj / k_proj / v_proj / o_proj (+ .bias)
     blk.{l}.ffn_gate / ffn_up / ffn_down → mlp.gate_proj / up_proj / down_proj
-    blk.{l}.attn_q_norm / attn_k_norm → self_attn.q_norm / k_norm (Qwen3)
+    blk.{l}.attn_q_norm / attn_k_norm → self_attn.q_norm / k_norm (Qwen3, OLMo 2)
+    OLMo 2: blk.{l}.post_attention_norm / post_ffw_norm → post_attention_layernorm / post_feedforward_layernorm
 
 A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
 [out, in]. llama.cpp's converter writes the `llama` architecture's Q and K rows permuted, so that
@@ -36,7 +37,8 @@ from .families import family_module
 from .folder import check_finite, no_progress
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False)}
+ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
+                 "olmo2": ("olmo2", False)}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
@@ -50,11 +52,19 @@ LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_
          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 
 
-def tensor_names(n_layers: int) -> dict[str, str]:
-    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers."""
+# An architecture whose llama.cpp names differ from LAYER's: OLMo 2's post_attention_layernorm is the
+# norm of attention's output (llama.cpp's post_attention_norm), not the norm before the MLP (ffn_norm)
+ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.weight",
+                        "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}}
+
+
+def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
+    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers of architecture `arch`."""
+    layer = {hf: g for g, hf in LAYER.items()}
+    layer.update({hf: g for g, hf in ARCH_LAYER.get(arch, {}).items()})
     out = {hf: g for g, hf in TOP.items()}
     for l in range(n_layers):
-        out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for g, hf in LAYER.items()})
+        out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for hf, g in layer.items()})
     return out
 
 
@@ -130,7 +140,7 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
     cfg = fam.config_of(raw, path)
     shapes = fam.hf_shapes(cfg, raw, path)
-    gguf_of = tensor_names(cfg.n_layers)
+    gguf_of = tensor_names(cfg.n_layers, str(f.metadata["general.architecture"]))
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
         info = f.tensors.get(g)

@@ -174,7 +174,8 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
     for l in range(cfg.n_layers):
         p, b = f"{PREFIX}layers.{l}.", f"blocks.{l}."
         a = p + "self_attn."
-        params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
+        if p + "input_layernorm.weight" in t:  # (OLMo 2 has no norm before attention)
+            params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
         W = fuse_qkv(*(t[a + f"{m}_proj.weight"].T.reshape(d, -1, dh) for m in "qkv"))  # [d_model, (head + 2·kv_head)·d_head]
         fused.append(W)
         for m, W_m, heads in zip("QKV", split_qkv_weights(W, H, KV), (H, KV, KV)):

@@ -174,7 +174,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             yield indent(Text(words, style="dim"))
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
-    src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
+    src = f"ln1(x_{L})" if cfg.layer_norm and cfg.norm_place_kind.before else f"x_{L}"  # W_Q meets LN(x)·ln1.w + ln1.b
     rope = cfg.position_kind.rotary
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
@@ -271,6 +271,20 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield from ctx.checks_at(a + "hook_z", t, h)
 
 
+def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
+    """A sublayer's output (`out`: what the residual adds) and, where the block normalizes it (OLMo 2's
+    `ln1_post` / `ln2_post`), the output before its norm (normalized × scale: the same numbers) and the norm."""
+    cfg = ctx.cfg
+    n, scale = ctx.at(prefix + "hook_normalized", t), ctx.at(prefix + "hook_scale", t)
+    if not cfg.norm_place_kind.after or n is None or scale is None:
+        yield ctx.eq(words, name, ctx.v(out))
+        return
+    yield ctx.eq(words, name, ctx.v(n * scale))
+    ln = prefix.split(".", 2)[-1].rstrip(".")
+    yield ctx.eq(cfg.norm_place_kind.words.format(what=what, out=name, scale=f"{float(scale[0]):.{ctx.p}f}",
+                                                  gain=cfg.norm_kind.gain_words(ln)), f"{ln}({name})", ctx.v(out))
+
+
 @group()
 def after_attention(ctx: Ctx, t: int, layer: int):
     """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
@@ -281,14 +295,17 @@ def after_attention(ctx: Ctx, t: int, layer: int):
     if H > 1 and z is not None:
         yield ctx.eq(f"concatenate the {H} heads' outputs ({H} × {dh} = {H * dh} numbers)", f"z_{L}",
                      ctx.v(z.reshape(-1)))
+    added = f"attn_out_{L}"  # what the residual adds: attention's output, or (OLMo 2) its norm
     if attn_out is not None:
-        yield ctx.eq(f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims", f"attn_out_{L}", ctx.v(attn_out))
+        yield from output_norm(ctx, t, b + "ln1_post.", "attention", added, attn_out,
+                               f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims")
         yield from ctx.checks_at(b + "hook_attn_out", t)
+        added = f"ln1_post({added})" if cfg.norm_place_kind.after else added
     if cfg.mlp:
         mid = ctx.at(b + "hook_resid_mid", t)
         if mid is not None:
             if cfg.residual:
-                yield ctx.eq("residual: add the layer's input back", f"x_{L} + attn_out_{L}", ctx.v(mid))
+                yield ctx.eq("residual: add the layer's input back", f"x_{L} + {added}", ctx.v(mid))
             else:
                 yield line(f"no residual (residual = false): the MLP reads attn_out_{L}")
             yield from ctx.checks_at(b + "hook_resid_mid", t)
@@ -299,10 +316,11 @@ def after_attention(ctx: Ctx, t: int, layer: int):
         for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:
-                yield ctx.eq(words.format(shape=shape(dm, cfg.d_mlp)), name, ctx.v(value))
+                said = words.format(shape=shape(dm, cfg.d_mlp))
+                yield ctx.eq(said if cfg.norm_place_kind.before else said.replace("ln2(x)", "x"), name, ctx.v(value))
         mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
-            yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
+            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out")
             yield from ctx.checks_at(b + "hook_mlp_out", t)
     post_ = ctx.at(b + "hook_resid_post", t)
     if post_ is not None:

@@ -44,6 +44,8 @@ def block_words(cfg) -> str:
         pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
     mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
+    if cfg.layer_norm and cfg.norm_place_kind.title:
+        norm += f" ({cfg.norm_place_kind.title})"
     parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), mlp,
              "residual" if cfg.residual else "no residual",
              "scores ÷ √d_head" if cfg.scale_scores else "unscaled scores"]

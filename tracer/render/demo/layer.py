@@ -161,7 +161,7 @@ def step_qkv(d: Demo) -> Step:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
         parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
                                f"look ahead (the causal mask, next step).")]
-    ln = f" ({cfg.norm_kind.plain})" if cfg.layer_norm else ""
+    ln = f" ({cfg.norm_kind.plain if cfg.norm_place_kind.before else cfg.norm_place_kind.plain})" if cfg.layer_norm else ""
     return Step(
         "Query, Key and Value",
         "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
