@@ -16,7 +16,7 @@ from tracer.files import load_npz, load_safetensors, read_safetensors_header
 from tracer.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny"]
 N_PROMPTS, NEW = 2, 8
 
 
@@ -53,6 +53,11 @@ def test_weights_have_the_shapes_config_json_gives(name):
                      p + "self_attn.v_proj.bias": [kv * hd]}
         if cfg["model_type"] == "qwen3":
             want |= {p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
+        if cfg["model_type"] == "phi3":  # Q, K, V in one matrix, gate and up in another
+            for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+                del want[p + part + ".weight"]
+            want |= {p + "self_attn.qkv_proj.weight": [(heads + 2 * kv) * hd, d],
+                     p + "mlp.gate_up_proj.weight": [2 * cfg["intermediate_size"], d]}
         if cfg["model_type"] == "olmo2":  # norms after the sublayers (none before), Q and K normalized whole
             del want[p + "input_layernorm.weight"]
             want |= {p + "post_feedforward_layernorm.weight": [d], p + "self_attn.q_norm.weight": [heads * hd],

@@ -23,7 +23,7 @@ def _ref(name):
 
 
 @pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2"), ("qwen3-tiny", "qwen2"),
-                                       ("olmo2-tiny", "qwen2")])
+                                       ("olmo2-tiny", "qwen2"), ("phi3-tiny", "llama-bpe")])
 def test_a_gguf_file_gives_transformers_logits_like_its_folder(gguf_of_folder, name, pre):
     """mistral-tiny is written as llama.cpp writes Mistral (architecture llama, Q and K rows permuted),
     qwen2-tiny with its Q/K/V biases; prompts shorter than Mistral's window (llama.cpp has none)."""

@@ -247,3 +247,57 @@ def test_olmo2_walkthrough_says_it_normalizes_after_not_before(run_tracer):
                  "A_Q = x_A·W_Q[0]", "Q is normalized whole before it is cut into heads"]:
         assert said in out, said
     assert "ln1(x_A)" not in out
+
+
+# --------------------------------------------------------------------------- Phi-3
+
+
+def test_phi3_splits_its_fused_tensors_once():
+    from safetensors.numpy import load_file
+
+    m = tracer.load(str(DATA / "phi3-tiny"))
+    t = load_file(str(DATA / "phi3-tiny" / "model.safetensors"))
+    qkv, gate_up = t["model.layers.1.self_attn.qkv_proj.weight"], t["model.layers.1.mlp.gate_up_proj.weight"]
+    assert qkv.shape == (128, 64) and gate_up.shape == (256, 64)
+    np.testing.assert_array_equal(m.params["blocks.1.attn.W_Q"][2], qkv[32:48].T)  # query head 2's rows
+    np.testing.assert_array_equal(m.params["blocks.1.attn.W_K"][1], qkv[64 + 16 : 64 + 32].T)  # key head 1's
+    np.testing.assert_array_equal(m.params["blocks.1.attn.W_V"][0], qkv[96:112].T)
+    np.testing.assert_array_equal(m.params["blocks.1.mlp.W_gate"], gate_up[:128].T)
+    np.testing.assert_array_equal(m.params["blocks.1.mlp.W_in"], gate_up[128:].T)
+    assert m.storage["blocks.1.attn.W_V"].tensor == "model.layers.1.self_attn.qkv_proj.weight"
+    assert m.storage["blocks.1.mlp.W_in"].tensor == "model.layers.1.mlp.gate_up_proj.weight"
+    assert m.config.sliding_window == 64 and m.config.qk_norm == "none" and m.config.norm_place == "before"
+
+
+def test_phi3_gradients_match_central_differences():
+    central_differences("phi3-tiny", ["blocks.0.attn.W_Q", "blocks.0.attn.W_V", "blocks.0.mlp.W_gate", "blocks.0.mlp.W_in"])
+
+
+def test_phi3_gguf_reads_the_fused_tensors_and_the_window(gguf_of_folder):
+    g = tracer.load(str(gguf_of_folder(DATA / "phi3-tiny", "llama-bpe")))
+    assert g.config.sliding_window == 64
+    assert g.storage["blocks.0.attn.W_K"].tensor == "blk.0.attn_qkv.weight"
+    assert g.storage["blocks.0.mlp.W_gate"].tensor == "blk.0.ffn_up.weight"
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}},
+     "RoPE scaling 'longrope' .Phi-3's long-context factors per frequency. is not supported"),
+    ({"rope_parameters": None, "rope_scaling": {"type": "su", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}},
+     "RoPE scaling 'su'"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
+     "partial_rotary_factor 0.75 is not supported"),
+    ({"num_key_value_heads": 4}, r"'model\.layers\.0\.self_attn\.qkv_proj\.weight' has shape \[128, 64\]"),
+    ({"intermediate_size": 96}, r"'model\.layers\.0\.mlp\.(gate_up|down)_proj\.weight' has shape"),
+])
+def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
+    folder = _copy(tmp_path, "phi3-tiny", **changes)
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(folder))
+    assert "\n" not in str(e.value)
+
+
+def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path):
+    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma3_text")
+    with pytest.raises(TracerError, match="model_type is 'gemma3_text'; tracer loads gpt2, llama, .*qwen3, olmo2 and phi3"):
+        tracer.load(str(folder))

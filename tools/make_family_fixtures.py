@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Olmo2Config, Olmo2ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
+                          Phi3Config, Phi3ForCausalLM)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 MAX_NEW_TOKENS = 8
@@ -79,6 +80,13 @@ FAMILIES = {
                            rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=None, eos_token_id=1019,
                            pad_token_id=None, initializer_range=0.15,
                            rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
+    "phi3-tiny": dict(  # Phi-3: fused qkv_proj and gate_up_proj, sliding window on every layer (longer than the prompts)
+        cls=Phi3ForCausalLM, tokenizer="mistral-like.json", seed=5,
+        config=Phi3Config(vocab_size=768, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                          original_max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=None, sliding_window=64, initializer_range=0.15,
+                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 }
 
 

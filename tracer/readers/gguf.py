@@ -12,6 +12,7 @@ and the family's `translate` gives TransformerLens names:
     blk.{l}.attn_q / attn_k / attn_v / attn_output → self_attn.q_proj / k_proj / v_proj / o_proj (+ .bias)
     blk.{l}.ffn_gate / ffn_up / ffn_down → mlp.gate_proj / up_proj / down_proj
     blk.{l}.attn_q_norm / attn_k_norm → self_attn.q_norm / k_norm (Qwen3, OLMo 2)
+    Phi-3: blk.{l}.attn_qkv → self_attn.qkv_proj, blk.{l}.ffn_up → mlp.gate_up_proj (gate and up, fused)
     OLMo 2: blk.{l}.post_attention_norm / post_ffw_norm → post_attention_layernorm / post_feedforward_layernorm
 
 A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
@@ -38,7 +39,7 @@ from .folder import check_finite, no_progress
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
-                 "olmo2": ("olmo2", False)}
+                 "olmo2": ("olmo2", False), "phi3": ("phi3", False)}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
@@ -55,7 +56,8 @@ LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_
 # An architecture whose llama.cpp names differ from LAYER's: OLMo 2's post_attention_layernorm is the
 # norm of attention's output (llama.cpp's post_attention_norm), not the norm before the MLP (ffn_norm)
 ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.weight",
-                        "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}}
+                        "post_ffw_norm.weight": "post_feedforward_layernorm.weight"},
+              "phi3": {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"}}
 
 
 def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
@@ -111,6 +113,12 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
     if rope_dims is not None and _meta(meta, f"{a}.rope.dimension_count", where) != d_head:
         raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
                           f"rotates all of them (partial rotary is not supported)")
+    window = meta.get(f"{a}.attention.sliding_window")
+    if window is not None:  # Phi-3's, on every layer
+        raw["sliding_window"] = _meta(meta, f"{a}.attention.sliding_window", where)
+    if "rope_factors_long.weight" in tensors or "rope_factors_short.weight" in tensors:
+        raise TracerError(f"{where}: RoPE scaling 'longrope' (Phi-3's rope_factors_long/short) is not supported; "
+                          f"tracer computes plain rotary positions")
     scaling = meta.get(f"{a}.rope.scaling.type", "none")
     if scaling not in ("none", None) or "rope_freqs.weight" in tensors:
         kind = scaling if scaling not in ("none", None) else "rope_freqs (Llama 3.1's frequency factors)"
