@@ -16,7 +16,7 @@ from tracer.files import load_npz, load_safetensors, read_safetensors_header
 from tracer.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny"]
 N_PROMPTS, NEW = 2, 8
 
 
@@ -53,6 +53,9 @@ def test_weights_have_the_shapes_config_json_gives(name):
                      p + "self_attn.v_proj.bias": [kv * hd]}
         if cfg["model_type"] == "qwen3":
             want |= {p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
+        if cfg["model_type"] == "gemma3_text":  # four norms per layer, per-head Q/K norms
+            want |= {p + "pre_feedforward_layernorm.weight": [d], p + "post_feedforward_layernorm.weight": [d],
+                     p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
         if cfg["model_type"] == "phi3":  # Q, K, V in one matrix, gate and up in another
             for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
                 del want[p + part + ".weight"]
@@ -106,7 +109,8 @@ def test_reference_shapes_and_consistency(name):
     assert all(a.dtype != object for a in ref.values())
     for k in range(N_PROMPTS):
         n = len(ref[f"input_ids_{k}"])
-        assert n + NEW <= (cfg.get("sliding_window") or n + NEW) <= cfg["max_position_embeddings"]
+        window = None if "sliding_attention" in (cfg.get("layer_types") or []) else cfg.get("sliding_window")  # Gemma 3's hides keys
+        assert n + NEW <= (window or n + NEW) <= cfg["max_position_embeddings"]
         logits, hidden, attn = ref[f"logits_{k}"], ref[f"hidden_states_{k}"], ref[f"attentions_{k}"]
         assert logits.shape == (n, vocab) and hidden.shape == (layers + 1, n, d) and attn.shape == (layers, heads, n, n)
         assert np.allclose(attn.sum(-1), 1, atol=1e-5) and np.all(np.triu(attn, 1) == 0)

@@ -46,7 +46,9 @@ def central_differences(name: str, params_to_check: list[str], n_tokens: int = 1
     from tracer.decoder import forward
 
     m = tracer.load(str(DATA / name))
-    cfg = Config(**{**m.config.to_dict(), "dtype": "float64", "n_layers": 1})
+    local = m.config.windowed
+    cfg = Config(**{**m.config.to_dict(), "dtype": "float64", "n_layers": 1,
+                    "windowed": None if local is None else [l for l in local if l < 1]})
     params = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in m.params.items()
               if not k.startswith("blocks.") or k.startswith("blocks.0.")}
     tokens = np.array(_ids(name)[:n_tokens])
@@ -172,7 +174,7 @@ def test_qwen3_walkthrough_says_where_q_and_k_are_normalized(run_tracer):
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())
     for said in ["Q and K normalized per head", "Q is normalized per head before the rotation",
-                 "K is normalized per head before the rotation", "× attn.k_norm.w (Qwen3's Q/K norm)"]:
+                 "K is normalized per head before the rotation", "× attn.k_norm.w (Qwen3's and Gemma 3's Q/K norm)"]:
         assert said in out, said
 
 
@@ -298,6 +300,81 @@ def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, change
 
 
 def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path):
-    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma3_text")
-    with pytest.raises(TracerError, match="model_type is 'gemma3_text'; tracer loads gpt2, llama, .*qwen3, olmo2 and phi3"):
+    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma2")
+    with pytest.raises(TracerError, match="model_type is 'gemma2'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3"):
         tracer.load(str(folder))
+
+
+# --------------------------------------------------------------------------- Gemma 3 (text)
+
+
+def test_gemma3_reads_its_switches_and_records_them():
+    m = tracer.load(str(DATA / "gemma3-tiny"))
+    c = m.config
+    assert (c.norm, c.mlp, c.norm_place, c.qk_norm, c.embed_scale, c.attn_scalar) == (
+        "gemma_rms", "geglu", "both", "per_head", True, 24.0)
+    assert (c.sliding_window, c.windowed, c.rope_local_theta, c.rope_theta, c.tied_unembed) == (6, (0,), 1e4, 1e6, True)
+    assert [c.window_of(l) for l in range(2)] == [6, None]
+    t = m.run("The quick brown fox jumps over")
+    n = len(t.tokens)
+    np.testing.assert_allclose(t["blocks.0.hook_resid_pre"], t["hook_embed"] * 8.0, rtol=1e-6)  # × √64
+    assert t["rope.hook_angle_local"].shape == (n, 16)
+    np.testing.assert_allclose(t["rope.hook_angle_local"][3, 1], 3 * 10000 ** (-2 / 32), rtol=1e-6)
+    np.testing.assert_allclose(t["rope.hook_angle"][3, 1], 3 * 1e6 ** (-2 / 32), rtol=1e-6)
+    for ln in ("ln1", "ln1_post", "ln2", "ln2_post"):
+        assert t[f"blocks.1.{ln}.hook_scale"].shape == (n, 1)
+    np.testing.assert_allclose(t["blocks.1.hook_attn_out"], t["blocks.1.ln1_post.hook_normalized"] * (1 + m.params["blocks.1.ln1_post.w"]),
+                               rtol=1e-5, atol=1e-6)
+    far = np.tril(np.ones((n, n), dtype=bool), k=-6)  # keys 6 or more places back
+    assert np.isneginf(t["blocks.0.attn.hook_attn_scores"][:, far]).all() and (t["blocks.0.attn.hook_pattern"][:, far] == 0).all()
+    assert np.isfinite(t["blocks.1.attn.hook_attn_scores"][:, far]).all() and (t["blocks.1.attn.hook_pattern"][:, far] > 0).all()
+
+
+def test_gemma3_trace_saved_and_loaded_is_the_same(tmp_path):
+    m = tracer.load(str(DATA / "gemma3-tiny"))
+    gen = m.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=3)
+    gen.save(tmp_path / "g.npz")
+    again = type(gen).load(tmp_path / "g.npz")
+    for name in ("blocks.0.attn.hook_attn_scores", "blocks.1.attn.hook_attn_scores", "logits"):
+        np.testing.assert_array_equal(again.steps[-1][name], gen.steps[-1][name])
+    nocache = m.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=3, cache=False)
+    assert nocache.generated_ids == gen.generated_ids
+
+
+def test_gemma3_gradients_match_central_differences():
+    central_differences("gemma3-tiny", ["blocks.0.ln1.w", "blocks.0.ln1_post.w", "blocks.0.ln2.w", "blocks.0.ln2_post.w",
+                                        "blocks.0.attn.q_norm.w", "blocks.0.attn.k_norm.w", "blocks.0.attn.W_Q",
+                                        "blocks.0.mlp.W_gate", "blocks.0.mlp.W_in", "ln_final.w", "W_E"], n_tokens=12)
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"final_logit_softcapping": 0}, "'final_logit_softcapping' must be a number > 0 or null, got 0"),
+    ({"attn_logit_softcapping": -50.0}, "'attn_logit_softcapping' must be a number > 0 or null, got -50.0"),
+    ({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping 50 is not supported .Gemma 2's soft-capping."),
+    ({"layer_types": ["sliding_attention"]}, "'layer_types' names 1 layers but num_hidden_layers is 2"),
+    ({"layer_types": ["local", "full_attention"]}, "layer type 'local' is not known"),
+    ({"layer_types": None}, "'layer_types' is missing"),
+    ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}, "RoPE scaling 'yarn' is not supported"),
+])
+def test_gemma3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
+    folder = _copy(tmp_path, "gemma3-tiny", **changes)
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(folder))
+    assert "\n" not in str(e.value)
+
+
+def test_gemma3_walkthrough_says_each_difference_where_it_happens(run_tracer):
+    r = run_tracer("trace", "The quick brown fox jumps over the lazy dog", "--model", str(DATA / "gemma3-tiny"), "-n", "1",
+                   "--no-pager", "--token", "K", env={"COLUMNS": "100"}, text=True)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    for said in ["embedding × √64", "sliding window 6 on layer 0 (RoPE base 10000 there)",
+                 "x scaled by √64 = 8.000 before layer 0", "Gemma's RMS norm multiplies by (1 + w)",
+                 "× (1 + w), w = ln1.w", "÷ √query_pre_attn_scalar = √24", "GELU(gate) ⊙ up",
+                 "normalized again after the attention (Gemma: a norm before and after each sublayer)",
+                 "the sliding window (6 keys) hides", "(the local base of the sliding-window layers)",
+                 "× (1 + w), w = attn.q_norm.w"]:
+        assert said in out, said

@@ -24,7 +24,6 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import score_scale
 from .fast import Layer, Weights, layout
 from .qkv import fuse_qkv, split_qkv, split_qkv_weights
 from .record import Recorder
@@ -219,7 +218,7 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
     grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
     dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
-    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), score_scale(dh, cfg.scale_scores))
+    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), cfg.scores_scale)
     dq, dk = d_attention_scores(ddots, q, k)
     if turn is not None:  # back through the rotation to the projections' Q and K
         d_rotate = cfg.position_kind.backward
@@ -264,8 +263,14 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     if w.rope is not None:  # the forward pass's cos and sin, from the angles it recorded
         angle = acts["rope.hook_angle"]  # [pos, d_head / 2]
         turn = np.cos(angle), np.sin(angle)
+    turn_local = turn
+    if w.rope_local is not None:  # Gemma 3's local layers
+        angle = acts["rope.hook_angle_local"]
+        turn_local = np.cos(angle), np.sin(angle)
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn)
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn_local if cfg.is_local(l) else turn)
+    if cfg.embed_scale:  # Gemma: x = E·√d_model
+        dx = dx * np.dtype(cfg.dtype).type(np.sqrt(cfg.d_model))
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
     if cfg.tied_unembed:
         dW_E += dW_U  # W_U is W_E transposed: both uses add up (d_unembed gave it as [d_vocab, d_model])
@@ -281,7 +286,7 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
           "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.ln?_post.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
           "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
-          "unembed.hook_in", "logits", "rope.hook_angle"]
+          "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
 
 
 def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:

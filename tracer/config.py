@@ -52,6 +52,10 @@ class Config:
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
     sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
     norm_place: str = "before"  # before (GPT-2, Llama: ln1, ln2) | after (OLMo 2: ln1_post, ln2_post, on the sublayers' outputs)
+    embed_scale: bool = False  # Gemma: the embedding multiplied by √d_model before layer 0
+    attn_scalar: float | None = None  # Gemma's query_pre_attn_scalar: scores ÷ √attn_scalar instead of ÷ √d_head
+    windowed: tuple | None = field(default=None, hash=False)  # the layers the sliding window applies to (Gemma 3); None: all
+    rope_local_theta: float | None = None  # Gemma 3: RoPE's base on those local layers (rope_theta on the others)
     qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
 
     def __post_init__(self) -> None:
@@ -108,6 +112,40 @@ class Config:
         w = self.sliding_window
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
+        self._check_windowed()
+
+    def _check_windowed(self) -> None:
+        if not isinstance(self.embed_scale, bool):
+            raise TracerError(f"config: embed_scale must be true or false, got {self.embed_scale!r}")
+        for name in ("attn_scalar", "rope_local_theta"):
+            if getattr(self, name) is not None and not _positive(getattr(self, name)):
+                raise TracerError(f"config: {name} must be a number > 0 or absent, got {getattr(self, name)!r}")
+        if self.windowed is None:
+            return
+        layers = self.windowed
+        if not isinstance(layers, (list, tuple)) or not all(
+                isinstance(l, int) and not isinstance(l, bool) and 0 <= l < self.n_layers for l in layers):
+            raise TracerError(f"config: windowed must list layers 0–{self.n_layers - 1}, got {layers!r}")
+        object.__setattr__(self, "windowed", tuple(sorted(set(layers))))
+        if self.sliding_window is None:
+            raise TracerError("config: windowed names the sliding-window layers, but sliding_window is absent")
+
+    def is_local(self, layer: int) -> bool:
+        """Whether layer `layer` uses the sliding window (and, with rope_local_theta, the local RoPE base)."""
+        return self.sliding_window is not None and (self.windowed is None or layer in self.windowed)
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window of layer `layer`, or None when it sees every earlier key."""
+        return self.sliding_window if self.is_local(layer) else None
+
+    @property
+    def scores_scale(self) -> float | None:
+        """What Q·K is multiplied by: 1/√d_head (Gemma: 1/√query_pre_attn_scalar), or None unscaled."""
+        import math
+
+        if not self.scale_scores:
+            return None
+        return 1.0 / math.sqrt(self.attn_scalar if self.attn_scalar is not None else self.d_head)
 
     def _check_rope_scaling(self) -> None:
         rs = self.rope_scaling

@@ -79,6 +79,7 @@ class Weights:
     ln_final: tuple | None = None
     unembed: Affine | None = None  # W_U [d_model, d_vocab], b_U
     rope: np.ndarray | None = None  # [d_head / 2] RoPE's angle per position of each pair (rotary positions only)
+    rope_local: np.ndarray | None = None  # [d_head / 2] the local layers' (Gemma 3: `cfg.rope_local_theta`)
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
@@ -132,6 +133,8 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
         rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
+        rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
+        if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
     )
 
 

@@ -326,7 +326,7 @@ def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None =
         "ln1_post.hook_scale": (n_new, 1), "ln2_post.hook_scale": (n_new, 1),
         "ln1.hook_scale": (n_new, 1), "ln2.hook_scale": (n_new, 1), "ln_final.hook_scale": (n_new, 1),
         "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, KV, dh), "attn.hook_v": (n_new, KV, dh),
-        "rope.hook_angle": (n_new, dh // 2), "attn.hook_rot_q": (n_new, H, dh), "attn.hook_rot_k": (n_new, KV, dh), "mlp.hook_pre_linear": (n_new, cfg.d_mlp),
+        "rope.hook_angle": (n_new, dh // 2), "rope.hook_angle_local": (n_new, dh // 2), "attn.hook_rot_q": (n_new, H, dh), "attn.hook_rot_k": (n_new, KV, dh), "mlp.hook_pre_linear": (n_new, cfg.d_mlp),
         **{f"attn.{m}_norm.hook_{x}": (n_new, *cfg.qk_norm_kind.flat(np.empty((1, heads, dh))).shape[1:-1], w)
            for m, heads in (("q", H), ("k", KV)) for x, w in (("normalized", cfg.qk_norm_kind.width(heads, dh)), ("scale", 1))},
         "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),

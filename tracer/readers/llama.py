@@ -119,7 +119,7 @@ def config_of(raw: dict, where: Path, families=FAMILIES, **switches) -> Config:
         check_layer_types(raw["layer_types"], n_layers, where)
     theta, scaling = rope_settings(raw, where)
     try:
-        cfg = Config(
+        kwargs = dict(
             d_vocab=whole(raw, "vocab_size", where), n_ctx=whole(raw, "max_position_embeddings", where),
             d_model=d_model, n_heads=n_heads, d_head=whole(raw, "head_dim", where) if head_dim is not None else None,
             d_mlp=whole(raw, "intermediate_size", where), n_layers=n_layers, dtype="float32",
@@ -127,8 +127,9 @@ def config_of(raw: dict, where: Path, families=FAMILIES, **switches) -> Config:
             tied_unembed=flag(raw, "tie_word_embeddings", where, False),
             ln_eps=number(raw, "rms_norm_eps", where, 1e-6),
             n_kv_heads=n_kv if n_kv != n_heads else None, rope_theta=theta, rope_scaling=scaling,
-            sliding_window=sliding_window(raw, family, where, n_layers), **switches,
+            sliding_window=sliding_window(raw, family, where, n_layers),
         )
+        cfg = Config(**{**kwargs, **switches})
     except TracerError as e:
         raise config_error(e, where) from None
     return cfg

@@ -62,7 +62,11 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
         elif x is not None:
-            yield ctx.eq(cfg.position_kind.instead.format(L=L), f"x_{L}", ctx.v(x))
+            if cfg.embed_scale:  # Gemma
+                yield line(f"Gemma multiplies the embedding by √d_model: x scaled by √{cfg.d_model} = "
+                           f"{cfg.d_model ** 0.5:.{ctx.p}f} before layer 0")
+            yield ctx.eq(cfg.position_kind.instead.format(L=L) + (f", times √{cfg.d_model}" if cfg.embed_scale else ""),
+                         f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
         yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
     if layer > 0 or "embed" in parts:
@@ -75,9 +79,9 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
-    yield visibility(ctx, t)
+    yield visibility(ctx, t, layer)
     if cfg.position_kind.rotary:
-        yield rotation(ctx, t)
+        yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
         yield head_at_token(ctx, t, layer, h)
@@ -97,10 +101,13 @@ def kv_head(cfg, h: int) -> int:
     return h // (cfg.n_heads // cfg.kv_heads)
 
 
-def rotation(ctx: Ctx, t: int) -> Text:
-    """RoPE at position t: the angle each pair of a head's dimensions turns by (from `rope.hook_angle`)."""
+def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
+    """RoPE at position t: the angle each pair of a head's dimensions turns by (from `rope.hook_angle`;
+    Gemma 3's sliding-window layers: `rope.hook_angle_local`, of their own base)."""
     cfg, L = ctx.cfg, ctx.labels[t]
-    angle = ctx.at("rope.hook_angle", t)
+    local = cfg.rope_local_theta is not None and cfg.is_local(layer)
+    angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
+    theta = cfg.rope_local_theta if local else cfg.rope_theta
     half = cfg.d_head // 2
     if angle is None:
         return Text("")
@@ -108,7 +115,8 @@ def rotation(ctx: Ctx, t: int) -> Text:
     more = f", … ({half} angles)" if half > 4 else ""
     return line(("rotary positions: ", "bold"),
                 f"after W_Q and W_K, {L}'s query and key are rotated by its position {t}: pair (q_i, q_(i+{half})) "
-                f"turns by angle {t}·θ_i, θ_i = {cfg.rope_theta:g}^(−2i/{cfg.d_head})"
+                f"turns by angle {t}·θ_i, θ_i = {theta:g}^(−2i/{cfg.d_head})"
+                f"{(' (the local base of the sliding-window layers)' if local else ' (the global base)') if cfg.rope_local_theta else ''}"
                 f"{' (Llama 3 scaling divides the slow ones)' if cfg.rope_scaling else ''}; here [{first}{more}] radians. "
                 f"Q·K then depends on how far apart two tokens are, not on where they are.")
 
@@ -128,7 +136,7 @@ def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
     yield from ctx.checks_at(prefix + "hook_normalized", t)
 
 
-def visibility(ctx: Ctx, t: int) -> Text:
+def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
     """Which keys and values token t can see, which come from the KV cache, which the causal mask hides."""
     L = ctx.labels[t]
     st = ctx.gen.steps[ctx.step_of(t)]
@@ -141,7 +149,9 @@ def visibility(ctx: Ctx, t: int) -> Text:
     if st.start > 0:
         sees += (f"; those of {letters(ctx.labels[: st.start])} come from the KV cache "
                  f"(“cache k”: computed by pass k)")
-    w = ctx.cfg.sliding_window
+    w = ctx.cfg.window_of(layer)
+    if ctx.cfg.windowed is not None and w is None:
+        sees += f"; layer {layer} has no sliding window (a global layer)"
     if w is not None and t >= w:
         sees += (f"; the sliding window ({w} keys) hides {letters(ctx.labels[: t - w + 1])} "
                  f"(positions 0–{t - w}: score −∞, weight 0)")
@@ -230,7 +240,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     if dots is not None:
         tab.add_column(f"{L}_Q↻·K↻" if rope else f"{L}_Q·K", justify="right")
     if scaled:
-        tab.add_column(f"÷ √{cfg.d_head}", justify="right")
+        tab.add_column(f"÷ √{cfg.attn_scalar or cfg.d_head:g}", justify="right")
     if pattern is not None:
         tab.add_column("weight", justify="right", footer=num(float(pattern.sum()), p))
         tab.add_column("", no_wrap=True, style="cyan")
@@ -249,7 +259,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         left = float(pattern.sum() - pattern[shown].sum())
         tab.add_row(f"… {rest} more", *([""] * (len(tab.columns) - 3)), prob(left, p), "(--full lists them)",
                     style="dim")
-    how = f"{L}_Q · each visible key" + (f", ÷ √d_head = √{cfg.d_head}" if scaled else "") + \
+    divisor = f"√query_pre_attn_scalar = √{cfg.attn_scalar:g}" if cfg.attn_scalar else f"√d_head = √{cfg.d_head}"
+    how = f"{L}_Q · each visible key" + (f", ÷ {divisor}" if scaled else "") + \
         (", softmax → weights that sum to 1" if pattern is not None else "")
     yield line("attention scores: ", how)
     yield indent(tab)

@@ -178,9 +178,10 @@ def _scores_table(d: Demo, hide: bool) -> Table:
     scores = d.block("attn.hook_attn_scores")[h, f]  # [key_pos] scaled and masked
     _, k, r = d.query_key()  # [pos, d_head]
     cols = ["", "key", "K" + r] + ([] if hide else ["Q·K"])
+    div = f"÷ √{cfg.attn_scalar or cfg.d_head:g}"  # Gemma: √query_pre_attn_scalar
     if cfg.scale_scores and not hide:
-        cols.append(f"÷ √{cfg.d_head}")
-    t = table(*cols, right=("Q·K", f"÷ √{cfg.d_head}"))
+        cols.append(div)
+    t = table(*cols, right=("Q·K", div))
     hidden = list(range(f + 1, d.n))
     rows = list(range(f + 1)) + (hidden if len(hidden) <= 3 else hidden[:1] + [None] + hidden[-1:])
     for pos in rows:
@@ -217,7 +218,9 @@ def step_scores(d: Demo) -> Step:
     cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
     qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
-    scale = (f" Then each score is divided by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which keeps "
+    by = (f"√query_pre_attn_scalar = √{cfg.attn_scalar:g} ≈ {np.sqrt(cfg.attn_scalar):.2f} (Gemma's choice, not √d_head)"
+          if cfg.attn_scalar else f"√d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}")
+    scale = (f" Then each score is divided by {by}, which keeps "
              "them in a range softmax handles well.") if cfg.scale_scores else \
         " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
     narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "

@@ -180,7 +180,8 @@ function hoverText(td, l, h) {
 function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
-  const scaled = CFG.scale_scores ? `, ÷ √d_head = √${CFG.d_head}` : " (this model does not scale them, as in the article)";
+  const scaled = !CFG.scale_scores ? " (this model does not scale them, as in the article)"
+    : CFG.attn_scalar ? `, ÷ √query_pre_attn_scalar = √${CFG.attn_scalar}` : `, ÷ √d_head = √${CFG.d_head}`;
   const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
     "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
   const row = attRow(l, h, t);
