@@ -435,7 +435,12 @@ GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_laye
               "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
               "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
               "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
-              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+              "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3"}  # model_type → llama.cpp's architecture (the rest: llama)
+GGUF_ARCH_LAYER = {"olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight",  # llama.cpp's names there
+                             "post_feedforward_layernorm.weight": "post_ffw_norm.weight"},
+                   "phi3": {"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}}
 
 
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
@@ -450,7 +455,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     cfg = json.loads((folder / "config.json").read_text())
     tok = json.loads((folder / "tokenizer.json").read_text())
     t = load_file(str(folder / "model.safetensors"))
-    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    arch = GGUF_ARCH.get(cfg["model_type"], "llama")
     H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     w = gguf.GGUFWriter(str(out), arch)
     w.add_block_count(cfg["num_hidden_layers"])
@@ -468,6 +473,8 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
     w.add_vocab_size(cfg["vocab_size"])
+    if arch == "phi3" and cfg.get("sliding_window"):
+        w.add_sliding_window(cfg["sliding_window"])
     vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
     tokens = [""] * cfg["vocab_size"]
     types = [1] * cfg["vocab_size"]
@@ -509,7 +516,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     for l in range(cfg["num_hidden_layers"]):
-        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in GGUF_LAYER.items()})
+        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in {**GGUF_LAYER, **GGUF_ARCH_LAYER.get(arch, {})}.items()})
     for hf, g in names.items():
         if hf not in t:
             continue

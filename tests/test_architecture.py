@@ -234,16 +234,16 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
 
 # --------------------------------------------------------------------------- the table of block switches
 
-SWITCH_FIELDS = {"norm", "mlp", "positional"}  # Config's switches; their values are tracer.blocks' keys
+SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place"}  # Config's switches; their values are tracer.blocks' keys
 # The table's own module, and the readers, which build a config from what a file says it is.
 MAY_COMPARE_SWITCHES = {"blocks", "scenario", "readers"}
-JS_COMPARISON = r"""CFG\.(mlp|norm|positional)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional)\s*\]"""
+JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*\]"""
 
 
 def _switch_values() -> set[str]:
-    from tracer.blocks import MLPS, NORMS, POSITIONS
+    from tracer.blocks import MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
 
-    return set(NORMS) | set(MLPS) | set(POSITIONS)
+    return set(NORMS) | set(MLPS) | set(POSITIONS) | set(QK_NORMS) | set(NORM_PLACES)
 
 
 def _strings(node: ast.AST) -> set[str]:

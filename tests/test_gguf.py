@@ -22,7 +22,8 @@ def _ref(name):
         return {k: z[k] for k in z.files}
 
 
-@pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2"), ("llama-tiny", "llama-bpe")])
+@pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2"), ("llama-tiny", "llama-bpe"),
+                                       ("qwen3-tiny", "qwen2"), ("olmo2-tiny", "qwen2"), ("phi3-tiny", "llama-bpe")])
 def test_a_gguf_file_gives_transformers_logits_like_its_folder(gguf_of_folder, name, pre):
     """mistral-tiny is written as llama.cpp writes Mistral (architecture llama, Q and K rows permuted),
     qwen2-tiny with its Q/K/V biases, llama-tiny with Llama 3's RoPE scaling as the rope_freqs tensor

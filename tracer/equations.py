@@ -235,3 +235,13 @@ def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:  # → [n_ctx,
     i = np.arange(d_model)[None, :]  # [1, d_model]
     angle = pos / np.power(10000.0, (2 * (i // 2)) / d_model)  # [pos, d_model]
     return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))  # [pos, d_model]
+
+
+def one_plus_gain(normalized: np.ndarray, w: np.ndarray, b=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """Gemma's RMS norm gain: the normalized vector × (1 + w) (w is stored as the gain minus 1; no bias)."""
+    return normalized * (1.0 + w)
+
+
+def geglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:  # [pos, d_mlp] ×2 → [pos, d_mlp]
+    """Gemma's gated MLP middle: GELU (tanh approximation) of x·W_gate, times x·W_in."""
+    return gelu_new(gate) * up

@@ -57,12 +57,20 @@ def block_words(cfg) -> str:
         pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
     mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
-    parts = [pos, norm, mlp, "residual" if cfg.residual else "no residual",
-             "scores ÷ √d_head" if cfg.scale_scores else "unscaled scores"]
+    if cfg.layer_norm and cfg.norm_place_kind.title:
+        norm += f" ({cfg.norm_place_kind.title})"
+    parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), mlp,
+             "residual" if cfg.residual else "no residual",
+             ("scores ÷ √d_head" if cfg.attn_scalar is None else f"scores ÷ √{cfg.attn_scalar:g}")
+             if cfg.scale_scores else "unscaled scores"]
+    if cfg.embed_scale:
+        parts.insert(0, f"embedding × √{cfg.d_model}")
     if cfg.kv_heads < cfg.n_heads:
         parts.append(f"{cfg.kv_heads} key/value heads shared by {cfg.n_heads} query heads")
     if cfg.sliding_window is not None:
-        parts.append(f"sliding window {cfg.sliding_window}")
+        where = "" if cfg.windowed is None else f" on layer{'s' if len(cfg.windowed) > 1 else ''} {', '.join(map(str, cfg.windowed))}"
+        base = f" (RoPE base {cfg.rope_local_theta:g} there)" if cfg.rope_local_theta is not None else ""
+        parts.append(f"sliding window {cfg.sliding_window}{where}{base}")
     return ", ".join(parts)
 
 
