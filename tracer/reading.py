@@ -24,6 +24,7 @@ import json
 import math
 import os
 import stat
+import tokenize
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -135,6 +136,12 @@ def inside(folder: Path, name: str, named_by: Path) -> Path:
 # --------------------------------------------------------------------------- .npz
 
 
+# What numpy raises on a damaged .npy header: a header numpy's own tokenizer cannot finish (an unclosed
+# bracket: tokenize.TokenError) is as much bad input as one it parses wrong (SyntaxError, ValueError).
+HEADER_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, RuntimeError,
+                 tokenize.TokenError)
+
+
 @dataclass(frozen=True)
 class NpyHeader:
     """An `.npy` entry as its header declares it, read without its data."""
@@ -205,7 +212,7 @@ class Npz:
                     raise ValueError(f"unsupported .npy version {version}")
                 shape, _, dtype = read(fp, max_header_size=MAX_NPY_HEADER)
                 start = fp.tell()
-        except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, RuntimeError) as e:
+        except HEADER_ERRORS as e:
             raise self.refused(f"entry {name!r}: {type(e).__name__}: {e}") from None
         if dtype.hasobject:
             raise TracerError(f"{self.path}: holds a pickled object; refused (tracer never unpickles)")
@@ -222,7 +229,7 @@ class Npz:
         try:
             with self.zip.open(self.infos[name]) as fp:
                 return np.lib.format.read_array(fp, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
-        except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, RuntimeError) as e:
+        except HEADER_ERRORS as e:
             if "pickle" in str(e).lower():
                 raise TracerError(f"{self.path}: holds a pickled object; refused (tracer never unpickles)") from None
             raise self.refused(f"entry {name!r}: {type(e).__name__}: {e}") from None
