@@ -68,7 +68,10 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if cache is not None:
         cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
-    return rec("logits", w.unembed(x))  # [pos, d_vocab]
+    logits = w.unembed(x)  # [pos, d_vocab]
+    if cfg.final_softcap is not None:  # Gemma 2: cap · tanh(logits / cap)
+        logits = cfg.softcap_kind.forward(logits, cfg.final_softcap)
+    return rec("logits", logits)  # [pos, d_vocab]
 
 
 def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
@@ -120,7 +123,7 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
     if kv is not None:
         k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
     dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window))
+    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window, cfg.attn_softcap))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
     rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
