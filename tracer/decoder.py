@@ -20,7 +20,7 @@ records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (
 TransformerLens names them; Qwen3's and OLMo 2's Q/K norms record `attn.q_norm.hook_scale`,
 `attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; OLMo 2's norms of the sublayers' outputs record `ln1_post.*` and
 `ln2_post.*` (TransformerLens's names) before `hook_attn_out` / `hook_mlp_out`; `rope.hook_angle` holds each position's angles (one per pair of a
-head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
+head's dimensions, the same in every layer). Gemma 2's soft-cap (`cfg.attn_softcap`, the table's `SOFTCAP`) bends the scaled scores before the mask, so `hook_attn_scores` holds the capped ones (TransformerLens's place), and `cfg.final_softcap` the logits. Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
 
