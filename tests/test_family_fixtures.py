@@ -16,7 +16,7 @@ from tracer.files import load_npz, load_safetensors, read_safetensors_header
 from tracer.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]
 N_PROMPTS, NEW = 2, 8
 
 
@@ -56,6 +56,8 @@ def test_weights_have_the_shapes_config_json_gives(name):
         if cfg["model_type"] == "gemma3_text":  # four norms per layer, per-head Q/K norms
             want |= {p + "pre_feedforward_layernorm.weight": [d], p + "post_feedforward_layernorm.weight": [d],
                      p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
+        if cfg["model_type"] == "gemma2":  # four norms per layer, no Q/K norms
+            want |= {p + "pre_feedforward_layernorm.weight": [d], p + "post_feedforward_layernorm.weight": [d]}
         if cfg["model_type"] == "phi3":  # Q, K, V in one matrix, gate and up in another
             for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
                 del want[p + part + ".weight"]

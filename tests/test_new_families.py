@@ -300,8 +300,8 @@ def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, change
 
 
 def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path):
-    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma2")
-    with pytest.raises(TracerError, match="model_type is 'gemma2'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3"):
+    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma")
+    with pytest.raises(TracerError, match="model_type is 'gemma'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3, gemma3_text and gemma2"):
         tracer.load(str(folder))
 
 
@@ -378,3 +378,124 @@ def test_gemma3_walkthrough_says_each_difference_where_it_happens(run_tracer):
                  "the sliding window (6 keys) hides", "(the local base of the sliding-window layers)",
                  "× (1 + w), w = attn.q_norm.w"]:
         assert said in out, said
+
+
+# --------------------------------------------------------------------------- Gemma 2
+
+
+def test_gemma2_reads_its_switches_and_records_them():
+    m = tracer.load(str(DATA / "gemma2-tiny"))
+    c = m.config
+    assert (c.norm, c.mlp, c.norm_place, c.qk_norm, c.embed_scale, c.attn_scalar) == (
+        "gemma_rms", "geglu", "both", "none", True, 24.0)
+    assert (c.attn_softcap, c.final_softcap, c.sliding_window, c.windowed, c.rope_local_theta) == (5.0, 8.0, 6, (0,), None)
+    t = m.run("The quick brown fox jumps over the lazy dog")
+    n = len(t.tokens)
+    assert "blocks.0.attn.q_norm.hook_scale" not in t and "rope.hook_angle_local" not in t
+    np.testing.assert_allclose(t["blocks.0.hook_resid_pre"], t["hook_embed"] * 8.0, rtol=1e-6)  # × √64
+    for l in range(2):  # hook_attn_scores is after the soft-cap (TransformerLens's place): 5 · tanh(dots / √24 / 5)
+        dots, scores = t[f"blocks.{l}.attn.hook_dots"], t[f"blocks.{l}.attn.hook_attn_scores"]
+        seen = np.isfinite(scores)
+        np.testing.assert_allclose(scores[seen], (5 * np.tanh(dots / np.sqrt(24) / 5))[seen], rtol=1e-5, atol=1e-6)
+        assert np.abs(dots[seen]).max() / np.sqrt(24) > 10 and np.abs(scores[seen]).max() < 5  # the cap bends them
+    w = m.params["W_E"]
+    raw = t["unembed.hook_in"] @ w.T
+    np.testing.assert_allclose(t["logits"], 8 * np.tanh(raw / 8), rtol=1e-5, atol=1e-5)
+    assert np.abs(raw).max() > 8 > np.abs(t["logits"]).max()
+    far = np.tril(np.ones((n, n), dtype=bool), k=-6)  # keys 6 or more places back: hidden on layer 0 only
+    assert np.isneginf(t["blocks.0.attn.hook_attn_scores"][:, far]).all() and (t["blocks.0.attn.hook_pattern"][:, far] == 0).all()
+    assert np.isfinite(t["blocks.1.attn.hook_attn_scores"][:, far]).all() and (t["blocks.1.attn.hook_pattern"][:, far] > 0).all()
+
+
+def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path):
+    folder = _copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=2)
+    assert tracer.load(str(folder)).config.windowed == (0,)
+    cfg = json.loads((folder / "config.json").read_text())
+    from tracer.readers.gemma2 import config_of
+    assert config_of({**cfg, "num_hidden_layers": 5}, folder).windowed == (0, 2, 4)
+
+
+def test_softcap_is_a_table_entry_with_words_and_a_derivative():
+    from tracer.blocks import SOFTCAP
+    assert SOFTCAP.words("scores", 50, 3.217, float(SOFTCAP.forward(np.float64(3.217), 50))) == \
+        "scores soft-capped: 50 · tanh(s / 50): 3.217 → 3.213"
+    x = np.array([[-7.0, -0.3, 0.0, 2.5, 40.0]])
+    y = SOFTCAP.forward(x, 5.0)
+    np.testing.assert_allclose(SOFTCAP.backward(np.ones_like(y), y, 5.0),
+                               (SOFTCAP.forward(x + 1e-6, 5.0) - SOFTCAP.forward(x - 1e-6, 5.0)) / 2e-6, rtol=1e-6, atol=1e-9)
+    hidden = np.array([-np.inf, 1.0])  # a masked score: no gradient, no nan
+    assert list(SOFTCAP.backward(np.zeros(2), hidden, 5.0)) == [0.0, 0.0]
+
+
+def test_gemma2_trace_saved_and_loaded_is_the_same(tmp_path):
+    m = tracer.load(str(DATA / "gemma2-tiny"))
+    gen = m.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=3)
+    gen.save(tmp_path / "g.npz")
+    again = type(gen).load(tmp_path / "g.npz")
+    for name in ("blocks.0.attn.hook_attn_scores", "blocks.1.attn.hook_attn_scores", "logits"):
+        np.testing.assert_array_equal(again.steps[-1][name], gen.steps[-1][name])
+        np.testing.assert_array_equal(again.steps[0][name], gen.steps[0][name])
+    nocache = m.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=3, cache=False)
+    assert nocache.generated_ids == gen.generated_ids
+
+
+def test_gemma2_gradients_match_central_differences():
+    central_differences("gemma2-tiny", ["blocks.0.ln1.w", "blocks.0.ln1_post.w", "blocks.0.ln2.w", "blocks.0.ln2_post.w",
+                                        "blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V",
+                                        "blocks.0.mlp.W_gate", "ln_final.w", "W_E"], n_tokens=12)
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"final_logit_softcapping": 0}, "'final_logit_softcapping' must be a number > 0 or null .*, got 0"),
+    ({"attn_logit_softcapping": -50.0}, "'attn_logit_softcapping' must be a number > 0 or null .*, got -50.0"),
+    ({"attn_logit_softcapping": "50"}, "'attn_logit_softcapping' must be a number > 0 or null .*, got '50'"),
+    ({"attn_logit_softcapping": True}, "'attn_logit_softcapping' must be a number > 0 or null .*, got True"),
+    ({"layer_types": ["sliding_attention"]}, "'layer_types' names 1 layers but num_hidden_layers is 2"),
+    ({"layer_types": ["local", "full_attention"]}, "layer type 'local' is not known"),
+    ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0}}, "yarn"),
+])
+def test_gemma2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
+    folder = _copy(tmp_path, "gemma2-tiny", **changes)
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(folder))
+    assert "\n" not in str(e.value)
+    if "softcapping" in str(changes):  # refused before any weight is read: the weights' file may be garbage
+        (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+        with pytest.raises(TracerError, match=says):
+            tracer.load(str(folder))
+
+
+def test_config_refuses_a_soft_cap_of_0():
+    with pytest.raises(TracerError, match="config: attn_softcap must be a number > 0 or absent, got 0"):
+        Config(attn_softcap=0)
+    with pytest.raises(TracerError, match="config: final_softcap must be a number > 0 or absent, got -1"):
+        Config(final_softcap=-1)
+
+
+def test_gemma2_walkthrough_says_the_soft_caps_where_they_happen(run_tracer):
+    r = run_tracer("trace", "The quick brown fox jumps over the lazy dog", "--model", str(DATA / "gemma2-tiny"), "-n", "1",
+                   "--no-pager", "--token", "K", env={"COLUMNS": "100"}, text=True)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    for said in ["scores soft-capped at 5 (Gemma 2)", "logits soft-capped at 8 (Gemma 2)", "sliding window 6 on layer 0",
+                 "÷ √24, 5·tanh(s/5)", "before the mask and softmax", "then soft-capped: 8 · tanh(s / 8)",
+                 "Gemma's RMS norm multiplies by (1 + w)", "the sliding window (6 keys) hides"]:
+        assert said in out, said
+    import re
+    for before, after in re.findall(r"scores soft-capped: 5 · tanh\(s / 5\): (-?[0-9.]+) → (-?[0-9.]+)", out):
+        assert float(after) == pytest.approx(5 * np.tanh(float(before) / 5), abs=1.5e-3)
+    before, after = re.search(r"logits soft-capped: 8 · tanh\(s / 8\): (-?[0-9.]+) → (-?[0-9.]+)", out).groups()
+    assert float(after) == pytest.approx(8 * np.tanh(float(before) / 8), abs=1.5e-3)
+
+
+def test_gemma2_demo_says_the_soft_cap_on_the_scores_screen(render_text):
+    from tracer.render import demo
+    m = tracer.load(str(DATA / "gemma2-tiny"))
+    gen = m.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=1)
+    d = demo.Demo(gen, m.tokenizer)
+    steps = demo.build_steps(d)
+    k = next(i for i, s in enumerate(steps) if s.name == "Scores and the mask")
+    out = " ".join(render_text(demo.screen(d, steps, demo.Page(k, False)), 100).split())
+    assert "Gemma 2 then soft-caps them so none passes ±5, before the mask: scores soft-capped: 5 · tanh(s / 5):" in out

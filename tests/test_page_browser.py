@@ -308,3 +308,21 @@ def test_screenshots_at_1280x720(browser, pages, tmp_path):
         if keep:
             shutil.copy(path, Path(keep) / file)
     assert errors(browser) == []
+
+
+def test_the_gemma2_page_says_the_soft_cap_on_the_scores_step(browser, runner, tmp_path):
+    import re
+
+    import numpy as np
+
+    data = Path(__file__).parent / "data" / "gemma2-tiny"
+    r = runner.invoke(app, ["trace", "The quick brown fox jumps over the lazy dog", "-n", "1", "--model", str(data),
+                            "--export", str(tmp_path / "g.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    open_page(browser, tmp_path / "g.html")
+    go(browser, "scores")
+    said = " ".join(text(browser, "#step-scores").split())
+    assert "÷ √query_pre_attn_scalar = √24, then soft-capped, 5 · tanh(s / 5) (Gemma 2), before the mask" in said
+    before, after = re.search(r"scores soft-capped: 5 · tanh\(s / 5\): (-?[0-9.]+) → (-?[0-9.]+)", said).groups()
+    assert float(after) == pytest.approx(5 * np.tanh(float(before) / 5), abs=1.5e-3)
+    assert errors(browser) == []

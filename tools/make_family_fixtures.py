@@ -35,7 +35,8 @@ import torch
 from tokenizers import Tokenizer
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
-                          Phi3Config, Phi3ForCausalLM, Gemma3TextConfig, Gemma3ForCausalLM)
+                          Phi3Config, Phi3ForCausalLM, Gemma3TextConfig, Gemma3ForCausalLM, Gemma2Config,
+                          Gemma2ForCausalLM)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 MAX_NEW_TOKENS = 8
@@ -97,6 +98,16 @@ FAMILIES = {
                                 layer_types=["sliding_attention", "full_attention"],
                                 rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
                                                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    "gemma2-tiny": dict(  # Gemma 2: Gemma 3's block without Q/K norms; scores soft-capped at 5 and logits at 8 (both
+        # far below Gemma 2's 50 and 30, so the tanh bends these small numbers); a window of 6 on layer 0 of 2
+        # (transformers' even/odd rule: no layer_types given), shorter than the prompts
+        cls=Gemma2ForCausalLM, tokenizer="mistral-like.json", seed=8,
+        config=Gemma2Config(vocab_size=768, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+                            rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+                            pad_token_id=0, sliding_window=6, query_pre_attn_scalar=24, initializer_range=0.15,
+                            attn_logit_softcapping=5.0, final_logit_softcapping=8.0,
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 }
 
 
@@ -134,7 +145,10 @@ def reference(cls, folder: Path) -> dict:
         n = ids.shape[1]
         with torch.no_grad():
             out = model(ids, output_hidden_states=True, output_attentions=True)
-            assert torch.allclose(model.lm_head(out.hidden_states[-1]), out.logits, atol=1e-5), "last hidden state not after the norm"
+            unembedded, cap = model.lm_head(out.hidden_states[-1]), getattr(model.config, "final_logit_softcapping", None)
+            if cap is not None:  # Gemma 2: the logits are soft-capped after the unembedding
+                unembedded = cap * torch.tanh(unembedded / cap)
+            assert torch.allclose(unembedded, out.logits, atol=1e-5), "last hidden state not after the norm"
             runs = [model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=MAX_NEW_TOKENS,
                                    min_new_tokens=0, use_cache=cache, pad_token_id=0)[0, n:] for cache in (True, False)]
             full = model(torch.cat([ids[0], runs[0]])[None]).logits[0, n - 1 : -1]  # [step, vocab]

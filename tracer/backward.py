@@ -218,7 +218,10 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
     grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
     dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
-    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), cfg.scores_scale)
+    dscores = d_causal_softmax(dpattern, pattern)
+    if cfg.attn_softcap is not None:  # Gemma 2: back through cap · tanh(s / cap), from the capped scores
+        dscores = cfg.softcap_kind.backward(dscores, acts[a + "hook_attn_scores"], cfg.attn_softcap)
+    ddots = d_scale_and_mask(dscores, cfg.scores_scale)
     dq, dk = d_attention_scores(ddots, q, k)
     if turn is not None:  # back through the rotation to the projections' Q and K
         d_rotate = cfg.position_kind.backward
@@ -257,6 +260,8 @@ def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  
     """Back from the logits to the residual stream entering layer 0 (the embedding plus the position
     vector): its gradient, and W_U's (or W_E's share, when tied); the other parameters' go into `grads`."""
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
+    if cfg.final_softcap is not None:  # Gemma 2: back through the logits' soft-cap
+        dlogits = cfg.softcap_kind.backward(dlogits, acts["logits"], cfg.final_softcap)
     dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
     dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
     turn = None
@@ -296,12 +301,17 @@ NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.ho
           "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
 
 
+def needed(cfg: Config) -> list[str]:
+    """NEEDED, and the capped scores under Gemma 2's soft-cap (its derivative is read from them)."""
+    return NEEDED + (["blocks.*.attn.hook_attn_scores"] if cfg.attn_softcap is not None else [])
+
+
 def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:
     """The mean next-token loss of `tokens` ([pos] or [batch, pos]) and every parameter's gradient.
     `weights`: a `tracer.fast.Weights` or the parameters by name."""
     w = weights if isinstance(weights, Weights) else layout(cfg, weights)
     tokens = np.asarray(tokens, dtype=np.int64)
-    rec = Recorder(NEEDED)
+    rec = Recorder(needed(cfg))
     logits = forward(cfg, w, tokens, rec)  # [..., pos, d_vocab]
     loss, dlogits = cross_entropy(logits, next_token_targets(tokens))
     return loss, backward(cfg, w, tokens, rec.store, dlogits)
@@ -313,7 +323,7 @@ def attribution(cfg: Config, weights, tokens, target: int):  # [pos] → [pos], 
     embedding plus the position vector). Gives (per position, the gradient, x)."""
     w = weights if isinstance(weights, Weights) else layout(cfg, weights)
     tokens = np.asarray(tokens, dtype=np.int64)
-    rec = Recorder(NEEDED)
+    rec = Recorder(needed(cfg))
     logits = forward(cfg, w, tokens, rec)  # [pos, d_vocab]
     dlogits = np.zeros_like(logits)
     dlogits[-1, int(target)] = 1.0

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .derivatives import (d_geglu, d_gelu_new, d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize,
-                          d_rotate, d_scale_and_shift, d_swiglu)
+                          d_rotate, d_scale_and_shift, d_softcap, d_swiglu)
 from .equations import (geglu, gelu_new, normalize, one_plus_gain, position_vectors, rms_normalize, rotate,
-                        scale_and_shift, sinusoidal_positions, swiglu)
+                        scale_and_shift, sinusoidal_positions, softcap, swiglu)
 
 # --------------------------------------------------------------------------- norms
 
@@ -319,3 +319,26 @@ NORM_PLACES: dict[str, NormPlace] = {n.key: n for n in (
               "normalized again after the {what} (Gemma: a norm before and after each sublayer): {out} ÷ its root "
               "mean square (here {scale}), then {gain}, and only that is added to the residual stream"),
 )}
+
+# --------------------------------------------------------------------------- soft-capping
+
+
+@dataclass(frozen=True)
+class SoftCap:
+    """Gemma 2's soft-cap of the attention scores (`Config.attn_softcap`: after the scale, before the
+    mask and softmax; `hook_attn_scores` holds the capped scores, as TransformerLens records them) and
+    of the final logits (`Config.final_softcap`: `logits` holds the capped ones). `forward(x, cap)` →
+    cap · tanh(x / cap); `backward(dy, y, cap)` → dx from the capped y."""
+
+    key: str
+    forward: Callable
+    backward: Callable
+    title: str  # the model line's words, of {where}, {cap}
+    formula: str  # of {cap}
+
+    def words(self, what: str, cap: float, before: float, after: float) -> str:
+        """"scores soft-capped: 50 · tanh(s / 50): 3.217 → 3.213"."""
+        return f"{what} soft-capped: {self.formula.format(cap=f'{cap:g}')}: {before:.3f} → {after:.3f}"
+
+
+SOFTCAP = SoftCap("tanh", softcap, d_softcap, "{where} soft-capped at {cap} (Gemma 2)", "{cap} · tanh(s / {cap})")

@@ -56,6 +56,8 @@ class Config:
     attn_scalar: float | None = None  # Gemma's query_pre_attn_scalar: scores ÷ √attn_scalar instead of ÷ √d_head
     windowed: tuple | None = field(default=None, hash=False)  # the layers the sliding window applies to (Gemma 3); None: all
     rope_local_theta: float | None = None  # Gemma 3: RoPE's base on those local layers (rope_theta on the others)
+    attn_softcap: float | None = None  # Gemma 2: scores soft-capped, cap · tanh(s / cap), before the mask; None: not
+    final_softcap: float | None = None  # Gemma 2: the final logits soft-capped the same way; None: not
     qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
 
     def __post_init__(self) -> None:
@@ -117,7 +119,7 @@ class Config:
     def _check_windowed(self) -> None:
         if not isinstance(self.embed_scale, bool):
             raise TracerError(f"config: embed_scale must be true or false, got {self.embed_scale!r}")
-        for name in ("attn_scalar", "rope_local_theta"):
+        for name in ("attn_scalar", "rope_local_theta", "attn_softcap", "final_softcap"):
             if getattr(self, name) is not None and not _positive(getattr(self, name)):
                 raise TracerError(f"config: {name} must be a number > 0 or absent, got {getattr(self, name)!r}")
         if self.windowed is None:
@@ -176,6 +178,13 @@ class Config:
         if unknown:
             raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
         return cls(**d)
+
+    @property
+    def softcap_kind(self) -> blocks.SoftCap:
+        """The soft-cap's entry in the table of block switches (used where attn_softcap / final_softcap are set)."""
+        from . import blocks
+
+        return blocks.SOFTCAP
 
     @property
     def norm_kind(self) -> blocks.Norm:

@@ -20,7 +20,7 @@ records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (
 TransformerLens names them; Qwen3's and OLMo 2's Q/K norms record `attn.q_norm.hook_scale`,
 `attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; OLMo 2's norms of the sublayers' outputs record `ln1_post.*` and
 `ln2_post.*` (TransformerLens's names) before `hook_attn_out` / `hook_mlp_out`; `rope.hook_angle` holds each position's angles (one per pair of a
-head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
+head's dimensions, the same in every layer). Gemma 2's soft-cap (`cfg.attn_softcap`, the table's `SOFTCAP`) bends the scaled scores before the mask, so `hook_attn_scores` holds the capped ones (TransformerLens's place), and `cfg.final_softcap` the logits. Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
 
@@ -68,7 +68,10 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if cache is not None:
         cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
-    return rec("logits", w.unembed(x))  # [pos, d_vocab]
+    logits = w.unembed(x)  # [pos, d_vocab]
+    if cfg.final_softcap is not None:  # Gemma 2: cap · tanh(logits / cap)
+        logits = cfg.softcap_kind.forward(logits, cfg.final_softcap)
+    return rec("logits", logits)  # [pos, d_vocab]
 
 
 def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
@@ -120,7 +123,7 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
     if kv is not None:
         k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
     dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window))
+    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window, cfg.attn_softcap))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
     rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))

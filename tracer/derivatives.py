@@ -64,5 +64,14 @@ def d_one_plus_gain(dy: np.ndarray, normalized: np.ndarray, w: np.ndarray):  # y
     return dy * (1.0 + w), (dy * normalized).sum(axis=lead), None
 
 
+def d_softcap(dy: np.ndarray, y: np.ndarray, cap: float) -> np.ndarray:  # y = cap·tanh(x / cap) → dx
+    """dx = dy · (1 − tanh²) = dy · (1 − (y / cap)²); where y is −∞ (a hidden key, whose dy is 0) dx is 0."""
+    t = y / np.asarray(cap, dtype=y.dtype)
+    hidden = np.isinf(y)
+    if hidden.any():
+        t[hidden] = 1.0  # 1 − 1² = 0: no gradient through a hidden key
+    return dy * (1.0 - t * t)
+
+
 def d_geglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray):  # post = GELU(gate)·up → dgate, dup
     return d_gelu_new(dpost * up, gate), dpost * gelu_new(gate)

@@ -136,9 +136,13 @@ def score_scale(d_head: int, scaled: bool) -> float | None:
     return 1.0 / math.sqrt(d_head) if scaled else None
 
 
-def scale_and_mask(dots: np.ndarray, scale: float | None, window: int | None = None) -> np.ndarray:  # [head, query_pos, key_pos] → same
-    """Q·K ÷ √d_head (when the model scales), hidden keys −∞ so softmax gives them exactly 0."""
+def scale_and_mask(dots: np.ndarray, scale: float | None, window: int | None = None,
+                   cap: float | None = None) -> np.ndarray:  # [head, query_pos, key_pos] → same
+    """Q·K ÷ √d_head (when the model scales), soft-capped (Gemma 2: cap · tanh(s / cap), before the
+    mask), hidden keys −∞ so softmax gives them exactly 0."""
     scores = dots * scale if scale is not None else dots.copy()  # [head, query_pos, key_pos] a new array
+    if cap is not None:
+        scores = softcap(scores, cap)
     n_query, n_key = scores.shape[-2:]
     if n_query > 1 or (window is not None and n_key > window):  # copyto with a broadcast mask: far faster than boolean indexing
         np.copyto(scores, -np.inf, where=causal_mask(n_query, n_key, window))
@@ -240,6 +244,12 @@ def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:  # → [n_ctx,
 def one_plus_gain(normalized: np.ndarray, w: np.ndarray, b=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Gemma's RMS norm gain: the normalized vector × (1 + w) (w is stored as the gain minus 1; no bias)."""
     return normalized * (1.0 + w)
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:  # any shape → same
+    """Gemma 2's soft-cap: cap · tanh(x / cap), near x for small x, never beyond ±cap."""
+    c = np.asarray(cap, dtype=x.dtype) if isinstance(x, np.ndarray) else cap
+    return c * np.tanh(x / c)
 
 
 def geglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:  # [pos, d_mlp] ×2 → [pos, d_mlp]

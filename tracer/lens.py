@@ -87,7 +87,8 @@ def residual_streams(cfg, arrays) -> list[np.ndarray] | None:
 
 
 def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
-    """The final layer norm and W_U applied to a residual stream, as if the model stopped here.
+    """The final layer norm and W_U applied to a residual stream, as if the model stopped here
+    (and Gemma 2's soft-cap of the logits).
 
     The same sum as the decoder's unembedding, computed as x @ W_U so that the logits come out in
     C order: the lens reduces each row, which numpy does faster on C-order rows.
@@ -95,6 +96,8 @@ def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
     x = norm(cfg, resid, norm_weights(cfg, params, "ln_final"))  # [pos, d_model]
     logits = x @ W_U  # [pos, d_vocab]
     logits += params["b_U"]
+    if cfg.final_softcap is not None:  # Gemma 2: the logits soft-capped, as the decoder's are
+        logits = cfg.softcap_kind.forward(logits, cfg.final_softcap)
     return logits
 
 

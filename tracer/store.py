@@ -142,7 +142,7 @@ class Recipe:
 
 
 def _scores(cfg, dots: np.ndarray, layer: int = 0) -> np.ndarray:
-    return scale_and_mask(dots, cfg.scores_scale, cfg.window_of(layer))  # [head, query_pos, key_pos]
+    return scale_and_mask(dots, cfg.scores_scale, cfg.window_of(layer), cfg.attn_softcap)  # [head, query_pos, key_pos]
 
 
 def _scores_of_layer(cfg, layer: int, dots: np.ndarray) -> np.ndarray:

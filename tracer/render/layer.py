@@ -8,6 +8,7 @@ arrays only (`Ctx`)."""
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import group
 from rich.table import Table
 from rich.text import Text
@@ -240,7 +241,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     if dots is not None:
         tab.add_column(f"{L}_Q↻·K↻" if rope else f"{L}_Q·K", justify="right")
     if scaled:
-        tab.add_column(f"÷ √{cfg.attn_scalar or cfg.d_head:g}", justify="right")
+        capped = f", {cfg.attn_softcap:g}·tanh(s/{cfg.attn_softcap:g})" if cfg.attn_softcap is not None else ""
+        tab.add_column(f"÷ √{cfg.attn_scalar or cfg.d_head:g}{capped}", justify="right")
     if pattern is not None:
         tab.add_column("weight", justify="right", footer=num(float(pattern.sum()), p))
         tab.add_column("", no_wrap=True, style="cyan")
@@ -264,6 +266,12 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         (", softmax → weights that sum to 1" if pattern is not None else "")
     yield line("attention scores: ", how)
     yield indent(tab)
+    if cfg.attn_softcap is not None and dots is not None and scores is not None and cfg.scores_scale is not None:
+        seen = np.isfinite(scores)  # Gemma 2: the scaled scores soft-capped, before the mask (the largest one shown)
+        if seen.any():
+            j = int(np.argmax(np.where(seen, np.abs(dots), -1.0)))
+            yield line(cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
+                                              float(scores[j])) + f" (key {ctx.labels[j]}), before the mask and softmax")
     yield from ctx.checks_at(a + "hook_dots", t, h, attention=True)
     yield from ctx.checks_at(a + "hook_attn_scores", t, h, attention=True)
     if pattern is not None and sc is not None and n_keys <= BRIEF_KV_ROWS:

@@ -139,7 +139,15 @@ def prediction(ctx: Ctx):
     tied = "; W_E transposed, tied" if cfg.tied_unembed else ""
     logits = ctx.get("logits")
     if logits is not None:
-        yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U", "logits", ctx.v(logits[-1]))
+        if cfg.final_softcap is not None:  # Gemma 2: the logits soft-capped after W_U
+            cap, top = cfg.final_softcap, int(np.argmax(logits[-1]))
+            yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U, then soft-capped: "
+                         f"{cfg.softcap_kind.formula.format(cap=f'{cap:g}')}", "logits", ctx.v(logits[-1]))
+            after = float(logits[-1][top])
+            before = float(cap * np.arctanh(np.clip(after / cap, -1 + 1e-7, 1 - 1e-7)))  # the capped logit's x·W_U
+            yield line(cfg.softcap_kind.words("logits", cap, before, after) + " (the top logit)")
+        else:
+            yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U", "logits", ctx.v(logits[-1]))
         yield from ctx.checks("logits", (last,))
     temp = ctx.gen.settings.temperature if ctx.gen.settings is not None else 0.0
     scaled = ctx.get("sample.scaled")

@@ -63,6 +63,9 @@ def block_words(cfg) -> str:
              "residual" if cfg.residual else "no residual",
              ("scores ÷ √d_head" if cfg.attn_scalar is None else f"scores ÷ √{cfg.attn_scalar:g}")
              if cfg.scale_scores else "unscaled scores"]
+    for where, cap in (("scores", cfg.attn_softcap), ("logits", cfg.final_softcap)):
+        if cap is not None:
+            parts.append(cfg.softcap_kind.title.format(where=where, cap=f"{cap:g}"))
     if cfg.embed_scale:
         parts.insert(0, f"embedding × √{cfg.d_model}")
     if cfg.kv_heads < cfg.n_heads:

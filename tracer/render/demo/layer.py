@@ -223,6 +223,12 @@ def step_scores(d: Demo) -> Step:
     scale = (f" Then each score is divided by {by}, which keeps "
              "them in a range softmax handles well.") if cfg.scale_scores else \
         " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
+    if cfg.attn_softcap is not None and cfg.scale_scores:  # Gemma 2: then soft-capped, before the mask
+        dots, scores = d.block("attn.hook_dots")[d.head, f], d.block("attn.hook_attn_scores")[d.head, f]
+        j = int(np.argmax(np.where(np.isfinite(scores), np.abs(dots), -1.0)))
+        scale += (f" Gemma 2 then soft-caps them so none passes ±{cfg.attn_softcap:g}, before the mask: "
+                  + cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
+                                           float(scores[j])) + f" for {label(j)}'s key.")
     narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "
                  "and add up (a dot product). A large score means 'this key matches what I am looking for'. "
                  f"Keys of later tokens are masked: a token may not look ahead, so they get −∞ and will get "

@@ -181,10 +181,19 @@ function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
   const scaled = !CFG.scale_scores ? " (this model does not scale them, as in the article)"
-    : CFG.attn_scalar ? `, ÷ √query_pre_attn_scalar = √${CFG.attn_scalar}` : `, ÷ √d_head = √${CFG.d_head}`;
+    : (CFG.attn_scalar ? `, ÷ √query_pre_attn_scalar = √${CFG.attn_scalar}` : `, ÷ √d_head = √${CFG.d_head}`)
+      + (CFG.attn_softcap ? `, then soft-capped, ${CFG.attn_softcap} · tanh(s / ${CFG.attn_softcap}) (Gemma 2), before the mask` : "");
   const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
     "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
   const row = attRow(l, h, t);
+  if (CFG.attn_softcap && CFG.scale_scores && row && row.d && row.s && row.d.length) {  // the largest raw score, capped
+    let i = -1;  // among the keys the mask leaves visible
+    row.d.forEach((x, k) => { if (Number.isFinite(row.s[k]) && (i < 0 || Math.abs(x) > Math.abs(row.d[i]))) i = k; });
+    if (i >= 0) {
+      const cap = CFG.attn_softcap, before = row.d[i] / Math.sqrt(CFG.attn_scalar || CFG.d_head);
+      out.push(p(`scores soft-capped: ${cap} · tanh(s / ${cap}): ${before.toFixed(3)} → ${row.s[i].toFixed(3)} (key ${label(row.keys[i])})`));
+    }
+  }
   const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, "Hover a cell for its numbers; click a row to follow that token.");
   const map = heatmap(l, h);
   map.addEventListener("mouseover", e => { const td = e.target.closest("td[data-q]"); if (td) readout.textContent = hoverText(td, l, h); });
