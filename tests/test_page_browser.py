@@ -128,6 +128,15 @@ def sideways(driver) -> int:
     return driver.execute_script("const e = document.documentElement; return e.scrollWidth - e.clientWidth")
 
 
+GARBLED = ("[object ", "undefined", "NaN", "null", "function ")
+
+
+def assert_reads_right(shown: str, where: str):
+    """What a slide says is words and numbers, never a stringified script value."""
+    for bad in GARBLED:
+        assert bad not in shown, f"step {where} shows {bad!r}: {shown[max(shown.find(bad) - 80, 0):shown.find(bad) + 80]!r}"
+
+
 @pytest.mark.parametrize("name", ["default", "article"])
 def test_every_step_draws_offline_without_errors_and_fits_1280x720(browser, pages, name):
     for full_screen in (True, False):
@@ -140,6 +149,7 @@ def test_every_step_draws_offline_without_errors_and_fits_1280x720(browser, page
             assert step(browser) == expected
             assert sideways(browser) <= 0, f"step {expected} scrolls sideways"
             assert browser.find_element("css selector", f"#step-{expected} h2").text.startswith(f"{i + 1} ·")
+            assert_reads_right(text(browser, "#slides") + "\n" + text(browser, "#detail"), expected)
             key(browser, "ARROW_RIGHT")
         assert errors(browser) == []
         assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
@@ -154,6 +164,8 @@ def test_the_keyboard_moves_through_the_steps(browser, pages):
     assert step(browser) == "qkv" and text(browser, "#where") == "3 / 13"
     key(browser, "END")
     assert step(browser) == "checks" and "17 of 22 stated values agree (5 disagree)" in text(browser, "#slides")
+    notes = [e.text for e in browser.find_elements("css selector", "#slides p.about")]
+    assert [n.split(":")[0] for n in notes] == ["Note (softmax)", "Note (B_Q)"]  # the scenario's notes, as words
     key(browser, "ARROW_RIGHT")
     assert step(browser) == "checks"  # the last step stays
     key(browser, "HOME")

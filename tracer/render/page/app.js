@@ -91,7 +91,7 @@ function drawSlide() {
   const [id, , title] = STEPS[S.step];
   const slides = document.getElementById("slides");
   const section = el("section", { class: "slide", id: `step-${id}`, "data-step": id, "aria-label": title }, el("h2", null, title));
-  section.append(...SLIDES[id]().filter(x => x));
+  section.append(...[SLIDES[id]()].flat(Infinity).filter(x => x !== null && x !== undefined && x !== false));  // a slide may nest arrays
   const checks = id === "checks" ? null : checksHere(id);
   if (checks) section.append(checks);
   slides.replaceChildren(section);
