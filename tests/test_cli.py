@@ -232,7 +232,7 @@ def test_the_default_model_is_the_trained_abc_and_predicts_g(runner):
     assert "trained by tracer" in out and "untrained" not in out
     m = re.search(r"chosen: G = ␣G \(id 402, probability (0\.\d+)\)", out)
     assert m and float(m.group(1)) > 0.5, out[-3000:]
-    assert "ABCDEF → ABCDEFG" in out and "the top-1 first after layer" in out
+    assert "ABCDEF → ABCDEFG" in out and "first becomes the top-1 out of layer" in out
 
 
 def test_a_shorter_context_than_tinys_is_named(runner):

@@ -218,10 +218,10 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top(word_mode
     first = tops.index(chosen)
     text = render_text(L.logit_lens_view(s, m.tokenizer, View()), 120)
     flat = " ".join(text.split())
-    where = "in the embedding, before any layer" if first == 0 else f"after layer {first}"
-    assert f"the chosen token '{m.tokenizer.token_str(chosen)}' is the top-1 first {where}" in flat
-    for r, t in enumerate(tops):
-        label = "0 (embed)" if r == 0 else ("3 (final)" if r == 3 else str(r))
+    where = "in the embedding, before any layer" if first == 0 else f"out of layer {first - 1}"  # layers 0, 1, 2
+    assert f"the chosen token '{m.tokenizer.token_str(chosen)}' first becomes the top-1 {where}" in flat
+    for r, t in enumerate(tops):  # rows in the 0-based names the layers have everywhere
+        label = "embedding" if r == 0 else ("out of layer 2 (the last)" if r == 3 else f"out of layer {r - 1}")
         last_cell = cells(row(text, label))[-1]
         assert last_cell.split()[0] == m.tokenizer.token_str(t)
         assert last_cell.endswith("✓") == (t == chosen)
@@ -232,8 +232,8 @@ def test_logit_lens_view_fits_80_columns_and_shows_more_when_wide(word_model, re
     gen = m.generate(list(range(10)), max_new_tokens=1)
     narrow = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80)
     wide = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View(brief=False)), 200)
-    header = next(l for l in narrow.splitlines() if "after layer" in l)
-    assert header.count("┃") - 2 < len(next(l for l in wide.splitlines() if "after layer" in l).split("┃")) - 2
+    header = next(l for l in narrow.splitlines() if "read from" in l)
+    assert header.count("┃") - 2 < len(next(l for l in wide.splitlines() if "read from" in l).split("┃")) - 2
     assert "J w9" in wide and "J w9" in narrow  # the last position is always shown
     assert "A w0" in wide and "A w0" not in narrow
     assert "the last" in narrow
@@ -243,7 +243,7 @@ def test_logit_lens_view_when_the_sampled_token_never_tops(hand_model, render_te
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=1, temperature=2.0, top_k=3, top_p=0.7, seed=0)  # draws D, not A
     text = " ".join(render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80).split())
-    assert "the chosen token 'D' is never the top-1; after the last layer it ranks #2" in text  # D .3 < A .5
+    assert "the chosen token 'D' is never the top-1; out of the last layer it ranks #2" in text  # D .3 < A .5
 
 
 # --------------------------------------------------------------------------- the loop

@@ -37,7 +37,8 @@ def step_layers(d: Demo) -> Step:
         Text(),
         t,
         Text(),
-        pairs([(f"{label(last)} after layer {cfg.n_layers}", d.vec(final))]),
+        pairs([(f"{label(last)} out of layer {cfg.n_layers - 1} (the last)" if cfg.n_layers else f"{label(last)}, embedded",
+                d.vec(final))]),
     )
     return Step(
         "The other layers",

@@ -184,9 +184,9 @@ function slideLens() {
   let cols = lens.positions.map((t, c) => c).slice(-7);
   const mine = lens.positions.indexOf(S.token);
   if (mine >= 0 && !cols.includes(mine)) cols = [mine].concat(cols.slice(1));
-  const headRow = el("tr", null, el("th", null, "after layer"), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
+  const headRow = el("tr", null, el("th", null, lens.head), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
     `${label(lens.positions[c])} `, tokEl(lens.positions[c]))));
-  const body = lens.top.map((row, r) => el("tr", null, el("th", null, r === 0 ? "0 (embed)" : r === lens.top.length - 1 ? `${r} (final)` : r),
+  const body = lens.top.map((row, r) => el("tr", null, el("th", null, lens.rows[r]),
     cols.map(c => {
       const pr = lens.p[r][c], hit = row[c] === lens.target[c], a = Math.min(Math.max(pr, 0), 1);
       return el("td", { class: hit ? "hit" : null, title: `${text(row[c])}: ${exact(pr)}`,
@@ -201,8 +201,8 @@ function slideLens() {
   const first = col.indexOf(target);
   const ranks = lens.rank.map(row => row[last] + 1).join(" ");
   out.push(p(first < 0 ? `At ${label(lens.positions[last])} the chosen token ${text(target)} is never the top-1; its rank by row: ${ranks}.`
-    : `At ${label(lens.positions[last])} the chosen token ${text(target)} is the top-1 first ${first === 0 ? "in the embedding, before any layer" : `after layer ${first}`}. ` +
-      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers. Its rank by row: ${ranks}.`));
+    : `At ${label(lens.positions[last])} the chosen token ${text(target)} first becomes the top-1 ${lens.where[first]}. ` +
+      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers (0 to ${CFG.n_layers - 1}). Its rank by row: ${ranks}.`));
   return out;
 }
 
