@@ -161,7 +161,7 @@ def test_prediction_screens_read_the_recorded_logits(run, page_text):
     assert [r[1] for r in rows] == [VOCAB[i] for i in ranked[:len(rows)]]
     chosen = page_text(d, steps, 12)
     top = VOCAB[ranked[0]]
-    assert f"F predicts  ▶ {'G' if top == 'G' else 'G = ' + top}   (id {ranked[0]}," in chosen
+    assert f"F predicts  ▶ {'G' if top == 'G' else top + ' at G'}   (id {ranked[0]}," in chosen
     p = math.exp(logits[ranked[0]]) / sum(math.exp(x) for x in logits)
     assert f"probability {p:.3f}" in chosen
 
@@ -170,8 +170,8 @@ def test_append_and_cache_screens_follow_every_pass(run, page_text):
     d, steps = run
     t = page_text(d, steps, 13)
     g, h = (VOCAB[i] for i in d.gen.generated_ids)
-    assert re.search(rf"0\s+ABCDEF\s+ABCDEF\s+G{'' if g == 'G' else ' = ' + g}\s", t)  # passes count from 0
-    assert re.search(rf"1\s+G \(new\)\s+ABCDEFG\s+H{'' if h == 'H' else ' = ' + h}\s", t)
+    assert re.search(rf"0\s+ABCDEF\s+ABCDEF\s+{'G' if g == 'G' else g + ' at G'}\s", t)  # passes count from 0
+    assert re.search(rf"1\s+G \(new\)\s+ABCDEFG\s+{'H' if h == 'H' else h + ' at H'}\s", t)
     kv = page_text(d, steps, 14)
     assert re.search(r"1\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
 

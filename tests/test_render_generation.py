@@ -255,9 +255,11 @@ def test_generation_steps_by_hand(hand_model, render_text):
     flat = " ".join(render_text(LP.generation_steps(gen, m.tokenizer, View()), 80).split())
     abc = letters(["A", "B", "C"])
     assert f"pass 0: reads {abc} (the prompt)" in flat
-    assert "predicts D = 'A' (p 0.500; top 3: A .50, D .30, B .10)" in flat and "ABC → ABCD" in flat
-    assert f"pass 1: reads D = 'A'; computes D, reuses {abc} from the KV cache" in flat
-    assert "predicts E = 'B' (p 0.600; top 3: B .60, C .20, A .10)" in flat and "ABCD → ABCDE" in flat
+    # the text first, the letter as its place: "D = 'A'" read as if the model had predicted D
+    assert "predicts 'A' at D (p 0.500; top 3: A .50, D .30, B .10)" in flat and "ABC → ABCD ('A' at D)" in flat
+    assert f"pass 1: reads 'A' at D; computes D, reuses {abc} from the KV cache" in flat
+    assert "predicts 'B' at E (p 0.600; top 3: B .60, C .20, A .10)" in flat and "ABCD → ABCDE ('B' at E)" in flat
+    assert "D =" not in flat and "E =" not in flat
     zero = " ".join(render_text(LP.generation_steps(m.generate("A B C", max_new_tokens=0), m.tokenizer, View()), 80).split())
     assert "(not appended: the run stops here, max-new-tokens 0 reached)" in zero
     assert "Generated 2 token(s): 'A B'; stopped: max-new-tokens 2 reached." in flat

@@ -45,6 +45,15 @@ def label(i: int) -> str:
     return s
 
 
+def named(pos: int, text: str) -> str:
+    """A token at position `pos` by its letter and its text: "G = ␣G" when the text is the letter, else the
+    text first and the letter as its place, "↵ at H", so a generated token never reads as if the model had
+    predicted the letter its position is named by ("H = ↵" did)."""
+    letter = label(pos)
+    bare = text.strip("'\"").lstrip("␣")
+    return f"{letter} = {text}" if bare == letter else f"{text} at {letter}"
+
+
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
 
 

@@ -16,7 +16,7 @@ from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOp
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
     model: ModelOpt = DEFAULT_MODEL,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 2,
     temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
     top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
     top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,

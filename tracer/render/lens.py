@@ -101,7 +101,7 @@ def logit_lens_view(step, tokenizer, view) -> Group:
             s += f", and stays the top-1 from layer {stays - 1}'s output on"
         if first < n_layers:
             s += (f". The article says the prediction appears \"only after the 24th layer\", the last; in this model "
-                  f"of {count(n_layers, 'layer')} (0 to {n_layers - 1}) it is there already {where}")
+                  f"of {count(n_layers, 'layer')}{f' (0 to {n_layers - 1})' if n_layers > 1 else ''} it is there already {where}")
         else:
             s += ", as the article says of its 24th"
         notes.append(s + ". Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")

@@ -10,7 +10,7 @@ from rich.console import Group, group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label
+from ..tokens import label, named
 from .context import BRIEF_HEADS, Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
@@ -105,7 +105,7 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
         t.append(joiner.join(seq), style="bold")
     t.append(ctx.labels[n_before], style="bold reverse")
     if ctx.text(new_id) != ctx.labels[n_before]:
-        t.append(f"   ({ctx.labels[n_before]} = {ctx.text(new_id)})")
+        t.append(f"   ({named(n_before, ctx.text(new_id))})")
     return t
 
 
@@ -163,7 +163,7 @@ def prediction(ctx: Ctx):
         c = int(chosen)
         appended = len(ctx.gen.generated_ids) > 0
         end = c in ctx.tok.eos_ids
-        name = ctx.text(c) if end or ctx.text(c) == G else f"{G} = {ctx.text(c)}"
+        name = ctx.text(c) if end or ctx.text(c) == G else named(ctx.n, ctx.text(c))
         yield (line(("chosen: ", "bold"), (name, "bold"), f" (id {c}"
                     + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
         if end:

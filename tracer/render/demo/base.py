@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ...tokens import label, show_token
+from ...tokens import label, named, show_token
 from .. import fmt
 
 MAX_WIDTH = 100  # columns: legible on a projector
@@ -71,9 +71,9 @@ class Demo:
         return show_token(self.tokenizer.token_str(int(token_id)))
 
     def new_name(self, pos: int, token_id: int) -> str:
-        """A generated token: its letter, and its text when that differs (G = ␣the)."""
+        """A generated token: its letter, and its text when that differs (G = ␣G; ↵ at H, never H = ↵)."""
         t = self.token_name(token_id)
-        return label(pos) if t == label(pos) else f"{label(pos)} = {t}"
+        return label(pos) if t == label(pos) else named(pos, t)
 
     def positions(self) -> list[int | None]:
         """The prompt's positions a per-token table lists (`folded`), the followed token among the first ones."""
