@@ -235,6 +235,18 @@ def test_the_default_model_is_the_trained_abc_and_predicts_g(runner):
     assert "ABCDEF → ABCDEFG" in out and "first becomes the top-1 out of layer" in out
 
 
+def test_the_readmes_first_command_keeps_every_table_whole_at_80_columns(runner):
+    """`tracer trace "A B C D E F" | cat` at 80 columns: no table header or number cut to `l…`, `‖…`, `1…`."""
+    r = runner.invoke(app, ["trace", "A B C D E F"], env={"NO_COLOR": "1", "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    rows = [l for l in r.stdout.splitlines() if l.lstrip()[:1] in ("┃", "│")]
+    assert len(rows) > 30  # the tables are there
+    cut = [l for l in rows if "…" in l]
+    assert cut == [], "\n".join(cut)
+    layers = next(l for l in rows if "‖x‖ in" in l)
+    assert "layer" in layers and "‖x‖ out" in layers and "head 3" in layers
+
+
 def test_a_shorter_context_than_tinys_is_named(runner):
     r = runner.invoke(app, ["trace", "A B C", "-n", "100"])
     assert r.exit_code == 2 and "max-new-tokens 100 overflows the context" in r.stderr and "64" in r.stderr

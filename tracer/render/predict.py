@@ -32,12 +32,12 @@ def _head_cells(ctx: Ctx, rows) -> list[str]:
 def _overview_table(ctx: Ctx, first_col: str) -> Table:
     H = ctx.cfg.n_heads
     tab = Table(padding=(0, 1), show_edge=True)
-    tab.add_column(first_col, justify="right", style="bold")
-    tab.add_column("‖x‖ in", justify="right")
-    tab.add_column("‖x‖ out", justify="right")
+    tab.add_column(first_col, justify="right", style="bold", no_wrap=True)  # 80 columns keep every number whole
+    tab.add_column("‖x‖ in", justify="right", no_wrap=True)
+    tab.add_column("‖x‖ out", justify="right", no_wrap=True)
     if H <= BRIEF_HEADS:
-        for h in range(H):
-            tab.add_column(f"head {h} → most", justify="left", no_wrap=True)
+        for h in range(H):  # the sentence above says what the cell is: the most-attended token and its weight
+            tab.add_column(f"head {h}", justify="left", no_wrap=True)
     else:
         tab.add_column(f"most-attended token, heads 0–{H - 1}", no_wrap=False)
     return tab
