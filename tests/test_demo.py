@@ -375,3 +375,35 @@ def test_demo_article_is_the_article_scenario_with_its_checks_beside_the_steps(r
     for c in checks:
         assert f"{'✓' if c.ok else '✗'} {c.label}" in flat, c.label
     assert flat.count("✗ ") == sum(not c.ok for c in checks)
+
+
+def test_the_articles_pass_through_layers_are_said_where_the_layers_are(runner):
+    """The article's 24 layers are layer 0 and 23 pass-throughs: step 9 says so (and why, from the
+    scenario's note for the layers section), and so do `replay --section layers` and the page's data."""
+    from pathlib import Path
+
+    from tracer.render.page import page_data
+    from tracer.render.predict import unchanged_layers
+    from tracer.replay import replay
+
+    toml = Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"  # this checkout's, with its notes
+    done = replay(str(toml))
+    assert unchanged_layers(done.gen.steps[0].get, 24) == list(range(1, 24))
+    why = [n["text"] for n in done.scenario.notes if n["section"] == "layers"]
+    assert len(why) == 1 and "gives the numbers of one layer only" in why[0]
+    said = "In this model layers 1–23 of the 24 pass every vector on unchanged"
+    r = runner.invoke(app, ["demo", str(toml)], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    nine = re.sub(r"\s+", " ", r.output.split("Step 9 of 14")[1].split("Step 10 of 14")[0])
+    assert said in nine and why[0] in nine and "Every layer mixes more context" not in nine
+    r = runner.invoke(app, ["replay", str(toml), "--section", "layers"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert said in re.sub(r"\s+", " ", r.stdout)
+    assert page_data(done.gen, done.model.tokenizer)["pass_through"].startswith(said)
+
+
+def test_a_trained_models_layers_all_change_the_vectors(run):
+    from tracer.render.predict import unchanged_layers
+
+    d, steps = run
+    assert unchanged_layers(d.trace.get, d.cfg.n_layers) == []
+    assert "pass every vector on unchanged" not in str(steps)

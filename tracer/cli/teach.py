@@ -68,7 +68,8 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False)
 
     if prompt is None:
         done = run(scenario)
-        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks)
+        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks,
+                    notes=list(done.scenario.notes))
     m = load(model)
     text = m.prompt(prompt, chat=chat)
     gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))))

@@ -41,6 +41,7 @@ class Demo:
     tokenizer: object
     title: str = ""
     checks: list = field(default_factory=list)  # tracer.checks.Check, shown beside their steps
+    notes: list = field(default_factory=list)  # a scenario's [[note]]s ({"text", "label", "section"}), beside their step
     precision: int = 3
     layer: int = 0  # the layer shown token by token
     head: int = 0  # the head shown in the single-head steps

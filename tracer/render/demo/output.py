@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...equations import largest_first, tempered_softmax
 from ...tokens import label
+from ..predict import pass_through_words, unchanged_layers
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
 
 
@@ -40,10 +41,16 @@ def step_layers(d: Demo) -> Step:
         pairs([(f"{label(last)} out of layer {cfg.n_layers - 1} (the last)" if cfg.n_layers else f"{label(last)}, embedded",
                 d.vec(final))]),
     )
+    same = pass_through_words(unchanged_layers(d.trace.get, cfg.n_layers), cfg.n_layers)
+    why = [n["text"] for n in d.notes if n.get("section") == "layers"]
+    doing = f"{same} {' '.join(why)} ".rstrip() + " " if same else "Every layer mixes more context into every token. "
+    lead = ("Each layer's output is the next layer's input. " if same else
+            f"Each layer's output is the next layer's input, and the same recipe runs again with new weights in each "
+            f"of the {cfg.n_layers} layers (0 to {cfg.n_layers - 1}). " if cfg.n_layers > 1 else
+            "This model has one layer, layer 0: its output is the final vector. ")
     return Step(
         "The other layers",
-        f"Each layer's output is the next layer's input, and the same recipe runs again with new weights "
-        f"in each of the {cfg.n_layers} layers. Every pass mixes more context into every token. From here on we follow "
+        f"{lead}{doing}From here on we follow "
         f"{label(last)}, the last token: its final vector is the one that predicts what comes next.",
         body,
     )

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...tokens import show_invisible
 from ..fmt import count
+from ..predict import pass_through_words, unchanged_layers
 from ..storage import example_words, storage_words
 from ..walkthrough import block_words, training_line, weights_warning
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
@@ -103,6 +104,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
         "layers": layers_data(rows, cfg, carried, whole),
+        "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),
