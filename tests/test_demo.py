@@ -97,12 +97,29 @@ def test_fourteen_steps_in_the_articles_order(run, page_text):
     assert t.startswith("Step 5 of 14 · Scores and the mask")
 
 
+def test_the_tokens_screen_says_what_a_pass_and_the_space_sign_are(run, page_text, word_model):
+    d, steps = run
+    first = " ".join(page_text(d, steps, 1).split())
+    assert "a pass: one run of the model, which chooses one new token" in first
+    assert "␣ marks" not in first  # the article's tokens have no spaces: nothing to explain
+    from tracer.loaders import load
+
+    m = load("abc")
+    gen = m.generate(m.prompt("A B C"), max_new_tokens=1)
+    dd = demo.Demo(gen, m.tokenizer)
+    first = " ".join(page_text(dd, demo.build_steps(dd), 1).split())
+    assert "␣ marks a leading space (␣B is \" B\"), ↵ a line break." in first
+
+
 def test_embedding_and_position_screens_show_the_articles_vectors(run, page_text):
     d, steps = run
     emb = page_text(d, steps, 2)
     assert "[ 0.800, -0.200,  0.400, -0.500,  0.100]" in emb
     pos = page_text(d, steps, 3)
-    assert re.search(r"\+ P2\s+\[ 0\.200,  0\.200,  0\.200,  0\.200,  0\.200\]", pos)
+    assert re.search(r"\+ P_B\s+\[ 0\.200,  0\.200,  0\.200,  0\.200,  0\.200\]", pos)  # one name: P_B
+    flat = " ".join(pos.split())
+    assert "P_B: the position vector of position 1 (row 1 of W_pos; the article counts places from 1 and calls it P2)" in flat
+    assert "P2:" not in flat and "place 2" not in flat
     assert re.search(r"= x_B\s+\[ 1\.000,  0\.000,  0\.600, -0\.300,  0\.300\]", pos)  # the article's new E_B
 
 
