@@ -258,3 +258,12 @@ def test_a_bad_view_option_is_refused_before_anything_runs_or_is_saved(runner, t
     r = run(runner, "trace", PROMPT, "--layer", "30", "--save", str(path))
     assert r.exit_code == 2 and "--layer 30" in r.stderr
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_export_says_what_it_wrote(runner, tmp_path):
+    for name, what in (("page.html", "the classroom page"), ("run.svg", "the record of what the terminal printed")):
+        r = runner.invoke(app, ["trace", "A B C", "-n", "1", "--export", str(tmp_path / name)], env=WALKTHROUGH_ENV)
+        assert r.exit_code == 0, r.output
+        assert f"wrote {tmp_path / name} (" in r.stderr and what in r.stderr
+    r = runner.invoke(app, ["replay", "article", "--export", str(tmp_path / "a.html")], env=WALKTHROUGH_ENV)
+    assert r.exit_code == 0 and f"wrote {tmp_path / 'a.html'}" in r.stderr

@@ -11,6 +11,7 @@ sideways at 1280×720. `TRACER_PAGE_SCREENSHOTS=DIR` keeps the screenshots (docs
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -191,8 +192,10 @@ def test_clicking_a_token_follows_it(browser, pages):
     assert text(browser, "#detail h2").startswith("Following D")
     gen = Generation.load(pages["npz"])
     E = gen.steps[0]["hook_embed"][3]
-    shown = [c.text for c in browser.find_elements("css selector", "#detail tr[data-for='embed'] td.n")][: len(E)]
-    assert shown == [num(x, 3) for x in E[: len(shown)]]  # D's embedding row, as the terminal writes it
+    shown = [c.text for c in browser.find_elements("css selector", "#detail tr[data-for='embed'] td.n")][:5]
+    assert shown == [num(x, 3) for x in [*E[:3], *E[-2:]]]  # D's embedding row's ends, as the terminal writes them
+    gap = browser.find_element("css selector", "#detail tr[data-for='embed'] td.gap")
+    assert gap.text == "…" and gap.value_of_css_property("padding-left") == "8px"  # apart from the numbers
     assert "predicts" in text(browser, "#detail")
 
 
@@ -213,7 +216,8 @@ def test_layers_heads_and_passes_change_what_is_shown(browser, pages):
     go(browser, "loop")
     click(browser, '[data-pass="1"]')
     words = " ".join(text(browser, "#slides").split())
-    assert "pass 1: reads G" in words and "reuses A–F from the KV cache" in words
+    assert re.search(r"pass 1: reads (G = ␣G|\S+ at G); computes G, reuses A–F from the KV cache", words), words
+    assert not re.search(r"reads G = (?!␣G)", words)  # the text first when it is not the letter: "… at G"
     assert "cache 0" in words and "computed" in words
 
 
@@ -248,6 +252,39 @@ def test_the_temperature_control_recomputes_the_probabilities_as_python_does(bro
     np.testing.assert_allclose([got[i] for i in ids], tempered_softmax(logits, 2.5)[ids], rtol=1e-9, atol=1e-15)
     click(browser, "#temperature-reset")
     assert _shown_probs(browser) == pytest.approx(recorded, rel=1e-12)
+    assert errors(browser) == []
+
+
+def _bar_heights(browser) -> dict[int, float]:
+    """Each candidate's bar as a share of the bars' box (the page draws p × 80%)."""
+    return browser.execute_script(
+        "const out = {}; for (const c of document.querySelectorAll('#probs [data-id]')) {"
+        " out[c.dataset.id] = parseFloat(c.querySelector('.fill').style.height) / 80; } return out;")
+
+
+def test_the_temperature_control_has_an_argmax_setting_labels_and_absolute_bars(browser, pages):
+    gen = Generation.load(pages["npz"])
+    logits = gen.steps[0]["logits"][-1]
+    top = int(np.argmax(logits))
+    open_page(browser, pages["default"])
+    go(browser, "predict")
+    row = text(browser, ".temp-row")
+    assert "greedy: plain softmax" not in row and "T = 1 (softmax)" in row and "T = 0 (argmax: this run)" in row
+    click(browser, "#temperature-zero")  # the run's own T = 0: greedy, the largest logit takes all
+    assert text(browser, "#temperature-value") == "0.00"
+    assert browser.find_element("css selector", "#temperature").get_attribute("value") == "0"
+    got = _shown_probs(browser)
+    assert got[top] == 1.0 and all(v == 0.0 for i, v in got.items() if i != top)
+    assert "argmax" in text(browser, "#temperature-note") and "÷ T (T = 0: argmax)" in text(browser, "#topk thead")
+    browser.execute_script("const t = document.getElementById('temperature'); t.value = '3';"
+                           "t.dispatchEvent(new Event('input'))")
+    got, bars = _shown_probs(browser), _bar_heights(browser)
+    for i, p in got.items():  # bars on one absolute 0–1 scale: a falling probability is a shorter bar
+        assert bars[str(i)] == pytest.approx(p, abs=2e-3)
+    assert got[top] < 0.9 and bars[str(top)] < 0.9
+    assert "0–1 scale" in browser.find_element("css selector", "#probs + p.note").text
+    click(browser, "#temperature-reset")
+    assert text(browser, "#temperature-value") == "1.00"
     assert errors(browser) == []
 
 
@@ -320,3 +357,16 @@ def test_screenshots_at_1280x720(browser, pages, tmp_path):
         if keep:
             shutil.copy(path, Path(keep) / file)
     assert errors(browser) == []
+
+
+def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable(browser, pages):
+    """At 1280×720 the article's ✗ values of a step are above the fold (its errors are the lesson), and
+    the panel's type is at least 16 px (a room reads it)."""
+    for address in ("#step=scores&token=1", "#step=sum&token=1"):
+        open_page(browser, pages["article"], address)
+        tops = browser.execute_script("return [...document.querySelectorAll('#slides .check.bad')]"
+                                      ".map(c => c.getBoundingClientRect().bottom)")
+        assert tops and max(tops) <= SIZE[1], (address, tops)
+    for selector in ("#detail", "table.card"):
+        px = float(browser.find_element("css selector", selector).value_of_css_property("font-size").removesuffix("px"))
+        assert px >= 16, (selector, px)

@@ -93,6 +93,8 @@ def trace(
     show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
     if page:
         export_page(gen, m.tokenizer, resolved, page)
+    if export:
+        said_export(export, page is not None)
     if save:
         from ..tokens import show_invisible
 
@@ -137,6 +139,8 @@ def show(
                         pager=pager)
         if page:
             export_page(gen, tokenizer, view, page)
+        if export:
+            said_export(export, page is not None)
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
         raise
     except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
@@ -196,6 +200,21 @@ def replay(
                     before=[scenario_header(scn)])
     if page:
         export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
+    if export:
+        said_export(export, page is not None)
+
+
+def said_export(path: str, page: bool) -> None:
+    """What --export wrote, on stderr (as --save says "saved …" and demo --export "wrote …")."""
+    import os
+
+    from ..tokens import show_invisible
+
+    what = ("the classroom page, one self-contained file: open it in a browser" if page
+            else "the record of what the terminal printed")
+    size = os.path.getsize(path) if os.path.isfile(path) else None
+    typer.echo(f"wrote {show_invisible(path)}" + (f" ({size / 1000:,.0f} kB)" if size is not None else "") + f": {what}",
+               err=True)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import base64
 
 import numpy as np
 
-from ...tokens import label, show_token
+from ...tokens import label, named, show_token
 from ..checks import check_line
 from ..lens import LENS_ROWS, lens_row_label, lens_where
 from ..loop import cache_rows, stop_reason
@@ -156,6 +156,16 @@ def tokens_data(gen, tokenizer, rows) -> list[dict]:
         out.append({"label": label(t), "text": show_token(tokenizer.token_str(int(i))), "id": int(i),
                     "pass": rows.pass_of[t] if t < rows.n_rows else None})
     return out
+
+
+def name_passes(passes: list[dict], gen, tokenizer) -> None:
+    """Each pass's chosen token and the token it read, named as the terminal names them (`tokens.named`:
+    "G = ␣G", "↵ at H"), so the page says the same words."""
+    for k, q in enumerate(passes):
+        if q["chosen"] is not None:
+            q["named"] = named(q["n"], show_token(tokenizer.token_str(int(q["chosen"]))))
+        if k > 0:
+            q["reads_named"] = named(q["n"] - 1, show_token(tokenizer.token_str(int(gen.steps[k].tokens[-1]))))
 
 
 def texts_of(ids, tokenizer) -> dict[str, str]:
