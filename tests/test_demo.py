@@ -236,15 +236,30 @@ def test_quiz_hides_the_answer_then_reveals_it(run, page_text):
     d, steps = run
     pages = demo.pages_of(steps, quiz=True)
     assert len(pages) == 14 + 3
-    assert [p.step + 1 for p in pages if p.quiz] == [5, 6, 12]
+    assert [p.step + 1 for p in pages if p.quiz] == [5, 6, 10]  # greedy: asked at the logits, before any ranking
     q5, a5 = page_text(d, steps, 5, quiz=True), page_text(d, steps, 5)
     assert "your turn" in q5 and "Predict, then press Enter" in q5
     assert "[ 0.900, -0.100,  0.500, -0.400,  0.200]" in q5  # the inputs: A's key
     assert f"{QK_BA:.3f}" not in q5 and f"{QK_BA:.3f}" in a5
     q6 = page_text(d, steps, 6, quiz=True)
     assert f"{W_A:.3f}" not in q6 and f"softmax({QK_BA:.3f}, {QK_BB:.3f})" in q6
-    q12 = page_text(d, steps, 12, quiz=True)
-    assert "▶" not in q12 and "predicts" not in q12
+    q10, a10 = page_text(d, steps, 10, quiz=True), page_text(d, steps, 10)
+    assert "what will F predict?" in " ".join(q10.split()) and "rank" not in q10 and "rank" in a10
+    top = VOCAB[int(np.argmax(d.trace["logits"][d.last]))]
+    assert "generation uses this row" not in q10 and "generation uses this row" in a10
+    assert not any(p.quiz for p in pages if p.step + 1 in (11, 12))  # no question after the answer was shown
+    assert top in a10
+
+
+def test_the_quiz_asks_what_a_wide_model_lets_a_class_answer(page_text):
+    from tracer.loaders import load
+
+    m = load("abc")  # d_head 16: Q and K are shown as their ends, too long to multiply by hand
+    d = demo.Demo(m.generate(m.prompt("A B C D E F"), max_new_tokens=1), m.tokenizer)
+    steps = demo.build_steps(d)
+    q5 = " ".join(page_text(d, steps, 5, quiz=True).split())
+    assert "Which key will B's query score highest: A_K or B_K?" in q5 and "Work out" not in q5
+    assert "guess, then see" in q5
 
 
 def test_sampling_shows_the_draw_and_the_band_that_holds_it(page_text, article_like):
@@ -274,14 +289,14 @@ def test_pager_next_back_jump_and_quit(run):
     pager.press("back")
     assert pager.page.step == 2
     pager.press("1")
-    pager.press("2")
-    assert pager.status() == "go to step 12_  (Enter)"
+    pager.press("0")
+    assert pager.status() == "go to step 10_  (Enter)"
     pager.press("enter")
-    assert pager.page == demo.Page(11, True)  # a jump lands on the question first
+    assert pager.page == demo.Page(9, True)  # a jump lands on the question first
     pager.press("9")
     pager.press("9")
     pager.press("enter")
-    assert pager.page.step == 11 and "no step 99" in pager.status()
+    assert pager.page.step == 9 and "no step 99" in pager.status()
     pager.press("1")
     pager.press("4")
     pager.press("enter")
@@ -315,7 +330,7 @@ def test_cli_quiz_prints_question_then_answer(runner):
     r = runner.invoke(app, PROMPT + ["--quiz"])
     assert r.exit_code == 0, r.output
     heads = re.findall(r"^Step (\d+) of 14 · (.*)$", r.output, flags=re.M)
-    assert [n for n, rest in heads if "your turn" in rest] == ["5", "6", "12"]
+    assert [n for n, rest in heads if "your turn" in rest] == ["5", "6", "10"]
     assert len(heads) == 17
 
 

@@ -16,6 +16,7 @@ from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
 
+HAND_DIMS = 8  # a vector the screen shows whole (`Demo.vec`): its dot products can be worked out by hand
 SPACE_WORDS = "␣ marks a leading space (␣B is \" B\"), ↵ a line break. "
 
 
@@ -232,8 +233,12 @@ def step_scores(d: Demo) -> Step:
                      _mask_grid(d))
     question = Group(qline, Text(), _scores_table(d, hide=True))
     visible = ", ".join(f"Q·{label(j)}_K" for j in range(f + 1))
-    return Step("Scores and the mask", narration, body, question,
-                ask=f"Work out {visible}: multiply Q and K number by number, then add up.")
+    by_hand = cfg.d_head <= HAND_DIMS  # every number of Q and K on the screen
+    keys = " or ".join(f"{label(j)}_K" for j in range(f + 1)) if f < 3 else f"which of {label(0)}_K … {label(f)}_K"
+    ask = (f"Work out {visible}: multiply Q and K number by number, then add up." if by_hand else
+           f"Which key will {label(f)}'s query score highest: {keys}? (With {cfg.d_head} numbers each, too many to "
+           f"multiply by hand: guess, then see.)")
+    return Step("Scores and the mask", narration, body, question, ask=ask)
 
 
 def _softmax_table(d: Demo, hide: bool) -> Table:

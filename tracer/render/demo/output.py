@@ -87,12 +87,16 @@ def step_unembed(d: Demo) -> Step:
         Text(),
         every,
     )
+    question = pairs([(f"{label(last)}'s final vector", d.vec(x)),
+                      ("× W_U", f"[{cfg.d_model} × {cfg.d_vocab:,}]  → one logit per vocabulary token")])
+    prompt = " ".join(d.text(p, 0) for p in range(min(d.n, 12))).replace("␣", "") + (" …" if d.n > 12 else "")
     return Step(
         "Unembedding: one score per token",
         f"One more matrix, W_U, turns {label(last)}'s {cfg.d_model} numbers into {cfg.d_vocab:,} scores "
         f"(logits), one for every token of the vocabulary.{ln}{tied} Every position gets such a row — that is "
         "how training checks all positions at once — but generation only needs the last one.",
-        body,
+        body, question,  # asked here, before any screen ranks the tokens
+        ask=f"After \"{prompt}\", which token will get the largest logit — what will {label(last)} predict?",
     )
 
 
@@ -177,9 +181,10 @@ def step_chosen(d: Demo) -> Step:
            "A seeded random number u between 0 and 1 is drawn. Lay the kept tokens' probabilities end to end "
            "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
     answer = Group(_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}."))
+    if greedy:  # the two screens before ranked the tokens: asking again would give the answer away
+        return Step("The chosen token", how, answer)
     return Step("The chosen token", how, answer, _candidates(d, reveal=False),
-                ask="Which token is chosen?" + (" Find the largest probability." if greedy else
-                                                " Find the band that holds u."))
+                ask="Which token is chosen? Find the band that holds u.")
 
 
 def step_append(d: Demo) -> Step:
