@@ -267,3 +267,26 @@ def test_export_says_what_it_wrote(runner, tmp_path):
         assert f"wrote {tmp_path / name} (" in r.stderr and what in r.stderr
     r = runner.invoke(app, ["replay", "article", "--export", str(tmp_path / "a.html")], env=WALKTHROUGH_ENV)
     assert r.exit_code == 0 and f"wrote {tmp_path / 'a.html'}" in r.stderr
+
+
+def test_a_prompt_that_starts_with_a_minus_gets_a_hint_about_the_double_dash(runner):
+    r = runner.invoke(app, ["trace", "-5 degrees"])
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "no such option: -5" in r.stderr and "goes after --" in r.stderr
+    r = runner.invoke(app, ["trace", "-n", "1", "--section", "tokens", "--", "-5 degrees"], env=WALKTHROUGH_ENV)
+    assert r.exit_code == 0 and "␣degrees" in r.stdout
+    r = runner.invoke(app, ["trace", "--nope"])  # a real unknown option keeps click's message
+    assert r.exit_code == 2 and "No such option: --nope" in r.output
+
+
+def test_too_many_new_tokens_for_a_short_prompt_says_how_many_fit(runner):
+    r = runner.invoke(app, ["trace", "A B C", "-n", "100"])
+    assert r.exit_code == 2 and "so at most 61 new tokens" in r.stderr and "--truncate" not in r.stderr
+    assert runner.invoke(app, ["trace", "A B C", "-n", "61", "--section", "tokens"]).exit_code == 0
+    assert runner.invoke(app, ["trace", "A B C", "-n", "62", "--section", "tokens"]).exit_code == 2
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(runner):
+    r = runner.invoke(app, ["--debug", "trace", "A B C", "-n", "100"])
+    assert r.exit_code == 2
+    assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith("tracer: max-new-tokens 100")
