@@ -23,7 +23,7 @@ LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
     1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
-        "overflow"],  # data, its holding and reading
+        "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
     2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
