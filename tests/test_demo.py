@@ -439,3 +439,22 @@ def test_a_trained_models_layers_all_change_the_vectors(run):
     d, steps = run
     assert unchanged_layers(d.trace.get, d.cfg.n_layers) == []
     assert "pass every vector on unchanged" not in str(steps)
+
+
+def test_a_step_that_fits_without_its_blank_lines_is_not_split(render_text):
+    """80×24: the default demo's step 4 used to continue onto a page holding one sentence; it stays on
+    one screen once its blank spacer lines go, and every page still fits."""
+    from rich.console import Console
+
+    from tracer.loaders import load
+    from tracer.render.demo.screens import fit_pages
+
+    m = load("abc")
+    d = demo.Demo(m.generate(m.prompt("A B C D E F"), max_new_tokens=2), m.tokenizer)
+    steps = demo.build_steps(d)
+    console = Console(width=80, height=24, color_system=None, record=True)
+    pages = fit_pages(d, steps, False, console)
+    four = [p for p in pages if p.step == 3]
+    assert len(four) == 1 and four[0].tight
+    for p in pages:
+        assert len(console.render_lines(demo.screen(d, steps, p, keys=True), console.options, pad=False)) <= 23

@@ -150,6 +150,7 @@ class Page:
     blocks: tuple | None = None  # (first, end) of the step's blocks on this page; None: all of them
     part: int = 0  # which page of a step too tall for one screen (0-based)
     parts: int = 1  # how many pages the step takes
+    tight: bool = False  # the step's blank spacer lines left out, so that it fits one screen
 
 
 # --------------------------------------------------------------------------- small table helpers

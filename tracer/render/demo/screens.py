@@ -82,11 +82,19 @@ def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bo
                         start, used = j + 1, later - 1  # a page starts with no blank line
                 used += h
             cuts.append((start, len(blocks)))
+            spacers = sum(h for b, h in zip(blocks, heights) if _spacer(b))
             if len(cuts) == 1:
                 pages.append(Page(i, q))
+            elif first + sum(heights) - spacers <= room:  # fits once its blank lines go: no near-empty page
+                pages.append(Page(i, q, tight=True))
             else:
                 pages += [Page(i, q, c, k, len(cuts)) for k, c in enumerate(cuts)]
     return pages
+
+
+def _spacer(block) -> bool:
+    """A blank line between a screen's blocks (`Text()`)."""
+    return isinstance(block, Text) and not block.plain
 
 
 def _checked_value(d: Demo, x) -> str:
@@ -137,10 +145,11 @@ def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool 
     parts: list[RenderableType] = [Rule(Text(title, style="bold"), align="left", characters="━", style="bold")]
     if page.part == 0:
         parts.append(Padding(Text(s.narration), (0, 0, 0, 1), expand=False))
-    parts.append(Text())
+    if not page.tight:
+        parts.append(Text())
     blocks = blocks_of(d, s, page.quiz)
     a, b = page.blocks if page.blocks is not None else (0, len(blocks))
-    parts += blocks[a:b]
+    parts += [x for x in blocks[a:b] if not (page.tight and _spacer(x))]
     if b < len(blocks):
         parts.append(Text("continued on the next page (Enter) …", style="dim italic"))
     footer = f"[{page.step + 1}/{n}]  {d.title}"
