@@ -212,8 +212,11 @@ function slideLens() {
 
 function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
+  const bad = D.checks.filter(c => !c.ok);  // the errors are the lesson: first, in view
   const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : ""),
-    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a))];
+    bad.length ? [el("h3", null, "The stated values that disagree"), bad.map(checkEl)] : null,
+    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a)),
+    bad.length ? el("h3", null, "Every stated value, by step") : null];
   for (const [id, , title] of STEPS) {
     const here = id === "checks" ? [] : D.checks.filter(c => c.section === id);
     if (!here.length) continue;
