@@ -458,3 +458,29 @@ def test_a_step_that_fits_without_its_blank_lines_is_not_split(render_text):
     assert len(four) == 1 and four[0].tight
     for p in pages:
         assert len(console.render_lines(demo.screen(d, steps, p, keys=True), console.options, pad=False)) <= 23
+
+
+def test_the_articles_demo_at_80x24_has_no_page_of_holding_checks_only(runner):
+    """demo article at 80×24 showed 21 screens for 14 steps, some holding only ✓ stated values: a step
+    whose stated values all hold says so in one line when that keeps it on one screen."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+    from tracer.render.demo.screens import fit_pages
+
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    steps = demo.build_steps(d)
+    console = Console(width=80, height=24, color_system=None, record=True)
+    pages = fit_pages(d, steps, False, console)
+    assert len(pages) <= 18
+    for p in pages:
+        shown = demo.screen(d, steps, p, keys=True)
+        assert len(console.render_lines(shown, console.options, pad=False)) <= 23
+        if p.summed:
+            text = "".join(s.text for line in console.render_lines(shown, console.options) for s in line)
+            assert "stated values, checked: all" in text or "it holds" in text
+            assert all(c.ok for c in steps[p.step].checks)
+    wide = fit_pages(d, steps, False, Console(width=100, height=40, color_system=None, record=True))
+    assert not any(p.summed for p in wide)  # room enough: every stated value listed

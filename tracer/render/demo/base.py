@@ -151,6 +151,7 @@ class Page:
     part: int = 0  # which page of a step too tall for one screen (0-based)
     parts: int = 1  # how many pages the step takes
     tight: bool = False  # the step's blank spacer lines left out, so that it fits one screen
+    summed: bool = False  # its stated values, all holding, said in one line (so that it fits one screen)
 
 
 # --------------------------------------------------------------------------- small table helpers
