@@ -435,7 +435,12 @@ GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_laye
               "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
               "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
               "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
-              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+              "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3"}  # model_type → llama.cpp's architecture (the rest: llama)
+GGUF_ARCH_LAYER = {"olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight",  # llama.cpp's names there
+                             "post_feedforward_layernorm.weight": "post_ffw_norm.weight"},
+                   "phi3": {"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}}
 
 
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
@@ -450,7 +455,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     cfg = json.loads((folder / "config.json").read_text())
     tok = json.loads((folder / "tokenizer.json").read_text())
     t = load_file(str(folder / "model.safetensors"))
-    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    arch = GGUF_ARCH.get(cfg["model_type"], "llama")
     H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     w = gguf.GGUFWriter(str(out), arch)
     w.add_block_count(cfg["num_hidden_layers"])
@@ -460,12 +465,16 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base((cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    w.add_rope_freq_base(theta)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // H
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
     w.add_vocab_size(cfg["vocab_size"])
+    if arch == "phi3" and cfg.get("sliding_window"):
+        w.add_sliding_window(cfg["sliding_window"])
     vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
     tokens = [""] * cfg["vocab_size"]
     types = [1] * cfg["vocab_size"]
@@ -487,10 +496,27 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     if cfg.get("eos_token_id") is not None:
         w.add_eos_token_id(cfg["eos_token_id"])
     w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+    if rope.get("rope_type") == "llama3":  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, as written there
+        import math
+
+        freqs = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+        factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        old = rope["original_max_position_embeddings"]
+        factors = []
+        for freq in freqs:
+            wavelen = 2 * math.pi / freq
+            if wavelen < old / high:
+                factors.append(1)
+            elif wavelen > old / low:
+                factors.append(factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                factors.append(1 / ((1 - smooth) / factor + smooth))
+        w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     for l in range(cfg["num_hidden_layers"]):
-        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in GGUF_LAYER.items()})
+        names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in {**GGUF_LAYER, **GGUF_ARCH_LAYER.get(arch, {})}.items()})
     for hf, g in names.items():
         if hf not in t:
             continue
@@ -524,3 +550,58 @@ def gguf_of_folder(tmp_path_factory):
         return made[key]
 
     return make
+
+
+# --------------------------------------------------------------------------- bounded growth
+
+
+@pytest.fixture(scope="session")
+def grows_linearly():
+    """`grows_linearly(run, n)`: `run(m)` timed at m = n and 2n (the best of five each). Linear growth
+    doubles the time, quadratic quadruples it: less than 3× (plus 20 ms of a loaded machine's noise)
+    passes. Never an absolute time."""
+    import time
+
+    def best(run, m: int) -> float:
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            run(m)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    def check(run, n: int) -> None:
+        small, large = best(run, n), best(run, 2 * n)
+        assert large < 3 * small + 0.02, f"{n}: {small:.4f} s, {2 * n}: {large:.4f} s"
+
+    return check
+
+
+# --------------------------------------------------------------------------- a run that overflows on purpose
+
+OVERFLOW = """
+title = "An embedding too large for float64: the arithmetic overflows on purpose"
+[model]
+d_model = 4
+n_heads = 2
+n_layers = 2
+n_ctx = 8
+dtype = "float64"
+layer_norm = false
+[tokenizer]
+vocab = ["a", "b", "c"]
+[weights]
+W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
+[prompt]
+tokens = ["a", "b"]
+[generate]
+max_new_tokens = 2
+"""
+
+
+@pytest.fixture
+def overflow(tmp_path) -> Path:
+    """A scenario whose float64 arithmetic overflows (an embedding of ±1e200): ∞ and NaN on purpose."""
+    path = tmp_path / "overflow.toml"
+    path.write_text(OVERFLOW)
+    return path

@@ -3,8 +3,8 @@ tracer's modules (imports inside functions counted), and imports that go one way
 reaches everything, loaders build models, the model runs the decoder, renderers read traces.
 Also: only the CLI imports typer, only renderers import rich, only the server (`serve`) imports
 starlette and uvicorn, and the core imports numpy and the
-standard library (tiktoken only for tokenizing: tokens, bpe and hf_tokenizer; jinja2 only for chat
-templates: chat)."""
+standard library (tiktoken only for tokenizing: tokens, bpe, patterns and hf_tokenizer; regex, which
+tiktoken installs, only for a tokenizer.json's Split regexes: patterns; jinja2 only for chat templates: chat)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
-    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "hf_tokenizer", "sp_tokenizer",
+    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
-    2: ["fast", "decoder", "lens", "generate", "backward", "train"],  # the computation, forward and backward
+    2: ["fast", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
     5: ["loaders", "replay"],  # every Model is built here
@@ -43,11 +43,13 @@ THIRD_PARTY = {  # which modules may import which third-party packages (the stan
     "typer": "cli",
     "starlette": "serve",
     "uvicorn": "serve",
-    "tiktoken": "tokens, bpe, hf_tokenizer",
+    "tiktoken": "tokens, bpe, patterns, hf_tokenizer",
+    "regex": "patterns (a tokenizer.json's Split regexes, on an engine a signal and a time limit stop)",
     "jinja2": "chat",
     "gguf": "no module: llama.cpp's gguf-py is the tests' reference for gguf_file and quants, never imported by tracer",
 }
-TOKENIZING = {"tokens", "bpe", "hf_tokenizer"}  # the modules that may import tiktoken
+TOKENIZING = {"tokens", "bpe", "patterns", "hf_tokenizer"}
+SPLITTING = {"patterns"}  # the one module that may import regex  # the modules that may import tiktoken
 TEMPLATING = {"chat"}  # the one module that may import jinja2 (chat templates)
 
 
@@ -179,7 +181,7 @@ def test_renderers_read_traces_and_never_run_the_model():
 
 
 @pytest.mark.parametrize("package, allowed", [("typer", {"cli"}), ("rich", {"render"}), ("tiktoken", TOKENIZING),
-                                              ("jinja2", TEMPLATING), ("gguf", set()), ("starlette", {"serve"}),
+                                              ("jinja2", TEMPLATING), ("regex", SPLITTING), ("gguf", set()), ("starlette", {"serve"}),
                                               ("uvicorn", {"serve"})])
 def test_third_party_packages_stay_in_their_layer(package, allowed):
     wrong = sorted(f"tracer.{m}" for m, names in imports().items()
@@ -196,7 +198,7 @@ def test_the_core_imports_numpy_and_the_standard_library_only():
         for n in names:
             top = n.split(".")[0]
             if top in ("tracer", "numpy") or top in stdlib or (top == "tiktoken" and m in TOKENIZING) or (
-                    top == "jinja2" and m in TEMPLATING):
+                    top == "jinja2" and m in TEMPLATING) or (top == "regex" and m in SPLITTING):
                 continue
             wrong.append(f"tracer.{m} imports {n}")
     assert not wrong, "\n".join(sorted(wrong))
@@ -232,16 +234,16 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
 
 # --------------------------------------------------------------------------- the table of block switches
 
-SWITCH_FIELDS = {"norm", "mlp", "positional"}  # Config's switches; their values are tracer.blocks' keys
+SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place"}  # Config's switches; their values are tracer.blocks' keys
 # The table's own module, and the readers, which build a config from what a file says it is.
 MAY_COMPARE_SWITCHES = {"blocks", "scenario", "readers"}
-JS_COMPARISON = r"""CFG\.(mlp|norm|positional)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional)\s*\]"""
+JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*\]"""
 
 
 def _switch_values() -> set[str]:
-    from tracer.blocks import MLPS, NORMS, POSITIONS
+    from tracer.blocks import MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
 
-    return set(NORMS) | set(MLPS) | set(POSITIONS)
+    return set(NORMS) | set(MLPS) | set(POSITIONS) | set(QK_NORMS) | set(NORM_PLACES)
 
 
 def _strings(node: ast.AST) -> set[str]:

@@ -20,7 +20,7 @@ from tracer.errors import TracerError
 from tracer.files import load_npz
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny"]
 ATOL = 1e-4  # float32 through a few layers; logits are of size ~5
 
 

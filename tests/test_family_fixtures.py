@@ -16,7 +16,7 @@ from tracer.files import load_npz, load_safetensors, read_safetensors_header
 from tracer.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
-FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny"]
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny"]
 N_PROMPTS, NEW = 2, 8
 
 
@@ -51,6 +51,20 @@ def test_weights_have_the_shapes_config_json_gives(name):
         if cfg["model_type"] == "qwen2":
             want |= {p + "self_attn.q_proj.bias": [heads * hd], p + "self_attn.k_proj.bias": [kv * hd],
                      p + "self_attn.v_proj.bias": [kv * hd]}
+        if cfg["model_type"] == "qwen3":
+            want |= {p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
+        if cfg["model_type"] == "gemma3_text":  # four norms per layer, per-head Q/K norms
+            want |= {p + "pre_feedforward_layernorm.weight": [d], p + "post_feedforward_layernorm.weight": [d],
+                     p + "self_attn.q_norm.weight": [hd], p + "self_attn.k_norm.weight": [hd]}
+        if cfg["model_type"] == "phi3":  # Q, K, V in one matrix, gate and up in another
+            for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+                del want[p + part + ".weight"]
+            want |= {p + "self_attn.qkv_proj.weight": [(heads + 2 * kv) * hd, d],
+                     p + "mlp.gate_up_proj.weight": [2 * cfg["intermediate_size"], d]}
+        if cfg["model_type"] == "olmo2":  # norms after the sublayers (none before), Q and K normalized whole
+            del want[p + "input_layernorm.weight"]
+            want |= {p + "post_feedforward_layernorm.weight": [d], p + "self_attn.q_norm.weight": [heads * hd],
+                     p + "self_attn.k_norm.weight": [kv * hd]}
     assert {k: v["shape"] for k, v in header.items()} == want
     dtype = "BF16" if name.endswith("bf16") else "F32"
     assert {v["dtype"] for v in header.values()} == {dtype} and cfg["dtype"] == {"BF16": "bfloat16", "F32": "float32"}[dtype]
@@ -95,7 +109,8 @@ def test_reference_shapes_and_consistency(name):
     assert all(a.dtype != object for a in ref.values())
     for k in range(N_PROMPTS):
         n = len(ref[f"input_ids_{k}"])
-        assert n + NEW <= (cfg.get("sliding_window") or n + NEW) <= cfg["max_position_embeddings"]
+        window = None if "sliding_attention" in (cfg.get("layer_types") or []) else cfg.get("sliding_window")  # Gemma 3's hides keys
+        assert n + NEW <= (window or n + NEW) <= cfg["max_position_embeddings"]
         logits, hidden, attn = ref[f"logits_{k}"], ref[f"hidden_states_{k}"], ref[f"attentions_{k}"]
         assert logits.shape == (n, vocab) and hidden.shape == (layers + 1, n, d) and attn.shape == (layers, heads, n, n)
         assert np.allclose(attn.sum(-1), 1, atol=1e-5) and np.all(np.triu(attn, 1) == 0)

@@ -308,6 +308,70 @@ def test_llama_qwen2_mistral_folders_and_their_tokenizer_json(tmp_path, limited,
     assert r.returncode == 2 or "tracer · model" in r.stdout, what
 
 
+NESTED = [r"(a+)+b", r"(a|aa)*c", r"(?:\s*)+\S", r"((\p{L})+)+!", r"(?:\p{L}+\p{N}?)*x", r"([^\s]+\s?)+\p{N}",
+          r"a{4294967296}", r"(?:a{2,}){2,}", r"\p{L}*\p{L}*\p{L}*(?=\d)|\s+|.", r"(?:(?:a|b)*)+" + "c" * 600,
+          "(" * 300 + "a" + ")" * 300, r"\p{L", r"(a)\1"]
+BAD_IDS = [-1, 10**9, 2**31, 2**63, -(2**63), 1.5, 5.0, True, False, None, "5", [], 10**40]
+
+
+def mutate_tokenizer_json(data: dict, rng: random.Random) -> str:
+    """One change an attacker would make to a tokenizer.json: a Split regex that backtracks (nested
+    quantifiers, a huge repetition count, 300 groups deep), one very long token, an id out of range
+    or of the wrong kind (vocabulary, added token, template, two tokens sharing one), or added tokens
+    that strip white space."""
+    model, how = data["model"], rng.randrange(4)
+    vocab = model.setdefault("vocab", {})
+    if how == 0:
+        pattern = rng.choice(NESTED)
+        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+        pre = data.get("pre_tokenizer") or {}
+        steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+        if steps and steps[0].get("type") == "Split":
+            steps[0]["pattern"] = {"Regex": pattern}
+        else:
+            data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split] + ([pre] if pre else [])}
+        return f"regex {pattern[:80]!r}"
+    if how == 1:
+        n = rng.choice([10**5, 4 * 10**5, 10**6])
+        ids = list(vocab.values()) + [t.get("id", 0) for t in data.get("added_tokens", [])]
+        vocab[rng.choice("aĠ▁") * n] = max([i for i in ids if isinstance(i, int)] + [0]) + 1
+        return f"a token of {n:,} characters"
+    if how == 2:
+        bad = rng.choice(BAD_IDS + ["duplicate"])
+        where = rng.choice(["vocab", "added", "template"])
+        if bad == "duplicate":
+            where, bad = "vocab", rng.choice(list(vocab.values()))
+        if where == "vocab" or not data.get("added_tokens"):
+            vocab[rng.choice(list(vocab))] = bad
+        elif where == "added":
+            rng.choice(data["added_tokens"])["id"] = bad
+        else:
+            name = data["added_tokens"][0]["content"]
+            data["post_processor"] = {"type": "TemplateProcessing", "pair": [],
+                                      "single": [{"SpecialToken": {"id": name, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                                      "special_tokens": {name: {"id": name, "ids": [bad], "tokens": [name]}}}
+        return f"{where} id {bad!r}"
+    for t in data.get("added_tokens", []):
+        t.update(lstrip=True, rstrip=True)
+    return "every added token strips white space"
+
+
+@pytest.mark.parametrize("i", cases("tokenizer")[:16])
+def test_tokenizer_json_with_hostile_regexes_long_tokens_and_ids(tmp_path, limited, check_outcome, i):
+    """A Llama / Qwen2 / Mistral folder whose tokenizer.json has a backtracking regex, a long token, an id out
+    of range or of the wrong kind, or stripping added tokens, run on a prompt made to backtrack."""
+    rng = rng_for("tokenizer", i)
+    name = ["llama-tiny", "qwen2-tiny", "mistral-tiny"][i % 3]
+    folder = tmp_path / name
+    shutil.copytree(FAMILIES / name, folder, ignore=shutil.ignore_patterns("reference.npz"))
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    what = mutate_tokenizer_json(data, rng)
+    (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    r = limited("trace", "a" * 40 + " " * 20 + "<|endoftext|> x", "--model", folder, "-n", "1")
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
 NUMBER = re.compile(r"(?<![\w.\"])-?\d+(\.\d+)?([eE][+-]?\d+)?(?![\w.\"])")
 STRING = re.compile(r'"[^"\n]*"')
 

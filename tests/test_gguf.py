@@ -22,10 +22,12 @@ def _ref(name):
         return {k: z[k] for k in z.files}
 
 
-@pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2")])
+@pytest.mark.parametrize("name, pre", [("mistral-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2"), ("llama-tiny", "llama-bpe"),
+                                       ("qwen3-tiny", "qwen2"), ("olmo2-tiny", "qwen2"), ("phi3-tiny", "llama-bpe")])
 def test_a_gguf_file_gives_transformers_logits_like_its_folder(gguf_of_folder, name, pre):
     """mistral-tiny is written as llama.cpp writes Mistral (architecture llama, Q and K rows permuted),
-    qwen2-tiny with its Q/K/V biases; prompts shorter than Mistral's window (llama.cpp has none)."""
+    qwen2-tiny with its Q/K/V biases, llama-tiny with Llama 3's RoPE scaling as the rope_freqs tensor
+    llama.cpp's converter computes; prompts shorter than Mistral's window (llama.cpp has none)."""
     model = tracer.load(str(gguf_of_folder(DATA / name, pre)))
     ref = _ref(name)
     for k in (0, 1):
@@ -156,3 +158,33 @@ def test_lm_studio_files_are_found_by_name_and_models_lists_them(tmp_path, monke
     r = runner.invoke(app, ["models"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "ollama:tiny:latest" in r.output and "tiny.Q8_0.gguf" in r.output and "Q8_0" in r.output and "qwen2" in r.output
+
+
+@pytest.mark.parametrize("factors, says", [([1.0] * 3, r"has shape \[3\]; rotary positions need 8 factors"),
+                                           ([1.0] * 7 + [0.0], "must be 8 numbers > 0"),
+                                           ([1.0] * 7 + [float("inf")], "must be 8 numbers > 0")])
+def test_rope_factors_that_cannot_be_are_one_line(factors, says):
+    from types import SimpleNamespace
+
+    from tracer.config import Config
+    from tracer.readers.gguf import ROPE_FREQS, with_rope_factors
+
+    arr = np.array(factors, dtype=np.float32)
+    f = SimpleNamespace(tensors={ROPE_FREQS: SimpleNamespace(shape=arr.shape)}, dequantize=lambda name: arr)
+    cfg = Config(d_model=32, n_heads=2, positional="rope", norm="rms", mlp="swiglu")  # d_head 16: 8 pairs
+    with pytest.raises(TracerError, match=says):
+        with_rope_factors(f, cfg, Path("m.gguf"))
+    assert with_rope_factors(SimpleNamespace(tensors={}), cfg, Path("m.gguf")) is cfg
+
+
+def test_a_model_whose_float32_copies_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
+    """Reading expands every weight to float32: a model that would not fit is one line, before any copy."""
+    import tracer.memory
+
+    path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
+    monkeypatch.setattr(tracer.memory, "memory_room", lambda: 100_000)
+    with pytest.raises(TracerError, match=r"expanded to float32 this model needs 0\.\d GB more \(F32, Q8_0 in the file\), "
+                                          r"and this process can take 0\.0 GB"):
+        tracer.load(str(path))
+    with pytest.raises(TracerError, match=r"expanded to float32 this model needs .* \(BF16 on disk\)"):
+        tracer.load(str(DATA / "llama-tiny-bf16"))

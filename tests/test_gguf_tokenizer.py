@@ -31,6 +31,11 @@ TEXTS = [
     "<|endoftext|> after", "<sep>x<sep>", "[INST] hi [/INST]", "<|begin_of_text|>x<|eot_id|>", "a" * 500, "😀" * 50,
 ]
 
+# Surrogates cannot be text; code points this Python's Unicode database (14.0 on Python 3.11) does not
+# assign are not compared: tokenizers' Rust tables are newer (a Unicode 16 digit such as U+11DE0 is a
+# digit to tokenizers' Digits step and unknown to Python), and tracer's classes come from this Python.
+UNCOMPARED = ("Cs", "Cn")
+
 
 def _meta(path) -> dict:
     """The tokenizer metadata as plain values, as tracer's loader hands it over."""
@@ -230,7 +235,7 @@ _BUILT = {}
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("aé \t\n12<s></s>▁😀日\x04")) | st.characters(blacklist_categories=("Cs",)),
+@given(st.text(alphabet=st.sampled_from(list("aé \t\n12<s></s>▁😀日\x04")) | st.characters(blacklist_categories=UNCOMPARED),
                max_size=30), st.sampled_from(["llama", "qwen2"]))
 def test_random_text_equals_tokenizers_on_the_built_tokenizer_json(text, which):
     if which not in _BUILT:

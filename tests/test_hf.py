@@ -406,7 +406,7 @@ def test_invalid_config_json(tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     ({"activation_function": "relu"}, "activation_function 'relu' is not supported"),
-    ({"model_type": "mamba"}, "model_type is 'mamba'; tracer loads gpt2, llama, qwen2 and mistral"),
+    ({"model_type": "mamba"}, "model_type is 'mamba'; tracer loads gpt2, llama, qwen2, mistral, qwen3, olmo2(,| and) phi3"),
     ({"model_type": "llama"}, "'hidden_size' must be a whole number ≥ 1 \\(missing\\)"),
     ({"n_head": 5}, "n_embd 16 is not divisible by n_head 5"),
     ({"n_layer": "three"}, "'n_layer' must be a whole number ≥ 1, got 'three'"),

@@ -61,6 +61,11 @@ AWKWARD = [
     "Supercalifragilisticexpialidocious" * 8, "a" * 3000, "ab" * 1000, "😀" * 200, "1" * 500,
 ]
 
+# Surrogates cannot be text; code points this Python's Unicode database (14.0 on Python 3.11) does not
+# assign are not compared: tokenizers' Rust tables are newer (a Unicode 16 digit such as U+11DE0 is a
+# digit to tokenizers' Digits step and unknown to Python), and tracer's classes come from this Python.
+UNCOMPARED = ("Cs", "Cn")
+
 
 def _reference(path):
     tokenizers = pytest.importorskip("tokenizers")
@@ -226,7 +231,7 @@ def test_tiktoken_engine_hands_text_its_regex_leaves_unmatched_to_bpe(tmp_path):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet=st.sampled_from(list("aAbé e\u0301 \t\n\r0123456789'.,-_<|>[]/😀👩\u200d日\u00a0ſ")) | st.characters(blacklist_categories=("Cs",)),
+@given(st.text(alphabet=st.sampled_from(list("aAbé e\u0301 \t\n\r0123456789'.,-_<|>[]/😀👩\u200d日\u00a0ſ")) | st.characters(blacklist_categories=UNCOMPARED),
                max_size=40), st.sampled_from(FIXTURES))
 def test_random_text_equals_tokenizers(text, path):
     tok, ref = _cached(path), _reference(path)
@@ -368,7 +373,7 @@ _GAPPED = {}
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab (Ġ)\x04\x06\x13\x14\x16\x1d\x1c 1 é😀\n")) | st.characters(blacklist_categories=("Cs",)),
+@given(st.text(alphabet=st.sampled_from(list("ab (Ġ)\x04\x06\x13\x14\x16\x1d\x1c 1 é😀\n")) | st.characters(blacklist_categories=UNCOMPARED),
                max_size=30))
 def test_random_text_with_unspellable_bytes_equals_tokenizers(text):
     ref_mod = pytest.importorskip("tokenizers")

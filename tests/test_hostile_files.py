@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -365,31 +366,6 @@ def test_an_expectation_that_states_nothing_is_refused(tmp_path, runner):
     one_line(runner.invoke(app, ["replay", str(path)]), "value: an empty list states nothing")
 
 
-OVERFLOW = """
-title = "An embedding too large for float64: the arithmetic overflows on purpose"
-[model]
-d_model = 4
-n_heads = 2
-n_layers = 2
-n_ctx = 8
-dtype = "float64"
-layer_norm = false
-[tokenizer]
-vocab = ["a", "b", "c"]
-[weights]
-W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
-[prompt]
-tokens = ["a", "b"]
-[generate]
-max_new_tokens = 2
-"""
-
-
-@pytest.fixture
-def overflow(tmp_path) -> Path:
-    path = tmp_path / "overflow.toml"
-    path.write_text(OVERFLOW)
-    return path
 
 
 def test_a_model_built_to_overflow_shows_its_overflow_step_by_step(overflow, tmp_path, runner):
@@ -545,3 +521,167 @@ def test_the_readme_says_bytes_may_differ_between_blas_thread_counts():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     promise = readme.index("gives a byte-identical `.npz`")
     assert "BLAS threads" in readme[promise - 400 : promise + 600]
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 28: tokenizer files (tokenizer.json, a GGUF's tokenizer metadata)
+
+QWEN2 = Path(__file__).parent / "data" / "qwen2-tiny"
+
+
+def qwen2_folder(tmp_path: Path, change, family: Path = QWEN2) -> Path:
+    """A copy of the tiny Qwen2 folder (or another family's) whose tokenizer.json `change(table)` has changed."""
+    folder = tmp_path / family.name
+    folder.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (folder / f).write_bytes((family / f).read_bytes())
+    data = json.loads((family / "tokenizer.json").read_text(encoding="utf-8"))
+    change(data)
+    (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def split_regex(pattern: str):
+    return lambda d: d["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=pattern)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(a|aa)*c", r"(?:\s*)+x", r"(?:\p{L}\p{L}?)+!"])
+def test_a_split_regex_with_nested_quantifiers_is_refused_at_once(tmp_path, limited, pattern):
+    """(a+)+b took 2^n steps on Python's re, which Ctrl-C cannot stop: 34 characters ran for 11 minutes."""
+    r = limited("trace", "a" * 40 + " " * 40, "--model", qwen2_folder(tmp_path, split_regex(pattern)), "-n", "1")
+    assert r.returncode == 2 and r.seconds < FAST + 1, (r.returncode, r.seconds, r.stderr)
+    assert "could take time exponential in the text: a quantifier applies to a group (nested quantifiers)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_split_regex_with_a_huge_repetition_count_is_refused(tmp_path, runner):
+    folder = qwen2_folder(tmp_path, split_regex(r"a{4294967296}|\p{L}+"))
+    one_line(runner.invoke(app, ["trace", "hi", "--model", str(folder)]), "the repetition number is too large")
+
+
+TOKENIZERS = Path(__file__).parent / "data" / "tokenizers"
+
+
+@pytest.mark.parametrize("kind", ["tokenizer.json", "gguf"])
+def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind, grows_linearly):
+    """The test of every split of every token into two tokens was quadratic in a token's length: a token
+    of 400,000 characters took 22 s to load, of 1.6 MB 11 minutes (tokenizer.json's limit is 16 MB)."""
+    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.hf_tokenizer import HFTokenizer
+
+    base = json.loads((TOKENIZERS / "llama3-like.json").read_text(encoding="utf-8"))  # ignore_merges: tiktoken's rule
+
+    def load(n: int):
+        if kind == "gguf":  # a llama vocabulary without merges: transformers' generate_merges rebuilds them
+            tokens = ["<unk>", "<s>", "</s>", "a", "aa", "b", "a" * n + "b"]
+            tokenizer_json_from_gguf({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+                                      "tokenizer.ggml.scores": [0.0] * len(tokens)})
+            return
+        data = json.loads(json.dumps(base))
+        data["model"]["vocab"]["a" * n] = max(t["id"] for t in data["added_tokens"]) + 1
+        path = tmp_path / f"{n}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        assert HFTokenizer(path).engine == "tiktoken"
+
+    grows_linearly(load, 100_000)
+
+
+
+def template(i: int) -> dict:
+    return {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [i], "tokens": ["<s>"]}}}
+
+
+OUT_OF_RANGE = {  # issue 28: a template id of 10⁹ was an IndexError (exit 1); vocab["H"] = -1 read W_E[1023] for H
+    "template id 10⁹": (lambda d: d.update(post_processor=template(10**9)),
+                        "the post-processor's template adds the id 1,000,000,000, which no token of the vocabulary has"),
+    "vocabulary id -1": (lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1, outside 0..2,147,483,647"),
+    "added token id -1": (lambda d: d["added_tokens"][0].update(id=-1), "the added token '<|endoftext|>' has the id -1, outside"),
+    "template id -5": (lambda d: d.update(post_processor=template(-5)), "the template's special token '<s>' has the id -5, outside"),
+    "vocabulary id 10⁹": (lambda d: d["model"]["vocab"].update(H=10**9), "the tokenizer has 1000000001 tokens but the model only 1024"),
+}
+
+
+@pytest.mark.parametrize("case", OUT_OF_RANGE, ids=list(OUT_OF_RANGE))
+def test_every_token_id_of_a_tokenizer_json_is_a_row_of_the_embedding(tmp_path, runner, case):
+    change, why = OUT_OF_RANGE[case]
+    one_line(runner.invoke(app, ["trace", "Hello", "--model", str(qwen2_folder(tmp_path, change)), "-n", "1"]), why)
+
+
+def test_sentencepiece_and_gguf_tokenizer_ids_are_checked_alike(tmp_path):
+    from tracer.errors import TracerError
+    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.sp_tokenizer import SPTokenizer
+
+    base = json.loads((TOKENIZERS / "sentencepiece" / "sp-llama.json").read_text(encoding="utf-8"))
+    for change, why in [(lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1"),
+                        (lambda d: d.update(post_processor=template(10**9)), "template adds the id 1,000,000,000"),
+                        (lambda d: d["added_tokens"][0].update(id=2.0), "the added token '<unk>' has the id 2.0, not a whole number")]:
+        data = json.loads(json.dumps(base))
+        change(data)
+        (tmp_path / "t.json").write_text(json.dumps(data), encoding="utf-8")
+        with pytest.raises(TracerError, match=re.escape(why)):
+            SPTokenizer(tmp_path / "t.json")
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>", "a"],
+            "tokenizer.ggml.scores": [0.0] * 4}
+    for key, value, why in [("tokenizer.ggml.token_type", ["1", "3", "3", "1"], "token_type is not a list of whole numbers"),
+                            ("tokenizer.ggml.token_type", [1, True, 3, 1], "token_type is not a list of whole numbers"),
+                            ("tokenizer.ggml.bos_token_id", True, "bos_token_id True is not a token id"),
+                            ("tokenizer.ggml.eos_token_id", 4, "eos_token_id 4 is not a token id")]:
+        with pytest.raises(TracerError, match=re.escape(why)):
+            tokenizer_json_from_gguf({**meta, key: value})
+
+
+LLAMA = Path(__file__).parent / "data" / "llama-tiny"  # its tokenizer.json runs on the tiktoken engine
+
+TIKTOKEN_CASES = {  # issue 28: each was a PyO3 PanicException (a BaseException) past the CLI's handler, or accepted
+    "duplicate id": (lambda d: d["model"]["vocab"].update(H=d["model"]["vocab"]["e"]), "both have the id"),
+    "float id": (lambda d: d["model"]["vocab"].update(H=float(d["model"]["vocab"]["H"])), "not a whole number"),
+    "bool id": (lambda d: d["model"]["vocab"].update(H=True), "the vocabulary's token 'H' has the id True, not a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", TIKTOKEN_CASES, ids=list(TIKTOKEN_CASES))
+def test_ids_tiktoken_would_panic_on_are_one_line(tmp_path, runner, case):
+    change, why = TIKTOKEN_CASES[case]
+    one_line(runner.invoke(app, ["trace", "Hello", "--model", str(qwen2_folder(tmp_path, change, LLAMA)), "-n", "1"]), why)
+
+
+def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, capfd):
+    """fancy-regex gives up after 10⁶ backtracking steps and tiktoken panics (a BaseException, and Rust's own
+    message and backtrace on stderr): the piece runs on the other engine, which gives the same ids."""
+    from tracer.hf_tokenizer import HFTokenizer
+
+    folder = qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+"), LLAMA)
+    tok, bpe = HFTokenizer(folder), HFTokenizer(folder, engine="bpe")
+    assert tok.engine == "tiktoken"
+    text = "a" * 300 + " x"
+    assert tok.encode(text) == bpe.encode(text)
+    assert capfd.readouterr().err == ""
+
+
+def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path, grows_linearly):
+    """Each lstrip/rstrip token copied the whole text before or after it: a 400 KB prompt took 5.6 s."""
+    from tracer.hf_tokenizer import HFTokenizer
+
+    def strip(d):
+        d["added_tokens"][1].update(lstrip=True, rstrip=True)
+
+    folder = qwen2_folder(tmp_path, strip)
+    tok = HFTokenizer(folder)
+    assert tok.encode("a  <|im_start|>  b") == [64, 1020, 65]
+    grows_linearly(lambda n: tok.encode(" <|im_start|> " * (n // 14)), 400_000)
+
+
+def test_a_split_that_outlasts_its_time_limit_is_one_line(tmp_path, monkeypatch):
+    """A pattern of an allowed shape can still backtrack polynomially; the regex engine stops at the limit."""
+    import tracer.patterns
+    from tracer.errors import TracerError
+    from tracer.hf_tokenizer import HFTokenizer
+
+    tok = HFTokenizer(qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+")))
+    monkeypatch.setattr(tracer.patterns, "budget", lambda text: 0.05)
+    with pytest.raises(TracerError, match=r"its Split regex took more than 0 s on a text of 3,002 characters") as e:
+        tok.encode("a" * 3000 + " x")
+    assert "\n" not in str(e.value)

@@ -167,61 +167,27 @@ def test_a_corpus_larger_than_memory_is_refused_before_it_is_read(runner, tmp_pa
 # --------------------------------------------------------------------------- 3: the scenario scanner was quadratic
 
 
-def grows_linearly(make, sizes=(2000, 4000)) -> None:
-    """Doubling the input must not quadruple the time (the best of five runs at each size)."""
-    import time
-
-    def best(n):
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            make(n)
-            times.append(time.perf_counter() - t)
-        return min(times)
-
-    small, large = best(sizes[0]), best(sizes[1])
-    assert large < 3 * small + 0.02, f"{sizes[0]}: {small:.4f} s, {sizes[1]}: {large:.4f} s"  # 20 ms: a loaded machine's noise
-
-
 @pytest.mark.parametrize("text", [
     lambda n: "x = [\n" + "  1.0,\n" * n + "]\n",  # a multi-line array
     lambda n: 'x = """\n' + "a [ b\n" * n + '"""\n',  # a multi-line string
     lambda n: "[" + " " * n + "\n",  # a header that never closes
 ], ids=["array", "string", "header"])
-def test_the_scenario_scanner_takes_linear_time(text):
+def test_the_scenario_scanner_takes_linear_time(text, grows_linearly):
     from tracer.scenario.source import Source
 
-    grows_linearly(lambda n: Source(text(n)))
+    grows_linearly(lambda n: Source(text(n)), 2000)
     src = Source("[run]\nx = [\n  1.0, # ] not this\n  \"]\",\n  2.50,\n]\ny = 3\n")
     assert src.raw("run", 0, "x") == '[\n  1.0, # ] not this\n  "]",\n  2.50,\n]' and src.line("run", 0, "y") == 7
 
 
 # --------------------------------------------------------------------------- 11: the page export crashed on ±∞ and NaN
 
-OVERFLOW = """title = "overflow"
-[model]
-d_model = 4
-n_heads = 2
-n_layers = 2
-n_ctx = 8
-dtype = "float64"
-layer_norm = false
-[tokenizer]
-vocab = ["a", "b", "c"]
-[weights]
-W_E = [[1e200, -1e200, 1e200, 0.5], [1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4]]
-[prompt]
-tokens = ["a", "b"]
-[generate]
-max_new_tokens = 2
-"""
 
 
-def test_the_page_export_writes_non_finite_numbers_as_json_does(tmp_path, runner):
+def test_the_page_export_writes_non_finite_numbers_as_json_does(tmp_path, runner, overflow):
     from tracer.render.page.html import json_for_script
 
-    model = tmp_path / "overflow.toml"
-    model.write_text(OVERFLOW)
+    model = overflow
     page = tmp_path / "p.html"
     r = runner.invoke(app, ["trace", "a b", "--model", str(model), "--verify-cache", "--export", str(page)])
     assert r.exit_code == 0, (r.exit_code, r.stderr, r.exception)

@@ -4,8 +4,8 @@ Run it with the separate torch venv (never a dependency of tracer or its tests):
 
     /work/torchvenv/bin/python tools/make_family_fixtures.py    # torch 2.13.0 CPU, transformers 5.24.0, tokenizers
 
-It writes, for each of llama-tiny, qwen2-tiny, mistral-tiny and llama-tiny-bf16 (tests/data/README.md
-says what each one covers):
+It writes, for each of llama-tiny, qwen2-tiny, mistral-tiny, llama-tiny-bf16, qwen3-tiny, … (FAMILIES;
+tests/data/README.md says what each one covers; name some on the command line to write only those):
 - config.json and model.safetensors exactly as `save_pretrained(safe_serialization=True)` writes them;
 - tokenizer.json, a copy of one of tests/data/tokenizers/ (tools/make_tokenizer_fixtures.py) with
   exactly config.vocab_size ids, so tokenizer and model agree;
@@ -19,7 +19,7 @@ says what each one covers):
   (the first greedy token) and step_logits_k [vocab] (the logits of that one-token step after the
   cached prompt: the KV-cache check).
 Every weight is random (seeded), norm gains 1 + N(0, 0.2) and biases N(0, 0.2) rather than 1 and 0, so a
-missing gain or bias shows. Run twice, the files are byte for byte the same (the script checks nothing
+missing gain or bias shows (Q/K norm gains 2.5 × that, so that the patterns are not near uniform). Run twice, the files are byte for byte the same (the script checks nothing
 of that; compare sha256sum).
 """
 
@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
+                          Phi3Config, Phi3ForCausalLM, Gemma3TextConfig, Gemma3ForCausalLM)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 MAX_NEW_TOKENS = 8
@@ -65,6 +66,37 @@ FAMILIES = {
                              rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
                              sliding_window=64, initializer_range=0.15,
                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "qwen3-tiny": dict(  # Qwen3: per-head Q/K RMS norms, no biases, head_dim 32 ≠ hidden / heads, tied, GQA
+        cls=Qwen3ForCausalLM, tokenizer="qwen2-like.json", seed=3,
+        config=Qwen3Config(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+                           rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=None, eos_token_id=1019,
+                           initializer_range=0.15, use_sliding_window=False,
+                           rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "olmo2-tiny": dict(  # OLMo 2: norms after attention and the MLP (none before), Q and K normalized whole, untied
+        cls=Olmo2ForCausalLM, tokenizer="qwen2-like.json", seed=4,
+        config=Olmo2Config(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                           rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=None, eos_token_id=1019,
+                           pad_token_id=None, initializer_range=0.15,
+                           rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
+    "phi3-tiny": dict(  # Phi-3: fused qkv_proj and gate_up_proj, sliding window on every layer (longer than the prompts)
+        cls=Phi3ForCausalLM, tokenizer="mistral-like.json", seed=5,
+        config=Phi3Config(vocab_size=768, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                          original_max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=None, sliding_window=64, initializer_range=0.15,
+                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "gemma3-tiny": dict(  # Gemma 3 text: √d_model, (1 + w) norms, four per layer, Q/K norms, GeGLU, scalar 24,
+        # a sliding window of 6 on layer 0 of 2 (shorter than the prompts: it hides keys), local RoPE base 10000
+        cls=Gemma3ForCausalLM, tokenizer="mistral-like.json", seed=6, qk_gain=1.0,  # Gemma's gain is 1 + w: about 2
+        config=Gemma3TextConfig(vocab_size=768, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+                                rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+                                pad_token_id=0, sliding_window=6, query_pre_attn_scalar=24, initializer_range=0.15,
+                                layer_types=["sliding_attention", "full_attention"],
+                                rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
 
 
@@ -73,7 +105,9 @@ def build(family: dict) -> torch.nn.Module:
     model = family["cls"](family["config"])
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if name.endswith(("q_norm.weight", "k_norm.weight")):  # Q and K of RMS 1 would give near-uniform patterns
+                p.copy_(family.get("qk_gain", 2.5) * (1.0 + 0.2 * torch.randn_like(p)))
+            elif name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
             elif name.endswith(".bias"):
                 p.copy_(0.2 * torch.randn_like(p))
@@ -111,7 +145,8 @@ def reference(cls, folder: Path) -> dict:
         assert torch.equal(full.argmax(-1), runs[0]), "generate() disagrees with argmax of a full pass"
         assert (top2[:, 0] - top2[:, 1]).min() > 1e-3, "a greedy step is too close to a tie"
         assert torch.allclose(step, full[1], atol=1e-4), "the cached step disagrees with the full pass"
-        assert n + MAX_NEW_TOKENS <= (getattr(model.config, "sliding_window", None) or n + MAX_NEW_TOKENS), "longer than the window"
+        if "sliding_attention" not in (getattr(model.config, "layer_types", None) or []):  # Gemma 3's hides keys on purpose
+            assert n + MAX_NEW_TOKENS <= (getattr(model.config, "sliding_window", None) or n + MAX_NEW_TOKENS), "longer than the window"
         arrays.update({
             f"prompt_{k}": np.array(prompt), f"input_ids_{k}": ids[0].numpy().astype(np.int64),
             f"logits_{k}": out.logits[0].numpy().astype(np.float32),
@@ -125,7 +160,8 @@ def reference(cls, folder: Path) -> dict:
     return {k: v.tolist() for k, v in arrays.items() if k.startswith(("greedy_ids_", "input_ids_"))}
 
 
-def main() -> int:
+def main(only: list[str]) -> int:
+    """Every fixture, or only those named on the command line (the others are left as they are)."""
     import tokenizers
     import transformers
 
@@ -133,6 +169,8 @@ def main() -> int:
 
     summary = {"torch": torch.__version__, "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
     for name, family in FAMILIES.items():
+        if only and name not in only:
+            continue
         model = build(family)
         save(model, DATA / name, family["tokenizer"])
         summary[name] = reference(family["cls"], DATA / name)
@@ -140,11 +178,11 @@ def main() -> int:
             save(model.to(torch.bfloat16), DATA / "llama-tiny-bf16", family["tokenizer"])
             summary["llama-tiny-bf16"] = reference(family["cls"], DATA / "llama-tiny-bf16")
     print(json.dumps(summary))
-    for folder in ("llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny"):
+    for folder in [n for n in ("llama-tiny", "llama-tiny-bf16", *FAMILIES) if n in summary]:
         for f in sorted((DATA / folder).iterdir()):
             print(f"{f.stat().st_size:>10,}  {folder}/{f.name}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -24,7 +24,6 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
-from .equations import score_scale
 from .fast import Layer, Weights, layout
 from .qkv import fuse_qkv, split_qkv, split_qkv_weights
 from .record import Recorder
@@ -189,6 +188,11 @@ def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, gra
     return kind.backward(dn, normalized, acts[prefix + "hook_scale"])
 
 
+def d_qk_norm(cfg: Config, dy: np.ndarray, ln: tuple, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
+    """Back through `decoder.qk_norm`: [..., pos, heads, d_head] → the same, the norm's gain's gradient in `grads`."""
+    return d_norm(cfg, cfg.qk_norm_kind.flat(dy), ln, acts, prefix, grads, name).reshape(dy.shape)
+
+
 def d_mlp(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
     """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
     kind = cfg.mlp_kind
@@ -214,11 +218,14 @@ def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict
     dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
     grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
     dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
-    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), score_scale(dh, cfg.scale_scores))
+    ddots = d_scale_and_mask(d_causal_softmax(dpattern, pattern), cfg.scores_scale)
     dq, dk = d_attention_scores(ddots, q, k)
     if turn is not None:  # back through the rotation to the projections' Q and K
         d_rotate = cfg.position_kind.backward
         dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
+    if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
+        dq = d_qk_norm(cfg, dq, w.q_norm, acts, a + "q_norm.", grads, a + "q_norm")
+        dk = d_qk_norm(cfg, dk, w.k_norm, acts, a + "k_norm.", grads, a + "k_norm")
     dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
     for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
         grads[a + f"W_{m}"], grads[a + f"b_{m}"] = dW, db
@@ -235,18 +242,20 @@ def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, tu
     p = f"blocks.{l}."
     if cfg.mlp:
         mid = acts[p + "hook_resid_mid"]
-        dx_mlp = d_mlp(cfg, w, dy, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
+        d_out = d_norm(cfg, dy, w.ln2_post, acts, p + "ln2_post.", grads, p + "ln2_post")  # OLMo 2: its output's norm
+        dx_mlp = d_mlp(cfg, w, d_out, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
         d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
         dy = dy + d_mid if cfg.residual else d_mid
     pre = acts[p + "hook_resid_pre"]
-    dx_attn = d_attention(cfg, w, dy, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
+    d_out = d_norm(cfg, dy, w.ln1_post, acts, p + "ln1_post.", grads, p + "ln1_post")
+    dx_attn = d_attention(cfg, w, d_out, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
     d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
     return dy + d_pre if cfg.residual else d_pre
 
 
-def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
-    """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
-    grads: dict = {}
+def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  # → [..., pos, d_model], dW_U
+    """Back from the logits to the residual stream entering layer 0 (the embedding plus the position
+    vector): its gradient, and W_U's (or W_E's share, when tied); the other parameters' go into `grads`."""
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
     dx, dW_U, grads["b_U"] = d_unembed(dlogits, x, w.unembed.W, cfg.tied_unembed)
     dx = d_norm(cfg, dx, w.ln_final, acts, "ln_final.", grads, "ln_final")
@@ -254,8 +263,21 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     if w.rope is not None:  # the forward pass's cos and sin, from the angles it recorded
         angle = acts["rope.hook_angle"]  # [pos, d_head / 2]
         turn = np.cos(angle), np.sin(angle)
+    turn_local = turn
+    if w.rope_local is not None:  # Gemma 3's local layers
+        angle = acts["rope.hook_angle_local"]
+        turn_local = np.cos(angle), np.sin(angle)
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn)
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn_local if cfg.is_local(l) else turn)
+    return dx, dW_U
+
+
+def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
+    """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
+    grads: dict = {}
+    dx, dW_U = to_input(cfg, w, acts, dlogits, grads)  # [..., pos, d_model]
+    if cfg.embed_scale:  # Gemma: x = E·√d_model
+        dx = dx * np.dtype(cfg.dtype).type(np.sqrt(cfg.d_model))
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
     if cfg.tied_unembed:
         dW_E += dW_U  # W_U is W_E transposed: both uses add up (d_unembed gave it as [d_vocab, d_model])
@@ -269,9 +291,9 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 
 # Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
-          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
+          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.ln?_post.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
           "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
-          "unembed.hook_in", "logits", "rope.hook_angle"]
+          "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
 
 
 def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:
@@ -283,3 +305,18 @@ def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:
     logits = forward(cfg, w, tokens, rec)  # [..., pos, d_vocab]
     loss, dlogits = cross_entropy(logits, next_token_targets(tokens))
     return loss, backward(cfg, w, tokens, rec.store, dlogits)
+
+
+def attribution(cfg: Config, weights, tokens, target: int):  # [pos] → [pos], [pos, d_model], [pos, d_model]
+    """Gradient × input for the last position's logit of `target`: at each position p,
+    Σ_d x[p, d] · ∂logit/∂x[p, d], x being the input to layer 0 (`blocks.0.hook_resid_pre`: the
+    embedding plus the position vector). Gives (per position, the gradient, x)."""
+    w = weights if isinstance(weights, Weights) else layout(cfg, weights)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    rec = Recorder(NEEDED)
+    logits = forward(cfg, w, tokens, rec)  # [pos, d_vocab]
+    dlogits = np.zeros_like(logits)
+    dlogits[-1, int(target)] = 1.0
+    dx, _ = to_input(cfg, w, rec.store, dlogits, {})  # [pos, d_model]
+    x = rec.store["blocks.0.hook_resid_pre"] if cfg.n_layers else rec.store["unembed.hook_in"]  # [pos, d_model]
+    return (x.astype(np.float64) * dx).sum(axis=-1), dx, x

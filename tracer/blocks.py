@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from .derivatives import (d_gelu_new, d_normalize, d_position_vectors, d_rms_normalize, d_rotate,
-                          d_scale_and_shift, d_swiglu)
-from .equations import (gelu_new, normalize, position_vectors, rms_normalize, rotate, scale_and_shift,
-                        sinusoidal_positions, swiglu)
+from .derivatives import (d_geglu, d_gelu_new, d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize,
+                          d_rotate, d_scale_and_shift, d_swiglu)
+from .equations import (geglu, gelu_new, normalize, one_plus_gain, position_vectors, rms_normalize, rotate,
+                        scale_and_shift, sinusoidal_positions, swiglu)
 
 # --------------------------------------------------------------------------- norms
 
@@ -45,6 +45,7 @@ class Norm:
     gain: Callable = scale_and_shift
     d_gain: Callable = d_scale_and_shift
     hooks: tuple[str, ...] = ("hook_scale", "hook_normalized")
+    gain_form: str = "× {name}.w"  # how the gain is written, of {name} (Gemma's: × (1 + {name}.w))
 
     @property
     def bias(self) -> bool:
@@ -55,7 +56,7 @@ class Norm:
 
     def gain_words(self, name: str) -> str:
         """× ln1.w + ln1.b, or × ln1.w for a norm without bias."""
-        return f"× {name}.w + {name}.b" if self.bias else f"× {name}.w"
+        return f"× {name}.w + {name}.b" if self.bias else self.gain_form.format(name=name)
 
     def before_attention(self, x: str) -> str:
         """The sentence for ln1, where the norm is met first (x: the input's name, as x_A)."""
@@ -81,6 +82,13 @@ NORMS: dict[str, Norm] = {n.key: n for n in (
          "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
          "this model's RMS norm only divides them by their root mean square.",
          "This model first divides it by its root mean square: the final RMS norm."),
+    Norm("gemma_rms", rms_normalize, d_rms_normalize, ("w",), "RMS norm with (1 + w) gain", "RMS",
+         "{x} ÷ √(mean({x}²) + ε)", ", no mean subtracted; Gemma's RMS norm multiplies by (1 + w), its weights stored as "
+         "the gain minus 1",
+         "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
+         "this model's RMS norm only divides them by their root mean square (and multiplies by 1 + w).",
+         "This model first divides it by its root mean square: the final RMS norm, times (1 + w).",
+         gain=one_plus_gain, d_gain=d_one_plus_gain, gain_form="× (1 + w), w = {name}.w"),
 )}
 
 # --------------------------------------------------------------------------- MLPs
@@ -150,6 +158,14 @@ MLPS: dict[str, Mlp] = {m.key: m for m in (
         (("mlp.hook_pre", "gate", "SwiGLU MLP: gate = ln2(x)·W_gate ({shape})"),
          ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
          ("mlp.hook_post", "post", "SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes"))),
+    Mlp("geglu", geglu, d_geglu,
+        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
+        "GeGLU MLP", "GeGLU MLP",
+        "a small gated network (the GeGLU MLP: GELU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
+        (("mlp.hook_pre", "gate", "GeGLU MLP: gate = ln2(x)·W_gate ({shape})"),
+         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
+         ("mlp.hook_post", "post", "GELU(gate) ⊙ up, GELU with the tanh approximation (Gemma's gate, where Llama "
+                                   "uses SiLU): the gate decides how much of each up passes"))),
 )}
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 
@@ -218,4 +234,88 @@ POSITIONS: dict[str, Positions] = {p.key: p for p in (
               source="the embedding; no position vector is added, Q and K are rotated by position",
               instead="no position vector is added (rotary positions): {L}'s query and key are rotated by its "
                       "position in every layer instead, so the input is E itself"),
+)}
+
+# --------------------------------------------------------------------------- Q/K norms
+
+
+@dataclass(frozen=True)
+class QkNorm:
+    """A norm on the projections' Q and K, before the rotation (Qwen3: each head's d_head numbers;
+    OLMo 2: all of a position's Q, or K, numbers at once): the config's norm (`Norm.forward`, then
+    its gain), recorded as `attn.q_norm.hook_scale` / `hook_normalized` (and `k_norm`), with the
+    gains `attn.q_norm.w` / `attn.k_norm.w`, as TransformerLens names them. `flat(x)` gives what
+    the norm works on ([pos, head, d_head], or [pos, head·d_head]); its result is reshaped back."""
+
+    key: str  # the config's `qk_norm`
+    on: bool = False
+    per_head: bool = True  # over each head's d_head numbers; False: over every head's numbers at once
+    title: str = ""  # the model line's words
+    words: str = ""  # what the walkthrough says, of {m} (Q or K), {scale} (its root mean square), {gain}
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        return tuple(f"attn.{m}_norm.{h}" for m in "qk" for h in ("hook_scale", "hook_normalized")) if self.on else ()
+
+    def width(self, heads: int, d_head: int) -> int:
+        """The length of the vector one norm divides: d_head, or every head's numbers."""
+        return d_head if self.per_head else heads * d_head
+
+    def shapes(self, norm: Norm, n_heads: int, kv_heads: int, d_head: int) -> dict[str, tuple[int, ...]]:
+        """The parameters after `blocks.{l}.attn.`: the gain (and bias) of each of Q's and K's norms."""
+        if not self.on:
+            return {}
+        return {f"{m}_norm.{p}": (self.width(heads, d_head),) for m, heads in (("q", n_heads), ("k", kv_heads))
+                for p in norm.params}
+
+    def flat(self, x):  # [..., heads, d_head] → [..., heads, d_head] or [..., heads·d_head]
+        return x if self.per_head else x.reshape(*x.shape[:-2], -1)
+
+
+QK_NORMS: dict[str, QkNorm] = {q.key: q for q in (
+    QkNorm("none"),
+    QkNorm("per_head", True, True, "Q and K normalized per head",
+           "{m} is normalized per head before the rotation: each head's {m} ÷ its root mean square "
+           "(here {scale}), then {gain} (Qwen3's and Gemma 3's Q/K norm)"),
+    QkNorm("whole", True, False, "Q and K normalized whole",
+           "{m} is normalized whole before it is cut into heads and rotated: all of this token's {m} numbers "
+           "÷ their root mean square (here {scale}), then {gain} (OLMo 2's Q/K norm)"),
+)}
+
+# --------------------------------------------------------------------------- where the norms are
+
+
+@dataclass(frozen=True)
+class NormPlace:
+    """Where a block's norms sit: before each sublayer (GPT-2, Llama: `ln1`, `ln2`), after it, on its
+    output before the residual adds it (OLMo 2: `ln1_post`, `ln2_post`, TransformerLens's names), or
+    both (Gemma 2 and 3). Each norm records `hook_scale` and `hook_normalized` under its name; the
+    output norms come before `hook_attn_out` / `hook_mlp_out`, which are what the residual adds."""
+
+    key: str  # the config's `norm_place`
+    before: bool
+    after: bool
+    title: str = ""  # the model line's words ("" for norms before the sublayers only)
+    words: str = ""  # what the walkthrough says at an output norm, of {out} (attn_out, mlp_out), {what}, {scale}, {gain}
+    plain: str = ""  # the demo's words, where the norm before attention would be met
+
+    def names(self, ln: str) -> tuple[str, ...]:
+        """The norms around one sublayer, of its `ln1` / `ln2`, in the order they are applied."""
+        return ((ln,) if self.before else ()) + ((ln + "_post",) if self.after else ())
+
+    @property
+    def per_sublayer(self) -> int:
+        return int(self.before) + int(self.after)
+
+
+NORM_PLACES: dict[str, NormPlace] = {n.key: n for n in (
+    NormPlace("before", True, False),
+    NormPlace("after", False, True, "norms after attention and the MLP, none before",
+              "normalized after the {what}, not before (OLMo 2): {out} ÷ its root mean square (here {scale}), "
+              "then {gain}, and only that is added to the residual stream",
+              "This model does not normalize x first: OLMo 2 normalizes the outputs of attention and of the MLP "
+              "instead (each divided by its root mean square), just before they are added back."),
+    NormPlace("both", True, True, "a norm before and after attention and the MLP",
+              "normalized again after the {what} (Gemma: a norm before and after each sublayer): {out} ÷ its root "
+              "mean square (here {scale}), then {gain}, and only that is added to the residual stream"),
 )}

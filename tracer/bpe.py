@@ -2,7 +2,7 @@
 tokenizers/src) does it: the added tokens cut out of the text first (tokenizer/added_vocabulary.rs:
 leftmost-longest, lstrip/rstrip, those matched on the raw text, then those matched after the normalizer),
 the BPE merge loop (models/bpe/word.rs: the pair of lowest merge rank first, leftmost on ties), the
-post-processor's BOS/EOS, the Split regexes translated to Python's `re`, and the end token.
+post-processor's BOS/EOS, the Split regexes (`tracer.patterns`), the end token, and every id checked.
 
 `BPEBase` holds the parts; `hf_tokenizer.HFTokenizer` (byte-level) and `sp_tokenizer.SPTokenizer`
 (SentencePiece-style, `▁` and byte fallback) add their normalizer, pre-tokenizer and symbols.
@@ -12,95 +12,79 @@ from __future__ import annotations
 
 import heapq
 import re
-from functools import lru_cache
 from pathlib import Path
 
-from .errors import TracerError
-from .reading import parse_json, read_small
+from .errors import TracerError, is_whole
+from .patterns import python_regex, refuse, split, unicode_class  # noqa: F401  (the Split regexes: tracer.patterns)
+from .reading import inside, parse_json, read_small
 
 END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>")  # when the folder does not say
 # Unicode White_Space: what \s means in Oniguruma and Rust's regex (Python's \s adds U+001C–U+001F).
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-_WS_CLASS = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 
 
-def refuse(where, why: str):
-    raise TracerError(f"tokenizer {where}: tracer cannot reproduce this tokenizer exactly: {why}; "
-                      f"refusing rather than approximating")
+MAX_ID = 2**31 - 1  # tokenizers' ids are u32, tiktoken's ranks fit an i32; a model's d_vocab is far below
 
 
-@lru_cache(maxsize=None)
-def unicode_class(name: str) -> str:
-    """The body of a [...] class matching what \\p{name} matches in Rust's regex (tiktoken's engine)."""
-    if not re.fullmatch(r"[A-Za-z_]{1,40}", name):
-        raise TracerError(f"unicode class {name!r}: not a property name")
-    import numpy as np
-    import tiktoken
-
-    enc = tiktoken.Encoding(f"tracer-class-{name}", pat_str=r"\p{%s}+" % name,
-                            mergeable_ranks={bytes([b]): b for b in range(256)}, special_tokens={})
-    every = np.r_[0:0xD800, 0xE000:0x110000].astype("<u4").tobytes().decode("utf-32-le")  # all but surrogates
-    got = enc.decode_bytes(enc.encode_ordinary(every)).decode("utf-8").encode("utf-32-le")
-    points = np.frombuffer(got, "<u4").astype(np.int64)  # in order: the text was
-    cut = np.flatnonzero(np.diff(points) != 1) + 1
-    runs = zip(points[np.r_[0, cut]], points[np.r_[cut - 1, len(points) - 1]]) if len(points) else ()
-    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in runs)
+def token_id(v, where, what: str) -> int:
+    """An id from the file: a whole number (not true, not 5.0, not "5") in 0..MAX_ID. Whether the model has
+    a row for it is the model's check (`n_vocab` ≤ d_vocab), so every id the tokenizer gives is below d_vocab."""
+    if not is_whole(v):
+        raise TracerError(f"tokenizer {where}: {what} has the id {repr(v)[:40]}, not a whole number")
+    if not 0 <= v <= MAX_ID:
+        shown = f"{v:,}" if abs(v) < 10**30 else ("-" if v < 0 else "") + "beyond 10³⁰"
+        raise TracerError(f"tokenizer {where}: {what} has the id {shown}, outside 0..{MAX_ID:,}")
+    return v
 
 
-def python_regex(pattern: str, where) -> re.Pattern:
-    """An Oniguruma pattern of a tokenizer.json Split as a Python re pattern with the same matches."""
-    out, i, depth = [], 0, 0  # depth > 0 inside a [...] class
+def read_vocab(items, where) -> dict[str, int]:
+    """A model's vocab table: every id a token id (`token_id`) and no id given to two tokens."""
+    if not isinstance(items, dict):
+        raise TracerError(f"tokenizer {where}: the model's vocab is not a table of tokens and ids")
+    vocab, owner = {}, {}
+    for t, v in items.items():
+        i = token_id(v, where, f"the vocabulary's token {str(t)[:40]!r}")
+        if i in owner:
+            raise TracerError(f"tokenizer {where}: the vocabulary's tokens {owner[i][:40]!r} and {str(t)[:40]!r} "
+                              f"both have the id {i:,}")
+        vocab[str(t)], owner[i] = i, str(t)
+    return vocab
 
-    def cls(name: str, negated: bool, inside: bool) -> str:
-        body = {"s": _WS_CLASS, "d": unicode_class("Nd")}.get(name) or (
-            unicode_class("L") + unicode_class("M") + unicode_class("Nd") + unicode_class("Pc") if name == "w"
-            else unicode_class(name))
-        if inside and negated:
-            refuse(where, f"the regex {pattern!r} negates a class inside [...]")
-        return body if inside else f"[{'^' if negated else ''}{body}]"
 
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            e = pattern[i + 1]
-            if e in "pP" and i + 2 < len(pattern) and pattern[i + 2] == "{":
-                end = pattern.index("}", i)
-                out.append(cls(pattern[i + 3 : end], e == "P", depth > 0))
-                i = end + 1
-                continue
-            if e in "sSdDwW":
-                out.append(cls(e.lower(), e.isupper(), depth > 0))
-            elif e.isascii() and e.isalnum() and e not in "nrtfvaxu":
-                refuse(where, f"the regex {pattern!r} uses \\{e}, which tracer does not translate")
-            else:
-                out.append(c + e)
-            i += 2
+def _longest_prefixes(tokens) -> dict:
+    """Each token → the longest other token it starts with (None for none). In sorted order the tokens a
+    token starts with are on the stack (each one a prefix of the next): time linear in the tokens' length."""
+    parent, stack = {}, []
+    for t in sorted(tokens):
+        while stack and not t.startswith(stack[-1]):
+            stack.pop()
+        parent[t] = stack[-1] if stack else None
+        stack.append(t)
+    return parent
+
+
+def two_token_splits(tokens):
+    """(token, [k, …]): every k at which token[:k] and token[k:] are both tokens, ascending, for each token
+    (str or bytes) with at least one. The obvious test of every k hashes O(n²) characters for a token of n
+    (a 1.6 MB token took 11 minutes); this follows each token's chains of prefix and suffix tokens instead,
+    which are at most as long as the number of distinct token lengths."""
+    tokens = set(tokens)
+    prefix = _longest_prefixes(tokens)
+    suffix = _longest_prefixes({t[::-1] for t in tokens})
+    for t in tokens:
+        cuts, p = set(), prefix[t]
+        while p is not None:
+            cuts.add(len(p))
+            p = prefix[p]
+        if not cuts:
             continue
-        if depth == 0 and c in "^$":
-            refuse(where, f"the regex {pattern!r} uses the anchor {c!r}")
-        if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-        out.append(c)
-        i += 1
-    try:
-        compiled = re.compile("".join(out))
-    except (re.error, ValueError) as e:
-        refuse(where, f"the regex {pattern!r} does not translate to Python ({e})")
-    if compiled.match(""):
-        refuse(where, f"the regex {pattern!r} can match empty text")
-    return compiled
-
-
-def split(text: str, pattern: re.Pattern, behavior: str) -> list[str]:
-    """`tokenizers`' NormalizedString.split: the matches (unless Removed) and the text between them, no empty piece."""
-    pieces, prev = [], 0
-    for m in pattern.finditer(text):
-        pieces += [text[prev : m.start()], m.group() if behavior == "Isolated" else ""]
-        prev = m.end()
-    pieces.append(text[prev:])
-    return [p for p in pieces if p]
+        found, s = [], suffix[t[::-1]]
+        while s is not None:
+            if len(t) - len(s) in cuts:
+                found.append(len(t) - len(s))
+            s = suffix[s]
+        if found:
+            yield t, found
 
 
 def merge(sym: list[int], merges: dict) -> tuple[int, ...]:
@@ -163,10 +147,37 @@ def post(spec, where) -> tuple[list[int], list[int]]:
             ids = spec.get("special_tokens", {}).get(name, {}).get("ids")
             if not ids:
                 raise TracerError(f"tokenizer {where}: the template's special token {name!r} has no ids")
-            (after if seen else before).extend(int(i) for i in ids)
+            if not isinstance(ids, list):
+                raise TracerError(f"tokenizer {where}: the template's special token {name!r} has no list of ids")
+            (after if seen else before).extend(token_id(i, where, f"the template's special token {str(name)[:40]!r}")
+                                               for i in ids)
         else:
             refuse(where, f"template item {item}")
     return before, after
+
+
+class _Runs:
+    """The runs of White_Space in a text, so that stripping around an added token costs a look-up, not a copy
+    of the text before or after it (which made a prompt with many lstrip/rstrip tokens quadratic)."""
+
+    _FIND = re.compile(f"[{re.escape(WHITE_SPACE)}]+")
+
+    def __init__(self, text: str):
+        import bisect
+
+        self._bisect = bisect.bisect_right
+        found = [(m.start(), m.end()) for m in self._FIND.finditer(text)]
+        self._starts, self._ends = [a for a, _ in found], [b for _, b in found]
+
+    def start(self, k: int) -> int:
+        """Where the run of white space that ends at k starts (k when none does)."""
+        j = self._bisect(self._starts, k - 1) - 1
+        return self._starts[j] if j >= 0 and self._starts[j] < k <= self._ends[j] else k
+
+    def end(self, k: int) -> int:
+        """Where the run of white space that starts at or contains k ends (k when none does)."""
+        j = self._bisect(self._starts, k) - 1
+        return self._ends[j] if j >= 0 and self._starts[j] <= k < self._ends[j] else k
 
 
 class BPEBase:
@@ -180,6 +191,17 @@ class BPEBase:
     sha256: str | None = None
     source: dict | None = None  # spec() of a tokenizer built from elsewhere (a GGUF's metadata)
 
+    def _open(self, path: Path | None, data: dict | None, loaded) -> tuple[dict, Path | None]:
+        """The tokenizer.json table (read from `path` unless `data` is given, or `loaded`: its table
+        and sha256 read already) and its folder's tokenizer_config.json (None for a table given)."""
+        if data is not None:
+            self.name = str(path)
+            return data, None
+        self.path = path.resolve()
+        data, self.sha256 = loaded or load(path)
+        self.name = f"{path.parent.name}/{path.name}"
+        return data, inside(path.parent, "tokenizer_config.json", path.parent)  # a link out of the folder is refused
+
     def _common(self, data: dict, where: str, end, config: Path | None) -> None:
         """Everything but the model: call after `vocab` and the normalizer are set."""
         if data.get("model", {}).get("dropout") not in (None, 0, 0.0):
@@ -191,12 +213,16 @@ class BPEBase:
         for t in data.get("added_tokens", []):
             if t.get("single_word"):
                 refuse(where, f"added token {t['content']!r} has single_word")
-            self.added[int(t["id"])] = t
+            self.added[token_id(t["id"], where, f"the added token {str(t.get('content'))[:40]!r}")] = t
         self.special = {i for i, t in self.added.items() if t.get("special")}
         self._matchers = [self._matcher(normalized) for normalized in (False, True)]
         self.before, self.after = post(data.get("post_processor"), where)
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.id_to_token.update({i: t["content"] for i, t in self.added.items()})
+        for i in self.before + self.after:  # the model reads every id; one that names no token is no row of it
+            if i not in self.id_to_token:
+                raise TracerError(f"tokenizer {where}: the post-processor's template adds the id {i:,}, "
+                                  f"which no token of the vocabulary has")
         self.n_vocab = max(self.id_to_token) + 1
         self.end_id = self._end(end, where, config)
 
@@ -227,14 +253,16 @@ class BPEBase:
         """AddedVocabulary.find_matches: the added tokens in the text and the pieces between them, with
         each piece's start in the text."""
         pattern, ids = matcher or (re.compile("(?!)"), {})
-        out, offset = [], 0
+        out, offset, runs = [], 0, None
         for m in pattern.finditer(text):
             start, stop, i = m.start(), m.end(), ids[m.group()]
             t = self.added[i]
+            if t.get("lstrip") or t.get("rstrip"):
+                runs = runs or _Runs(text)  # the whitespace runs, found once: each strip is then a look-up
             if t.get("lstrip"):
-                start = max(len(text[:start].rstrip(WHITE_SPACE)), offset)
+                start = max(runs.start(start), offset)
             if t.get("rstrip"):
-                stop += len(text[stop:]) - len(text[stop:].lstrip(WHITE_SPACE))
+                stop = runs.end(stop)
             if offset < start:
                 out.append((text[offset:start], None, offset))
             out.append((text[start:stop], i, start))

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from typing import TYPE_CHECKING
 
-from .errors import TracerError, near
+from .errors import TracerError, is_whole, near
 
 if TYPE_CHECKING:
     from . import blocks
@@ -51,6 +51,12 @@ class Config:
     rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · rope_theta^(−2i/d_head)
     rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
     sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
+    norm_place: str = "before"  # before (GPT-2, Llama: ln1, ln2) | after (OLMo 2: ln1_post, ln2_post, on the sublayers' outputs)
+    embed_scale: bool = False  # Gemma: the embedding multiplied by √d_model before layer 0
+    attn_scalar: float | None = None  # Gemma's query_pre_attn_scalar: scores ÷ √attn_scalar instead of ÷ √d_head
+    windowed: tuple | None = field(default=None, hash=False)  # the layers the sliding window applies to (Gemma 3); None: all
+    rope_local_theta: float | None = None  # Gemma 3: RoPE's base on those local layers (rope_theta on the others)
+    qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -67,9 +73,9 @@ class Config:
         counts = ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp")
         for name in counts + (("n_kv_heads",) if self.n_kv_heads is not None else ()):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_whole(value, 1):
                 raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
-        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
+        if not is_whole(self.n_layers, 0):
             raise TracerError(f"config: n_layers must be a whole number ≥ 0, got {self.n_layers!r}")
         for name, most in LIMITS.items():
             if getattr(self, name) > most:
@@ -97,16 +103,63 @@ class Config:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
+        if self.norm_place not in blocks.NORM_PLACES:
+            raise TracerError(f"config: norm_place must be one of {', '.join(blocks.NORM_PLACES)}, got {self.norm_place!r}")
+        if self.qk_norm not in blocks.QK_NORMS:
+            raise TracerError(f"config: qk_norm must be one of {', '.join(blocks.QK_NORMS)}, got {self.qk_norm!r}")
+        if self.qk_norm_kind.on and not self.position_kind.rotary:
+            raise TracerError("config: a Q/K norm (qk_norm) is computed with rotary positions only (positional = rope)")
         w = self.sliding_window
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+        if w is not None and not is_whole(w, 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
+        self._check_windowed()
+
+    def _check_windowed(self) -> None:
+        if not isinstance(self.embed_scale, bool):
+            raise TracerError(f"config: embed_scale must be true or false, got {self.embed_scale!r}")
+        for name in ("attn_scalar", "rope_local_theta"):
+            if getattr(self, name) is not None and not _positive(getattr(self, name)):
+                raise TracerError(f"config: {name} must be a number > 0 or absent, got {getattr(self, name)!r}")
+        if self.windowed is None:
+            return
+        layers = self.windowed
+        if not isinstance(layers, (list, tuple)) or not all(
+                isinstance(l, int) and not isinstance(l, bool) and 0 <= l < self.n_layers for l in layers):
+            raise TracerError(f"config: windowed must list layers 0–{self.n_layers - 1}, got {layers!r}")
+        object.__setattr__(self, "windowed", tuple(sorted(set(layers))))
+        if self.sliding_window is None:
+            raise TracerError("config: windowed names the sliding-window layers, but sliding_window is absent")
+
+    def is_local(self, layer: int) -> bool:
+        """Whether layer `layer` uses the sliding window (and, with rope_local_theta, the local RoPE base)."""
+        return self.sliding_window is not None and (self.windowed is None or layer in self.windowed)
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window of layer `layer`, or None when it sees every earlier key."""
+        return self.sliding_window if self.is_local(layer) else None
+
+    @property
+    def scores_scale(self) -> float | None:
+        """What Q·K is multiplied by: 1/√d_head (Gemma: 1/√query_pre_attn_scalar), or None unscaled."""
+        import math
+
+        if not self.scale_scores:
+            return None
+        return 1.0 / math.sqrt(self.attn_scalar if self.attn_scalar is not None else self.d_head)
 
     def _check_rope_scaling(self) -> None:
         rs = self.rope_scaling
         kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+        if kind == "factors":  # a divisor per pair of dimensions (a GGUF's rope_freqs)
+            factors = rs.get("factors")
+            if not isinstance(factors, list) or len(factors) != self.d_head // 2 or not all(
+                    _positive(f) and f < float("inf") for f in factors):
+                raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
+                                  f"(one per pair of a head's dimensions)")
+            return
         if kind != "llama3":
             raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
-                              f"'llama3' scaling, or none)")
+                              f"'llama3' scaling, a GGUF's per-pair 'factors', or none)")
         for key in ROPE_SCALING_KEYS:
             if not _positive(rs.get(key)):
                 raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")
@@ -146,6 +199,20 @@ class Config:
         return blocks.POSITIONS[self.positional]
 
     @property
+    def norm_place_kind(self) -> blocks.NormPlace:
+        """Where the block's norms sit (before the sublayers, or after them: OLMo 2)."""
+        from . import blocks
+
+        return blocks.NORM_PLACES[self.norm_place]
+
+    @property
+    def qk_norm_kind(self) -> blocks.QkNorm:
+        """The Q/K norm's entry in the table of block switches (`none`: Q and K are not normalized)."""
+        from . import blocks
+
+        return blocks.QK_NORMS[self.qk_norm]
+
+    @property
     def has_positions(self) -> bool:
         """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
         return self.position_kind.adds
@@ -166,10 +233,11 @@ class Config:
         V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
         ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
         per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
+        per_layer += sum(s[0] for s in self.qk_norm_kind.shapes(self.norm_kind, H, self.kv_heads, dh).values())
         if self.layer_norm:
-            per_layer += ln
+            per_layer += ln * self.norm_place_kind.per_sublayer
         if self.mlp:
-            per_layer += self.mlp_kind.n_params(d, dm) + (ln if self.layer_norm else 0)
+            per_layer += self.mlp_kind.n_params(d, dm) + (ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0)
         total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U

@@ -17,7 +17,9 @@ teaching needs: `blocks.{l}.attn.hook_dots` (the raw Q·K, before scaling and th
 summed: recorded as a recipe, computed when read). With rotary positions Q and K are recorded
 before (`hook_q`, `hook_k`) and after (`hook_rot_q`, `hook_rot_k`) their rotation; the SwiGLU MLP
 records x·W_gate (`hook_pre`), x·W_in (`hook_pre_linear`) and SiLU(gate)·up (`hook_post`), as
-TransformerLens names them; `rope.hook_angle` holds each position's angles (one per pair of a
+TransformerLens names them; Qwen3's and OLMo 2's Q/K norms record `attn.q_norm.hook_scale`,
+`attn.q_norm.hook_normalized` (and `k_norm`'s) between `hook_q` and `hook_rot_q`; OLMo 2's norms of the sublayers' outputs record `ln1_post.*` and
+`ln2_post.*` (TransformerLens's names) before `hook_attn_out` / `hook_mlp_out`; `rope.hook_angle` holds each position's angles (one per pair of a
 head's dimensions, the same in every layer). Under grouped-query attention `hook_k` and `hook_v` hold the
 key/value heads (fewer than the query heads). How a recorded value is held is the store's
 business (`tracer.store`).
@@ -32,7 +34,7 @@ import numpy as np
 
 from .config import Config
 from .equations import (attend, attention_scores, causal_softmax, embed, head_results, merge_heads, rope_angles,
-                        scale_and_mask, score_scale, split_heads)
+                        scale_and_mask, split_heads)
 from .fast import Layer, Weights, layout
 from .params import init_weights
 from .record import NOTHING, Recorder
@@ -47,6 +49,8 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     n = tokens.shape[-1]
     start = cache.length if cache is not None else 0
     x = rec("hook_embed", embed(w.W_E, tokens).astype(cfg.dtype, copy=False))  # [pos, d_model]
+    if cfg.embed_scale:  # Gemma: × √d_model, as a number of the model's dtype
+        x = x * np.dtype(cfg.dtype).type(np.sqrt(cfg.d_model))
     positions = cfg.position_kind  # the table of block switches' entry (`tracer.blocks`)
     if positions.adds:
         x = x + rec("hook_pos_embed", positions.forward(w.W_pos, start, n))  # [pos, d_model]
@@ -54,22 +58,29 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if w.rope is not None:  # rotary positions: the angle each pair of a head's dimensions turns by, here
         angle = rec("rope.hook_angle", rope_angles(w.rope, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
         turn = np.cos(angle), np.sin(angle)  # [pos, d_head / 2] each
+    turn_local = turn
+    if w.rope_local is not None:  # Gemma 3: the sliding-window layers turn by a local base's angles
+        angle = rec("rope.hook_angle_local", rope_angles(w.rope_local, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
+        turn_local = np.cos(angle), np.sin(angle)
     for l, layer in enumerate(w.layers):
-        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None, turn)
+        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None,
+                  turn_local if cfg.is_local(l) else turn, cfg.window_of(l))
     if cache is not None:
         cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
     return rec("logits", w.unembed(x))  # [pos, d_vocab]
 
 
-def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """One layer: attention, then the MLP, each added back to its input."""
+def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """One layer: attention, then the MLP, each added back to its input. `window`: this layer's sliding window."""
     x = rec("hook_resid_pre", x)
-    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn)  # [pos, d_model]
+    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn, window)  # [pos, d_model]
+    attn_out = norm(cfg, attn_out, w.ln1_post, rec.scope("ln1_post"))  # OLMo 2: the output normalized instead
     x = residual(cfg, x, rec("hook_attn_out", attn_out))  # x + attention(ln1(x))
     if cfg.mlp:
         x = rec("hook_resid_mid", x)
         mlp_out = mlp(cfg, w, norm(cfg, x, w.ln2, rec.scope("ln2")), rec.scope("mlp"))  # [pos, d_model]
+        mlp_out = norm(cfg, mlp_out, w.ln2_post, rec.scope("ln2_post"))
         x = residual(cfg, x, rec("hook_mlp_out", mlp_out))  # x + mlp(ln2(x))
     return rec("hook_resid_post", x)
 
@@ -90,18 +101,26 @@ def norm(cfg: Config, x: np.ndarray, ln: tuple | None, rec: Recorder = NOTHING) 
     return kind.gain(rec("hook_normalized", normalized), *ln)
 
 
-def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+def qk_norm(cfg: Config, x: np.ndarray, ln: tuple, rec: Recorder = NOTHING) -> np.ndarray:  # [pos, heads, d_head] → same
+    """The config's norm on Q or K: over each head's d_head numbers, or over all of them
+    (`cfg.qk_norm_kind.flat`), then its gain; recorded as `attn.q_norm.hook_scale` / `hook_normalized`."""
+    return norm(cfg, cfg.qk_norm_kind.flat(x), ln, rec).reshape(x.shape)
+
+
+def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Causal self-attention, every head at once: each query weighs the keys it may see, takes
     that blend of their values, and W_O merges the heads. `turn`: RoPE's (cos, sin) for these positions."""
     q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
     q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
+    if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
+        q, k = qk_norm(cfg, q, w.q_norm, rec.scope("q_norm")), qk_norm(cfg, k, w.k_norm, rec.scope("k_norm"))
     if turn is not None:  # rotary positions: Q and K turned by their position's angles
         rotate = cfg.position_kind.forward
         q, k = rec("hook_rot_q", rotate(q, *turn)), rec("hook_rot_k", rotate(k, *turn))
     if kv is not None:
         k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
     dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-    scores = rec("hook_attn_scores", scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores), cfg.sliding_window))
+    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
     rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))

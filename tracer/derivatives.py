@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .equations import rotate, silu
+from .equations import gelu_new, rotate, silu
 
 
 def d_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
@@ -56,3 +56,13 @@ def d_position_vectors(dx: np.ndarray, W_pos: np.ndarray, start: int = 0) -> np.
     dW = np.zeros_like(W_pos)  # [n_ctx, d_model]
     dW[start : start + n] = dx.reshape(-1, n, dx.shape[-1]).sum(axis=0)  # [pos, d_model]
     return dW
+
+
+def d_one_plus_gain(dy: np.ndarray, normalized: np.ndarray, w: np.ndarray):  # y = n·(1 + w) → dn, dw, None
+    """Gemma's RMS norm gain, (1 + w): dn = dy·(1 + w), dw = Σ dy·n."""
+    lead = tuple(range(dy.ndim - 1))
+    return dy * (1.0 + w), (dy * normalized).sum(axis=lead), None
+
+
+def d_geglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray):  # post = GELU(gate)·up → dgate, dup
+    return d_gelu_new(dpost * up, gate), dpost * gelu_new(gate)

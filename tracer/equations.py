@@ -73,10 +73,14 @@ def split_heads(qkv: np.ndarray, n_heads: int, n_kv_heads: int | None = None):  
 
 def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> np.ndarray:  # → [d_head / 2]
     """The angle per position of each pair of a head's dimensions: θ_i = theta^(−2i/d_head) (RoPE),
-    with Llama 3's stretch of the slow frequencies when `scaling` says {"rope_type": "llama3", …}."""
+    with Llama 3's stretch of the slow frequencies when `scaling` says {"rope_type": "llama3", …}, or
+    each divided by its own factor when it says {"rope_type": "factors", "factors": [d_head / 2]}
+    (how a GGUF file stores Llama 3's scaling: its `rope_freqs` tensor, as llama.cpp applies it)."""
     inv = 1.0 / np.power(float(theta), np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head / 2]
     if not scaling:
         return inv
+    if scaling.get("rope_type") == "factors":
+        return inv / np.asarray(scaling["factors"], dtype=np.float64)  # [d_head / 2]
     factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
     old_ctx = float(scaling["original_max_position_embeddings"])
     wavelen = 2 * math.pi / inv  # [d_head / 2] positions per turn
@@ -231,3 +235,13 @@ def sinusoidal_positions(n_ctx: int, d_model: int) -> np.ndarray:  # → [n_ctx,
     i = np.arange(d_model)[None, :]  # [1, d_model]
     angle = pos / np.power(10000.0, (2 * (i // 2)) / d_model)  # [pos, d_model]
     return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))  # [pos, d_model]
+
+
+def one_plus_gain(normalized: np.ndarray, w: np.ndarray, b=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """Gemma's RMS norm gain: the normalized vector × (1 + w) (w is stored as the gain minus 1; no bias)."""
+    return normalized * (1.0 + w)
+
+
+def geglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:  # [pos, d_mlp] ×2 → [pos, d_mlp]
+    """Gemma's gated MLP middle: GELU (tanh approximation) of x·W_gate, times x·W_in."""
+    return gelu_new(gate) * up

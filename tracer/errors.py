@@ -28,3 +28,9 @@ def near(word: str, choices, n: int = 3) -> str:
     if not close:
         return ""
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def is_whole(value, least: int | None = None) -> bool:
+    """Whether `value` is a whole number (an int, never a bool: `true` is no count) of at least `least`:
+    the one rule every count, size, seed, step and id read from a user or a file obeys."""
+    return isinstance(value, int) and not isinstance(value, bool) and (least is None or value >= least)

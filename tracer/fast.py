@@ -65,6 +65,10 @@ class Layer:
     mlp_in: Affine | None  # [d_model, d_mlp]
     mlp_out: Affine | None  # [d_mlp, d_model]
     mlp_gate: Affine | None = None  # [d_model, d_mlp] (SwiGLU's W_gate; no bias)
+    q_norm: tuple | None = None  # the Q/K norms' (gain, bias) (Qwen3, OLMo 2: `cfg.qk_norm_kind`), else None
+    k_norm: tuple | None = None
+    ln1_post: tuple | None = None  # OLMo 2's norms of attention's and the MLP's outputs (`cfg.norm_place_kind.after`)
+    ln2_post: tuple | None = None
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Weights:
     ln_final: tuple | None = None
     unembed: Affine | None = None  # W_U [d_model, d_vocab], b_U
     rope: np.ndarray | None = None  # [d_head / 2] RoPE's angle per position of each pair (rotary positions only)
+    rope_local: np.ndarray | None = None  # [d_head / 2] the local layers' (Gemma 3: `cfg.rope_local_theta`)
 
 
 def fuse_qkv(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
@@ -89,9 +94,17 @@ def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
     return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
 
 
+def qk_norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
+    """A Q/K norm's (gain, bias), or None when the block normalizes neither."""
+    if not cfg.qk_norm_kind.on:
+        return None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
+
+
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
     """`W_qkv` may be given when a loader already holds the fused matrices (GPT-2's c_attn), to avoid a copy."""
     layers = []
+    place = cfg.norm_place_kind  # which of ln1/ln2 and ln1_post/ln2_post the block has
     for l in range(cfg.n_layers):
         p = f"blocks.{l}."
         a = p + "attn."
@@ -100,14 +113,18 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         W_O = params[a + "W_O"]  # [head, d_head, d_model]
         gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
         layers.append(Layer(
-            ln1=norm_weights(cfg, params, p + "ln1"),
+            ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
             qkv=Affine(W, b),
             W_O=W_O,
             out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
-            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp else None,
+            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp and place.before else None,
             mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
             mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
             mlp_gate=Affine(gate, None) if gate is not None else None,
+            q_norm=qk_norm_weights(cfg, params, a + "q_norm"),
+            k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
+            ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
+            ln2_post=norm_weights(cfg, params, p + "ln2_post") if cfg.mlp and place.after else None,
         ))
     return Weights(
         W_E=params["W_E"],
@@ -116,6 +133,8 @@ def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
         rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
+        rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
+        if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
     )
 
 

@@ -87,7 +87,7 @@ OUT_ROWS_MIN_NEW = 200  # new tokens from which the one-position W_out layout pa
 
 
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
-             lens: bool | None = None) -> Generation:
+             lens: bool | None = None, hooks=None) -> Generation:
     """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
     `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
@@ -99,10 +99,10 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
     decode step itself).
     """
     with np.errstate(all="ignore"):  # a run that overflows records ∞ and NaN where they arise: no warnings
-        return _generate(model, ids, settings, names, on_step, lens)
+        return _generate(model, ids, settings, names, on_step, lens, hooks)
 
 
-def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens) -> Generation:
+def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None) -> Generation:
     cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
@@ -117,7 +117,7 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     stops = set(model.tokenizer.eos_ids)
     start = 0
     while True:
-        rec = Recorder(names, cfg)
+        rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.record.Hooks`) apply in every pass
         new = seq[start:] if kv is not None else seq
         logits = forward(cfg, model.weights, new, rec, cache=kv)  # [pos, d_vocab]
         token = sample(logits[-1], s.temperature, s.top_k, s.top_p, rng, Recorder(store=rec.store))
@@ -142,6 +142,8 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
         if len(generated) >= s.max_new_tokens:
             break
     meta = model.meta()
+    if hooks is not None:
+        meta["hooked"] = list(hooks.changed)  # the hook points whose values were replaced
     for step in steps:
         step.meta = dict(meta)
     return Generation(steps, list(ids), generated, model.tokenizer.decode(generated) if generated else "", meta,

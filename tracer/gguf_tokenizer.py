@@ -22,7 +22,7 @@ it sets no `ignore_merges` for Llama 3, and it always puts `▁` before a llama 
 
 from __future__ import annotations
 
-from .bpe import refuse
+from .bpe import refuse, two_token_splits
 from .errors import TracerError, near
 from .hf_tokenizer import byte_aliases
 
@@ -75,9 +75,10 @@ def _get(meta: dict, key: str, default=None):
 def generate_merges(tokens: list[str], vocab: dict[str, int], scores) -> list[tuple[str, str]]:
     """transformers' `generate_merges(vocab, vocab_scores)`: every split of every token into two tokens,
     by the parts' ids, then all of them by score (highest first), then the parts' lengths, stably."""
-    merges = []
-    for piece, score in dict(zip(tokens, scores)).items():
-        local = [(piece[:k], piece[k:], score) for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+    merges, score_of = [], dict(zip(tokens, scores))
+    cuts = dict(two_token_splits(score_of))  # each token's splits, in time linear in the tokens' length
+    for piece, score in score_of.items():
+        local = [(piece[:k], piece[k:], score) for k in cuts.get(piece, ())]
         merges.extend(sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]])))
     merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
     return [(a, b) for a, b, _ in merges]
@@ -139,6 +140,8 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
     types = _get(meta, "tokenizer.ggml.token_type") or [1] * len(tokens)
     if len(types) != len(tokens):
         raise TracerError(f"tokenizer {where}: {len(types)} token types for {len(tokens)} tokens")
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in types):
+        raise TracerError(f"tokenizer {where}: tokenizer.ggml.token_type is not a list of whole numbers")
     arch = _get(meta, "general.architecture")
     if model not in ("gpt2", "llama"):
         refuse(where, f"tokenizer.ggml.model {model!r} (tracer reads gpt2 and llama)")

@@ -7,7 +7,7 @@ normalized (none or NFC), pre-tokenized (Split regexes, Digits, ByteLevel and it
 in GPT-2's byte aliases and merged by BPE; the template adds its BOS/EOS ids. Two engines:
 - `bpe`: the algorithm of `tokenizers` (models/bpe/word.rs: the pair of lowest merge index first, leftmost
   on ties; with `ignore_merges` a pre-token that is a token stays whole), cached per pre-token. Its regexes
-  run in Python's `re`, with `\\p{L}`-style classes read from tiktoken's regex engine (Unicode 16, like
+  run on the `regex` engine (checked and time-limited by `tracer.patterns`), with `\\p{L}`-style classes read from tiktoken's regex engine (Unicode 16, like
   Oniguruma in `tokenizers`; Python 3.11's tables are Unicode 14) and `\\s` as Unicode White_Space.
 - `tiktoken`: an Encoding of the vocabulary (rank = id) with the Split regex as `pat_str`, used only where
   tiktoken's rule (merge the pair whose concatenation has the lowest rank; a piece that is a token stays
@@ -29,8 +29,9 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, refuse, split, unicode_class  # noqa: F401
+from .bpe import END_NAMES, WHITE_SPACE, BPEBase, load, merge, python_regex, read_vocab, refuse, split, two_token_splits, unicode_class  # noqa: F401
 from .errors import TracerError
+from .patterns import check_shape, is_panic, rust_quiet
 from .reading import inside
 
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"  # ByteLevel's use_regex
@@ -109,6 +110,7 @@ def _pre_tokenizer(spec, where) -> tuple[list, bool, bool, str | None]:
             if s.get("invert") or behavior not in ("Isolated", "Removed"):
                 refuse(where, f"Split with behavior {behavior} and invert {s.get('invert')} (only Isolated or Removed)")
             out.append((pat["Regex"] if "Regex" in pat else re.escape(pat.get("String", "")), behavior))
+            check_shape(out[-1][0], where)  # before either engine sees it: both backtrack
             sources.append(pat["Regex"] if "Regex" in pat and behavior == "Isolated" else None)
         elif kind == "Digits":
             sources.append(None)
@@ -149,18 +151,14 @@ class HFTokenizer(BPEBase):
     def _read(self, path, engine: str, end, data, loaded) -> None:
         if data is None:
             path = find_tokenizer_json(path) if Path(path).is_dir() else Path(path)
-            self.path = path.resolve()
-            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
-            self.name, config = f"{path.parent.name}/{path.name}", inside(path.parent, "tokenizer_config.json", path.parent)
-        else:
-            self.name, config = str(path), None
+        data, config = self._open(path, data, loaded)
         where = str(path)
         model = data["model"]
         problems = [f"model type {model.get('type')} (tracer reads BPE)"] if model.get("type", "BPE") != "BPE" else []
         problems += [f"BPE {k} {model[k]!r}" for k in ("continuing_subword_prefix", "end_of_word_suffix") if model.get(k)]
         if problems:
             refuse(where, problems[0])
-        self.vocab: dict[str, int] = {str(k): int(v) for k, v in model.get("vocab", {}).items()}
+        self.vocab: dict[str, int] = read_vocab(model.get("vocab", {}), where)
         missing = [b for b, a in enumerate(byte_aliases()) if a not in self.vocab]
         self.missing_bytes = frozenset(missing)
         if len(missing) == 256:
@@ -222,11 +220,11 @@ class HFTokenizer(BPEBase):
             self._compile()
         words = [piece]
         for pattern, behavior in self._steps:
-            words = [w for word in words for w in split(word, pattern, behavior)]
+            words = [w for word in words for w in split(word, pattern, behavior, self.name)]
         if self.prefix_space:
             words = [w if w.startswith(" ") else " " + w for w in words]
         if self.use_regex:
-            words = [w for word in words for w in split(word, self._gpt2_split, "Isolated")]
+            words = [w for word in words for w in split(word, self._gpt2_split, "Isolated", self.name)]
         out = []
         for w in words:
             out.extend(self._bpe_cached(to_aliases(w)))
@@ -275,10 +273,10 @@ class HFTokenizer(BPEBase):
                 return "a token's merges are not ordered by their parts' ids"
             last_key = (a, b)
             rules[new] += 1
+        splits = {tokens[t]: len(ks) for t, ks in two_token_splits(tokens)}
         for t, i in tokens.items():
-            splits = sum(1 for k in range(1, len(t)) if t[:k] in tokens and t[k:] in tokens)
-            if splits != rules.get(i, 0):
-                return (f"token {t!r} has {splits} splits into two tokens but {rules.get(i, 0)} merges "
+            if splits.get(i, 0) != rules.get(i, 0):
+                return (f"token {t[:40]!r} has {splits.get(i, 0)} splits into two tokens but {rules.get(i, 0)} merges "
                         f"(not every split is a merge, as in a converted tiktoken vocabulary)")
         self._tiktoken_ranks = tokens
         return None
@@ -287,9 +285,12 @@ class HFTokenizer(BPEBase):
         import tiktoken
 
         try:
-            enc = tiktoken.Encoding(f"tracer-{(self.sha256 or self.name)[:12]}", pat_str=pattern,
-                                    mergeable_ranks=self._tiktoken_ranks, special_tokens={})
-        except Exception:  # a regex tiktoken's engine does not take: the bpe engine runs it
+            with rust_quiet():
+                enc = tiktoken.Encoding(f"tracer-{(self.sha256 or self.name)[:12]}", pat_str=pattern,
+                                        mergeable_ranks=self._tiktoken_ranks, special_tokens={})
+        except BaseException as e:  # a regex tiktoken's engine does not take (an error, or a PyO3 panic): bpe runs it
+            if not is_panic(e) and not isinstance(e, Exception):
+                raise
             return None
         self._lengths = {i: len(b) for b, i in self._tiktoken_ranks.items()}
         return enc
@@ -297,7 +298,13 @@ class HFTokenizer(BPEBase):
     def _encode_tiktoken(self, piece: str) -> list[int]:
         if self.prefix_space and not piece.startswith(" "):
             piece = " " + piece
-        ids = self.enc.encode_ordinary(piece)
+        try:
+            with rust_quiet():
+                ids = self.enc.encode_ordinary(piece)
+        except BaseException as e:  # fancy-regex's backtracking limit is a PyO3 panic (a BaseException)
+            if not is_panic(e):
+                raise
+            return self._encode_bpe(piece)  # the same ids, on the engine whose time limit says it in one line
         if sum(self._lengths[i] for i in ids) != len(piece.encode("utf-8")):
             return self._encode_bpe(piece)  # the regex left text unmatched: tokenizers keeps it as a piece
         return ids

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backward import loss_and_grads
+from .backward import attribution, loss_and_grads
 from .config import Config
-from .decoder import forward
+from .decoder import forward, hook_names
 from .errors import TracerError
 from .fast import Weights, layout
 from .generate import generate
 from .params import Params
-from .record import Recorder
+from .record import Hooks, Recorder
 from .settings import GenerationSettings
 from .tokens import Prompt, Tokenizer, encode_prompt
 from .trace import Generation, Trace
@@ -64,6 +64,7 @@ class Model:
         self.chat_template = chat_template  # the model's chat template (jinja), when it ships one
         self.notes = tuple(notes)  # what its reader noticed that the user should read once
         self.storage_examples = dict(storage_examples or {})  # storage type → one number worked from its bytes
+        self._hook_names: list[str] | None = None  # every name forward records, found when a hook is first given
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
 
     def meta(self) -> dict:
@@ -124,35 +125,61 @@ class Model:
 
         return chat_ids(self.tokenizer, self.chat_prompt(messages, add_generation_prompt))
 
-    def run(self, prompt_or_ids, names=None, truncate: str | None = None, chat: bool = False) -> Trace:
+    def hooks(self, hooks: dict | None) -> Hooks | None:
+        """`{hook name or glob: fn}` checked against the names this model records (`tracer.record.Hooks`)."""
+        if hooks is None:
+            return None
+        if self._hook_names is None:
+            self._hook_names = hook_names(self.config)
+        return Hooks(hooks, self._hook_names)
+
+    def run(self, prompt_or_ids, names=None, truncate: str | None = None, chat: bool = False,
+            hooks: dict | None = None) -> Trace:
         """One recorded forward pass. `names`: globs of hook names to keep (None: everything).
-        `chat`: the prompt goes through the model's chat template first (see `prompt`)."""
+        `chat`: the prompt goes through the model's chat template first (see `prompt`). `hooks`:
+        {name or glob: fn(value) or fn(value, name)} returning the value to use instead (TransformerLens's
+        `run_with_hooks`); the trace records the replaced values and `meta["hooked"]` names them."""
         prompt = self.prompt(prompt_or_ids, truncate, chat=chat)
-        rec = Recorder(names, self.config)
+        hooked = self.hooks(hooks)
+        rec = Recorder(names, self.config, hooks=hooked)
         with np.errstate(all="ignore"):  # overflow is recorded where it arises (∞, NaN), not warned about
             forward(self.config, self.weights, prompt.ids, rec)
+        meta = {**self.meta(), **prompt.meta(), **({"hooked": list(hooked.changed)} if hooked is not None else {})}
         return Trace(rec.store, np.asarray(prompt.ids, dtype=np.int64), self.config,
-                     [self.tokenizer.token_str(t) for t in prompt.ids], {**self.meta(), **prompt.meta()}, 0)
+                     [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0)
 
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
                  on_step=None, truncate: str | None = None, lens: bool | None = None,
-                 settings: GenerationSettings | None = None, chat: bool = False) -> Generation:
+                 settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
         `prompt_or_ids` may be a `Prompt` (`Model.prompt`): then it is not tokenized again.
         `settings` (a `GenerationSettings`) may stand for `max_new_tokens` … `stop`. `chat=True`
-        puts the prompt through the model's chat template (generation stops at its end token). With
+        puts the prompt through the model's chat template (generation stops at its end token). `hooks`:
+        as in `run`, applied in every pass (the KV cache holds the keys and values they gave). With
         `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
         """
         if settings is None:
             settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
-        gen = generate(self, list(prompt.ids), settings, names, on_step, lens)
+        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
         for meta in [gen.meta] + [s.meta for s in gen.steps]:
             meta.update(prompt.meta())
         return gen
+
+    def attribute(self, prompt_or_ids, target: int | None = None) -> dict:
+        """Which input position mattered to the next token: gradient × input at each prompt position for
+        the last position's logit of `target` (default: the most likely next token), from tracer's own
+        backward pass (`tracer.backward.attribution`). {"target_id", "per_position"}."""
+        ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
+        if target is None:
+            target = int(np.argmax(self.run(ids.tolist(), names=["logits"])["logits"][-1]))
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= int(target) < self.config.d_vocab:
+            raise TracerError(f"attribute: target must be a token id in 0–{self.config.d_vocab - 1}, got {target!r}")
+        per, _, _ = attribution(self.config, self.weights, ids, int(target))
+        return {"target_id": int(target), "per_position": [float(v) for v in per]}
 
     def loss_and_grads(self, prompt_or_ids) -> tuple[float, dict]:
         """The mean next-token cross-entropy of the prompt (position i predicts token i + 1, as

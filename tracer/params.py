@@ -28,17 +28,19 @@ def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm), **cfg.position_kind.shapes(cfg.n_ctx, dm)}
     for l in range(cfg.n_layers):
         b = f"blocks.{l}."
-        if cfg.layer_norm:
-            shapes.update({b + f"ln1.{x}": s for x, s in norm.items()})
+        if cfg.layer_norm:  # ln1 (and OLMo 2's ln1_post instead, after attention)
+            shapes.update({b + f"{ln}.{x}": s for ln in cfg.norm_place_kind.names("ln1") for x, s in norm.items()})
         for m in "QKV":
             shapes[b + f"attn.W_{m}"] = (heads[m], dm, dh)
         for m in "QKV":
             shapes[b + f"attn.b_{m}"] = (heads[m], dh)
+        qk = cfg.qk_norm_kind.shapes(cfg.norm_kind, H, cfg.kv_heads, dh)  # Q/K norms' gains (Qwen3, OLMo 2)
+        shapes.update({b + f"attn.{x}": s for x, s in qk.items()})
         shapes[b + "attn.W_O"] = (H, dh, dm)
         shapes[b + "attn.b_O"] = (dm,)
         if cfg.mlp:
             if cfg.layer_norm:
-                shapes.update({b + f"ln2.{x}": s for x, s in norm.items()})
+                shapes.update({b + f"{ln}.{x}": s for ln in cfg.norm_place_kind.names("ln2") for x, s in norm.items()})
             shapes.update({b + f"mlp.{x}": s for x, s in cfg.mlp_kind.shapes(dm, dmlp).items()})
     if cfg.layer_norm:
         shapes.update({f"ln_final.{x}": s for x, s in norm.items()})

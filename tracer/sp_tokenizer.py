@@ -21,9 +21,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from .bpe import BPEBase, load, merge, refuse
+from .bpe import BPEBase, merge, read_vocab, refuse
 from .errors import TracerError
-from .reading import inside
 
 SPACE = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -62,11 +61,7 @@ class SPTokenizer(BPEBase):
         if data is None:
             path = Path(path)
             path = path / "tokenizer.json" if path.is_dir() else path
-            self.path = path.resolve()
-            data, self.sha256 = loaded or load(path)  # loaded: the file's (table, sha256) read already
-            self.name, config = f"{path.parent.name}/{path.name}", inside(path.parent, "tokenizer_config.json", path.parent)
-        else:
-            self.name, config = str(path), None
+        data, config = self._open(path, data, loaded)
         where = str(path)
         model = data["model"]
         if model.get("type", "BPE") != "BPE":
@@ -74,7 +69,7 @@ class SPTokenizer(BPEBase):
         for k in ("continuing_subword_prefix", "end_of_word_suffix"):
             if model.get(k):
                 refuse(where, f"BPE {k} {model[k]!r}")
-        self.vocab: dict[str, int] = {str(k): int(v) for k, v in model.get("vocab", {}).items()}
+        self.vocab: dict[str, int] = read_vocab(model.get("vocab", {}), where)
         self.byte_fallback, self.fuse_unk = bool(model.get("byte_fallback")), bool(model.get("fuse_unk"))
         self.ignore_merges = bool(model.get("ignore_merges", False))
         unk = model.get("unk_token")

@@ -29,7 +29,7 @@ from functools import partial
 
 import numpy as np
 
-from .equations import attention_scores, scale_and_mask, score_scale
+from .equations import attention_scores, scale_and_mask
 
 PACK_MIN_QUERIES = 256  # passes with fewer query positions keep their arrays whole
 REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
@@ -127,7 +127,10 @@ class Recipe:
         names = tuple(block + s for s in sources)
         if not all(s in store for s in names):
             return None
-        d = Derived(partial(self.fn, store.config), names, a.shape, a.dtype)
+        fn = partial(self.fn, store.config)
+        if self.fn is _scores:  # the mask is the layer's (Gemma 3: a sliding window on some layers only)
+            fn = partial(_scores_of_layer, store.config, int(name.split(".")[1]))
+        d = Derived(fn, names, a.shape, a.dtype)
         if trusted and self.exact:
             return d
         again = d.rebuild(store)
@@ -138,8 +141,12 @@ class Recipe:
         return d
 
 
-def _scores(cfg, dots: np.ndarray) -> np.ndarray:
-    return scale_and_mask(dots, score_scale(cfg.d_head, cfg.scale_scores), cfg.sliding_window)  # [head, query_pos, key_pos]
+def _scores(cfg, dots: np.ndarray, layer: int = 0) -> np.ndarray:
+    return scale_and_mask(dots, cfg.scores_scale, cfg.window_of(layer))  # [head, query_pos, key_pos]
+
+
+def _scores_of_layer(cfg, layer: int, dots: np.ndarray) -> np.ndarray:
+    return _scores(cfg, dots, layer)
 
 
 def meeting_qk(cfg) -> tuple:

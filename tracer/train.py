@@ -22,7 +22,7 @@ import numpy as np
 
 from .backward import loss_and_grads
 from .config import Config
-from .errors import TracerError
+from .errors import TracerError, is_whole
 from .fast import layout
 from .params import init_weights
 from .equations import largest_first
@@ -50,13 +50,13 @@ class TrainSettings:
     def __post_init__(self) -> None:
         for name in ("steps", "layers", "d_model", "heads", "context", "batch"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if not is_whole(v, 1):
                 raise TracerError(f"--{name.replace('_', '-')} must be a whole number ≥ 1, got {v!r}")
         if self.d_model % self.heads:
             raise TracerError(f"--d-model {self.d_model} is not divisible by --heads {self.heads}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise TracerError(f"--lr must be a number > 0, got {self.lr!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if not is_whole(self.seed, 0):
             raise TracerError(f"--seed must be a whole number ≥ 0, got {self.seed!r}")
 
     def config(self) -> Config:

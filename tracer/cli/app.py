@@ -142,7 +142,7 @@ class Side(str, Enum):
     right = "right"
 
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a GGUF file (llama.cpp, LM Studio) or ollama:NAME[:TAG], a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral), or a tracer weights file. `tracer models` lists what this machine has.")]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a GGUF file (llama.cpp, LM Studio) or ollama:NAME[:TAG], a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral, Qwen3, OLMo 2, Phi-3, Gemma 3 text), or a tracer weights file. `tracer models` lists what this machine has.")]
 ChatOpt = Annotated[bool, typer.Option("--chat", help="Apply the model's chat template to PROMPT (one user message), as transformers' apply_chat_template(add_generation_prompt=True) renders it; generation stops at the template's end token.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
@@ -183,6 +183,16 @@ def say_notes(model, text: str) -> None:
         shown = ", ".join(f"0x{b:02X}" if isinstance(b, int) else repr(b) for b in lost)
         echo_err(f"note: the vocabulary of {model.name} cannot spell {shown}; dropped from the prompt, as the "
                  f"model's own tokenizer (tokenizers) drops them")
+
+
+def ablations(model, specs) -> tuple[list[str], dict | None]:
+    """--ablate's specs checked against the model: their words and one dict of hooks (None: none)."""
+    if not specs:
+        return [], None
+    from ..interventions import combine, parse_ablation
+
+    parsed = [parse_ablation(s, model.config) for s in specs]
+    return [w for w, _ in parsed], combine(*(h for _, h in parsed))
 
 
 def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:

@@ -8,7 +8,7 @@ import typer
 
 from ..config import DEFAULT_MODEL
 from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
-                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, app, check_export, echo_err, make_console, passes, say_notes,
+                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablations, app, check_export, echo_err, make_console, passes, say_notes,
                   view_of)
 
 
@@ -39,6 +39,8 @@ def trace(
     export: ExportOpt = None,
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
     chat: ChatOpt = False,
+    attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each input vector, embedding + position, of value × ∂logit/∂value), from tracer's own backward pass.")] = False,
+    ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")] = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
@@ -62,13 +64,23 @@ def trace(
     side = truncate.value if truncate else None
     text = m.prompt(prompt, side, settings.max_new_tokens, chat=chat)
     say_notes(m, text.text)
+    removed, hooks = ablations(m, ablate or ())
     n = len(text.ids)
     view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
     # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
     names = REACHED_NAMES if json_out and not save else None
     unseen = bool(names) or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None)
+        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None,
+                         hooks=hooks)
+    change = None
+    if hooks:
+        from ..interventions import prediction_change
+
+        change = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
+        gen.meta["ablation"] = change
+    if attribute:  # the chosen next token (the first generated, or the most likely when none was)
+        gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
     resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"
@@ -259,3 +271,39 @@ def tokens(
     text = m.chat_prompt(prompt) if chat else prompt
     say_notes(m, text)
     make_console().print(token_table(m.tokenizer.encode(text), m.tokenizer))
+
+
+@app.command()
+def compare(
+    a: Annotated[str, typer.Argument(help="The first prompt (A).")],
+    b: Annotated[str, typer.Argument(help="The second prompt (B), with as many tokens as A.")],
+    model: ModelOpt = DEFAULT_MODEL,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (answers, ld, patch.recovered[layer][position], …).")] = False,
+) -> None:
+    """Compare two prompts of one length, and find where A's answer lives by activation patching:
+    B's run with A's residual stream put in at each layer and position, and how much of the logit
+    difference between A's and B's answers that gives back.
+
+    Example: tracer compare "A B C D E F" "A B C D E Q"
+    """
+    from ..interventions import activation_patching
+    from ..loaders import load
+    from ..render.progress import reading_progress
+    from ..tokens import check_prompt
+
+    check_prompt(a)
+    check_prompt(b)
+    m = load(model, progress=reading_progress)
+    a_ids, b_ids = m.tokenize(a), m.tokenize(b)
+    result = activation_patching(m, a_ids, b_ids)
+    if json_out:
+        from ..render.jsonout import dumps
+
+        names = [m.tokenizer.token_str(i) for i in result["answers"]]
+        typer.echo(dumps({"a_ids": a_ids, "b_ids": b_ids, "answers": result["answers"], "answer_tokens": names,
+                          "ld": result["ld"], "differs": result["differs"], "distance": result["distance"],
+                          "patch": {"recovered": result["recovered"], "answers": names}}))
+        return
+    from ..render.compare import compare_view
+
+    make_console().print(compare_view(result, m.tokenizer, a_ids, b_ids))

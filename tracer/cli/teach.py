@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
-from .app import ChatOpt, ModelOpt, app, make_console
+from .app import ChatOpt, ModelOpt, ablations, app, make_console
 
 
 ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
@@ -27,6 +27,7 @@ def demo(
     quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
     chat: ChatOpt = False,
+    ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp).")] = None,
 ) -> None:
     """A paced, narrated classroom walkthrough: one step per screen.
 
@@ -41,6 +42,8 @@ def demo(
                           + ("" if auto <= 0 else f"; at most {MAX_AUTO:,} (a day)"))
     if scenario is not None and prompt is not None:
         raise TracerError("give a scenario or --prompt (with --model), not both")
+    if ablate and scenario is not None:
+        raise TracerError("--ablate changes a model run on --prompt; give --prompt (and --model), not a scenario")
     if chat and scenario is not None:
         raise TracerError("--chat applies a model's chat template to --prompt; a scenario has none")
     if scenario is None and prompt is None:
@@ -52,15 +55,15 @@ def demo(
         console = make_console(width=MAX_WIDTH)
     if console.is_terminal:
         with console.status("running the model and recording every step…"):
-            d = _demo_run(scenario, prompt, model, chat)
+            d = _demo_run(scenario, prompt, model, chat, ablate or ())
     else:
-        d = _demo_run(scenario, prompt, model, chat)
+        d = _demo_run(scenario, prompt, model, chat, ablate or ())
     if d.cfg.n_layers < 1:
         raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
     show_demo(d, console, quiz=quiz, auto=auto, export=export)
 
 
-def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False):
+def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False, ablate=()):
     """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
     from ..loaders import load
     from ..render.demo import Demo
@@ -72,5 +75,11 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False)
                     notes=list(done.scenario.notes))
     m = load(model)
     text = m.prompt(prompt, chat=chat)
-    gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))))
+    removed, hooks = ablations(m, ablate)
+    gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
+    if hooks:
+        from ..interventions import prediction_change
+
+        gen.meta["ablation"] = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
+        prompt = f"{prompt} without {' and '.join(removed)}"
     return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))

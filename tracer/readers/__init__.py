@@ -8,6 +8,11 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     folder.py       the Hugging Face folder plumbing every family shares (config.json, safetensors, checks)
     gpt2.py         model_type gpt2 (and the GPT-2 writer `tracer train` uses)
     llama.py        model_type llama, qwen2, mistral
+    qwen3.py        model_type qwen3 (the Llama block with per-head Q/K norms)
+    olmo2.py        model_type olmo2 (norms after the sublayers, Q and K normalized whole)
+    phi3.py         model_type phi3 (fused qkv_proj and gate_up_proj split once)
+    gemma3.py       model_type gemma3_text (Gemma's switches: √d_model, (1 + w), four norms, GeGLU, local layers)
+    families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
     gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's
     gguf_file.py    the GGUF container: header, metadata, tensor table, memory-mapped data
     quants.py       GGUF's storage types de-quantized to float32 (Q8_0, Q4_1, Q4_K, …)
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
+from .families import BLOCK_FAMILIES, family_module
 
 
 def _gpt2(folder, raw, name, progress):
@@ -32,14 +38,12 @@ def _gpt2(folder, raw, name, progress):
     return gpt2.read(folder, raw, name, progress)
 
 
-def _llama(folder, raw, name, progress):
-    from . import llama
-
-    return llama.read(folder, raw, name, progress)
+def _block_family(folder, raw, name, progress):
+    return family_module(raw["model_type"]).read(folder, raw, name, progress)
 
 
 # config.json's model_type → the reader of such a folder (imported when used: `--help` stays fast)
-FOLDER_FAMILIES = {"gpt2": _gpt2, "llama": _llama, "qwen2": _llama, "mistral": _llama}
+FOLDER_FAMILIES = {"gpt2": _gpt2, **{family: _block_family for family in BLOCK_FAMILIES}}
 
 
 def known_families() -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..errors import TracerError, near
+from ..errors import TracerError, is_whole, near
 from ..files import load_safetensors, read_safetensors_header
 from ..params import first_non_finite
 from ..reading import inside, parse_json, read_small
@@ -49,7 +49,7 @@ def model_type(raw: dict) -> str:
 def whole(raw: dict, key: str, where: Path, default=None) -> int:
     """config.json's `key` as a whole number ≥ 1 (`default` when absent)."""
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value, 1):
         got = " (missing)" if key not in raw and default is None else f", got {value!r}"
         raise TracerError(f"{where}: {key!r} must be a whole number ≥ 1{got}")
     return value
@@ -146,6 +146,26 @@ def check_present(shapes: dict, tensors: dict, origin: dict, folder: Path, ignor
         got = tuple(tensors[name].shape)
         if got != tuple(shape):
             raise TracerError(f"{origin[name]}: tensor {name!r} has shape {list(got)} but config.json implies {list(shape)}")
+
+
+def check_room(need: int, where: Path, stored: str) -> None:
+    """Refuse, with the numbers, a model whose float32 copies (`need` bytes: what is not stored as
+    float32, and the fused Q|K|V matrices) would not fit in what this process may take, before any
+    is made: one line, not an out-of-memory kill. tracer expands every weight when it reads a model."""
+    from ..memory import memory_room
+
+    room = memory_room()
+    if need > room:
+        raise TracerError(f"{where}: expanded to float32 this model needs {need / 1e9:.1f} GB more ({stored}), and this "
+                          f"process can take {room / 1e9:.1f} GB; tracer expands every weight when it reads a model "
+                          f"(layer-by-layer expansion for models bigger than memory is not built yet)")
+
+
+def expansion_bytes(shapes: dict, dtypes: dict, fused_qkv: int = 0) -> int:
+    """Bytes of the float32 copies reading makes: 4 per number of every tensor not stored as float32
+    (`dtypes`: name → stored type), plus `fused_qkv` numbers of the fused Q|K|V matrices."""
+    copied = sum(int(np.prod(shape)) for name, shape in shapes.items() if dtypes.get(name) not in ("F32", "float32"))
+    return 4 * (copied + fused_qkv)
 
 
 def as_float32(name: str, arr: np.ndarray, where: Path) -> np.ndarray:

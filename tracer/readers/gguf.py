@@ -11,6 +11,9 @@ and the family's `translate` gives TransformerLens names:
     blk.{l}.attn_norm → input_layernorm       blk.{l}.ffn_norm → post_attention_layernorm
     blk.{l}.attn_q / attn_k / attn_v / attn_output → self_attn.q_proj / k_proj / v_proj / o_proj (+ .bias)
     blk.{l}.ffn_gate / ffn_up / ffn_down → mlp.gate_proj / up_proj / down_proj
+    blk.{l}.attn_q_norm / attn_k_norm → self_attn.q_norm / k_norm (Qwen3, OLMo 2)
+    Phi-3: blk.{l}.attn_qkv → self_attn.qkv_proj, blk.{l}.ffn_up → mlp.gate_up_proj (gate and up, fused)
+    OLMo 2: blk.{l}.post_attention_norm / post_ffw_norm → post_attention_layernorm / post_feedforward_layernorm
 
 A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
 [out, in]. llama.cpp's converter writes the `llama` architecture's Q and K rows permuted, so that
@@ -31,11 +34,12 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
-from .folder import check_finite, no_progress
-from .llama import config_of, file_names, hf_shapes, translate
+from .families import family_module
+from .folder import check_finite, check_room, expansion_bytes, no_progress
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
+ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
+                 "olmo2": ("olmo2", False), "phi3": ("phi3", False)}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
@@ -45,14 +49,24 @@ LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_
          "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
          "attn_v.bias": "self_attn.v_proj.bias", "attn_output.bias": "self_attn.o_proj.bias",
          "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-         "ffn_down.weight": "mlp.down_proj.weight"}
+         "ffn_down.weight": "mlp.down_proj.weight",
+         "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 
 
-def tensor_names(n_layers: int) -> dict[str, str]:
-    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers."""
+# An architecture whose llama.cpp names differ from LAYER's: OLMo 2's post_attention_layernorm is the
+# norm of attention's output (llama.cpp's post_attention_norm), not the norm before the MLP (ffn_norm)
+ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.weight",
+                        "post_ffw_norm.weight": "post_feedforward_layernorm.weight"},
+              "phi3": {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"}}
+
+
+def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
+    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers of architecture `arch`."""
+    layer = {hf: g for g, hf in LAYER.items()}
+    layer.update({hf: g for g, hf in ARCH_LAYER.get(arch, {}).items()})
     out = {hf: g for g, hf in TOP.items()}
     for l in range(n_layers):
-        out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for g, hf in LAYER.items()})
+        out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for hf, g in layer.items()})
     return out
 
 
@@ -99,14 +113,40 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
     if rope_dims is not None and _meta(meta, f"{a}.rope.dimension_count", where) != d_head:
         raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
                           f"rotates all of them (partial rotary is not supported)")
+    window = meta.get(f"{a}.attention.sliding_window")
+    if window is not None:  # Phi-3's, on every layer
+        raw["sliding_window"] = _meta(meta, f"{a}.attention.sliding_window", where)
+    if "rope_factors_long.weight" in tensors or "rope_factors_short.weight" in tensors:
+        raise TracerError(f"{where}: RoPE scaling 'longrope' (Phi-3's rope_factors_long/short) is not supported; "
+                          f"tracer computes plain rotary positions")
     scaling = meta.get(f"{a}.rope.scaling.type", "none")
-    if scaling not in ("none", None) or "rope_freqs.weight" in tensors:
-        kind = scaling if scaling not in ("none", None) else "rope_freqs (Llama 3.1's frequency factors)"
-        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported in GGUF files yet; tracer computes plain "
-                          f"rotary positions here")
-    if a == "qwen2":
+    if scaling not in ("none", None):  # Llama 3's scaling comes as the rope_freqs tensor instead (see read)
+        raise TracerError(f"{where}: RoPE scaling {scaling!r} is not supported in GGUF files; tracer computes plain "
+                          f"rotary positions and Llama 3's per-pair factors (rope_freqs)")
+    if a in ("qwen2", "qwen3"):
         raw["use_sliding_window"] = False
     return raw
+
+
+ROPE_FREQS = "rope_freqs.weight"  # Llama 3's scaling as llama.cpp keeps it: a divisor per pair of dimensions
+
+
+def with_rope_factors(f, cfg, where: Path):
+    """`cfg` with the file's rope_freqs (convert_hf_to_gguf.py writes Llama 3.1's scaling as one
+    divisor per pair of a head's dimensions; llama.cpp turns pair i by position · θ_i / factor_i)."""
+    from dataclasses import replace
+
+    info = f.tensors.get(ROPE_FREQS)
+    if info is None:
+        return cfg
+    if tuple(info.shape) != (cfg.d_head // 2,):
+        raise TracerError(f"{where}: tensor {ROPE_FREQS!r} has shape {list(info.shape)}; rotary positions need "
+                          f"{cfg.d_head // 2} factors (one per pair of a head's {cfg.d_head} dimensions)")
+    factors = [float(x) for x in f.dequantize(ROPE_FREQS)]
+    try:
+        return replace(cfg, rope_scaling={"rope_type": "factors", "factors": factors})
+    except TracerError as e:
+        raise TracerError(f"{where}: tensor {ROPE_FREQS!r}: {str(e).removeprefix('config: ')}") from None
 
 
 def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_model] → same
@@ -125,9 +165,10 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     path = Path(path).expanduser()
     f = open_gguf(path)
     raw = config_json_of(f.metadata, f.tensors, path)
-    cfg = config_of(raw, path)
-    shapes = hf_shapes(cfg, raw, path)
-    gguf_of = tensor_names(cfg.n_layers)
+    fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
+    cfg = fam.config_of(raw, path)
+    shapes = fam.hf_shapes(cfg, raw, path)
+    gguf_of = tensor_names(cfg.n_layers, str(f.metadata["general.architecture"]))
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
         info = f.tensors.get(g)
@@ -135,10 +176,14 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
             raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)")
         if tuple(info.shape) != tuple(shape):
             raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}")
-    extra = [g for g in f.tensors if g not in wanted]
+    cfg = with_rope_factors(f, cfg, path)
+    extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS]
     if extra:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
+    kinds = sorted({f.tensors[g].type_name for g in wanted})
+    check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
+                               cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
     permuted = ARCHITECTURES[raw["model_type"]][1]
     t: dict[str, np.ndarray] = {}
     total = sum(f.tensors[g].nbytes for g in wanted)
@@ -150,9 +195,9 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
                 arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
             t[hf] = arr
             advance(f.tensors[g].nbytes)
-    params, fused = translate(cfg, t)
+    params, fused = fam.translate(cfg, t)
     storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-               for tl, hf in file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+               for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))

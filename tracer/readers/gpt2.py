@@ -35,8 +35,8 @@ from ..config import Config
 from ..errors import TracerError
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
-from .folder import (check_present, check_sizes, config_error, flag, number, read_checked, read_tensors, read_training,
-                     stored_as, weight_files, whole)
+from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
+                     read_tensors, read_training, stored_as, weight_files, whole)
 
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's tanh-approximated GELU, as the decoder computes it
 MASK_BUFFERS = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")  # causal-mask buffers, not weights
@@ -178,6 +178,7 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Che
     check_sizes(cfg, files, where, cfg.n_params() - cfg.d_vocab)  # every parameter but b_U is stored
     tensors, origin, dtypes = strip_prefix(*read_tensors(files))
     check_names(cfg, tensors, origin, folder)
+    check_room(expansion_bytes(hf_shapes(cfg), dtypes), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
     t = read_checked(tensors, origin, hf_shapes(cfg), f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
                      progress)
     W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer

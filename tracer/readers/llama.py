@@ -23,18 +23,19 @@ GGUF reader (`tracer.readers.gguf`) renames llama.cpp's tensors and metadata to 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from ..chat import load_chat_template
 from ..config import Config
-from ..errors import TracerError
+from ..errors import TracerError, is_whole
 from ..qkv import fuse_qkv, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
-from .folder import (check_present, check_sizes, config_error, flag, number, read_checked, read_tensors, read_training,
-                     stored_as, weight_files, whole)
+from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
+                     read_tensors, read_training, stored_as, weight_files, whole)
 
 FAMILIES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = ("silu", "swish")  # SwiGLU's gate: x·sigmoid(x)
@@ -65,28 +66,43 @@ def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
     return theta, {"rope_type": "llama3", **{k: number(scaling, k, where) for k in keys}}
 
 
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def check_layer_types(layer_types, n_layers: int, where: Path) -> None:
+    """config.json's `layer_types`: one known kind of attention per layer, or a one-line error."""
+    if not isinstance(layer_types, list):
+        raise TracerError(f"{where}: 'layer_types' must be a list, got {layer_types!r}")
+    if len(layer_types) != n_layers:
+        raise TracerError(f"{where}: 'layer_types' names {len(layer_types)} layers but num_hidden_layers is {n_layers}")
+    unknown = [t for t in layer_types if t not in LAYER_TYPES]
+    if unknown:
+        raise TracerError(f"{where}: layer type {unknown[0]!r} is not known; tracer computes {' and '.join(LAYER_TYPES)}")
+
+
 def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | None:
     """The window every layer uses, or None; a window on some layers only is refused."""
     window = raw.get("sliding_window")
     if family == "llama" or window is None:
         return None
-    if family == "qwen2" and not raw.get("use_sliding_window", False):
-        return None  # Qwen2 writes a sliding_window it does not use
+    if family in ("qwen2", "qwen3") and not raw.get("use_sliding_window", False):
+        return None  # Qwen2 and Qwen3 write a sliding_window they do not use
     kinds = set(raw.get("layer_types") or ["sliding_attention"] * n_layers)
-    if family == "qwen2" or kinds != {"sliding_attention"}:
+    if family in ("qwen2", "qwen3") or kinds != {"sliding_attention"}:
         raise TracerError(f"{where}: a sliding window on some layers only (use_sliding_window / layer_types) is not "
                           f"supported; tracer applies one window to every layer or none")
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+    if not is_whole(window, 1):
         raise TracerError(f"{where}: 'sliding_window' must be a whole number ≥ 1 or null, got {window!r}")
     return window
 
 
-def config_of(raw: dict, where: Path) -> Config:
+def config_of(raw: dict, where: Path, families=FAMILIES, **switches) -> Config:
     """A Llama / Qwen2 / Mistral config.json's object (read from `where`) as a tracer `Config`
-    (float32, the Llama block)."""
+    (float32, the Llama block). A family built on this block (`tracer.readers.qwen3`, …) gives its
+    own `families` and the switches it changes (`qk_norm`, …)."""
     family = raw.get("model_type")
-    if family not in FAMILIES:
-        raise TracerError(f"{where}: model_type {family!r}; tracer loads gpt2, {', '.join(FAMILIES)}")
+    if family not in families:
+        raise TracerError(f"{where}: model_type {family!r}; tracer loads gpt2, {', '.join(families)}")
     act = raw.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
         raise TracerError(f"{where}: hidden_act {act!r} is not supported; the SwiGLU MLP tracer computes uses silu")
@@ -99,9 +115,11 @@ def config_of(raw: dict, where: Path) -> Config:
     if head_dim is None and d_model % n_heads:
         raise TracerError(f"{where}: hidden_size {d_model} is not divisible by num_attention_heads {n_heads} and no head_dim is given")
     n_layers = whole(raw, "num_hidden_layers", where)
+    if raw.get("layer_types") is not None:
+        check_layer_types(raw["layer_types"], n_layers, where)
     theta, scaling = rope_settings(raw, where)
     try:
-        return Config(
+        kwargs = dict(
             d_vocab=whole(raw, "vocab_size", where), n_ctx=whole(raw, "max_position_embeddings", where),
             d_model=d_model, n_heads=n_heads, d_head=whole(raw, "head_dim", where) if head_dim is not None else None,
             d_mlp=whole(raw, "intermediate_size", where), n_layers=n_layers, dtype="float32",
@@ -111,8 +129,10 @@ def config_of(raw: dict, where: Path) -> Config:
             n_kv_heads=n_kv if n_kv != n_heads else None, rope_theta=theta, rope_scaling=scaling,
             sliding_window=sliding_window(raw, family, where, n_layers),
         )
+        cfg = Config(**{**kwargs, **switches})
     except TracerError as e:
         raise config_error(e, where) from None
+    return cfg
 
 
 def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]:
@@ -155,7 +175,8 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
     for l in range(cfg.n_layers):
         p, b = f"{PREFIX}layers.{l}.", f"blocks.{l}."
         a = p + "self_attn."
-        params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
+        if p + "input_layernorm.weight" in t:  # (OLMo 2 has no norm before attention)
+            params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
         W = fuse_qkv(*(t[a + f"{m}_proj.weight"].T.reshape(d, -1, dh) for m in "qkv"))  # [d_model, (head + 2·kv_head)·d_head]
         fused.append(W)
         for m, W_m, heads in zip("QKV", split_qkv_weights(W, H, KV), (H, KV, KV)):
@@ -209,20 +230,24 @@ def tokenizer_of(folder: Path):
     return get_tokenizer({"kind": "tokenizer.json", "path": str(folder)})
 
 
-def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:
+def read(folder: Path, raw: dict, name: str | None = None, progress=None, family=None) -> Checkpoint:
     """A Llama / Qwen2 / Mistral folder whose config.json (already read: `raw`) names the family:
     its parameters (views where they can be), each layer's fused Q|K|V matrix, its tokenizer.
-    `progress`: as in `tracer.readers.folder.read_checked`."""
+    `family`: the module of a family built on this block (its `config_of`, `hf_shapes`, `translate`,
+    `file_names`; this module's by default). `progress`: as in `tracer.readers.folder.read_checked`."""
+    fam = family or sys.modules[__name__]
     where = folder / "config.json"
-    cfg = config_of(raw, where)
+    cfg = fam.config_of(raw, where)
     files = weight_files(folder)
-    shapes = hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
+    shapes = fam.hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
     check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
     tensors, origin, dtypes = read_tensors(files)
     check_tensors(cfg, shapes, tensors, origin, folder)
+    fused = cfg.n_layers * cfg.d_model * cfg.qkv_width  # each layer's [W_Q | W_K | W_V], one copy
+    check_room(expansion_bytes(shapes, dtypes, fused), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
     t = read_checked(tensors, origin, shapes, f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
                      progress)
-    params, fused = translate(cfg, t)
+    params, fused = fam.translate(cfg, t)
     return Checkpoint(cfg, params, tokenizer_of(folder), name or str(folder), str(folder), f"{raw['model_type']} folder",
-                      raw["model_type"], stored_as(file_names(cfg), dtypes), fused_qkv=fused,
+                      raw["model_type"], stored_as(fam.file_names(cfg), dtypes), fused_qkv=fused,
                       training=read_training(folder), chat_template=load_chat_template(folder))

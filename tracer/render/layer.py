@@ -62,7 +62,11 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             if x is not None:
                 yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
         elif x is not None:
-            yield ctx.eq(cfg.position_kind.instead.format(L=L), f"x_{L}", ctx.v(x))
+            if cfg.embed_scale:  # Gemma
+                yield line(f"Gemma multiplies the embedding by √d_model: x scaled by √{cfg.d_model} = "
+                           f"{cfg.d_model ** 0.5:.{ctx.p}f} before layer 0")
+            yield ctx.eq(cfg.position_kind.instead.format(L=L) + (f", times √{cfg.d_model}" if cfg.embed_scale else ""),
+                         f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
         yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
     if layer > 0 or "embed" in parts:
@@ -75,9 +79,9 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
-    yield visibility(ctx, t)
+    yield visibility(ctx, t, layer)
     if cfg.position_kind.rotary:
-        yield rotation(ctx, t)
+        yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
         yield head_at_token(ctx, t, layer, h)
@@ -97,10 +101,13 @@ def kv_head(cfg, h: int) -> int:
     return h // (cfg.n_heads // cfg.kv_heads)
 
 
-def rotation(ctx: Ctx, t: int) -> Text:
-    """RoPE at position t: the angle each pair of a head's dimensions turns by (from `rope.hook_angle`)."""
+def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
+    """RoPE at position t: the angle each pair of a head's dimensions turns by (from `rope.hook_angle`;
+    Gemma 3's sliding-window layers: `rope.hook_angle_local`, of their own base)."""
     cfg, L = ctx.cfg, ctx.labels[t]
-    angle = ctx.at("rope.hook_angle", t)
+    local = cfg.rope_local_theta is not None and cfg.is_local(layer)
+    angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
+    theta = cfg.rope_local_theta if local else cfg.rope_theta
     half = cfg.d_head // 2
     if angle is None:
         return Text("")
@@ -108,12 +115,28 @@ def rotation(ctx: Ctx, t: int) -> Text:
     more = f", … ({half} angles)" if half > 4 else ""
     return line(("rotary positions: ", "bold"),
                 f"after W_Q and W_K, {L}'s query and key are rotated by its position {t}: pair (q_i, q_(i+{half})) "
-                f"turns by angle {t}·θ_i, θ_i = {cfg.rope_theta:g}^(−2i/{cfg.d_head})"
+                f"turns by angle {t}·θ_i, θ_i = {theta:g}^(−2i/{cfg.d_head})"
+                f"{(' (the local base of the sliding-window layers)' if local else ' (the global base)') if cfg.rope_local_theta else ''}"
                 f"{' (Llama 3 scaling divides the slow ones)' if cfg.rope_scaling else ''}; here [{first}{more}] radians. "
                 f"Q·K then depends on how far apart two tokens are, not on where they are.")
 
 
-def visibility(ctx: Ctx, t: int) -> Text:
+def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
+    """Qwen3's and OLMo 2's Q/K norm at token t: the table's words with this token's root mean
+    square, and the normalized vector (this head's part of it)."""
+    kind, L = ctx.cfg.qk_norm_kind, ctx.labels[t]
+    scale, normalized = ctx.at(prefix + "hook_scale", t), ctx.at(prefix + "hook_normalized", t)
+    if scale is None or normalized is None:
+        return
+    scale = scale[head] if kind.per_head else scale  # [1]
+    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.d_head)[head]  # [d_head]
+    gain = ctx.cfg.norm_kind.gain_words(prefix.split(".", 2)[-1].rstrip("."))
+    yield ctx.eq(kind.words.format(m=m, scale=f"{float(scale[0]):.{ctx.p}f}", gain=gain), f"{L}_{m} normalized",
+                 ctx.v(part))
+    yield from ctx.checks_at(prefix + "hook_normalized", t)
+
+
+def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
     """Which keys and values token t can see, which come from the KV cache, which the causal mask hides."""
     L = ctx.labels[t]
     st = ctx.gen.steps[ctx.step_of(t)]
@@ -126,7 +149,9 @@ def visibility(ctx: Ctx, t: int) -> Text:
     if st.start > 0:
         sees += (f"; those of {letters(ctx.labels[: st.start])} come from the KV cache "
                  f"(“cache k”: computed by pass k)")
-    w = ctx.cfg.sliding_window
+    w = ctx.cfg.window_of(layer)
+    if ctx.cfg.windowed is not None and w is None:
+        sees += f"; layer {layer} has no sliding window (a global layer)"
     if w is not None and t >= w:
         sees += (f"; the sliding window ({w} keys) hides {letters(ctx.labels[: t - w + 1])} "
                  f"(positions 0–{t - w}: score −∞, weight 0)")
@@ -159,7 +184,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             yield indent(Text(words, style="dim"))
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
-    src = f"ln1(x_{L})" if cfg.layer_norm else f"x_{L}"  # with layer norm, W_Q meets LN(x)·ln1.w + ln1.b
+    src = f"ln1(x_{L})" if cfg.layer_norm and cfg.norm_place_kind.before else f"x_{L}"  # W_Q meets LN(x)·ln1.w + ln1.b
     rope = cfg.position_kind.rotary
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
@@ -174,6 +199,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             which = h if m == "Q" else g
             yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl if m == 'Q' else kl} + b_{m}", ctx.v(row[which]))
             yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
+        if cfg.qk_norm_kind.on and m in "QK":
+            yield from qk_normed(ctx, a + f"{m.lower()}_norm.", t, m, h if m == "Q" else g)
         if rope and m in "QK":
             rot = ctx.at(a + f"hook_rot_{m.lower()}", t)
             if rot is not None:
@@ -213,7 +240,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     if dots is not None:
         tab.add_column(f"{L}_Q↻·K↻" if rope else f"{L}_Q·K", justify="right")
     if scaled:
-        tab.add_column(f"÷ √{cfg.d_head}", justify="right")
+        tab.add_column(f"÷ √{cfg.attn_scalar or cfg.d_head:g}", justify="right")
     if pattern is not None:
         tab.add_column("weight", justify="right", footer=num(float(pattern.sum()), p))
         tab.add_column("", no_wrap=True, style="cyan")
@@ -232,7 +259,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         left = float(pattern.sum() - pattern[shown].sum())
         tab.add_row(f"… {rest} more", *([""] * (len(tab.columns) - 3)), prob(left, p), "(--full lists them)",
                     style="dim")
-    how = f"{L}_Q · each visible key" + (f", ÷ √d_head = √{cfg.d_head}" if scaled else "") + \
+    divisor = f"√query_pre_attn_scalar = √{cfg.attn_scalar:g}" if cfg.attn_scalar else f"√d_head = √{cfg.d_head}"
+    how = f"{L}_Q · each visible key" + (f", ÷ {divisor}" if scaled else "") + \
         (", softmax → weights that sum to 1" if pattern is not None else "")
     yield line("attention scores: ", how)
     yield indent(tab)
@@ -254,6 +282,20 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield from ctx.checks_at(a + "hook_z", t, h)
 
 
+def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
+    """A sublayer's output (`out`: what the residual adds) and, where the block normalizes it (OLMo 2's
+    `ln1_post` / `ln2_post`), the output before its norm (normalized × scale: the same numbers) and the norm."""
+    cfg = ctx.cfg
+    n, scale = ctx.at(prefix + "hook_normalized", t), ctx.at(prefix + "hook_scale", t)
+    if not cfg.norm_place_kind.after or n is None or scale is None:
+        yield ctx.eq(words, name, ctx.v(out))
+        return
+    yield ctx.eq(words, name, ctx.v(n * scale))
+    ln = prefix.split(".", 2)[-1].rstrip(".")
+    yield ctx.eq(cfg.norm_place_kind.words.format(what=what, out=name, scale=f"{float(scale[0]):.{ctx.p}f}",
+                                                  gain=cfg.norm_kind.gain_words(ln)), f"{ln}({name})", ctx.v(out))
+
+
 @group()
 def after_attention(ctx: Ctx, t: int, layer: int):
     """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
@@ -264,14 +306,17 @@ def after_attention(ctx: Ctx, t: int, layer: int):
     if H > 1 and z is not None:
         yield ctx.eq(f"concatenate the {H} heads' outputs ({H} × {dh} = {H * dh} numbers)", f"z_{L}",
                      ctx.v(z.reshape(-1)))
+    added = f"attn_out_{L}"  # what the residual adds: attention's output, or (OLMo 2) its norm
     if attn_out is not None:
-        yield ctx.eq(f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims", f"attn_out_{L}", ctx.v(attn_out))
+        yield from output_norm(ctx, t, b + "ln1_post.", "attention", added, attn_out,
+                               f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims")
         yield from ctx.checks_at(b + "hook_attn_out", t)
+        added = f"ln1_post({added})" if cfg.norm_place_kind.after else added
     if cfg.mlp:
         mid = ctx.at(b + "hook_resid_mid", t)
         if mid is not None:
             if cfg.residual:
-                yield ctx.eq("residual: add the layer's input back", f"x_{L} + attn_out_{L}", ctx.v(mid))
+                yield ctx.eq("residual: add the layer's input back", f"x_{L} + {added}", ctx.v(mid))
             else:
                 yield line(f"no residual (residual = false): the MLP reads attn_out_{L}")
             yield from ctx.checks_at(b + "hook_resid_mid", t)
@@ -282,10 +327,11 @@ def after_attention(ctx: Ctx, t: int, layer: int):
         for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:
-                yield ctx.eq(words.format(shape=shape(dm, cfg.d_mlp)), name, ctx.v(value))
+                said = words.format(shape=shape(dm, cfg.d_mlp))
+                yield ctx.eq(said if cfg.norm_place_kind.before else said.replace("ln2(x)", "x"), name, ctx.v(value))
         mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
-            yield ctx.eq(f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out", f"mlp_out_{L}", ctx.v(mo))
+            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out")
             yield from ctx.checks_at(b + "hook_mlp_out", t)
     post_ = ctx.at(b + "hook_resid_post", t)
     if post_ is not None:

@@ -38,18 +38,39 @@ from .text import line, section
 from .view import Resolved
 
 
+def ablation_words(change: dict, tok) -> str:
+    """--ablate's effect on the next token, in one sentence: "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H"."""
+    from ..tokens import show_token
+
+    clean, new = change["clean"], change["changed"]
+    name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
+    what = " and ".join(change.get("ablated") or ["the hooked values"])
+    words = (f"without {what}: p({name(clean['top_id'])}) {clean['p_top']:.3f} → {new['p_clean_top']:.3f}; "
+             + (f"top-1 stays {name(clean['top_id'])}" if new["top_id"] == clean["top_id"]
+                else f"top-1 becomes {name(new['top_id'])} ({new['p_top']:.3f})"))
+    return words
+
+
 def block_words(cfg) -> str:
     pos = cfg.position_kind.title
     if cfg.position_kind.rotary:
         pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
     mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
-    parts = [pos, norm, mlp, "residual" if cfg.residual else "no residual",
-             "scores ÷ √d_head" if cfg.scale_scores else "unscaled scores"]
+    if cfg.layer_norm and cfg.norm_place_kind.title:
+        norm += f" ({cfg.norm_place_kind.title})"
+    parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), mlp,
+             "residual" if cfg.residual else "no residual",
+             ("scores ÷ √d_head" if cfg.attn_scalar is None else f"scores ÷ √{cfg.attn_scalar:g}")
+             if cfg.scale_scores else "unscaled scores"]
+    if cfg.embed_scale:
+        parts.insert(0, f"embedding × √{cfg.d_model}")
     if cfg.kv_heads < cfg.n_heads:
         parts.append(f"{cfg.kv_heads} key/value heads shared by {cfg.n_heads} query heads")
     if cfg.sliding_window is not None:
-        parts.append(f"sliding window {cfg.sliding_window}")
+        where = "" if cfg.windowed is None else f" on layer{'s' if len(cfg.windowed) > 1 else ''} {', '.join(map(str, cfg.windowed))}"
+        base = f" (RoPE base {cfg.rope_local_theta:g} there)" if cfg.rope_local_theta is not None else ""
+        parts.append(f"sliding window {cfg.sliding_window}{where}{base}")
     return ", ".join(parts)
 
 
@@ -76,6 +97,8 @@ def header(ctx: Ctx):
     stored = storage_words(meta)
     if stored:
         yield Text(stored, style="dim")
+    if isinstance(meta.get("ablation"), dict):
+        yield Text(ablation_words(meta["ablation"], ctx.tok) + ". Every number below is the changed run's.", style="bold")
     words = weights_warning(meta)
     if words:
         yield Panel(Text(words, style="bold"), border_style="yellow", expand=False)
@@ -130,6 +153,25 @@ def tokens_section(ctx: Ctx):
                f"count from 0, as in the code: A is position 0, layer 0 the first layer.")
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
+    if isinstance(ctx.gen.meta.get("attribution"), dict):
+        yield attribution_table(ctx, ctx.gen.meta["attribution"])
+
+
+def attribution_table(ctx: Ctx, att: dict) -> Table:
+    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars."""
+    from .fmt import bar, num
+
+    per = [float(v) for v in att.get("per_position", [])]
+    top = max((abs(v) for v in per), default=0.0) or 1.0
+    target = ctx.text(int(att["target_id"]))
+    t = Table(title=f"Which prompt token mattered to {target}: gradient × input (over each input vector, "
+                    f"embedding + position: Σ value × ∂logit/∂value)", title_justify="left", box=None)
+    for col, how in (("token", "left"), ("text", "left"), ("grad × input", "right"), ("", "left")):
+        t.add_column(col, justify=how, no_wrap=True)
+    for p, v in enumerate(per):
+        t.add_row(ctx.labels[p], ctx.text(int(ctx.gen.prompt_ids[p])), num(v, ctx.p),
+                  ("+" if v >= 0 else "−") + bar(abs(v) / top))
+    return t
 
 
 @group()

@@ -18,7 +18,7 @@ import numpy as np
 from ..checks import Check
 from ..config import Config
 from ..decoder import hook_names
-from ..errors import TracerError, near
+from ..errors import TracerError, is_whole, near
 from .source import Source, Where, check_keys, non_number, tables, type_name, written_tolerance
 
 SAMPLE_NAMES = ("sample.scaled", "sample.probs", "sample.final", "sample.uniform", "sample.token")
@@ -77,7 +77,7 @@ def read_expects(raw_list, cfg: Config, w: Where, source: Source) -> list[Expect
         if not isinstance(label, str):
             raise err("label", f"expected a string, got {type_name(label)}")
         step = t.get("step", None if name == "generated" else 0)
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        if step is not None and not is_whole(step, 0):
             raise err("step", f"expected a whole number ≥ 0 (0 is the prompt pass), got {type_name(step)}")
         if name == "generated" and "step" in t:
             raise err("step", "\"generated\" covers every step; give no step")

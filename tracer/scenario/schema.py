@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..errors import TracerError, near
+from ..errors import TracerError, is_whole, near
 from ..files import load_weights_file, weights_header
 from ..memory import memory_room
 from ..reading import reason
@@ -225,7 +225,7 @@ def _config(t: dict, tok, given: dict, file_head, w: Where) -> tuple[Config, int
             if not isinstance(v, bool):
                 raise w.error(kp, f"expected true or false, got {type_name(v)}", "model", 0, key)
         elif kind is int:
-            if isinstance(v, bool) or not isinstance(v, int):
+            if not is_whole(v):
                 raise w.error(kp, f"expected a whole number, got {type_name(v)}", "model", 0, key)
         elif kind is float:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -234,7 +234,7 @@ def _config(t: dict, tok, given: dict, file_head, w: Where) -> tuple[Config, int
             raise w.error(kp, f"expected a string, got {type_name(v)}", "model", 0, key)
         d[key] = v
     seed = t.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_whole(seed, 0):
         raise w.error("model.seed", f"expected a whole number ≥ 0, got {type_name(seed)}", "model", 0, "seed")
     try:
         cfg = Config(**d)
@@ -419,7 +419,7 @@ def _notes(raw_list, w: Where) -> list[dict]:
         if not isinstance(label, str):
             raise w.error(f"{kp}.label", f"expected a string, got {type_name(label)}", "note", i, "label")
         step = t.get("step", 0)
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        if not is_whole(step, 0):
             raise w.error(f"{kp}.step", f"expected a whole number ≥ 0, got {type_name(step)}", "note", i, "step")
         section = t.get("section", "")  # the walkthrough's section it explains ("layers"): the demo shows it there
         if not isinstance(section, str):

@@ -119,10 +119,15 @@ def _rotary_position(d: Demo) -> Step:
     angle = d.trace["rope.hook_angle"]  # [pos, d_head / 2]
     q, q_rot = d.block("attn.hook_q")[f, h], d.block("attn.hook_rot_q")[f, h]  # [d_head] each
     half = cfg.d_head // 2
-    eq = pairs([
-        (f"  {label(f)}_Q", d.vec(q)),
-        (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold")),
-    ])
+    rows, normed = [(f"  {label(f)}_Q", d.vec(q))], ""
+    qk = cfg.qk_norm_kind
+    if qk.on:  # Qwen3 / OLMo 2: Q is normalized (and its gain applied) before it turns
+        scale = d.block("attn.q_norm.hook_scale")[f]  # [head, 1] or [1]
+        n_q = d.block("attn.q_norm.hook_normalized")[f].reshape(-1, cfg.d_head)[h]  # [d_head]
+        rms = float(scale[h, 0] if qk.per_head else scale[0])
+        rows.append((f"÷ {rms:.3f}", d.vec(n_q)))
+        normed = " " + qk.words.format(m="Q", scale=f"{rms:.3f}", gain="× attn.q_norm.w") + "; only then it turns."
+    eq = pairs([*rows, (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold"))])
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
         t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
@@ -131,7 +136,7 @@ def _rotary_position(d: Demo) -> Step:
         f"This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
         f"position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
         f"pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' dot "
-        f"product then depends only on how far apart the tokens are, which is what attention needs to know.",
+        f"product then depends only on how far apart the tokens are, which is what attention needs to know.{normed}",
         Group(sentence((f"{label(f)} at position {f}, {d.ordinal_head(h)}, first layer", "bold")), Text(), eq, Text(), t),
     )
 
@@ -162,7 +167,7 @@ def step_qkv(d: Demo) -> Step:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
         parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
                                f"look ahead (the causal mask, next step).")]
-    ln = f" ({cfg.norm_kind.plain})" if cfg.layer_norm else ""
+    ln = f" ({cfg.norm_kind.plain if cfg.norm_place_kind.before else cfg.norm_place_kind.plain})" if cfg.layer_norm else ""
     return Step(
         "Query, Key and Value",
         "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
@@ -179,9 +184,10 @@ def _scores_table(d: Demo, hide: bool) -> Table:
     scores = d.block("attn.hook_attn_scores")[h, f]  # [key_pos] scaled and masked
     _, k, r = d.query_key()  # [pos, d_head]
     cols = ["", "key", "K" + r] + ([] if hide else ["Q·K"])
+    div = f"÷ √{cfg.attn_scalar or cfg.d_head:g}"  # Gemma: √query_pre_attn_scalar
     if cfg.scale_scores and not hide:
-        cols.append(f"÷ √{cfg.d_head}")
-    t = table(*cols, right=("Q·K", f"÷ √{cfg.d_head}"))
+        cols.append(div)
+    t = table(*cols, right=("Q·K", div))
     hidden = list(range(f + 1, d.n))
     rows = list(range(f + 1)) + (hidden if len(hidden) <= 3 else hidden[:1] + [None] + hidden[-1:])
     for pos in rows:
@@ -218,7 +224,9 @@ def step_scores(d: Demo) -> Step:
     cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
     qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
-    scale = (f" Then each score is divided by √d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}, which keeps "
+    by = (f"√query_pre_attn_scalar = √{cfg.attn_scalar:g} ≈ {np.sqrt(cfg.attn_scalar):.2f} (Gemma's choice, not √d_head)"
+          if cfg.attn_scalar else f"√d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}")
+    scale = (f" Then each score is divided by {by}, which keeps "
              "them in a range softmax handles well.") if cfg.scale_scores else \
         " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
     narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "

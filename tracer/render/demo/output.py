@@ -180,7 +180,12 @@ def step_chosen(d: Demo) -> Step:
     how = ("At temperature 0 the choice is simply the most likely token." if greedy else
            "A seeded random number u between 0 and 1 is drawn. Lay the kept tokens' probabilities end to end "
            "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
-    answer = Group(_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}."))
+    parts = [_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}.")]
+    if isinstance(d.gen.meta.get("ablation"), dict):  # --ablate: what the removed part did to this choice
+        from ..walkthrough import ablation_words
+
+        parts.append(Text(ablation_words(d.gen.meta["ablation"], d.tokenizer) + ".", style="bold"))
+    answer = Group(*parts)
     if greedy:  # the two screens before ranked the tokens: asking again would give the answer away
         return Step("The chosen token", how, answer)
     return Step("The chosen token", how, answer, _candidates(d, reveal=False),

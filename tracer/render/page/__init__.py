@@ -43,7 +43,7 @@ def not_recorded(step, cfg) -> list[str]:
     """The hooks a full recording of this config holds and this pass does not (layer 0 standing for every layer)."""
     wanted = ["hook_embed", "logits", "sample.probs", "predict.top_token", "lens.top_token"]
     if cfg.n_layers:
-        switched_off = {"ln1", "ln2"} if not cfg.layer_norm else set()
+        switched_off = {"ln1", "ln2"} if not (cfg.layer_norm and cfg.norm_place_kind.before) else set()
         switched_off |= {"pre", "post", "mlp_out", "mid", "ln2"} if not cfg.mlp else set()
         made = {h for _, h, _ in cfg.mlp_kind.steps} if cfg.mlp else set()  # this MLP's vectors (SwiGLU: and up)
         switched_off |= {key for key, hook, _ in VECTORS if hook.startswith("mlp.") and hook not in made}

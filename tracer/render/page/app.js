@@ -22,7 +22,7 @@ function detailRows() {                   // [step, name, vector or words] for t
   if (CFG.n_layers) {
     const Y = D.layers[l];
     rows.push(["qkv", `x in ${l}`, vecOf(Y.x, t)]);
-    if (CFG.layer_norm) rows.push(["qkv", `${SW.norm.short}(x)`, vecOf(Y.ln1, t)]);
+    if (CFG.layer_norm && has("norms_before")) rows.push(["qkv", `${SW.norm.short}(x)`, vecOf(Y.ln1, t)]);
     for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(Y[m], t, h)]);
     const row = attRow(l, h, t);
     if (row && row.w) {

@@ -198,11 +198,17 @@ def switches_data(cfg) -> dict:
     """The table of block switches' words and flags for this model (`tracer.blocks`), so that the
     script lays out what it is given and compares no switch's value."""
     norm, mlp, pos = cfg.norm_kind, cfg.mlp_kind, cfg.position_kind
-    flags = [name for name, on in (("positions_added", pos.adds), ("rotary", pos.rotary)) if on]
+    place = cfg.norm_place_kind
+    flags = [name for name, on in (("positions_added", pos.adds), ("rotary", pos.rotary),
+                                   ("norms_before", place.before), ("norms_after", place.after)) if on]
     page_key = {hook: key for key, hook, _ in VECTORS}
     return {"flags": flags,
             "mlp": {"steps": [[page_key[hook], name, words]
                               for hook, name, words in mlp.steps]} if mlp else None,
             "norm": {"short": norm.short, "title": norm.title, "ln1": norm.before_attention("{x}"),
                      "ln2": norm.before_mlp(), "final": norm.after_final(), "lens": final_norm_words(cfg)},
-            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead}}
+            "positions": {"short": pos.short, "source": pos.source, "instead": pos.instead},
+            "norm_place": {"title": place.title,
+                           "attn": place.words.format(what="attention", out="attn_out", scale="its value: tracer trace", gain=norm.gain_words("ln1_post")),
+                           "mlp": place.words.format(what="MLP", out="mlp_out", scale="its value: tracer trace", gain=norm.gain_words("ln2_post"))},
+            "qk_norm": {"title": cfg.qk_norm_kind.title, "words": cfg.qk_norm_kind.words} if cfg.qk_norm_kind.on else None}

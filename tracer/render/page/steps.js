@@ -86,13 +86,13 @@ function slideQKV() {
   const out = [p(`Layer ${l}, head ${h} of ${H}. The article's analogy: the query is what ${L} searches for, `,
     "each key is what a token can be found by, each value is the content it hands over.")];
   out.push(inputEq(l, t));
-  if (CFG.layer_norm) out.push(eq(SW.norm.ln1.replaceAll("{x}", `x_${L}`), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
+  if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln1.replaceAll("{x}", `x_${L}`), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
   const KV = CFG.n_kv_heads || H, g = Math.floor(h / (H / KV));
   const w = H > 1 ? `${shape(H, CFG.d_model, CFG.d_head)}, one ${shape(CFG.d_model, CFG.d_head)} slice per head` : `${shape(CFG.d_model, CFG.d_head)} each`;
   out.push(p(KV < H ? `W_Q: ${w}; W_K, W_V: ${shape(KV, CFG.d_model, CFG.d_head)}: query head ${h} shares key/value head ${g} of ${KV} (grouped-query attention)`
     : `W_Q, W_K, W_V: ${w}`));
   if (l === 0) for (const words of D.storage_example || []) out.push(p(words));  // how the file stores W_Q, one number worked
-  const src = CFG.layer_norm ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
+  const src = CFG.layer_norm && has("norms_before") ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
   const rot = has("rotary") ? "↻" : "";
   if (rot) out.push(p(`Q and K below are rotated by position (RoPE): each pair (x_i, x_(i+${CFG.d_head / 2})) turns by position × θ_i, so Q·K depends on how far apart two tokens are. tracer trace shows them before and after.`));
   for (const m of ["Q", "K", "V"]) out.push(eq("", `${L}_${m}${m === "V" ? "" : rot} = ${src}·W_${m}${m === "Q" ? sl : kl} + b_${m}${m !== "V" && rot ? ", rotated" : ""}`, vecOf(Y[m.toLowerCase()], t, h)));
@@ -180,7 +180,8 @@ function hoverText(td, l, h) {
 function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
-  const scaled = CFG.scale_scores ? `, ÷ √d_head = √${CFG.d_head}` : " (this model does not scale them, as in the article)";
+  const scaled = !CFG.scale_scores ? " (this model does not scale them, as in the article)"
+    : CFG.attn_scalar ? `, ÷ √query_pre_attn_scalar = √${CFG.attn_scalar}` : `, ÷ √d_head = √${CFG.d_head}`;
   const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
     "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
   const row = attRow(l, h, t);
@@ -238,7 +239,8 @@ function slideHeads() {
     out.push(whole ? eq(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`, `z_${L}`, v)
       : p(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`));
   }
-  out.push(eq(`× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims`, `attn_out_${L}`, vecOf(Y.attn_out, t)));
+  if (CFG.layer_norm && has("norms_after")) out.push(p(`× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims, then ${SW.norm_place.attn}:`));
+  out.push(eq(has("norms_after") ? "" : `× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims`, `attn_out_${L}`, vecOf(Y.attn_out, t)));
   return out;
 }
 
@@ -248,9 +250,10 @@ function slideMLP() {
   if (CFG.mlp) {
     if (CFG.residual) out.push(eq("residual: add the layer's input back", `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
     else out.push(p(`no residual (residual = false): the MLP reads attn_out_${L}`));
-    if (CFG.layer_norm) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
+    if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
     for (const [key, name, words] of SW.mlp.steps) out.push(eq(words.replaceAll("{shape}", shape(dm, CFG.d_mlp)), name, vecOf(Y[key], t)));
-    out.push(eq(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
+    if (CFG.layer_norm && has("norms_after")) out.push(p(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out, then ${SW.norm_place.mlp}:`));
+    out.push(eq(has("norms_after") ? "" : `× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
     out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));
   }

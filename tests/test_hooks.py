@@ -1,0 +1,217 @@
+"""Hooks (`Model.run/generate(…, hooks=…)`, TransformerLens's `run_with_hooks`) and the interventions
+built on them: each checked against an independent way of making the same change to the model (its
+weights edited instead), and the CLI's --ablate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tracer.errors import TracerError
+from tracer.interventions import ablate_head, ablate_mlp, add_to_residual, combine, patch
+from tracer.model import Model
+
+
+@pytest.fixture(scope="module")
+def model(small_config):
+    from tracer.params import init_weights
+    from tracer.tokens import WordTokenizer
+
+    cfg = small_config(n_layers=2, n_heads=2, d_head=4, d_model=8, d_mlp=16, d_vocab=40)
+    params = init_weights(cfg, 7)
+    rng = np.random.default_rng(3)
+    params = {k: (v + rng.normal(0, 0.3, v.shape)).astype(v.dtype) for k, v in params.items()}  # beyond the init
+    return Model(cfg, params, WordTokenizer([f"w{i}" for i in range(40)]), "hooked")
+
+
+IDS = [3, 1, 4, 1, 5, 9, 2, 6]
+
+
+def edited(model, **changes) -> Model:
+    """The same model with some weights replaced: the independent way to make a change."""
+    params = {**model.params, **changes}
+    return Model(model.config, params, model.tokenizer, "edited")
+
+
+def test_an_identity_hook_changes_nothing_and_is_recorded(model):
+    clean = model.run(IDS)
+    same = model.run(IDS, hooks={"blocks.*.attn.hook_z": lambda z: z})
+    np.testing.assert_array_equal(same["logits"], clean["logits"])
+    assert same.meta["hooked"] == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+
+
+def test_zeroing_a_heads_z_equals_zeroing_its_slice_of_W_O(model):
+    W_O = np.array(model.params["blocks.1.attn.W_O"])  # [head, d_head, d_model]
+    W_O[0] = 0
+    want = edited(model, **{"blocks.1.attn.W_O": W_O}).run(IDS)["logits"]
+    got = model.run(IDS, hooks=ablate_head(1, 0))
+    np.testing.assert_allclose(got["logits"], want, rtol=0, atol=1e-5)
+    assert not np.allclose(got["logits"], model.run(IDS)["logits"], atol=1e-3)  # the head mattered
+    assert np.all(got["blocks.1.attn.hook_z"][:, 0] == 0)  # the trace records the replaced value
+
+
+def test_mean_ablation_replaces_a_head_by_its_mean_over_positions(model):
+    z = model.run(IDS)["blocks.0.attn.hook_z"]
+    got = model.run(IDS, hooks=ablate_head(0, 1, "mean"))["blocks.0.attn.hook_z"]
+    np.testing.assert_allclose(got[:, 1], np.broadcast_to(z[:, 1].mean(axis=0), z[:, 1].shape), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(got[:, 0], z[:, 0])
+
+
+def test_removing_an_mlp_equals_zeroing_its_output_weights(model):
+    zero = {"blocks.0.mlp.W_out": np.zeros_like(model.params["blocks.0.mlp.W_out"]),
+            "blocks.0.mlp.b_out": np.zeros_like(model.params["blocks.0.mlp.b_out"])}
+    np.testing.assert_allclose(model.run(IDS, hooks=ablate_mlp(0))["logits"], edited(model, **zero).run(IDS)["logits"],
+                               rtol=0, atol=1e-5)
+
+
+def test_adding_to_the_residual_stream_equals_adding_to_every_position_vector(model):
+    v = np.linspace(-1, 1, model.config.d_model).astype(np.float32)
+    want = edited(model, W_pos=model.params["W_pos"] + v).run(IDS)["logits"]
+    np.testing.assert_allclose(model.run(IDS, hooks=add_to_residual(0, v))["logits"], want, rtol=0, atol=1e-5)
+
+
+def test_patching_every_position_of_the_first_residual_stream_gives_the_other_runs_numbers(model):
+    other = [7, 7, 2, 8, 1, 8, 2, 8]
+    src = model.run(other)
+    got = model.run(IDS, hooks=patch("blocks.0.hook_resid_pre", src["blocks.0.hook_resid_pre"]))
+    np.testing.assert_allclose(got["logits"], src["logits"], rtol=0, atol=1e-6)
+    one = model.run(IDS, hooks=patch("blocks.0.hook_resid_pre", src["blocks.0.hook_resid_pre"], positions=[3]))
+    np.testing.assert_array_equal(one["blocks.0.hook_resid_pre"][3], src["blocks.0.hook_resid_pre"][3])
+    np.testing.assert_array_equal(one["blocks.0.hook_resid_pre"][2], model.run(IDS)["blocks.0.hook_resid_pre"][2])
+
+
+def test_hooks_in_generation_agree_with_and_without_the_kv_cache(model):
+    hooks = combine(ablate_head(0, 0), ablate_head(1, 1))
+    a = model.generate(IDS, max_new_tokens=6, hooks=hooks)
+    b = model.generate(IDS, max_new_tokens=6, hooks=hooks, cache=False)
+    assert a.generated_ids == b.generated_ids
+    for sa, sb in zip(a.steps, b.steps):
+        np.testing.assert_allclose(sa["logits"][-1], sb["logits"][-1], rtol=0, atol=1e-5)
+    assert a.meta["hooked"] == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+
+
+def test_a_hook_given_the_name_as_well(model):
+    seen = []
+    model.run(IDS, hooks={"blocks.*.hook_resid_post": lambda v, name: seen.append(name) or v})
+    assert seen == ["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+
+
+@pytest.mark.parametrize("hooks, says", [
+    ({"blocks.0.attn.hook_zz": lambda z: z}, r"no hook point is called 'blocks.0.attn.hook_zz' \(did you mean"),
+    ({"blocks.0.ln1.hook_scale": lambda s: s * 2}, "recorded beside the computation"),
+    ({"blocks.0.attn.hook_z": lambda z: z[:, :1]}, r"returned shape \[8, 1, 4\]; the value has shape \[8, 2, 4\]"),
+    ({"blocks.0.attn.hook_z": lambda z: z * np.nan}, "returned NaN or infinite numbers"),
+    ({"blocks.0.attn.hook_z": lambda z: "zeros"}, "returned str, not an array"),
+    ({"blocks.0.attn.hook_z": lambda z: 1 / 0}, "hook on blocks.0.attn.hook_z: ZeroDivisionError: division by zero"),
+    ({"blocks.0.attn.hook_z": 3}, "must name hook points and map to a function"),
+])
+def test_a_hook_that_cannot_be_is_one_line(model, hooks, says):
+    with pytest.raises(TracerError, match=says):
+        model.run(IDS, hooks=hooks)
+
+
+def test_ablate_on_the_command_line_reports_both_predictions(runner):
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "A B C D E F", "-n", "1", "--ablate", "1:0", "--ablate", "2:*", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)["ablation"]
+    assert out["ablated"] == ["head 1:0", "every head of layer 2"]
+    assert out["clean"]["top_id"] == 402 and 0.9 < out["clean"]["p_top"] < 1  # ␣G
+    shown = runner.invoke(app, ["trace", "A B C D E F", "-n", "1", "--ablate", "1:0", "--section", "predict"])
+    assert shown.exit_code == 0 and "without head 1:0: p(␣G) 0.971 → " in shown.output
+
+
+@pytest.mark.parametrize("spec, says", [("9:0", "the model has layers 0–3"), ("1:7", "layer 1 has heads 0–3"),
+                                        ("x:y", "expected LAYER:HEAD"), ("1:0:max", "expected LAYER:HEAD")])
+def test_an_ablation_that_does_not_fit_is_one_line_before_anything_runs(runner, tmp_path, spec, says):
+    from tracer.cli import app
+
+    save = tmp_path / "t.npz"
+    r = runner.invoke(app, ["trace", "A B C", "--ablate", spec, "--save", str(save)])
+    assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not save.exists()
+
+
+def test_attribution_is_the_central_difference_of_the_logit_along_each_inputs_own_vector(small_config):
+    """gradient × input at position p = d/dε logit(x + ε·x_p at p) at ε = 0, taken here through the hooks
+    API by central differences in float64 (an independent way to the backward pass's number)."""
+    from tracer.params import init_weights
+    from tracer.tokens import WordTokenizer
+
+    cfg = small_config(dtype="float64", n_layers=2)
+    rng = np.random.default_rng(11)
+    params = {k: v + rng.normal(0, 0.2, v.shape) for k, v in init_weights(cfg, 5).items()}
+    m = Model(cfg, params, WordTokenizer([f"w{i}" for i in range(40)]), "fd")
+    got = m.attribute(IDS)
+    target = got["target_id"]
+    assert target == int(np.argmax(m.run(IDS)["logits"][-1]))
+    x = m.run(IDS)["blocks.0.hook_resid_pre"]
+    h = 1e-5
+    for p in range(len(IDS)):
+        def logit(eps):
+            bump = np.zeros_like(x)
+            bump[p] = eps * x[p]
+            return m.run(IDS, names=["logits"], hooks={"blocks.0.hook_resid_pre": lambda v: v + bump})["logits"][-1, target]
+        fd = (logit(h) - logit(-h)) / (2 * h)
+        np.testing.assert_allclose(got["per_position"][p], fd, rtol=1e-6, atol=1e-8)
+    with pytest.raises(TracerError, match="target must be a token id"):
+        m.attribute(IDS, target=40)
+
+
+def test_attribute_on_the_command_line_gives_the_apis_numbers(runner):
+    import tracer
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "red fox jumps. red fox", "-n", "1", "--attribute", "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)["attribution"]
+    want = tracer.load("abc").attribute("red fox jumps. red fox", target=got["target_id"])
+    np.testing.assert_allclose(got["per_position"], want["per_position"], rtol=1e-6, atol=1e-9)
+    assert got["target_id"] == json.loads(r.stdout)["generated_ids"][0] and len(got["per_position"]) == 6
+    shown = runner.invoke(app, ["trace", "red fox jumps. red fox", "-n", "0", "--attribute", "--section", "tokens"])
+    assert shown.exit_code == 0 and "Which prompt token mattered to ␣jumps" in shown.output, shown.output
+
+
+def test_patching_at_layer_0_recovers_exactly_all_at_the_differing_position_and_nothing_elsewhere(model):
+    from tracer.interventions import activation_patching
+
+    top = lambda ids: int(np.argmax(model.run(ids, names=["logits"])["logits"][-1]))  # noqa: E731
+    a = IDS
+    b = next(IDS[:6] + [t] + IDS[7:] for t in range(40) if top(IDS[:6] + [t] + IDS[7:]) != top(IDS))  # differs at 6
+    got = activation_patching(model, a, b)
+    assert got["differs"] == [0, 0, 0, 0, 0, 0, 1, 0] and got["answers"] == [top(a), top(b)]
+    assert got["recovered"][0] == [0.0] * 6 + [1.0, 0.0]  # exactly: the patched input is A's or B's own
+    np.testing.assert_allclose(got["distance"][0], [0] * 6 + [got["distance"][0][6], 0], atol=0)
+    assert got["distance"][0][6] > 0 and got["recovered"][1][:6] == [0.0] * 6  # before the difference: no effect
+    with pytest.raises(TracerError, match="A has 8, B has 7"):
+        activation_patching(model, a, b[:-1])
+
+
+def test_compare_on_the_command_line(runner):
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["compare", "A B C D E F", "A B C D E Q", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["patch"]["answers"] == [" G", out["answer_tokens"][1]] and out["differs"] == [0, 0, 0, 0, 0, 1]
+    assert [row[5] for row in out["patch"]["recovered"]] == [1.0] * 4
+    shown = runner.invoke(app, ["compare", "A B C D E F", "A B C D E Q"])
+    assert shown.exit_code == 0 and "Activation patching" in shown.output and "A predicts ␣G" in shown.output
+    bad = runner.invoke(app, ["compare", "A B C", "A B"])
+    assert bad.exit_code == 2 and "A has 3, B has 2" in bad.stderr
+
+
+def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+    from tracer.render.demo.output import step_chosen
+
+    d = _demo_run(None, "A B C D E F", "abc", ablate=("1:0",))
+    assert d.gen.meta["hooked"] == ["blocks.1.attn.hook_z"] and "without head 1:0" in d.title
+    c = Console(record=True, width=80, color_system=None)
+    c.print(step_chosen(d).body)
+    assert "without head 1:0: p(␣G) 0.971 → " in c.export_text()

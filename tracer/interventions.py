@@ -1,0 +1,161 @@
+"""Changing the model while it runs: hooks that ablate a head, a layer's attention or its MLP, patch in
+a value from another run, or add a vector to the residual stream (for `Model.run(…, hooks=…)` and
+`Model.generate(…, hooks=…)`, TransformerLens's `run_with_hooks`; `tracer.record.Hooks` applies them).
+
+Each helper returns `{hook name: fn}`; `combine` joins several (functions on one name run in turn).
+`parse_ablation("1:0")` reads the CLI's `--ablate L:H`, `L:H:mean`, `L:*` (every head of layer L),
+`L:mlp`. A head is ablated where the heads are combined: its share of `hook_z` [pos, head, d_head],
+which W_O turns into the attention output, is set to zeros, or (mean) to its mean over the pass's
+positions. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .errors import TracerError
+
+
+def ablate_head(layer: int, head: int, how: str = "zero") -> dict:
+    """Head `head` of layer `layer` removed: its z (the weighted sum of values) zero, or its mean over positions."""
+    if how not in ("zero", "mean"):
+        raise TracerError(f"ablation {layer}:{head}:{how}: 'zero' or 'mean'")
+
+    def fn(z: np.ndarray) -> np.ndarray:  # [pos, head, d_head]
+        out = np.array(z)
+        out[:, head] = 0.0 if how == "zero" else z[:, head].mean(axis=0)
+        return out
+
+    return {f"blocks.{layer}.attn.hook_z": fn}
+
+
+def ablate_attention(layer: int, n_heads: int, how: str = "zero") -> dict:
+    """Every head of layer `layer` removed (the layer's attention adds only b_O)."""
+    return combine(*(ablate_head(layer, h, how) for h in range(n_heads)))
+
+
+def ablate_mlp(layer: int) -> dict:
+    """Layer `layer`'s MLP removed: its output to the residual stream is zeros."""
+    return {f"blocks.{layer}.hook_mlp_out": lambda out: np.zeros_like(out)}
+
+
+def patch(name: str, value, positions=None) -> dict:
+    """`name`'s value replaced by `value` (another run's, of the same shape), or only at `positions`
+    (the first axis) when given: activation patching."""
+    value = np.asarray(value)
+
+    def fn(v: np.ndarray) -> np.ndarray:
+        if positions is None:
+            return value
+        out = np.array(v)
+        out[list(positions)] = value[list(positions)]
+        return out
+
+    return {name: fn}
+
+
+def add_to_residual(layer: int, vector, positions=None) -> dict:
+    """`vector` [d_model] added to the residual stream entering layer `layer` (every position, or `positions`)."""
+    vector = np.asarray(vector)
+
+    def fn(x: np.ndarray) -> np.ndarray:  # [pos, d_model]
+        out = np.array(x)
+        out[slice(None) if positions is None else list(positions)] += vector
+        return out
+
+    return {f"blocks.{layer}.hook_resid_pre": fn}
+
+
+def combine(*hook_dicts: dict) -> dict:
+    """Several hook dicts as one: functions on the same name are applied one after the other."""
+    out: dict = {}
+    for d in hook_dicts:
+        for name, fn in d.items():
+            out[name] = _chain(out[name], fn) if name in out else fn
+    return out
+
+
+def _chain(first, then):
+    """A hook running `first`, then `then`, each given the name too when it takes one."""
+    from .record import takes_name
+
+    def run(value, name):
+        value = first(value, name) if takes_name(first) else first(value)
+        return then(value, name) if takes_name(then) else then(value)
+
+    return run
+
+
+ABLATION = re.compile(r"^([0-9]{1,4}):(\*|mlp|[0-9]{1,4})(?::(zero|mean))?$")
+
+
+def parse_ablation(spec: str, cfg) -> tuple[str, dict]:
+    """`--ablate` L:H, L:H:mean, L:* (every head of layer L) or L:mlp, checked against the model:
+    (the words for it, its hooks); a TracerError naming what does not fit."""
+    m = ABLATION.match(str(spec).strip().lower())
+    if m is None:
+        raise TracerError(f"--ablate {str(spec)[:40]}: expected LAYER:HEAD, LAYER:HEAD:mean, LAYER:* or LAYER:mlp "
+                          f"(e.g. 1:0)")
+    layer, what, how = int(m.group(1)), m.group(2), m.group(3) or "zero"
+    if layer >= cfg.n_layers:
+        raise TracerError(f"--ablate {spec}: the model has layers 0–{cfg.n_layers - 1}")
+    if what == "mlp":
+        if not cfg.mlp:
+            raise TracerError(f"--ablate {spec}: this model has no MLP")
+        return f"layer {layer}'s MLP", ablate_mlp(layer)
+    if what == "*":
+        return f"every head of layer {layer}" + (" (mean)" if how == "mean" else ""), \
+            ablate_attention(layer, cfg.n_heads, how)
+    head = int(what)
+    if head >= cfg.n_heads:
+        raise TracerError(f"--ablate {spec}: layer {layer} has heads 0–{cfg.n_heads - 1}")
+    return f"head {layer}:{head}" + (" (mean)" if how == "mean" else ""), ablate_head(layer, head, how)
+
+
+def prediction_change(model, ids, hooks: dict) -> dict:
+    """The next-token prediction after `ids` without and with `hooks` (one pass each, only the logits
+    recorded): {"clean": {top_id, p_top}, "changed": {top_id, p_top, p_clean_top}}, probabilities in float64."""
+    def last(trace) -> np.ndarray:  # [d_vocab]
+        logits = np.asarray(trace["logits"][-1], dtype=np.float64)
+        e = np.exp(logits - logits.max())
+        return e / e.sum()
+
+    clean = last(model.run(list(ids), names=["logits"]))
+    changed = last(model.run(list(ids), names=["logits"], hooks=hooks))
+    top, new = int(np.argmax(clean)), int(np.argmax(changed))
+    return {"clean": {"top_id": top, "p_top": float(clean[top])},
+            "changed": {"top_id": new, "p_top": float(changed[new]), "p_clean_top": float(changed[top])}}
+
+
+def activation_patching(model, a_ids, b_ids) -> dict:
+    """Two prompts of one length: where does A's answer live? Their answer tokens (A's top next token a,
+    B's b), the logit difference ld = logit(a) − logit(b) at the last position of each run, how far the
+    residual streams are apart at each layer's input and position, and, for each layer l and position p,
+    B's run with A's `blocks.{l}.hook_resid_pre` patched in at p: the fraction of the difference it
+    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric)."""
+    a_ids, b_ids = list(a_ids), list(b_ids)
+    if len(a_ids) != len(b_ids):
+        raise TracerError(f"compare: the prompts must have the same number of tokens; A has {len(a_ids)}, "
+                          f"B has {len(b_ids)}")
+    names = ["blocks.*.hook_resid_pre", "logits"]
+    ra, rb = model.run(a_ids, names=names), model.run(b_ids, names=names)
+    a_top, b_top = int(np.argmax(ra["logits"][-1])), int(np.argmax(rb["logits"][-1]))
+
+    def ld(trace) -> float:
+        last = np.asarray(trace["logits"][-1], dtype=np.float64)
+        return float(last[a_top] - last[b_top])
+
+    ld_a, ld_b = ld(ra), ld(rb)
+    n_layers, n = model.config.n_layers, len(a_ids)
+    recovered = np.zeros((n_layers, n))  # [layer, pos]
+    distance = np.zeros((n_layers, n))  # [layer, pos] ‖resid_A − resid_B‖
+    for layer in range(n_layers):
+        name = f"blocks.{layer}.hook_resid_pre"
+        distance[layer] = np.linalg.norm(ra[name].astype(np.float64) - rb[name], axis=-1)
+        for p in range(n):
+            patched = model.run(b_ids, names=["logits"], hooks=patch(name, ra[name], positions=[p]))
+            recovered[layer, p] = (ld(patched) - ld_b) / (ld_a - ld_b) if ld_a != ld_b else float("nan")
+    return {"answers": [a_top, b_top], "ld": [ld_a, ld_b], "differs": [int(x != y) for x, y in zip(a_ids, b_ids)],
+            "recovered": recovered.tolist(), "distance": distance.tolist()}
