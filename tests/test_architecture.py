@@ -23,7 +23,7 @@ LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
     1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
-        "overflow"],  # data, its holding and reading
+        "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
     2: ["fast", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
@@ -298,3 +298,19 @@ def test_the_switch_check_finds_a_comparison():
                 'cfg.positional in ("none", "rope")', '"rope" != kind'):
         assert switch_comparisons(ast.parse(src), values), src
     assert not switch_comparisons(ast.parse('c in ("layer", "heads")'), values)
+
+
+def test_the_package_metadata_is_current():
+    """The license as an SPDX expression with its file (setuptools stops building the table form after
+    2027-02-18), and every folder of shipped data a package of its own with its files named."""
+    import tomllib
+
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert doc["project"]["license"] == "MIT" and doc["project"]["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    listed, data = doc["tool"]["setuptools"]["packages"], doc["tool"]["setuptools"]["package-data"]
+    for model in sorted(p for p in (PACKAGE / "models").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        name = f"tracer.models.{model.name}"
+        assert name in listed and name in data, f"{name}: add it to packages and package-data in pyproject.toml"
+        shipped = {f.suffix for f in model.iterdir() if f.is_file()}
+        assert shipped <= {"." + pattern.split(".")[-1] for pattern in data[name]}, (name, shipped)

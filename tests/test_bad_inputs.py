@@ -110,7 +110,7 @@ CASES = [
     ("tokens-encoding", ["tokens", "hi", "--encoding", "gpt5"], 2, r"encoding 'gpt5' is not available offline.*gpt2"),
     # numeric options
     ("max-new-negative", ["trace", "hi", "--max-new-tokens", "-1"], 2, r"Invalid value for '--max-new-tokens' / '-n': Input should be greater than or equal to 0"),
-    ("max-new-overflow", ["trace", "hi", "-n", "5000"], 2, r"5,000 overflows the context.*at most 64 tokens"),
+    ("max-new-overflow", ["trace", "hi", "-n", "5000"], 2, r"5,000 overflows the context: the prompt has 1 token and the model reads at most 64 \(so at most 63 new"),
     ("max-new-not-int", ["trace", "hi", "-n", "1.5"], 2, r"Invalid value for '--max-new-tokens'"),
     ("temperature-negative", ["trace", "hi", "--temperature", "-0.5"], 2, r"Invalid value for '--temperature' / '-t': Input should be greater than or equal to 0", SUB),
     ("temperature-nan", ["trace", "hi", "--temperature", "nan"], 2, r"(Invalid value for '--temperature'|temperature must be a number ≥ 0.*nan)"),
@@ -191,7 +191,7 @@ CASES = [
     ("download-unknown", ["download", "gpt5"], 2, r"model 'gpt5': not a GPT-2 name \(did you mean 'gpt2'\?\)"),
     # the command line itself
     ("unknown-command", ["trcae", "hi"], 2, r"No such command 'trcae'"),
-    ("prompt-starting-with-dash", ["trace", "-5 degrees"], 2, r"No such option: -5"),
+    ("prompt-starting-with-dash", ["trace", "-5 degrees"], 2, r"no such option: -5; a prompt that starts with '-' goes after --"),
     ("unknown-option", ["trace", "hi", "--temprature", "1"], 2, r"No such option: --temprature"),
 ]
 

@@ -232,7 +232,19 @@ def test_the_default_model_is_the_trained_abc_and_predicts_g(runner):
     assert "trained by tracer" in out and "untrained" not in out
     m = re.search(r"chosen: G = ␣G \(id 402, probability (0\.\d+)\)", out)
     assert m and float(m.group(1)) > 0.5, out[-3000:]
-    assert "ABCDEF → ABCDEFG" in out and "the top-1 first after layer" in out
+    assert "ABCDEF → ABCDEFG" in out and "first becomes the top-1 out of layer" in out
+
+
+def test_the_readmes_first_command_keeps_every_table_whole_at_80_columns(runner):
+    """`tracer trace "A B C D E F" | cat` at 80 columns: no table header or number cut to `l…`, `‖…`, `1…`."""
+    r = runner.invoke(app, ["trace", "A B C D E F"], env={"NO_COLOR": "1", "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    rows = [l for l in r.stdout.splitlines() if l.lstrip()[:1] in ("┃", "│")]
+    assert len(rows) > 30  # the tables are there
+    cut = [l for l in rows if "…" in l]
+    assert cut == [], "\n".join(cut)
+    layers = next(l for l in rows if "‖x‖ in" in l)
+    assert "layer" in layers and "‖x‖ out" in layers and "head 3" in layers
 
 
 def test_a_shorter_context_than_tinys_is_named(runner):
@@ -246,3 +258,35 @@ def test_a_bad_view_option_is_refused_before_anything_runs_or_is_saved(runner, t
     r = run(runner, "trace", PROMPT, "--layer", "30", "--save", str(path))
     assert r.exit_code == 2 and "--layer 30" in r.stderr
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_export_says_what_it_wrote(runner, tmp_path):
+    for name, what in (("page.html", "the classroom page"), ("run.svg", "the record of what the terminal printed")):
+        r = runner.invoke(app, ["trace", "A B C", "-n", "1", "--export", str(tmp_path / name)], env=WALKTHROUGH_ENV)
+        assert r.exit_code == 0, r.output
+        assert f"wrote {tmp_path / name} (" in r.stderr and what in r.stderr
+    r = runner.invoke(app, ["replay", "article", "--export", str(tmp_path / "a.html")], env=WALKTHROUGH_ENV)
+    assert r.exit_code == 0 and f"wrote {tmp_path / 'a.html'}" in r.stderr
+
+
+def test_a_prompt_that_starts_with_a_minus_gets_a_hint_about_the_double_dash(runner):
+    r = runner.invoke(app, ["trace", "-5 degrees"])
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "no such option: -5" in r.stderr and "goes after --" in r.stderr
+    r = runner.invoke(app, ["trace", "-n", "1", "--section", "tokens", "--", "-5 degrees"], env=WALKTHROUGH_ENV)
+    assert r.exit_code == 0 and "␣degrees" in r.stdout
+    r = runner.invoke(app, ["trace", "--nope"])  # a real unknown option keeps click's message
+    assert r.exit_code == 2 and "No such option: --nope" in r.output
+
+
+def test_too_many_new_tokens_for_a_short_prompt_says_how_many_fit(runner):
+    r = runner.invoke(app, ["trace", "A B C", "-n", "100"])
+    assert r.exit_code == 2 and "so at most 61 new tokens" in r.stderr and "--truncate" not in r.stderr
+    assert runner.invoke(app, ["trace", "A B C", "-n", "61", "--section", "tokens"]).exit_code == 0
+    assert runner.invoke(app, ["trace", "A B C", "-n", "62", "--section", "tokens"]).exit_code == 2
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(runner):
+    r = runner.invoke(app, ["--debug", "trace", "A B C", "-n", "100"])
+    assert r.exit_code == 2
+    assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith("tracer: max-new-tokens 100")

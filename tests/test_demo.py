@@ -97,12 +97,29 @@ def test_fourteen_steps_in_the_articles_order(run, page_text):
     assert t.startswith("Step 5 of 14 · Scores and the mask")
 
 
+def test_the_tokens_screen_says_what_a_pass_and_the_space_sign_are(run, page_text, word_model):
+    d, steps = run
+    first = " ".join(page_text(d, steps, 1).split())
+    assert "a pass: one run of the model, which chooses one new token" in first
+    assert "␣ marks" not in first  # the article's tokens have no spaces: nothing to explain
+    from tracer.loaders import load
+
+    m = load("abc")
+    gen = m.generate(m.prompt("A B C"), max_new_tokens=1)
+    dd = demo.Demo(gen, m.tokenizer)
+    first = " ".join(page_text(dd, demo.build_steps(dd), 1).split())
+    assert "␣ marks a leading space (␣B is \" B\"), ↵ a line break." in first
+
+
 def test_embedding_and_position_screens_show_the_articles_vectors(run, page_text):
     d, steps = run
     emb = page_text(d, steps, 2)
     assert "[ 0.800, -0.200,  0.400, -0.500,  0.100]" in emb
     pos = page_text(d, steps, 3)
-    assert re.search(r"\+ P2\s+\[ 0\.200,  0\.200,  0\.200,  0\.200,  0\.200\]", pos)
+    assert re.search(r"\+ P_B\s+\[ 0\.200,  0\.200,  0\.200,  0\.200,  0\.200\]", pos)  # one name: P_B
+    flat = " ".join(pos.split())
+    assert "P_B: the position vector of position 1 (row 1 of W_pos; the article counts places from 1 and calls it P2)" in flat
+    assert "P2:" not in flat and "place 2" not in flat
     assert re.search(r"= x_B\s+\[ 1\.000,  0\.000,  0\.600, -0\.300,  0\.300\]", pos)  # the article's new E_B
 
 
@@ -161,7 +178,7 @@ def test_prediction_screens_read_the_recorded_logits(run, page_text):
     assert [r[1] for r in rows] == [VOCAB[i] for i in ranked[:len(rows)]]
     chosen = page_text(d, steps, 12)
     top = VOCAB[ranked[0]]
-    assert f"F predicts  ▶ {'G' if top == 'G' else 'G = ' + top}   (id {ranked[0]}," in chosen
+    assert f"F predicts  ▶ {'G' if top == 'G' else top + ' at G'}   (id {ranked[0]}," in chosen
     p = math.exp(logits[ranked[0]]) / sum(math.exp(x) for x in logits)
     assert f"probability {p:.3f}" in chosen
 
@@ -170,8 +187,8 @@ def test_append_and_cache_screens_follow_every_pass(run, page_text):
     d, steps = run
     t = page_text(d, steps, 13)
     g, h = (VOCAB[i] for i in d.gen.generated_ids)
-    assert re.search(rf"0\s+ABCDEF\s+ABCDEF\s+G{'' if g == 'G' else ' = ' + g}\s", t)  # passes count from 0
-    assert re.search(rf"1\s+G \(new\)\s+ABCDEFG\s+H{'' if h == 'H' else ' = ' + h}\s", t)
+    assert re.search(rf"0\s+ABCDEF\s+ABCDEF\s+{'G' if g == 'G' else g + ' at G'}\s", t)  # passes count from 0
+    assert re.search(rf"1\s+G \(new\)\s+ABCDEFG\s+{'H' if h == 'H' else h + ' at H'}\s", t)
     kv = page_text(d, steps, 14)
     assert re.search(r"1\s+G\s+G\s+ABCDEF\s", kv)  # computed G alone, reused A–F
 
@@ -219,15 +236,30 @@ def test_quiz_hides_the_answer_then_reveals_it(run, page_text):
     d, steps = run
     pages = demo.pages_of(steps, quiz=True)
     assert len(pages) == 14 + 3
-    assert [p.step + 1 for p in pages if p.quiz] == [5, 6, 12]
+    assert [p.step + 1 for p in pages if p.quiz] == [5, 6, 10]  # greedy: asked at the logits, before any ranking
     q5, a5 = page_text(d, steps, 5, quiz=True), page_text(d, steps, 5)
     assert "your turn" in q5 and "Predict, then press Enter" in q5
     assert "[ 0.900, -0.100,  0.500, -0.400,  0.200]" in q5  # the inputs: A's key
     assert f"{QK_BA:.3f}" not in q5 and f"{QK_BA:.3f}" in a5
     q6 = page_text(d, steps, 6, quiz=True)
     assert f"{W_A:.3f}" not in q6 and f"softmax({QK_BA:.3f}, {QK_BB:.3f})" in q6
-    q12 = page_text(d, steps, 12, quiz=True)
-    assert "▶" not in q12 and "predicts" not in q12
+    q10, a10 = page_text(d, steps, 10, quiz=True), page_text(d, steps, 10)
+    assert "what will F predict?" in " ".join(q10.split()) and "rank" not in q10 and "rank" in a10
+    top = VOCAB[int(np.argmax(d.trace["logits"][d.last]))]
+    assert "generation uses this row" not in q10 and "generation uses this row" in a10
+    assert not any(p.quiz for p in pages if p.step + 1 in (11, 12))  # no question after the answer was shown
+    assert top in a10
+
+
+def test_the_quiz_asks_what_a_wide_model_lets_a_class_answer(page_text):
+    from tracer.loaders import load
+
+    m = load("abc")  # d_head 16: Q and K are shown as their ends, too long to multiply by hand
+    d = demo.Demo(m.generate(m.prompt("A B C D E F"), max_new_tokens=1), m.tokenizer)
+    steps = demo.build_steps(d)
+    q5 = " ".join(page_text(d, steps, 5, quiz=True).split())
+    assert "Which key will B's query score highest: A_K or B_K?" in q5 and "Work out" not in q5
+    assert "guess, then see" in q5
 
 
 def test_sampling_shows_the_draw_and_the_band_that_holds_it(page_text, article_like):
@@ -257,14 +289,14 @@ def test_pager_next_back_jump_and_quit(run):
     pager.press("back")
     assert pager.page.step == 2
     pager.press("1")
-    pager.press("2")
-    assert pager.status() == "go to step 12_  (Enter)"
+    pager.press("0")
+    assert pager.status() == "go to step 10_  (Enter)"
     pager.press("enter")
-    assert pager.page == demo.Page(11, True)  # a jump lands on the question first
+    assert pager.page == demo.Page(9, True)  # a jump lands on the question first
     pager.press("9")
     pager.press("9")
     pager.press("enter")
-    assert pager.page.step == 11 and "no step 99" in pager.status()
+    assert pager.page.step == 9 and "no step 99" in pager.status()
     pager.press("1")
     pager.press("4")
     pager.press("enter")
@@ -298,7 +330,7 @@ def test_cli_quiz_prints_question_then_answer(runner):
     r = runner.invoke(app, PROMPT + ["--quiz"])
     assert r.exit_code == 0, r.output
     heads = re.findall(r"^Step (\d+) of 14 · (.*)$", r.output, flags=re.M)
-    assert [n for n, rest in heads if "your turn" in rest] == ["5", "6", "12"]
+    assert [n for n, rest in heads if "your turn" in rest] == ["5", "6", "10"]
     assert len(heads) == 17
 
 
@@ -375,3 +407,80 @@ def test_demo_article_is_the_article_scenario_with_its_checks_beside_the_steps(r
     for c in checks:
         assert f"{'✓' if c.ok else '✗'} {c.label}" in flat, c.label
     assert flat.count("✗ ") == sum(not c.ok for c in checks)
+
+
+def test_the_articles_pass_through_layers_are_said_where_the_layers_are(runner):
+    """The article's 24 layers are layer 0 and 23 pass-throughs: step 9 says so (and why, from the
+    scenario's note for the layers section), and so do `replay --section layers` and the page's data."""
+    from pathlib import Path
+
+    from tracer.render.page import page_data
+    from tracer.render.predict import unchanged_layers
+    from tracer.replay import replay
+
+    toml = Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"  # this checkout's, with its notes
+    done = replay(str(toml))
+    assert unchanged_layers(done.gen.steps[0].get, 24) == list(range(1, 24))
+    why = [n["text"] for n in done.scenario.notes if n["section"] == "layers"]
+    assert len(why) == 1 and "gives the numbers of one layer only" in why[0]
+    said = "In this model layers 1–23 of the 24 pass every vector on unchanged"
+    r = runner.invoke(app, ["demo", str(toml)], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    nine = re.sub(r"\s+", " ", r.output.split("Step 9 of 14")[1].split("Step 10 of 14")[0])
+    assert said in nine and why[0] in nine and "Every layer mixes more context" not in nine
+    r = runner.invoke(app, ["replay", str(toml), "--section", "layers"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert said in re.sub(r"\s+", " ", r.stdout)
+    assert page_data(done.gen, done.model.tokenizer)["pass_through"].startswith(said)
+
+
+def test_a_trained_models_layers_all_change_the_vectors(run):
+    from tracer.render.predict import unchanged_layers
+
+    d, steps = run
+    assert unchanged_layers(d.trace.get, d.cfg.n_layers) == []
+    assert "pass every vector on unchanged" not in str(steps)
+
+
+def test_a_step_that_fits_without_its_blank_lines_is_not_split(render_text):
+    """80×24: the default demo's step 4 used to continue onto a page holding one sentence; it stays on
+    one screen once its blank spacer lines go, and every page still fits."""
+    from rich.console import Console
+
+    from tracer.loaders import load
+    from tracer.render.demo.screens import fit_pages
+
+    m = load("abc")
+    d = demo.Demo(m.generate(m.prompt("A B C D E F"), max_new_tokens=2), m.tokenizer)
+    steps = demo.build_steps(d)
+    console = Console(width=80, height=24, color_system=None, record=True)
+    pages = fit_pages(d, steps, False, console)
+    four = [p for p in pages if p.step == 3]
+    assert len(four) == 1 and four[0].tight
+    for p in pages:
+        assert len(console.render_lines(demo.screen(d, steps, p, keys=True), console.options, pad=False)) <= 23
+
+
+def test_the_articles_demo_at_80x24_has_no_page_of_holding_checks_only(runner):
+    """demo article at 80×24 showed 21 screens for 14 steps, some holding only ✓ stated values: a step
+    whose stated values all hold says so in one line when that keeps it on one screen."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+    from tracer.render.demo.screens import fit_pages
+
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    steps = demo.build_steps(d)
+    console = Console(width=80, height=24, color_system=None, record=True)
+    pages = fit_pages(d, steps, False, console)
+    assert len(pages) <= 18
+    for p in pages:
+        shown = demo.screen(d, steps, p, keys=True)
+        assert len(console.render_lines(shown, console.options, pad=False)) <= 23
+        if p.summed:
+            text = "".join(s.text for line in console.render_lines(shown, console.options) for s in line)
+            assert "stated values, checked: all" in text or "it holds" in text
+            assert all(c.ok for c in steps[p.step].checks)
+    wide = fit_pages(d, steps, False, Console(width=100, height=40, color_system=None, record=True))
+    assert not any(p.summed for p in wide)  # room enough: every stated value listed

@@ -11,6 +11,7 @@ sideways at 1280×720. `TRACER_PAGE_SCREENSHOTS=DIR` keeps the screenshots (docs
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -128,6 +129,15 @@ def sideways(driver) -> int:
     return driver.execute_script("const e = document.documentElement; return e.scrollWidth - e.clientWidth")
 
 
+GARBLED = ("[object ", "undefined", "NaN", "null", "function ")
+
+
+def assert_reads_right(shown: str, where: str):
+    """What a slide says is words and numbers, never a stringified script value."""
+    for bad in GARBLED:
+        assert bad not in shown, f"step {where} shows {bad!r}: {shown[max(shown.find(bad) - 80, 0):shown.find(bad) + 80]!r}"
+
+
 @pytest.mark.parametrize("name", ["default", "article"])
 def test_every_step_draws_offline_without_errors_and_fits_1280x720(browser, pages, name):
     for full_screen in (True, False):
@@ -140,6 +150,7 @@ def test_every_step_draws_offline_without_errors_and_fits_1280x720(browser, page
             assert step(browser) == expected
             assert sideways(browser) <= 0, f"step {expected} scrolls sideways"
             assert browser.find_element("css selector", f"#step-{expected} h2").text.startswith(f"{i + 1} ·")
+            assert_reads_right(text(browser, "#slides") + "\n" + text(browser, "#detail"), expected)
             key(browser, "ARROW_RIGHT")
         assert errors(browser) == []
         assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
@@ -154,6 +165,8 @@ def test_the_keyboard_moves_through_the_steps(browser, pages):
     assert step(browser) == "qkv" and text(browser, "#where") == "3 / 13"
     key(browser, "END")
     assert step(browser) == "checks" and "17 of 22 stated values agree (5 disagree)" in text(browser, "#slides")
+    notes = [e.text for e in browser.find_elements("css selector", "#slides p.about")]
+    assert [n.split(":")[0] for n in notes][:2] == ["Note (softmax)", "Note (B_Q)"]  # the scenario's notes, as words
     key(browser, "ARROW_RIGHT")
     assert step(browser) == "checks"  # the last step stays
     key(browser, "HOME")
@@ -179,8 +192,10 @@ def test_clicking_a_token_follows_it(browser, pages):
     assert text(browser, "#detail h2").startswith("Following D")
     gen = Generation.load(pages["npz"])
     E = gen.steps[0]["hook_embed"][3]
-    shown = [c.text for c in browser.find_elements("css selector", "#detail tr[data-for='embed'] td.n")][: len(E)]
-    assert shown == [num(x, 3) for x in E[: len(shown)]]  # D's embedding row, as the terminal writes it
+    shown = [c.text for c in browser.find_elements("css selector", "#detail tr[data-for='embed'] td.n")][:5]
+    assert shown == [num(x, 3) for x in [*E[:3], *E[-2:]]]  # D's embedding row's ends, as the terminal writes them
+    gap = browser.find_element("css selector", "#detail tr[data-for='embed'] td.gap")
+    assert gap.text == "…" and gap.value_of_css_property("padding-left") == "8px"  # apart from the numbers
     assert "predicts" in text(browser, "#detail")
 
 
@@ -201,7 +216,8 @@ def test_layers_heads_and_passes_change_what_is_shown(browser, pages):
     go(browser, "loop")
     click(browser, '[data-pass="1"]')
     words = " ".join(text(browser, "#slides").split())
-    assert "pass 1: reads G" in words and "reuses A–F from the KV cache" in words
+    assert re.search(r"pass 1: reads (G = ␣G|\S+ at G); computes G, reuses A–F from the KV cache", words), words
+    assert not re.search(r"reads G = (?!␣G)", words)  # the text first when it is not the letter: "… at G"
     assert "cache 0" in words and "computed" in words
 
 
@@ -236,6 +252,39 @@ def test_the_temperature_control_recomputes_the_probabilities_as_python_does(bro
     np.testing.assert_allclose([got[i] for i in ids], tempered_softmax(logits, 2.5)[ids], rtol=1e-9, atol=1e-15)
     click(browser, "#temperature-reset")
     assert _shown_probs(browser) == pytest.approx(recorded, rel=1e-12)
+    assert errors(browser) == []
+
+
+def _bar_heights(browser) -> dict[int, float]:
+    """Each candidate's bar as a share of the bars' box (the page draws p × 80%)."""
+    return browser.execute_script(
+        "const out = {}; for (const c of document.querySelectorAll('#probs [data-id]')) {"
+        " out[c.dataset.id] = parseFloat(c.querySelector('.fill').style.height) / 80; } return out;")
+
+
+def test_the_temperature_control_has_an_argmax_setting_labels_and_absolute_bars(browser, pages):
+    gen = Generation.load(pages["npz"])
+    logits = gen.steps[0]["logits"][-1]
+    top = int(np.argmax(logits))
+    open_page(browser, pages["default"])
+    go(browser, "predict")
+    row = text(browser, ".temp-row")
+    assert "greedy: plain softmax" not in row and "T = 1 (softmax)" in row and "T = 0 (argmax: this run)" in row
+    click(browser, "#temperature-zero")  # the run's own T = 0: greedy, the largest logit takes all
+    assert text(browser, "#temperature-value") == "0.00"
+    assert browser.find_element("css selector", "#temperature").get_attribute("value") == "0"
+    got = _shown_probs(browser)
+    assert got[top] == 1.0 and all(v == 0.0 for i, v in got.items() if i != top)
+    assert "argmax" in text(browser, "#temperature-note") and "÷ T (T = 0: argmax)" in text(browser, "#topk thead")
+    browser.execute_script("const t = document.getElementById('temperature'); t.value = '3';"
+                           "t.dispatchEvent(new Event('input'))")
+    got, bars = _shown_probs(browser), _bar_heights(browser)
+    for i, p in got.items():  # bars on one absolute 0–1 scale: a falling probability is a shorter bar
+        assert bars[str(i)] == pytest.approx(p, abs=2e-3)
+    assert got[top] < 0.9 and bars[str(top)] < 0.9
+    assert "0–1 scale" in browser.find_element("css selector", "#probs + p.note").text
+    click(browser, "#temperature-reset")
+    assert text(browser, "#temperature-value") == "1.00"
     assert errors(browser) == []
 
 
@@ -326,3 +375,16 @@ def test_the_gemma2_page_says_the_soft_cap_on_the_scores_step(browser, runner, t
     before, after = re.search(r"scores soft-capped: 5 · tanh\(s / 5\): (-?[0-9.]+) → (-?[0-9.]+)", said).groups()
     assert float(after) == pytest.approx(5 * np.tanh(float(before) / 5), abs=1.5e-3)
     assert errors(browser) == []
+
+
+def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable(browser, pages):
+    """At 1280×720 the article's ✗ values of a step are above the fold (its errors are the lesson), and
+    the panel's type is at least 16 px (a room reads it)."""
+    for address in ("#step=scores&token=1", "#step=sum&token=1", "#step=checks"):
+        open_page(browser, pages["article"], address)
+        tops = browser.execute_script("return [...document.querySelectorAll('#slides .check.bad')]"
+                                      ".map(c => c.getBoundingClientRect().bottom)")
+        assert tops and max(tops[:5]) <= SIZE[1], (address, tops)  # on the checks slide, the 5 first
+    for selector in ("#detail", "table.card"):
+        px = float(browser.find_element("css selector", selector).value_of_css_property("font-size").removesuffix("px"))
+        assert px >= 16, (selector, px)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -19,7 +20,7 @@ def test_readme_python_example_runs_and_its_comments_hold(tmp_path, monkeypatch)
     trace, model, gen = env["trace"], env["model"], env["gen"]
     np.testing.assert_allclose(trace["blocks.0.attn.hook_q"][1, 0], [0.7, 0.1, 0.3, -0.4, 0.2], atol=1e-12)
     np.testing.assert_allclose(trace["blocks.0.attn.hook_attn_scores"][0, 1, :2], [0.67, 0.58], atol=1e-12)
-    np.testing.assert_allclose(trace["blocks.0.attn.hook_pattern"][0, 1, :2], [0.522, 0.478], atol=5e-4)
+    np.testing.assert_allclose(trace["blocks.0.attn.hook_pattern"][0, 1, :2], [0.52248482, 0.47751518], atol=1e-8)
     assert [model.tokenizer.token_str(t) for t in gen.generated_ids] == ["G", "H", "<end>"]
     assert gen.steps[1].start == 6
     assert (tmp_path / "article.npz").exists()
@@ -30,3 +31,44 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     assert blocks[0].endswith('.venv/bin/tracer trace "A B C D E F"')  # the trained model predicting G
     ci = (README.parent / ".ci" / "run").read_text()
     assert blocks[1] in ci.splitlines()  # .ci/run runs exactly the README's test command
+
+
+def _pasted():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_output", README.parent / "tools" / "readme_output.py")
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = mod  # its dataclass looks its module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PASTED = _pasted()
+RUNS = PASTED.blocks(README.read_text(encoding="utf-8"))
+
+
+def test_every_pasted_output_block_names_its_command():
+    """Each fenced block of output in the README says which command printed it (`<!-- output: … -->`)."""
+    text = README.read_text(encoding="utf-8")
+    assert len(RUNS) >= 11
+    lines, unnamed, inside = text.split("\n"), [], False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            if not inside and line == "```" and not lines[i - 1].startswith("<!-- output: "):
+                unnamed.append(lines[i + 1])  # a block of output (no language) without its command
+            inside = not inside
+    assert unnamed == ["$ tracer serve --host 0.0.0.0 --model abc --model tiny"], unnamed  # a server: not run here
+
+
+@pytest.mark.parametrize("run", [pytest.param(r, id=r.command[:70], marks=[pytest.mark.slow] if ".gguf" in r.command else [])
+                                 for r in RUNS])
+def test_pasted_output_is_what_its_command_prints(run):
+    """Each pasted line is, in order, a line of what the command prints now (numbers within two units of
+    their last decimal: another CPU's rounding). `python tools/readme_output.py --write` refreshes them."""
+    missing = PASTED.needs(run.command)
+    if missing is not None:
+        pytest.skip(f"needs {missing} (tests/test_smollm2.py fetches it into ~/.cache/tracer-tests)")
+    wrong = PASTED.compare(run.expected, PASTED.run(run.command))
+    assert not wrong, f"{run.command}:\n" + "\n".join(wrong)

@@ -218,10 +218,10 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top(word_mode
     first = tops.index(chosen)
     text = render_text(L.logit_lens_view(s, m.tokenizer, View()), 120)
     flat = " ".join(text.split())
-    where = "in the embedding, before any layer" if first == 0 else f"after layer {first}"
-    assert f"the chosen token '{m.tokenizer.token_str(chosen)}' is the top-1 first {where}" in flat
-    for r, t in enumerate(tops):
-        label = "0 (embed)" if r == 0 else ("3 (final)" if r == 3 else str(r))
+    where = "in the embedding, before any layer" if first == 0 else f"out of layer {first - 1}"  # layers 0, 1, 2
+    assert f"the chosen token '{m.tokenizer.token_str(chosen)}' first becomes the top-1 {where}" in flat
+    for r, t in enumerate(tops):  # rows in the 0-based names the layers have everywhere
+        label = "embedding" if r == 0 else ("out of layer 2 (the last)" if r == 3 else f"out of layer {r - 1}")
         last_cell = cells(row(text, label))[-1]
         assert last_cell.split()[0] == m.tokenizer.token_str(t)
         assert last_cell.endswith("✓") == (t == chosen)
@@ -232,8 +232,8 @@ def test_logit_lens_view_fits_80_columns_and_shows_more_when_wide(word_model, re
     gen = m.generate(list(range(10)), max_new_tokens=1)
     narrow = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80)
     wide = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View(brief=False)), 200)
-    header = next(l for l in narrow.splitlines() if "after layer" in l)
-    assert header.count("┃") - 2 < len(next(l for l in wide.splitlines() if "after layer" in l).split("┃")) - 2
+    header = next(l for l in narrow.splitlines() if "read from" in l)
+    assert header.count("┃") - 2 < len(next(l for l in wide.splitlines() if "read from" in l).split("┃")) - 2
     assert "J w9" in wide and "J w9" in narrow  # the last position is always shown
     assert "A w0" in wide and "A w0" not in narrow
     assert "the last" in narrow
@@ -243,7 +243,7 @@ def test_logit_lens_view_when_the_sampled_token_never_tops(hand_model, render_te
     m = hand_model()
     gen = m.generate("A B C", max_new_tokens=1, temperature=2.0, top_k=3, top_p=0.7, seed=0)  # draws D, not A
     text = " ".join(render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 80).split())
-    assert "the chosen token 'D' is never the top-1; after the last layer it ranks #2" in text  # D .3 < A .5
+    assert "the chosen token 'D' is never the top-1; out of the last layer it ranks #2" in text  # D .3 < A .5
 
 
 # --------------------------------------------------------------------------- the loop
@@ -255,9 +255,11 @@ def test_generation_steps_by_hand(hand_model, render_text):
     flat = " ".join(render_text(LP.generation_steps(gen, m.tokenizer, View()), 80).split())
     abc = letters(["A", "B", "C"])
     assert f"pass 0: reads {abc} (the prompt)" in flat
-    assert "predicts D = 'A' (p 0.500; top 3: A .50, D .30, B .10)" in flat and "ABC → ABCD" in flat
-    assert f"pass 1: reads D = 'A'; computes D, reuses {abc} from the KV cache" in flat
-    assert "predicts E = 'B' (p 0.600; top 3: B .60, C .20, A .10)" in flat and "ABCD → ABCDE" in flat
+    # the text first, the letter as its place: "D = 'A'" read as if the model had predicted D
+    assert "predicts 'A' at D (p 0.500; top 3: A .50, D .30, B .10)" in flat and "ABC → ABCD ('A' at D)" in flat
+    assert f"pass 1: reads 'A' at D; computes D, reuses {abc} from the KV cache" in flat
+    assert "predicts 'B' at E (p 0.600; top 3: B .60, C .20, A .10)" in flat and "ABCD → ABCDE ('B' at E)" in flat
+    assert "D =" not in flat and "E =" not in flat
     zero = " ".join(render_text(LP.generation_steps(m.generate("A B C", max_new_tokens=0), m.tokenizer, View()), 80).split())
     assert "(not appended: the run stops here, max-new-tokens 0 reached)" in zero
     assert "Generated 2 token(s): 'A B'; stopped: max-new-tokens 2 reached." in flat

@@ -129,7 +129,7 @@ def test_top_k_table_and_chosen_token(width, toy, render_text):
     for rank, (word, i) in enumerate((("sat", 1), ("mat", 2), ("cat", 0)), start=1):
         assert re.search(rf"│\s+{rank} │ {word}\s+│\s+{i} │\s+{logits[word]:.3f} │\s+{p[word]:.3f} │", out), word
     flat = squash(out)
-    assert "chosen: C = sat" in flat
+    assert "chosen: sat at C" in flat
     assert "AB → ABC" in flat
     assert "top 3 of 3" in flat
     assert "W_U (2 × 3)" in flat

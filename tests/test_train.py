@@ -187,3 +187,29 @@ def test_init_is_gpt2s_seeded_initialisation():
     want = init_weights(s.config(), 7)
     assert r.params["W_E"].shape == want["W_E"].shape
     assert not np.array_equal(r.params["W_E"], want["W_E"])  # one step moved it
+
+
+def test_tracer_corpus_writes_the_shipped_models_corpus_as_the_tool_does(runner, tmp_path):
+    """`tracer corpus` ships the generator (a wheel has no tools/): the same bytes as tools/make_corpus.py."""
+    import hashlib
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from tracer.cli import app
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_corpus", root / "tools" / "make_corpus.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    r = runner.invoke(app, ["corpus", "--out", str(tmp_path / "c.txt"), "--seed", "3", "--size", "500"])
+    assert r.exit_code == 0 and "wrote" in r.stderr and "500 lines" in r.stderr
+    assert (tmp_path / "c.txt").read_bytes() == tool.corpus(3, 500).encode("ascii")
+    assert runner.invoke(app, ["corpus", "--check", str(tmp_path / "c.txt"), "--seed", "3", "--size", "500"]).exit_code == 0
+    r = runner.invoke(app, ["corpus", "--check", str(tmp_path / "c.txt"), "--seed", "4", "--size", "500"])
+    assert r.exit_code == 1 and "first at line 1" in r.stderr
+    shipped = json.loads((root / "tracer" / "models" / "abc" / "training.json").read_text())
+    from tracer.corpus import corpus
+
+    assert hashlib.sha256(corpus().encode("ascii")).hexdigest() == shipped["corpus_sha256"]  # the default: abc's corpus
+    assert "tracer corpus" in shipped["corpus_about"]

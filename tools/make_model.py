@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6000
-ABOUT = ("tools/make_corpus.py's lines: letter runs, counting, weekdays and months, short sentences, and phrases "
+ABOUT = ("`tracer corpus`'s lines: letter runs, counting, weekdays and months, short sentences, and phrases "
          "said twice, to copy")
 CHECKS = {  # prompt → the next token the shipped model must give (greedy)
     "A B C D E F": " G",

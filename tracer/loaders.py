@@ -22,7 +22,7 @@ from .tokens import get_tokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "models"  # trained models that come with tracer, one folder each
 BUILTIN = {
-    "abc": "the default: a 4-layer GPT-2 (d_model 64, 4 heads) trained by `tracer train` on tools/make_corpus.py's corpus",
+    "abc": "the default: a 4-layer GPT-2 (d_model 64, 4 heads) trained by `tracer train` on `tracer corpus`'s corpus",
     "tiny": "the GPT-2 block and tokenizer, 24 layers, d_model 8, 2 heads, seeded untrained weights",
 }
 

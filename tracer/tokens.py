@@ -45,6 +45,15 @@ def label(i: int) -> str:
     return s
 
 
+def named(pos: int, text: str) -> str:
+    """A token at position `pos` by its letter and its text: "G = ␣G" when the text is the letter, else the
+    text first and the letter as its place, "↵ at H", so a generated token never reads as if the model had
+    predicted the letter its position is named by ("H = ↵" did)."""
+    letter = label(pos)
+    bare = text.strip("'\"").lstrip("␣")
+    return f"{letter} = {text}" if bare == letter else f"{text} at {letter}"
+
+
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
 
 
@@ -169,13 +178,14 @@ def encode_prompt(tokenizer: "Tokenizer", prompt_or_ids, n_ctx: int, d_vocab: in
             f"prompt: {len(ids):,} tokens, longer than the model's context of {n_ctx:,} tokens; shorten it, "
             f"or truncate it (--truncate left keeps its end, --truncate right its start)"
         )
-    if fits < 1:
+    if fits < 1 and truncate is not None:  # no truncation leaves room: say what this prompt allows below otherwise
         raise ContextOverflow(f"max-new-tokens {room:,} overflows the context: the model reads at most {n_ctx:,} "
                               f"tokens, the prompt included (so at most {n_ctx - 1:,} new tokens)", len(ids), n_ctx, room)
     if truncate is None:
         raise ContextOverflow(
-            f"max-new-tokens {room:,} overflows the context: the prompt has {len(ids):,} tokens and the model reads "
-            f"at most {n_ctx:,} (so at most {n_ctx - len(ids):,} new tokens, or --truncate left|right)", len(ids), n_ctx, room)
+            f"max-new-tokens {room:,} overflows the context: the prompt has {len(ids):,} token{'s' if len(ids) != 1 else ''} and the model reads "
+            f"at most {n_ctx:,} (so at most {n_ctx - len(ids):,} new tokens"
+            + (", or --truncate left|right)" if fits >= 1 else ")"), len(ids), n_ctx, room)
     kept = ids[-fits:] if truncate == "left" else ids[:fits]
     return Prompt(tuple(kept), text, {"side": truncate, "prompt_tokens": len(ids), "kept": fits, "dropped": len(ids) - fits})
 

@@ -45,11 +45,19 @@ class _Group(TyperGroup):
             path = e.ctx.command_path if e.ctx is not None else "tracer"
             echo_err(f"{e.format_message()} (see {path} --help)")
             raise typer.Exit(e.exit_code) from None
-        except (typer.Exit, typer.Abort, typer.TyperException):
+        except (typer.Exit, typer.Abort, typer.TyperException) as e:
+            option = getattr(e, "option_name", None)  # click's NoSuchOption (typer vendors click)
+            if type(e).__name__ == "NoSuchOption" and isinstance(option, str) and _looks_negative(option):
+                path = e.ctx.command_path if getattr(e, "ctx", None) is not None else "tracer"
+                echo_err(f"no such option: {option}; a prompt that starts with '-' goes after --, which ends the "
+                         f"options: {path} [OPTIONS] -- \"{option} …\"")
+                raise typer.Exit(2) from None
             raise
         except TracerError as e:
-            if STATE["debug"]:
-                raise
+            if STATE["debug"]:  # the traceback, and still the error's own exit code (2: the input's fault)
+                import traceback
+
+                traceback.print_exc()
             echo_err(str(e))
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.files.Stopped)
@@ -69,6 +77,11 @@ class _Group(TyperGroup):
                 raise
             echo_err(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback; please report it)")
             raise typer.Exit(1) from None
+
+
+def _looks_negative(option: str) -> bool:
+    """'-5', '-0.5', '-3C': a word a person meant as text (a prompt such as "-5 degrees"), not an option."""
+    return len(option) > 1 and option[0] == "-" and (option[1].isdigit() or option[1] == ".")
 
 
 class _pipe_watch:

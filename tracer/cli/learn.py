@@ -1,4 +1,5 @@
-"""`tracer train` (a small GPT-2 trained with tracer's own backward pass) and `tracer download`."""
+"""`tracer corpus` (the training corpus of the shipped model), `tracer train` (a small GPT-2 trained with
+tracer's own backward pass) and `tracer download`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,44 @@ from .app import app, echo_err, make_console
 
 
 @app.command()
+def corpus(
+    out: Annotated[str, typer.Option("--out", "-o", help="Where to write it.")] = "corpus.txt",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draws: the same seed and size give the same bytes.")] = 0,
+    size: Annotated[int, typer.Option("--size", min=0, help="Lines (examples).")] = 100_000,
+    check: Annotated[str, typer.Option("--check", help="Write nothing; exit 0 if this file holds exactly the corpus of --seed and --size, else 1.", show_default=False)] = None,
+) -> None:
+    """Write the small synthetic corpus the shipped model 'abc' was trained on: letter runs, counting,
+    weekdays and months, short sentences, and phrases said twice (to copy), one example a line.
+
+    The same seed and size give the same bytes on every machine (seed 0, 100,000 lines: the shipped
+    model's corpus, sha256 20cf97d4e535…).
+
+    Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model
+    """
+    import hashlib
+
+    from ..corpus import corpus as make, first_difference
+    from ..errors import TracerError
+    from ..files import atomic_write
+    from ..reading import read_small
+
+    data = make(seed, size).encode("ascii")
+    if check is not None:
+        line = first_difference(read_small(check, "corpus", max(len(data), 1) * 2), data)
+        if line is not None:
+            echo_err(f"{check}: differs from the corpus of seed {seed}, {size:,} lines, first at line {line:,}")
+            raise typer.Exit(1)
+        typer.echo(f"{check}: same bytes (sha256 {hashlib.sha256(data).hexdigest()})")
+        return
+    if out == "-":
+        raise TracerError("--out: give a file name (the corpus is 3.7 MB)")
+    atomic_write(out, lambda f: f.write(data))
+    echo_err(f"wrote {out}: {size:,} lines, {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()}")
+
+
+@app.command()
 def train(
-    corpus: Annotated[str, typer.Argument(help="A UTF-8 text file to learn from (tools/make_corpus.py writes one).")],
+    corpus: Annotated[str, typer.Argument(help="A UTF-8 text file to learn from (`tracer corpus` writes one).")],
     out: Annotated[str, typer.Option("--out", "-o", help="Folder to write config.json, model.safetensors and training.json into (transformers' GPT-2 layout).")],
     steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")] = 1500,
     layers: Annotated[int, typer.Option("--layers", min=1, help="Blocks.")] = 4,
@@ -31,7 +68,7 @@ def train(
     It trains GPT-2's block only (and writes transformers' GPT-2 layout); the backward pass itself,
     `Model.loss_and_grads`, also covers Llama, Qwen2 and Mistral blocks.
 
-    Example: python tools/make_corpus.py --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
+    Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
     from ..files import stop_signals
     from ..folders import check_output_folder

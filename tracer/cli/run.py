@@ -16,7 +16,7 @@ from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOp
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
     model: ModelOpt = DEFAULT_MODEL,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 3,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 2,
     temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
     top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
     top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
@@ -105,6 +105,8 @@ def trace(
     show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
     if page:
         export_page(gen, m.tokenizer, resolved, page)
+    if export:
+        said_export(export, page is not None)
     if save:
         from ..tokens import show_invisible
 
@@ -149,6 +151,8 @@ def show(
                         pager=pager)
         if page:
             export_page(gen, tokenizer, view, page)
+        if export:
+            said_export(export, page is not None)
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
         raise
     except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
@@ -208,6 +212,21 @@ def replay(
                     before=[scenario_header(scn)])
     if page:
         export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
+    if export:
+        said_export(export, page is not None)
+
+
+def said_export(path: str, page: bool) -> None:
+    """What --export wrote, on stderr (as --save says "saved …" and demo --export "wrote …")."""
+    import os
+
+    from ..tokens import show_invisible
+
+    what = ("the classroom page, one self-contained file: open it in a browser" if page
+            else "the record of what the terminal printed")
+    size = os.path.getsize(path) if os.path.isfile(path) else None
+    typer.echo(f"wrote {show_invisible(path)}" + (f" ({size / 1000:,.0f} kB)" if size is not None else "") + f": {what}",
+               err=True)
 
 
 @app.command()

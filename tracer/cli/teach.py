@@ -14,7 +14,7 @@ ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of r
                   "on the automotive industry.")
 
 
-DEMO_NEW_TOKENS = 3  # tokens generated for `demo --prompt`: enough to see G and H appended
+DEMO_NEW_TOKENS = 2  # tokens generated for `demo --prompt`: G, then one more pass that reads G and reuses A–F from the KV cache
 MAX_AUTO = 86_400  # seconds of --auto: a day (a timer of inf or 1e300 seconds overflows the system's)
 
 
@@ -71,7 +71,8 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
 
     if prompt is None:
         done = run(scenario)
-        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks)
+        return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks,
+                    notes=list(done.scenario.notes))
     m = load(model)
     text = m.prompt(prompt, chat=chat)
     removed, hooks = ablations(m, ablate)

@@ -16,11 +16,22 @@ from .text import Fit, missing
 BRIEF_LENS_COLUMNS = 6  # positions of the logit lens table in brief mode (the last ones)
 
 
+LENS_ROWS = "read from"  # the lens's first column: where each row's residual stream was read
+
+
 def lens_row_label(r: int, n_layers: int) -> str:
-    """Row r of the lens: the residual stream after r layers."""
+    """Row r of the lens (the residual stream after r layers), in the 0-based names of the layers
+    everywhere else: "embedding", "out of layer 0", …, "out of layer 3 (the last)"."""
     if r == 0:
-        return "0 (embed)"
-    return f"{r}" + (" (final)" if r == n_layers else "")
+        return "embedding"
+    return f"out of layer {r - 1}" + (" (the last)" if r == n_layers else "")
+
+
+def lens_where(r: int, n_layers: int) -> str:
+    """Row r in a sentence: "in the embedding, before any layer", "out of layer 0", "out of layer 3, the last"."""
+    if r == 0:
+        return "in the embedding, before any layer"
+    return f"out of layer {r - 1}" + (", the last" if r == n_layers else "")
 
 
 def first_top(top: np.ndarray, token: int) -> tuple[int | None, int | None]:
@@ -56,7 +67,7 @@ def logit_lens_view(step, tokenizer, view) -> Group:
         cols = list(range(len(positions)))[-min(n_cols, max_cols):]
         t = Table(title=f"Logit lens: each layer's residual stream through the final {norm} and W_U",
                   title_justify="left")
-        t.add_column("after layer", no_wrap=True)
+        t.add_column(LENS_ROWS, no_wrap=True)
         for c in cols:
             pos = int(positions[c])
             t.add_column(f"{label(pos)} {short(show_token(tokenizer.token_str(int(step.tokens[pos]))), 8)}",
@@ -76,23 +87,23 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     chosen = int(target[last])
     pos = int(positions[last])
     first, stays = first_top(top[:, last], chosen)
-    notes = [f"Each cell: the most likely next token and its probability if the model stopped after that many "
-             f"layers; ✓ marks the token that actually follows (at {label(pos)}: the chosen one)."]
+    notes = [f"Each cell: the most likely next token and its probability if the model stopped where the row "
+             f"says; ✓ marks the token that actually follows (at {label(pos)}: the chosen one)."]
     if first is None:
         notes.append(f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is never the "
-                     f"top-1; after the last layer it ranks #{int(rank[-1, last]) + 1} (it was sampled, not the most "
+                     f"top-1; out of the last layer it ranks #{int(rank[-1, last]) + 1} (it was sampled, not the most "
                      f"likely). Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
     else:
-        where = "in the embedding, before any layer" if first == 0 else f"after layer {first}"
-        s = (f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is the top-1 first "
+        where = lens_where(first, n_layers)
+        s = (f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} first becomes the top-1 "
              f"{where}")
         if stays is not None and stays != first:
-            s += f", and stays the top-1 from layer {stays} on"
+            s += f", and stays the top-1 from layer {stays - 1}'s output on"
         if first < n_layers:
             s += (f". The article says the prediction appears \"only after the 24th layer\", the last; in this model "
-                  f"of {count(n_layers, 'layer')} it is there {where}")
+                  f"of {count(n_layers, 'layer')}{f' (0 to {n_layers - 1})' if n_layers > 1 else ''} it is there already {where}")
         else:
-            s += ", the last, as the article says of its 24th"
+            s += ", as the article says of its 24th"
         notes.append(s + ". Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")

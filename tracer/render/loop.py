@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label
+from ..tokens import label, named
 from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
 from ..equations import largest_first
 
@@ -160,7 +160,7 @@ def generation_steps(gen, tokenizer, view) -> Group:
         head = Text()
         head.append(f"pass {n}: ", style="bold")
         reads = (f"reads {span(0, total)} (the prompt)" if n == 0 else
-                 f"reads {label(total - 1)} = {tok(tokenizer, step.tokens[-1])}")
+                 f"reads {named(total - 1, tok(tokenizer, step.tokens[-1]))}")
         head.append(reads)
         if start > 0:
             head.append(f"; computes {span(start, total)}, reuses {span(0, start)} from the KV cache")
@@ -176,13 +176,15 @@ def generation_steps(gen, tokenizer, view) -> Group:
             alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
             end = chosen in tokenizer.eos_ids
             line = Text("  predicts ")
-            line.append(tok(tokenizer, chosen) if end else f"{label(total)} = {tok(tokenizer, chosen)}", style="bold")
+            line.append(tok(tokenizer, chosen) if end else named(total, tok(tokenizer, chosen)), style="bold")
             line.append(f" (p {prob(probs[chosen], p)}; top 3: {alts})")
             parts.append(line)
             if end:
                 parts.append(Text("  the end token: generation stops (it takes no position of its own)", style="dim"))
             elif appended:
-                parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"))
+                new = named(total, tok(tokenizer, chosen))
+                parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"
+                                  + ("" if new.startswith(f"{label(total)} = ") else f"   ({new})")))
             else:
                 parts.append(Text(f"  (not appended: the run stops here, {stop_reason(gen)})", style="dim"))
     parts.append(Text(f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."))

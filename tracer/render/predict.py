@@ -10,7 +10,7 @@ from rich.console import Group, group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label
+from ..tokens import label, named
 from .context import BRIEF_HEADS, Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
@@ -32,15 +32,52 @@ def _head_cells(ctx: Ctx, rows) -> list[str]:
 def _overview_table(ctx: Ctx, first_col: str) -> Table:
     H = ctx.cfg.n_heads
     tab = Table(padding=(0, 1), show_edge=True)
-    tab.add_column(first_col, justify="right", style="bold")
-    tab.add_column("‖x‖ in", justify="right")
-    tab.add_column("‖x‖ out", justify="right")
+    tab.add_column(first_col, justify="right", style="bold", no_wrap=True)  # 80 columns keep every number whole
+    tab.add_column("‖x‖ in", justify="right", no_wrap=True)
+    tab.add_column("‖x‖ out", justify="right", no_wrap=True)
     if H <= BRIEF_HEADS:
-        for h in range(H):
-            tab.add_column(f"head {h} → most", justify="left", no_wrap=True)
+        for h in range(H):  # the sentence above says what the cell is: the most-attended token and its weight
+            tab.add_column(f"head {h}", justify="left", no_wrap=True)
     else:
         tab.add_column(f"most-attended token, heads 0–{H - 1}", no_wrap=False)
     return tab
+
+
+def unchanged_layers(get, n_layers: int) -> list[int]:
+    """The layers whose output is their input at every position (to 1e-6 of its size), read from the
+    recorded residual stream (`get(hook)` → [pos, d_model] or None): the article scenario's 23 pass-throughs."""
+    out = []
+    for layer in range(n_layers):
+        xi, xo = get(f"blocks.{layer}.hook_resid_pre"), get(f"blocks.{layer}.hook_resid_post")
+        if xi is None or xo is None or np.shape(xi) != np.shape(xo):
+            continue
+        xi, xo = np.asarray(xi, dtype=float), np.asarray(xo, dtype=float)
+        if np.all(np.isfinite(xi)) and np.allclose(xo, xi, rtol=1e-6, atol=1e-6 * max(float(np.abs(xi).max()), 1e-30)):
+            out.append(layer)
+    return out
+
+
+def _runs(layers: list[int]) -> str:
+    """[1, 2, …, 23] → 'layers 1–23'; [2] → 'layer 2'; [1, 2, 5] → 'layers 1–2 and 5'."""
+    runs, start = [], None
+    for i, l in enumerate(layers):
+        start = l if start is None else start
+        if i + 1 == len(layers) or layers[i + 1] != l + 1:
+            runs.append(str(l) if start == l else f"{start}–{l}")
+            start = None
+    if len(layers) == 1:
+        return f"layer {runs[0]}"
+    return "layers " + (runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + " and " + runs[-1])
+
+
+def pass_through_words(layers: list[int], n_layers: int) -> str | None:
+    """What a run's pass-through layers do, in one sentence (the terminal, the demo and the page)."""
+    if not layers:
+        return None
+    rest = [l for l in range(n_layers) if l not in layers]
+    doing = f"only {_runs(rest)} changes them" if rest else "no layer changes them"
+    return (f"In this model {_runs(layers)} of the {n_layers} pass every vector on unchanged (output = input, "
+            f"no context mixed in); {doing}.")
 
 
 def _norm(x, p: int) -> str:
@@ -65,6 +102,9 @@ def layers_section(ctx: Ctx, number: str):
         tab.add_row(str(layer), _norm(ctx.at(b + "hook_resid_pre", t), ctx.p), _norm(ctx.at(b + "hook_resid_post", t), ctx.p),
                     *_head_cells(ctx, None if rows[0] is None else rows))
     yield tab
+    same = pass_through_words(unchanged_layers(ctx.get, cfg.n_layers), cfg.n_layers)
+    if same:
+        yield line(same)
     if ctx.view.brief:
         yield Text("--full: a table per layer with a row per token; --layer N: layer N token by token", style="dim")
         return
@@ -105,7 +145,7 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
         t.append(joiner.join(seq), style="bold")
     t.append(ctx.labels[n_before], style="bold reverse")
     if ctx.text(new_id) != ctx.labels[n_before]:
-        t.append(f"   ({ctx.labels[n_before]} = {ctx.text(new_id)})")
+        t.append(f"   ({named(n_before, ctx.text(new_id))})")
     return t
 
 
@@ -171,7 +211,7 @@ def prediction(ctx: Ctx):
         c = int(chosen)
         appended = len(ctx.gen.generated_ids) > 0
         end = c in ctx.tok.eos_ids
-        name = ctx.text(c) if end or ctx.text(c) == G else f"{G} = {ctx.text(c)}"
+        name = ctx.text(c) if end or ctx.text(c) == G else named(ctx.n, ctx.text(c))
         yield (line(("chosen: ", "bold"), (name, "bold"), f" (id {c}"
                     + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
         if end:

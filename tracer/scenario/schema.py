@@ -47,7 +47,7 @@ MIXED_KEYS = {  # [model] keys whose type is not their default's: what the file 
 TOKENIZER_KEYS = ("vocab", "encoding", "end")
 PROMPT_KEYS = ("tokens", "text")
 GENERATE_KEYS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "cache")
-NOTE_KEYS = ("text", "label", "step")
+NOTE_KEYS = ("text", "label", "step", "section")
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Scenario:
     prompt: Prompt  # token ids, checked against the context with room for the new tokens
     settings: GenerationSettings
     expects: list = field(default_factory=list)  # [tracer.scenario.expect.Expect]
-    notes: list = field(default_factory=list)  # [{"text", "label", "step"}]
+    notes: list = field(default_factory=list)  # [{"text", "label", "step", "section"}]
     path: Path | None = None
     weights: str = "seeded"  # "given" (every weight in the file), "seeded", or "partly given"
 
@@ -421,5 +421,8 @@ def _notes(raw_list, w: Where) -> list[dict]:
         step = t.get("step", 0)
         if not is_whole(step, 0):
             raise w.error(f"{kp}.step", f"expected a whole number ≥ 0, got {type_name(step)}", "note", i, "step")
-        out.append({"text": " ".join(text.split()), "label": label, "step": step})
+        section = t.get("section", "")  # the walkthrough's section it explains ("layers"): the demo shows it there
+        if not isinstance(section, str):
+            raise w.error(f"{kp}.section", f"expected a string, got {type_name(section)}", "note", i, "section")
+        out.append({"text": " ".join(text.split()), "label": label, "step": step, "section": section})
     return out

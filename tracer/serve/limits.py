@@ -53,7 +53,7 @@ class RequestError(Exception):
 class TraceRequest:
     prompt: str
     model: str
-    max_new_tokens: int = 3
+    max_new_tokens: int = 2  # as `tracer trace`: G, then one pass through the KV cache
     temperature: float = 0.0
     top_k: int | None = None
     top_p: float | None = None
@@ -120,7 +120,7 @@ def parse_trace_request(body: bytes, models, limits: Limits, default_model: str)
     model = data.get("model", default_model)
     if not isinstance(model, str) or model not in models:
         raise RequestError(422, f"model: not one this server serves; choose one of {', '.join(models)}", "model")
-    n = _whole("max_new_tokens", data.get("max_new_tokens", 3), 0, limits.max_new_tokens)
+    n = _whole("max_new_tokens", data.get("max_new_tokens", TraceRequest.max_new_tokens), 0, limits.max_new_tokens)
     temperature = _number("temperature", data.get("temperature", 0.0), 0.0, 100.0)
     top_k = data.get("top_k")
     top_k = None if top_k is None else _whole("top_k", top_k, 1, 1_000_000)

@@ -65,7 +65,7 @@ def form(models: list[dict], limits: dict, request: dict) -> str:
   <label title="keep the k most likely tokens before the draw (empty: all)">top-k <input id="gen-top-k" name="top_k" type="number" min="1" step="1" placeholder="all"></label>
   <label title="keep the most likely tokens whose probabilities add up to p (empty: 1)">top-p <input id="gen-top-p" name="top_p" type="number" min="0.01" max="1" step="0.05" placeholder="1"></label>
   <label title="the sampling draw's seed">seed <input id="gen-seed" name="seed" type="number" min="0" step="1" value="0"></label>
-  <label title="tokens to generate after the prompt (at most {n} here)">new <input id="gen-max-new-tokens" name="max_new_tokens" type="number" min="0" max="{n}" step="1" value="3"></label>
+  <label title="tokens to generate after the prompt (at most {n} here)">new <input id="gen-max-new-tokens" name="max_new_tokens" type="number" min="0" max="{n}" step="1" value="2"></label>
   <label id="chat-label" title="apply the model's chat template to the prompt"><input id="chat" name="chat" type="checkbox"> chat</label>
   <button id="run" type="submit">Run ▶</button>
   <span id="status" role="status" aria-live="polite"></span>

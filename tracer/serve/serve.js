@@ -44,7 +44,7 @@
     const q = new URLSearchParams();
     q.set("prompt", req.prompt);
     q.set("model", req.model);
-    const dflt = { max_new_tokens: 3, temperature: 0, top_k: null, top_p: null, seed: 0, chat: false };
+    const dflt = { max_new_tokens: 2, temperature: 0, top_k: null, top_p: null, seed: 0, chat: false };
     for (const [k, v] of Object.entries(dflt)) if (req[k] !== v && req[k] !== null) q.set(k, String(req[k]));
     return q.toString();
   }

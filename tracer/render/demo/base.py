@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ...tokens import label, show_token
+from ...tokens import label, named, show_token
 from .. import fmt
 
 MAX_WIDTH = 100  # columns: legible on a projector
@@ -41,6 +41,7 @@ class Demo:
     tokenizer: object
     title: str = ""
     checks: list = field(default_factory=list)  # tracer.checks.Check, shown beside their steps
+    notes: list = field(default_factory=list)  # a scenario's [[note]]s ({"text", "label", "section"}), beside their step
     precision: int = 3
     layer: int = 0  # the layer shown token by token
     head: int = 0  # the head shown in the single-head steps
@@ -71,9 +72,9 @@ class Demo:
         return show_token(self.tokenizer.token_str(int(token_id)))
 
     def new_name(self, pos: int, token_id: int) -> str:
-        """A generated token: its letter, and its text when that differs (G = ␣the)."""
+        """A generated token: its letter, and its text when that differs (G = ␣G; ↵ at H, never H = ↵)."""
         t = self.token_name(token_id)
-        return label(pos) if t == label(pos) else f"{label(pos)} = {t}"
+        return label(pos) if t == label(pos) else named(pos, t)
 
     def positions(self) -> list[int | None]:
         """The prompt's positions a per-token table lists (`folded`), the followed token among the first ones."""
@@ -149,6 +150,8 @@ class Page:
     blocks: tuple | None = None  # (first, end) of the step's blocks on this page; None: all of them
     part: int = 0  # which page of a step too tall for one screen (0-based)
     parts: int = 1  # how many pages the step takes
+    tight: bool = False  # the step's blank spacer lines left out, so that it fits one screen
+    summed: bool = False  # its stated values, all holding, said in one line (so that it fits one screen)
 
 
 # --------------------------------------------------------------------------- small table helpers

@@ -16,6 +16,10 @@ from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
 
+HAND_DIMS = 8  # a vector the screen shows whole (`Demo.vec`): its dot products can be worked out by hand
+SPACE_WORDS = "␣ marks a leading space (␣B is \" B\"), ↵ a line break. "
+
+
 def step_tokens(d: Demo) -> Step:
     tok = d.tokenizer
     t = table("", "token", "text", "id", "position", right=("id", "position"))
@@ -29,7 +33,8 @@ def step_tokens(d: Demo) -> Step:
     about = sentence(("model: ", "bold"), f"{d.trace.meta.get('model', '?')} — {fmt.count(cfg.n_layers, 'layer')}, "
                   f"{cfg.d_model} numbers per token (d_model), {fmt.count(cfg.n_heads, 'head')}, "
                   f"vocabulary of {tok.n_vocab:,} tokens ({tok.name})")
-    parts = [t, Text(), about]
+    spaces = any(ch in d.text(p) for p in range(len(d.gen.steps[-1].tokens)) for ch in "␣↵")
+    parts = [t, Text(SPACE_WORDS.strip() if spaces else ""), about]  # said under the table that shows them
     info = d.trace.meta.get("training")
     if isinstance(info, dict):
         parts.append(Text(f"Trained by `tracer train` ({info.get('steps', '?')} steps) on "
@@ -42,10 +47,10 @@ def step_tokens(d: Demo) -> Step:
         parts += [Text(), overflow]
     return Step(
         "Tokens",
-        f"The model never sees words, only numbers. The prompt is cut into tokens — pieces from a fixed "
-        f"vocabulary of {tok.n_vocab:,} — and each token becomes its id. Like the article, we name the tokens "
-        f"A, B, C, … by their place; positions, layers, heads and passes count from 0, as in the code. "
-        f"We will follow {label(d.focus)} ({MARK}) through the first layer.",
+        f"The model never sees words, only numbers: the prompt is cut into tokens, pieces from a fixed "
+        f"vocabulary of {tok.n_vocab:,}, each one an id. Like the article, we name them A, B, C, … by place; "
+        f"positions, layers, heads and passes (a pass: one run of the model, which chooses one new token) count "
+        f"from 0, as in the code. We follow {label(d.focus)} ({MARK}) through the first layer.",
         Group(*parts),
     )
 
@@ -87,11 +92,12 @@ def step_position(d: Demo) -> Step:
     E = d.trace["hook_embed"]  # [pos, d_model]
     eq = pairs([
         (f"  E_{label(f)}", d.vec(E[f])),
-        (f"+ P{f + 1}", d.vec(P[f])),
+        (f"+ P_{label(f)}", d.vec(P[f])),
         (f"= x_{label(f)}", Text(d.vec(x[f]), style="bold")),
     ])
-    where = Text(f"E_{label(f)}: row {int(d.trace.tokens[f])} of W_E;  P{f + 1}: the position vector of place {f + 1} "
-                 f"(row {f} of W_pos);  x_{label(f)}: the first layer's input")
+    where = Text(f"E_{label(f)}: row {int(d.trace.tokens[f])} of W_E;  P_{label(f)}: the position vector of position {f} "
+                 f"(row {f} of W_pos; the article counts places from 1 and calls it P{f + 1});  "
+                 f"x_{label(f)}: the first layer's input")
     t = table("", "token", "x = E + P  (every token)")
     for pos in d.positions():
         if pos is None:
@@ -100,9 +106,9 @@ def step_position(d: Demo) -> Step:
         t.add_row(mark(pos == f), d.who(pos, 0), d.vec(x[pos]), style=row_style(pos == f))
     return Step(
         "Position vector",
-        f"The same word at a different place must look different, so each place adds its own position "
-        f"vector: P1 for the first place, P2 for the second, and so on. {how} Token vector plus position "
-        f"vector is what enters the first layer.",
+        f"The same word at a different place must look different, so each position adds its own position "
+        f"vector: P_A at position 0, P_B at position 1, and so on (the article's P1, P2, …). {how} Token vector "
+        f"plus position vector is what enters the first layer.",
         Group(eq, Text(), where, Text(), t),
     )
 
@@ -241,8 +247,12 @@ def step_scores(d: Demo) -> Step:
                      _mask_grid(d))
     question = Group(qline, Text(), _scores_table(d, hide=True))
     visible = ", ".join(f"Q·{label(j)}_K" for j in range(f + 1))
-    return Step("Scores and the mask", narration, body, question,
-                ask=f"Work out {visible}: multiply Q and K number by number, then add up.")
+    by_hand = cfg.d_head <= HAND_DIMS  # every number of Q and K on the screen
+    keys = " or ".join(f"{label(j)}_K" for j in range(f + 1)) if f < 3 else f"which of {label(0)}_K … {label(f)}_K"
+    ask = (f"Work out {visible}: multiply Q and K number by number, then add up." if by_hand else
+           f"Which key will {label(f)}'s query score highest: {keys}? (With {cfg.d_head} numbers each, too many to "
+           f"multiply by hand: guess, then see.)")
+    return Step("Scores and the mask", narration, body, question, ask=ask)
 
 
 def _softmax_table(d: Demo, hide: bool) -> Table:

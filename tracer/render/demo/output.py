@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...equations import largest_first, tempered_softmax
 from ...tokens import label
+from ..predict import pass_through_words, unchanged_layers
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
 
 
@@ -37,12 +38,19 @@ def step_layers(d: Demo) -> Step:
         Text(),
         t,
         Text(),
-        pairs([(f"{label(last)} after layer {cfg.n_layers}", d.vec(final))]),
+        pairs([(f"{label(last)} out of layer {cfg.n_layers - 1} (the last)" if cfg.n_layers else f"{label(last)}, embedded",
+                d.vec(final))]),
     )
+    same = pass_through_words(unchanged_layers(d.trace.get, cfg.n_layers), cfg.n_layers)
+    why = [n["text"] for n in d.notes if n.get("section") == "layers"]
+    doing = f"{same} {' '.join(why)} ".rstrip() + " " if same else "Every layer mixes more context into every token. "
+    lead = ("Each layer's output is the next layer's input. " if same else
+            f"Each layer's output is the next layer's input, and the same recipe runs again with new weights in each "
+            f"of the {cfg.n_layers} layers (0 to {cfg.n_layers - 1}). " if cfg.n_layers > 1 else
+            "This model has one layer, layer 0: its output is the final vector. ")
     return Step(
         "The other layers",
-        f"Each layer's output is the next layer's input, and the same recipe runs again with new weights "
-        f"in each of the {cfg.n_layers} layers. Every pass mixes more context into every token. From here on we follow "
+        f"{lead}{doing}From here on we follow "
         f"{label(last)}, the last token: its final vector is the one that predicts what comes next.",
         body,
     )
@@ -79,12 +87,16 @@ def step_unembed(d: Demo) -> Step:
         Text(),
         every,
     )
+    question = pairs([(f"{label(last)}'s final vector", d.vec(x)),
+                      ("× W_U", f"[{cfg.d_model} × {cfg.d_vocab:,}]  → one logit per vocabulary token")])
+    prompt = " ".join(d.text(p, 0) for p in range(min(d.n, 12))).replace("␣", "") + (" …" if d.n > 12 else "")
     return Step(
         "Unembedding: one score per token",
         f"One more matrix, W_U, turns {label(last)}'s {cfg.d_model} numbers into {cfg.d_vocab:,} scores "
         f"(logits), one for every token of the vocabulary.{ln}{tied} Every position gets such a row — that is "
         "how training checks all positions at once — but generation only needs the last one.",
-        body,
+        body, question,  # asked here, before any screen ranks the tokens
+        ask=f"After \"{prompt}\", which token will get the largest logit — what will {label(last)} predict?",
     )
 
 
@@ -174,9 +186,10 @@ def step_chosen(d: Demo) -> Step:
 
         parts.append(Text(ablation_words(d.gen.meta["ablation"], d.tokenizer) + ".", style="bold"))
     answer = Group(*parts)
+    if greedy:  # the two screens before ranked the tokens: asking again would give the answer away
+        return Step("The chosen token", how, answer)
     return Step("The chosen token", how, answer, _candidates(d, reveal=False),
-                ask="Which token is chosen?" + (" Find the largest probability." if greedy else
-                                                " Find the band that holds u."))
+                ask="Which token is chosen? Find the band that holds u.")
 
 
 def step_append(d: Demo) -> Step:

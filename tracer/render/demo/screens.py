@@ -82,11 +82,27 @@ def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bo
                         start, used = j + 1, later - 1  # a page starts with no blank line
                 used += h
             cuts.append((start, len(blocks)))
+            spacers = sum(h for b, h in zip(blocks, heights) if _spacer(b))
+            ok = bool(s.checks) and all(c.ok for c in s.checks)
+            short = blocks_of(d, s, q, summed=True) if ok else []
+            summed = sum(tall(b) for b in short)
+            summed_tight = summed - sum(tall(b) for b in short if _spacer(b))
             if len(cuts) == 1:
                 pages.append(Page(i, q))
+            elif first + sum(heights) - spacers <= room:  # fits once its blank lines go: no near-empty page
+                pages.append(Page(i, q, tight=True))
+            elif ok and first + summed <= room:  # a page of ✓ only: said in a line instead
+                pages.append(Page(i, q, summed=True))
+            elif ok and first + summed_tight <= room:
+                pages.append(Page(i, q, tight=True, summed=True))
             else:
                 pages += [Page(i, q, c, k, len(cuts)) for k, c in enumerate(cuts)]
     return pages
+
+
+def _spacer(block) -> bool:
+    """A blank line between a screen's blocks (`Text()`)."""
+    return isinstance(block, Text) and not block.plain
 
 
 def _checked_value(d: Demo, x) -> str:
@@ -115,12 +131,17 @@ def _check_blocks(d: Demo, checks: list) -> list:
     return out
 
 
-def blocks_of(d: Demo, s: Step, quiz: bool) -> list:
+def blocks_of(d: Demo, s: Step, quiz: bool, summed: bool = False) -> list:
     """What a screen shows under its narration, as blocks a small terminal can page: the question and
-    what to predict (quiz), or the numbers and the stated values."""
+    what to predict (quiz), or the numbers and the stated values (`summed`: all holding, in one line)."""
     if quiz:
         ask = Panel(Text(f"{s.ask}\nPredict, then press Enter.", style="bold"), expand=False, border_style="bold")
         return [*_parts(s.question), Text(), ask]
+    if summed:
+        n = len(s.checks)
+        return [*_parts(s.body), sentence(("✓ ", "bold green"), ("stated values, checked", "bold"),
+                                          f": all {n} hold" if n > 1 else ": it holds",
+                                          " (tracer replay lists them)")]
     return [*_parts(s.body), *([Text(), *_check_blocks(d, s.checks)] if s.checks else [])]
 
 
@@ -137,10 +158,11 @@ def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool 
     parts: list[RenderableType] = [Rule(Text(title, style="bold"), align="left", characters="━", style="bold")]
     if page.part == 0:
         parts.append(Padding(Text(s.narration), (0, 0, 0, 1), expand=False))
-    parts.append(Text())
-    blocks = blocks_of(d, s, page.quiz)
+    if not page.tight:
+        parts.append(Text())
+    blocks = blocks_of(d, s, page.quiz, page.summed)
     a, b = page.blocks if page.blocks is not None else (0, len(blocks))
-    parts += blocks[a:b]
+    parts += [x for x in blocks[a:b] if not (page.tight and _spacer(x))]
     if b < len(blocks):
         parts.append(Text("continued on the next page (Enter) …", style="dim italic"))
     footer = f"[{page.step + 1}/{n}]  {d.title}"

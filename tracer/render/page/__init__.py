@@ -19,10 +19,11 @@ import numpy as np
 
 from ...tokens import show_invisible
 from ..fmt import count
+from ..predict import pass_through_words, unchanged_layers
 from ..storage import example_words, storage_words
 from ..walkthrough import block_words, training_line, weights_warning
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
-from .passes import (LOGITS_BUDGET, check_data, passes_data, positions_data, referenced_ids, stop_words, texts_of,
+from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
                      tokens_data)
 
 FORMAT = "tracer-page"
@@ -61,6 +62,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     follow = rows.n_prompt - 1 if token is None or not 0 <= token < rows.n_rows else int(token)
     carried, whole = choose(cfg, rows.n_rows, follow, budget)
     passes, notes = passes_data(gen, cfg, top_k, whole, logits_budget)
+    name_passes(passes, gen, tokenizer)
     positions = positions_data(rows)
     left_out = []
     if len(carried) < rows.n_rows:
@@ -103,6 +105,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
         "layers": layers_data(rows, cfg, carried, whole),
+        "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),

@@ -5,14 +5,14 @@ const SLIDES = { tokens: slideTokens, embed: slideEmbed, qkv: slideQKV, scores: 
   mlp: slideMLP, layers: slideLayers, predict: slidePredict, loop: slideLoop, positions: slidePositions, lens: slideLens,
   checks: slideChecks };
 
-function cells(v) {                       // a vector as up to 8 table cells: all, or the first 4, …, the last 3
-  if (!v) return [el("td", { colspan: 8, class: "missing" }, "— not in this page")];
+function cells(v) {                       // a vector as up to 6 table cells: all, or the first 3, …, the last 2
+  if (!v) return [el("td", { colspan: 6, class: "missing" }, "— not in this page")];
   const scale = Math.max(...v.vals.map(x => Math.abs(x || 0)), 1e-12);
   const td = (x, d) => el("td", { class: "n", style: tint(x, scale), title: `dim ${d}: ${exact(x)}` }, num(x));
-  if (v.whole && v.vals.length <= 8) return v.vals.map((x, d) => td(x, d)).concat(v.vals.length < 8 ? [el("td", { colspan: 8 - v.vals.length })] : []);
-  const head = v.vals.slice(0, 4), tail = v.vals.slice(-3);
+  if (v.whole && v.vals.length <= 6) return v.vals.map((x, d) => td(x, d)).concat(v.vals.length < 6 ? [el("td", { colspan: 6 - v.vals.length })] : []);
+  const head = v.vals.slice(0, 3), tail = v.vals.slice(-2);  // type a room can read leaves room for 5 numbers
   return head.map((x, d) => td(x, d)).concat([el("td", { class: "gap", title: `${integer(v.dims)} dims, ‖·‖ ${num(v.norm)}` }, "…")],
-    tail.map((x, i) => td(x, v.dims - 3 + i)));
+    tail.map((x, i) => td(x, v.dims - 2 + i)));
 }
 
 function detailRows() {                   // [step, name, vector or words] for the followed token
@@ -47,7 +47,7 @@ function drawDetail() {
   const where = t >= D.n_prompt ? `, generated: computed by pass ${tk.pass}` : "";
   const box = document.getElementById("detail");
   const rows = detailRows().map(([step, name, v]) => el("tr", { class: step === id ? "now" : null, "data-for": step },
-    el("th", null, name), Array.isArray(v) || typeof v === "string" ? el("td", { colspan: 8, class: "words" }, v) : cells(v)));
+    el("th", null, name), Array.isArray(v) || typeof v === "string" ? el("td", { colspan: 6, class: "words" }, v) : cells(v)));
   const heading = el("h2", null, `Following ${L} `, el("span", { class: "tt" }, tk.text));
   const sub = el("p", { class: "sub" }, `position ${t}, id ${tk.id}${where}` + (CFG.n_layers ? ` · layer ${S.layer}, head ${S.head}` : ""));
   const chosen = D.passes.find(q => q.reads === t);
@@ -91,9 +91,11 @@ function drawSlide() {
   const [id, , title] = STEPS[S.step];
   const slides = document.getElementById("slides");
   const section = el("section", { class: "slide", id: `step-${id}`, "data-step": id, "aria-label": title }, el("h2", null, title));
-  section.append(...SLIDES[id]().filter(x => x));
+  section.append(...[SLIDES[id]()].flat(Infinity).filter(x => x !== null && x !== undefined && x !== false));  // a slide may nest arrays
   const checks = id === "checks" ? null : checksHere(id);
-  if (checks) section.append(checks);
+  const lead = section.querySelector(":scope > p");
+  if (checks && checks.querySelector(".check.bad") && lead) lead.after(checks);  // the article's errors are the lesson: in view
+  else if (checks) section.append(checks);
   slides.replaceChildren(section);
 }
 

@@ -14,8 +14,9 @@ import base64
 
 import numpy as np
 
-from ...tokens import label, show_token
+from ...tokens import label, named, show_token
 from ..checks import check_line
+from ..lens import LENS_ROWS, lens_row_label, lens_where
 from ..loop import cache_rows, stop_reason
 from .data import cut, r6, r6s
 from ...equations import largest_first
@@ -72,11 +73,15 @@ def lens_data(st) -> dict | None:
     if not all(n in st.arrays for n in names):
         return None
     a = st.arrays
+    n = int(np.asarray(a["lens.top_token"]).shape[0]) - 1  # layers: row r is the stream after r of them
     return {"positions": [int(x) for x in a["lens.positions"]],
             "top": np.asarray(a["lens.top_token"]).astype(int).tolist(),
             "p": [r6s(row) for row in np.asarray(a["lens.top_prob"])],
             "target": [int(x) for x in a["lens.target"]],
-            "rank": np.asarray(a["lens.target_rank"]).astype(int).tolist()}
+            "rank": np.asarray(a["lens.target_rank"]).astype(int).tolist(),
+            "head": LENS_ROWS,  # the words of the terminal's lens (render/lens.py), once
+            "rows": [lens_row_label(r, n) for r in range(n + 1)],
+            "where": [lens_where(r, n) for r in range(n + 1)]}
 
 
 def passes_data(gen, cfg, top_k: int, whole: int, logits_budget: int = LOGITS_BUDGET) -> tuple[list[dict], list[str]]:
@@ -151,6 +156,16 @@ def tokens_data(gen, tokenizer, rows) -> list[dict]:
         out.append({"label": label(t), "text": show_token(tokenizer.token_str(int(i))), "id": int(i),
                     "pass": rows.pass_of[t] if t < rows.n_rows else None})
     return out
+
+
+def name_passes(passes: list[dict], gen, tokenizer) -> None:
+    """Each pass's chosen token and the token it read, named as the terminal names them (`tokens.named`:
+    "G = ␣G", "↵ at H"), so the page says the same words."""
+    for k, q in enumerate(passes):
+        if q["chosen"] is not None:
+            q["named"] = named(q["n"], show_token(tokenizer.token_str(int(q["chosen"]))))
+        if k > 0:
+            q["reads_named"] = named(q["n"] - 1, show_token(tokenizer.token_str(int(gen.steps[k].tokens[-1]))))
 
 
 def texts_of(ids, tokenizer) -> dict[str, str]:

@@ -21,8 +21,9 @@ function softmaxAt(k, T) {                // softmax(logits ÷ T), the maximum s
   const L = logitsOf(k);
   if (!L) return null;
   const x = L.values;
-  let m = -Infinity;
-  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
+  let m = -Infinity, top = 0;
+  for (let i = 0; i < x.length; i++) if (x[i] > m) { m = x[i]; top = i; }  // the first maximum: ties to the lower id
+  if (T === 0) return { p: i => (i === top ? 1 : 0), scaled: () => null, n: x.length, argmax: true };  // greedy: no softmax
   const e = new Float64Array(x.length);
   let z = 0;
   for (let i = 0; i < x.length; i++) { e[i] = Math.exp((L.f32 ? Math.fround(x[i] - m) : x[i] - m) / T); z += e[i]; }
@@ -33,18 +34,22 @@ const TEMP = (() => {                     // the temperature control, made once 
   const recorded = D.settings ? D.settings.temperature : 0;
   const gaps = D.passes.map(q => (q.top && q.top.logit && q.top.logit.length > 1 ? q.top.logit[0] - q.top.logit[1] : 0));
   const most = Math.min(50, Math.max(3, Math.ceil(recorded), Math.ceil(2 * Math.max(...gaps))));  // far enough to flatten a peaked choice
-  const input = el("input", { id: "temperature", type: "range", min: "0.05", max: String(most), step: "0.05",
+  const input = el("input", { id: "temperature", type: "range", min: "0", max: String(most), step: "0.05",
     value: String(S.T), "aria-describedby": "temperature-note" });
   const value = el("output", { id: "temperature-value", for: "temperature" });
+  const set = T => { S.T = T; input.value = String(T); updateProbs(); };
   const reset = el("button", { type: "button", id: "temperature-reset" },
-    recorded > 0 ? `back to the run's ${num(recorded, 2)}` : "back to 1 (greedy: plain softmax)");
+    recorded > 0 ? `back to the run's ${num(recorded, 2)}` : "T = 1 (softmax)");
+  const argmax = el("button", { type: "button", id: "temperature-zero" },
+    recorded > 0 ? "T = 0 (argmax)" : "T = 0 (argmax: this run)");
   const note = el("p", { class: "note", id: "temperature-note" });
   const scale = el("p", { class: "note" });
   const probs = el("div", { id: "probs", "aria-live": "polite" });
   const topk = el("table", { id: "topk", class: "grid" });
   input.addEventListener("input", () => { S.T = Number(input.value); updateProbs(); });
-  reset.addEventListener("click", () => { S.T = initialTemperature(); input.value = String(S.T); updateProbs(); });
-  const box = el("div", { class: "temp" }, el("div", { class: "temp-row" }, el("label", { for: "temperature" }, "temperature T "), input, value, reset),
+  reset.addEventListener("click", () => set(initialTemperature()));
+  argmax.addEventListener("click", () => set(0));
+  const box = el("div", { class: "temp" }, el("div", { class: "temp-row" }, el("label", { for: "temperature" }, "temperature T "), input, value, reset, argmax),
     note, probs, scale, topk);
   return { box, input, value, note, probs, topk, recorded, scale };
 })();
@@ -56,33 +61,33 @@ function updateProbs() {
   const at = softmaxAt(k, T), ids = pass.top.ids;
   const ps = ids.map((id, i) => (at ? at.p(id) : pass.top.probs[i]));
   const rec = TEMP.recorded;
-  TEMP.note.textContent = at
-    ? `softmax(logits ÷ ${num(T, 2)}) over all ${integer(at.n)} recorded logits of pass ${k}, computed in this page: below 1 sharpens, above 1 flattens; ` +
+  TEMP.note.textContent = at && at.argmax
+    ? `T = 0: argmax over all ${integer(at.n)} recorded logits of pass ${k}: the largest logit gets probability 1, every other 0 (greedy decoding; no softmax, no draw).`
+    : at ? `softmax(logits ÷ ${num(T, 2)}) over all ${integer(at.n)} recorded logits of pass ${k}, computed in this page: below 1 sharpens, above 1 flattens; ` +
       "moving T draws nothing again."
     : `pass ${k}'s logits are not in this page (see "left out"): the recorded probabilities, at the run's temperature.`;
   TEMP.input.disabled = !at;
-  const top = Math.max(...ps);
   TEMP.probs.replaceChildren(...ids.map((id, i) => el("div", { class: `pcol${id === pass.chosen ? " chosen" : ""}`, "data-id": id, "data-p": String(ps[i]),
     title: `${text(id)} (id ${id}): ${exact(ps[i])}` },
-    el("span", { class: "n" }, prob(ps[i])), el("span", { class: "fill", style: `height:${(80 * ps[i] / top).toFixed(1)}%` }),
+    el("span", { class: "n" }, prob(ps[i])), el("span", { class: "fill", style: `height:${(80 * Math.min(Math.max(ps[i], 0), 1)).toFixed(1)}%` }),
     el("span", { class: "ptok" }, id === pass.chosen ? "▶" : "", el("span", { class: "tt" }, short(text(id), 8))))));
-  TEMP.scale.textContent = `the top ${ids.length} at T ${num(at ? T : rec, 2)}; bar heights relative to the first`;
+  TEMP.scale.textContent = `the top ${ids.length} at T ${num(at ? T : rec, 2)}; each bar's height is its probability, on one 0–1 scale`;
   const cuts = pass.top.final && rec > 0;
-  TEMP.topk.replaceChildren(el("thead", null, el("tr", null, ["rank", "token (id)", "logit", `÷ ${num(T, 2)}`, "p", `recorded (T ${num(rec > 0 ? rec : 1, 2)})`,
+  TEMP.topk.replaceChildren(el("thead", null, el("tr", null, ["rank", "token (id)", "logit", T === 0 ? "÷ T (T = 0: argmax)" : `÷ ${num(T, 2)}`, "p", `recorded (T ${num(rec > 0 ? rec : 1, 2)})`,
     cuts ? "after cuts" : null, ""].filter(x => x !== null).map(h => el("th", null, h)))),
   el("tbody", null, ids.map((id, i) => el("tr", { class: id === pass.chosen ? "on" : null, "data-id": id },
     el("td", { class: "r" }, pass.top.rank[i]), el("td", { title: `id ${id}` }, el("span", { class: "tt" }, short(text(id), 10)), ` ${id}`),
     el("td", { class: "r n" }, pass.top.logit ? num(pass.top.logit[i]) : "—"),
     el("td", { class: "r n" }, at ? num(at.scaled(id)) : "—"), el("td", { class: "r n", title: exact(ps[i]) }, prob(ps[i])),
     el("td", { class: "r n" }, prob(pass.top.probs[i])), cuts ? el("td", { class: "r n" }, prob(pass.top.final[i])) : null,
-    el("td", null, id === pass.chosen ? `◀ ${pass.appended ? label(pass.n) : "chosen"}` : "")))));
+    el("td", null, id === pass.chosen ? `◀ ${pass.appended ? `at ${label(pass.n)}` : "chosen"}` : "")))));
 }
 
-function sequenceEl(n, chosen) {
+function sequenceEl(n, chosen, named) {  // named: the chosen token as the terminal names it ("G = ␣G", "↵ at H")
   const box = el("p", { class: "sequence" }, b(seq(0, n)));
   if (chosen === null || chosen === undefined) return box;
   box.append(" → ", b(seq(0, n)), el("mark", null, label(n)));
-  if (text(chosen) !== label(n)) box.append(`   (${label(n)} = `, idEl(chosen), ")");
+  if (text(chosen) !== label(n)) box.append(`   (${named})`);
   return box;
 }
 
@@ -108,9 +113,9 @@ function slidePredict() {
   }
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
-    out.push(p(b("chosen: "), end || text(pass.chosen) === G ? idEl(pass.chosen) : [`${G} = `, idEl(pass.chosen)], ` (id ${pass.chosen})`));
+    out.push(p(b("chosen: "), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
     out.push(end ? p(`${text(pass.chosen)} is the end token, so generation stops (it takes no position of its own)`)
-      : pass.appended ? sequenceEl(pass.n, pass.chosen) : p(`${seq(0, pass.n)} (not appended: the run stops here)`));
+      : pass.appended ? sequenceEl(pass.n, pass.chosen, pass.named) : p(`${seq(0, pass.n)} (not appended: the run stops here)`));
   }
   if (D.warning) out.push(el("p", { class: "warn" }, "(these weights are not trained: the prediction shows what these numbers do, not what a trained model would say)"));
   setTimeout(updateProbs, 0);
@@ -121,8 +126,7 @@ function slideLoop() {
   const k = S.pass, pass = D.passes[k], n = pass.n, start = pass.start;
   const out = [p("The article's loop: add the chosen token to the sequence and run the layers again, until the end token. ",
     "Choose a pass with the pass buttons (or a row below).")];
-  const reads = k === 0 ? `reads ${span(0, n)} (the prompt)` : `reads ${label(n - 1)} = `;
-  const head = p(b(`pass ${k}: `), reads, k === 0 ? null : tokEl(n - 1));
+  const head = p(b(`pass ${k}: `), k === 0 ? `reads ${span(0, n)} (the prompt)` : `reads ${pass.reads_named}`);
   if (start > 0) head.append(`; computes ${span(start, n)}, reuses ${span(0, start)} from the KV cache`);
   else if (k > 0) head.append(`; recomputes all ${n} rows (no cache)`);
   out.push(head);
@@ -139,9 +143,9 @@ function slideLoop() {
   if (pass.top && pass.chosen !== null) {
     const alts = pass.top.ids.slice(0, 3).map((id, i) => `${text(id)} ${cprob(pass.top.probs[i])}`).join(", ");
     const i = pass.top.ids.indexOf(pass.chosen);
-    out.push(p("predicts ", b(CFG.end_ids.includes(pass.chosen) ? text(pass.chosen) : `${label(n)} = ${text(pass.chosen)}`),
+    out.push(p("predicts ", b(CFG.end_ids.includes(pass.chosen) ? text(pass.chosen) : pass.named),
       ` (p ${prob(pass.top.probs[i])}; top 3: ${alts})`));
-    if (pass.appended) out.push(p(`${seq(0, n)} → ${seq(0, n + 1)}`));
+    if (pass.appended) out.push(sequenceEl(n, pass.chosen, pass.named));
   }
   const rows = D.passes.map((q, i) => el("tr", { class: i === k ? "on" : null, "data-pick-pass": i }, el("td", { class: "r" }, i === k ? `▶ ${i}` : i),
     el("td", null, q.start ? `${seq(0, q.start)} | ${seq(q.start, q.n)}` : `| ${seq(0, q.n)}`), el("td", { class: "r" }, `${q.start} + ${q.n - q.start}`),
@@ -184,9 +188,9 @@ function slideLens() {
   let cols = lens.positions.map((t, c) => c).slice(-7);
   const mine = lens.positions.indexOf(S.token);
   if (mine >= 0 && !cols.includes(mine)) cols = [mine].concat(cols.slice(1));
-  const headRow = el("tr", null, el("th", null, "after layer"), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
+  const headRow = el("tr", null, el("th", null, lens.head), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
     `${label(lens.positions[c])} `, tokEl(lens.positions[c]))));
-  const body = lens.top.map((row, r) => el("tr", null, el("th", null, r === 0 ? "0 (embed)" : r === lens.top.length - 1 ? `${r} (final)` : r),
+  const body = lens.top.map((row, r) => el("tr", null, el("th", null, lens.rows[r]),
     cols.map(c => {
       const pr = lens.p[r][c], hit = row[c] === lens.target[c], a = Math.min(Math.max(pr, 0), 1);
       return el("td", { class: hit ? "hit" : null, title: `${text(row[c])}: ${exact(pr)}`,
@@ -201,15 +205,18 @@ function slideLens() {
   const first = col.indexOf(target);
   const ranks = lens.rank.map(row => row[last] + 1).join(" ");
   out.push(p(first < 0 ? `At ${label(lens.positions[last])} the chosen token ${text(target)} is never the top-1; its rank by row: ${ranks}.`
-    : `At ${label(lens.positions[last])} the chosen token ${text(target)} is the top-1 first ${first === 0 ? "in the embedding, before any layer" : `after layer ${first}`}. ` +
-      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers. Its rank by row: ${ranks}.`));
+    : `At ${label(lens.positions[last])} the chosen token ${text(target)} first becomes the top-1 ${lens.where[first]}. ` +
+      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers (0 to ${CFG.n_layers - 1}). Its rank by row: ${ranks}.`));
   return out;
 }
 
 function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
+  const bad = D.checks.filter(c => !c.ok);  // the errors are the lesson: first, in view
   const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : ""),
-    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a))];
+    bad.length ? [el("h3", null, "The stated values that disagree"), bad.map(checkEl)] : null,
+    D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a)),
+    bad.length ? el("h3", null, "Every stated value, by step") : null];
   for (const [id, , title] of STEPS) {
     const here = id === "checks" ? [] : D.checks.filter(c => c.section === id);
     if (!here.length) continue;

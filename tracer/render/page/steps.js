@@ -285,6 +285,7 @@ function slideLayers() {
   const t = S.token, L = L_(), H = CFG.n_heads;
   const out = [p(`Every layer repeats the steps above on the previous layer's output. For ${L} (position ${t}): the size ‖x‖ of its vector `,
     "going in and out, and the token each head attends to most (with its weight). Click a row to choose that layer.")];
+  if (D.pass_through) out.push(p(D.pass_through));  // words from tracer/render/predict.py, before a long table
   const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, `most-attended token, heads 0–${H - 1}`)];
   const body = D.layers.map((Y, l) => {
     const xi = vecOf(Y.x, t), xo = vecOf(Y.out, t);
