@@ -240,3 +240,18 @@ def test_no_color_codes_when_not_a_terminal(toy):
     show_generation(gen, m.tokenizer, View(), console=Console(file=buf, width=80))
     assert "\x1b[" not in buf.getvalue()
     assert "B's new representation" in buf.getvalue()
+
+
+@pytest.mark.parametrize("model", ["abc", "tiny", "tests/data/llama-tiny", "tests/data/olmo2-tiny",
+                                   "tests/data/gemma2-tiny", "tests/data/gemma3-tiny", "tests/data/qwen3-tiny"])
+def test_a_whole_recording_shows_every_step_and_calls_nothing_missing(runner, model):
+    """Every family's walkthrough reads only the hook points its block records (an OLMo 2 block has no
+    ln1, a GPT-2 block no ln1_post): a full recording never says "Not in this trace"."""
+    from pathlib import Path
+
+    from tracer.cli import app
+
+    path = str(Path(__file__).resolve().parent.parent / model) if model.startswith("tests/") else model
+    r = runner.invoke(app, ["trace", "hello world", "--model", path, "-n", "1", "--full", "--layer", "all"])
+    assert r.exit_code == 0, r.output
+    assert "Not in this trace" not in r.output

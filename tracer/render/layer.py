@@ -74,7 +74,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
         yield from ctx.checks_at(b + "hook_resid_pre", t)
     if "attention" not in parts:
         return
-    if cfg.layer_norm:
+    if cfg.layer_norm and cfg.norm_place_kind.before:  # (OLMo 2 has no norm before the sublayers)
         ln = ctx.at(b + "ln1.hook_normalized", t)
         if ln is not None:
             yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
@@ -294,8 +294,11 @@ def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words:
     """A sublayer's output (`out`: what the residual adds) and, where the block normalizes it (OLMo 2's
     `ln1_post` / `ln2_post`), the output before its norm (normalized × scale: the same numbers) and the norm."""
     cfg = ctx.cfg
+    if not cfg.norm_place_kind.after:  # no norm on the output: nothing more to read (or to call missing)
+        yield ctx.eq(words, name, ctx.v(out))
+        return
     n, scale = ctx.at(prefix + "hook_normalized", t), ctx.at(prefix + "hook_scale", t)
-    if not cfg.norm_place_kind.after or n is None or scale is None:
+    if n is None or scale is None:
         yield ctx.eq(words, name, ctx.v(out))
         return
     yield ctx.eq(words, name, ctx.v(n * scale))
@@ -328,7 +331,7 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             else:
                 yield line(f"no residual (residual = false): the MLP reads attn_out_{L}")
             yield from ctx.checks_at(b + "hook_resid_mid", t)
-        if cfg.layer_norm:
+        if cfg.layer_norm and cfg.norm_place_kind.before:
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
             if ln2 is not None:
                 yield ctx.eq(cfg.norm_kind.before_mlp(), f"{norm_name(cfg)}(x)", ctx.v(ln2))
