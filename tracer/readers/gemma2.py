@@ -86,15 +86,13 @@ def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]
 
 def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
     params, fused = llama.translate(cfg, t)
-    for l in range(cfg.n_layers):  # llama's ln2 was post_attention_layernorm: here that is ln1_post
-        params.update({f"blocks.{l}.{tl}": t[f"{llama.PREFIX}layers.{l}.{hf}"] for tl, hf in NAMES.items()})
+    params.update({tl: t[hf] for tl, hf in llama.layer_names(cfg, NAMES).items()})  # llama's ln2 is ln1_post here
     return params, fused
 
 
 def file_names(cfg: Config) -> dict[str, str]:
     out = llama.file_names(cfg)
-    for l in range(cfg.n_layers):
-        out.update({f"blocks.{l}.{tl}": f"{llama.PREFIX}layers.{l}.{hf}" for tl, hf in NAMES.items()})
+    out.update(llama.layer_names(cfg, NAMES))
     return out
 
 

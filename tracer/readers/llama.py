@@ -217,6 +217,12 @@ LAYER_NAMES = {"ln1.w": "input_layernorm.weight", "attn.W_Q": "self_attn.q_proj.
 TOP_NAMES = {"W_E": PREFIX + "embed_tokens.weight", "ln_final.w": PREFIX + "norm.weight", "W_U": "lm_head.weight"}
 
 
+def layer_names(cfg: Config, names: dict) -> dict[str, str]:
+    """Per-layer TransformerLens name → transformers name, for a family's own tensors (`names`: after
+    `blocks.{l}.` → after `model.layers.{l}.`): what the Qwen3, OLMo 2 and Gemma readers add."""
+    return {f"blocks.{l}.{tl}": f"{PREFIX}layers.{l}.{hf}" for l in range(cfg.n_layers) for tl, hf in names.items()}
+
+
 def file_names(cfg: Config) -> dict[str, str]:
     """TransformerLens name → the transformers tensor it comes from (biases only where the file has them)."""
     out = dict(TOP_NAMES)

@@ -51,14 +51,13 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
     params, fused = llama.translate(cfg, t)
     for l in range(cfg.n_layers):
         del params[f"blocks.{l}.ln2.w"]  # llama's name for post_attention_layernorm: here it is ln1_post
-        params.update({f"blocks.{l}.{tl}": t[f"{llama.PREFIX}layers.{l}.{hf}"] for tl, hf in NAMES.items()})
+    params.update({tl: t[hf] for tl, hf in llama.layer_names(cfg, NAMES).items()})
     return params, fused
 
 
 def file_names(cfg: Config) -> dict[str, str]:
     out = {k: v for k, v in llama.file_names(cfg).items() if not k.endswith(("ln1.w", "ln2.w"))}
-    for l in range(cfg.n_layers):
-        out.update({f"blocks.{l}.{tl}": f"{llama.PREFIX}layers.{l}.{hf}" for tl, hf in NAMES.items()})
+    out.update(llama.layer_names(cfg, NAMES))
     return out
 
 
