@@ -3,13 +3,12 @@
 tests/data/tokenizers/chat/tokenizer_config.json holds a ChatML template (Qwen2.5's shape: a default system
 prompt, tools through `tojson`, `namespace`, `raise_exception`, `strftime_now`, reasoning) as a list of
 named templates, used with the qwen2-like tokenizer.json. The GGUF cases use the committed
-sentencepiece/sp-llama.gguf and, when TRACER_SMOLLM2_GGUF names it, SmolLM2-135M-Instruct.
+sentencepiece/sp-llama.gguf and SmolLM2-135M-Instruct (the `smollm2_gguf` fixture).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -123,12 +122,9 @@ def test_a_gguf_llama_template_equals_transformers():
     _compare(tok, _transformers(path.parent, path.name), tok.chat_template, tok.bos_token, tok.eos_token, chats=chats)
 
 
-SMOLLM2 = os.environ.get("TRACER_SMOLLM2_GGUF")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not SMOLLM2, reason="set TRACER_SMOLLM2_GGUF to SmolLM2-135M-Instruct's GGUF file")
-def test_smollm2_template_equals_transformers():
+def test_smollm2_template_equals_transformers(smollm2_gguf):
+    SMOLLM2 = str(smollm2_gguf)
     gguf = pytest.importorskip("gguf")
     from tracer.gguf_tokenizer import tokenizer_from_gguf
 

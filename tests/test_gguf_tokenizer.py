@@ -3,13 +3,12 @@
 GGUF files are read here with the `gguf` package (tracer's own reader is elsewhere; the function takes
 plain values) and written with its GGUFWriter: the committed sentencepiece/sp-llama.gguf (a `llama`
 vocabulary from a trained sentencepiece model), variants of it, and `gpt2` vocabularies made from the
-byte-level fixtures. The real SmolLM2-135M-Instruct GGUF is used when TRACER_SMOLLM2_GGUF names it.
+byte-level fixtures. The real SmolLM2-135M-Instruct GGUF comes from the `smollm2_gguf` fixture.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -191,30 +190,26 @@ def test_what_cannot_be_reproduced_is_refused_in_one_line():
         tokenizer_from_gguf([1, 2])
 
 
-SMOLLM2 = os.environ.get("TRACER_SMOLLM2_GGUF")
-needs_smollm2 = pytest.mark.skipif(not SMOLLM2, reason="set TRACER_SMOLLM2_GGUF to SmolLM2-135M-Instruct's GGUF file")
-
-
 @pytest.fixture(scope="module")
-def smollm2():
-    meta = _meta(SMOLLM2)
-    return meta, tokenizer_from_gguf(meta, SMOLLM2)
+def smollm2_tok(smollm2_gguf):
+    meta = _meta(str(smollm2_gguf))
+    return meta, tokenizer_from_gguf(meta, str(smollm2_gguf))
 
 
 @pytest.mark.slow
-@needs_smollm2
-def test_smollm2_equals_transformers(smollm2):
-    meta, tok = smollm2
+def test_smollm2_equals_tokenizers_and_transformers(smollm2_tok, smollm2_gguf):
+    SMOLLM2 = str(smollm2_gguf)
+    meta, tok = smollm2_tok
     assert type(tok).__name__ == "HFTokenizer" and not tok.add_bos and tok.end_id == 2
     # six control characters, bytes no UTF-8 has, and 0xF1, 0xF2: the lead bytes of planes 4–11 (U+40000–U+BFFFF)
     assert tok.missing_bytes == frozenset([0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, *range(0xF5, 0x100)])
     assert tok.dropped("a\x04b\x1d \U00050000") == [0x04, 0x1D, 0xF1] and tok.eos_ids[0] == 2
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    _same(tok, _transformers(Path(SMOLLM2)), TEXTS + [readme[:20000], "x\U00050000y \U00090001\x04z"])
     ref = _with_tokenizers(meta)
     assert all(tok.encode(s) == ref.encode(s).ids for s in TEXTS)
     own = tokenizer_from_gguf(meta, SMOLLM2, follow="llama.cpp")  # SmolLM2's own tokenizer.json: digits apart
     assert own.encode("٣ ½") != tok.encode("٣ ½") and own.encode("hello world") == tok.encode("hello world")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    _same(tok, _transformers(Path(SMOLLM2)), TEXTS + [readme[:20000], "x\U00050000y \U00090001\x04z"])  # (skips without it)
 
 
 def test_stop_ids_and_specs_across_tokenizers():
