@@ -215,3 +215,14 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
     c = Console(record=True, width=80, color_system=None)
     c.print(step_chosen(d).body)
     assert "without head 1:0: p(␣G) 0.971 → " in c.export_text()
+
+
+@pytest.mark.parametrize("key, value", [("ablation", {"clean": 1}), ("ablation", "x"), ("attribution", {"target_id": -1}),
+                                        ("attribution", {"target_id": 402, "per_position": ["a"]})])
+def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_path, key, value):
+    import tracer
+    from tracer.trace import Generation, damage
+
+    gen = tracer.load("abc").generate("A B C", max_new_tokens=1)
+    gen.meta[key] = value
+    assert key in damage(Generation(gen.steps, gen.prompt_ids, gen.generated_ids, gen.text, gen.meta), 50257)

@@ -381,6 +381,30 @@ def _verify_cache_damage(result: dict) -> str | None:
     return None
 
 
+def _intervention_damage(meta: dict, n_vocab: int) -> str | None:
+    """What is wrong with --ablate's and --attribute's records in a trace's meta (None: sound or absent)."""
+    def token(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n_vocab
+
+    def prob(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    ab = meta.get("ablation")
+    if ab is not None:
+        clean, changed = (ab.get("clean"), ab.get("changed")) if isinstance(ab, dict) else (None, None)
+        if not (isinstance(clean, dict) and isinstance(changed, dict) and token(clean.get("top_id"))
+                and token(changed.get("top_id")) and all(prob(d.get(k)) for d, k in
+                ((clean, "p_top"), (changed, "p_top"), (changed, "p_clean_top")))
+                and isinstance(ab.get("ablated", []), list)):
+            return "meta: 'ablation' is not what --ablate records ({ablated, clean, changed})"
+    att = meta.get("attribution")
+    if att is not None:
+        per = att.get("per_position") if isinstance(att, dict) else None
+        if not (isinstance(att, dict) and token(att.get("target_id")) and isinstance(per, list) and all(map(prob, per))):
+            return "meta: 'attribution' is not what --attribute records ({target_id, per_position})"
+    return None
+
+
 def damage(gen: "Generation", n_vocab: int) -> str | None:
     """What is wrong with a loaded trace (metadata of the wrong type, a token id out of range), or
     None when it looks sound; shapes and kinds of number were checked when it was loaded, and NaN
@@ -393,6 +417,8 @@ def damage(gen: "Generation", n_vocab: int) -> str | None:
             if key in meta and meta[key] is not None and not isinstance(meta[key], kinds):
                 return f"{where}: {key!r} is {type(meta[key]).__name__}"
     if isinstance(gen.meta.get("verify_cache"), dict) and (wrong := _verify_cache_damage(gen.meta["verify_cache"])):
+        return wrong
+    if (wrong := _intervention_damage(gen.meta, n_vocab)) is not None:
         return wrong
     ids = [gen.prompt_ids, gen.generated_ids]
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for part in ids for i in part):
