@@ -15,9 +15,10 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     gemma2.py       model_type gemma2 (Gemma 3's switches without Q/K norms, with soft-capped scores and logits)
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
     gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's
-    gguf_file.py    the GGUF container: header, metadata, tensor table, memory-mapped data
-    quants.py       GGUF's storage types de-quantized to float32 (Q8_0, Q4_1, Q4_K, …)
+                    (the container itself is `tracer.gguf_file`, its storage types `tracer.quants`: data readers)
     tracer_files.py tracer's own weights files and scenarios
+    places.py       where people keep models: Ollama's manifests, LM Studio's folders
+    inventory.py    `tracer models`: what this machine has, from headers only
 
 A new family that only renames tensors is one module here plus an entry in FOLDER_FAMILIES (and,
 for GGUF, in `gguf.ARCHITECTURES`). `tracer.loaders` turns a Checkpoint into a `Model`.
