@@ -26,8 +26,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from ..config import Config
 from ..errors import TracerError
 from . import gemma3, llama
@@ -84,16 +82,7 @@ def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]
     return shapes
 
 
-def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
-    params, fused = llama.translate(cfg, t)
-    params.update({tl: t[hf] for tl, hf in llama.layer_names(cfg, NAMES).items()})  # llama's ln2 is ln1_post here
-    return params, fused
-
-
-def file_names(cfg: Config) -> dict[str, str]:
-    out = llama.file_names(cfg)
-    out.update(llama.layer_names(cfg, NAMES))
-    return out
+translate, file_names = llama.adding(NAMES)  # llama's ln2 (post_attention_layernorm) is ln1_post here
 
 
 def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:

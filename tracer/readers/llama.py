@@ -223,6 +223,20 @@ def layer_names(cfg: Config, names: dict) -> dict[str, str]:
     return {f"blocks.{l}.{tl}": f"{PREFIX}layers.{l}.{hf}" for l in range(cfg.n_layers) for tl, hf in names.items()}
 
 
+def adding(names: dict):
+    """`translate` and `file_names` for a family that is the Llama block plus its own per-layer tensors
+    (`names`, as `layer_names` takes them): what Qwen3 and the Gemmas share."""
+    def translate_(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
+        params, fused = translate(cfg, t)
+        params.update({tl: t[hf] for tl, hf in layer_names(cfg, names).items()})
+        return params, fused
+
+    def file_names_(cfg: Config) -> dict[str, str]:
+        return {**file_names(cfg), **layer_names(cfg, names)}
+
+    return translate_, file_names_
+
+
 def file_names(cfg: Config) -> dict[str, str]:
     """TransformerLens name → the transformers tensor it comes from (biases only where the file has them)."""
     out = dict(TOP_NAMES)

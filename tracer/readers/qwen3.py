@@ -19,8 +19,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from ..config import Config
 from ..errors import TracerError
 from . import llama
@@ -43,16 +41,7 @@ def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]
     return shapes
 
 
-def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
-    params, fused = llama.translate(cfg, t)
-    params.update({tl: t[hf] for tl, hf in llama.layer_names(cfg, QK_NORMS).items()})
-    return params, fused
-
-
-def file_names(cfg: Config) -> dict[str, str]:
-    out = llama.file_names(cfg)
-    out.update(llama.layer_names(cfg, QK_NORMS))
-    return out
+translate, file_names = llama.adding(QK_NORMS)
 
 
 def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:
