@@ -605,3 +605,28 @@ def overflow(tmp_path) -> Path:
     path = tmp_path / "overflow.toml"
     path.write_text(OVERFLOW)
     return path
+
+
+# --------------------------------------------------------------------------- a fixture folder with its config changed
+
+
+@pytest.fixture(scope="session")
+def family_copy():
+    """`family_copy(tmp_path, name, **changes)`: tests/data/NAME copied into tmp_path with config.json's keys
+    changed (None removes one)."""
+    import json
+    import shutil
+
+    def make(tmp_path: Path, name: str, **changes) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(Path(__file__).parent / "data" / name, folder)
+        cfg = json.loads((folder / "config.json").read_text())
+        for k, v in changes.items():
+            if v is None:
+                cfg.pop(k, None)
+            else:
+                cfg[k] = v
+        (folder / "config.json").write_text(json.dumps(cfg))
+        return folder
+
+    return make

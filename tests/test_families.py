@@ -134,21 +134,10 @@ def test_rotated_dot_products_depend_on_the_distance_only():
     assert dot(7, 3) != pytest.approx(dot(7, 4), rel=1e-3)
 
 
-def _copy(tmp_path: Path, name: str, **changes) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(DATA / name, folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
 
 
-def test_a_sliding_window_hides_old_keys_and_the_cache_agrees(tmp_path):
-    folder = _copy(tmp_path, "mistral-tiny", sliding_window=4)
+def test_a_sliding_window_hides_old_keys_and_the_cache_agrees(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "mistral-tiny", sliding_window=4)
     model = tracer.load(str(folder))
     gen = model.generate("The quick brown fox jumps over the lazy dog", max_new_tokens=3)
     p = gen.steps[0]["blocks.0.attn.hook_pattern"]  # [head, query, key]
@@ -162,11 +151,11 @@ def test_a_sliding_window_hides_old_keys_and_the_cache_agrees(tmp_path):
     np.testing.assert_allclose(nocache.steps[-1]["logits"][-1], gen.steps[-1]["logits"][-1], atol=1e-5)
 
 
-def test_transformers_4_config_keys_read_as_transformers_5_ones(tmp_path):
+def test_transformers_4_config_keys_read_as_transformers_5_ones(tmp_path, family_copy):
     """rope_theta + rope_scaling (most Hub checkpoints) give what rope_parameters gives."""
     old = json.loads((DATA / "llama-tiny" / "config.json").read_text())["rope_parameters"]
     scaling = {k: v for k, v in old.items() if k != "rope_theta"}
-    folder = _copy(tmp_path, "llama-tiny", rope_parameters=None, rope_theta=old["rope_theta"], rope_scaling=scaling)
+    folder = family_copy(tmp_path, "llama-tiny", rope_parameters=None, rope_theta=old["rope_theta"], rope_scaling=scaling)
     a, b = tracer.load(str(DATA / "llama-tiny")), tracer.load(str(folder))
     assert a.config == b.config
     np.testing.assert_array_equal(a.run("fox")["logits"], b.run("fox")["logits"])
@@ -182,29 +171,29 @@ def test_transformers_4_config_keys_read_as_transformers_5_ones(tmp_path):
     ({"hidden_size": "64"}, "'hidden_size' must be a whole number"),
     ({"tie_word_embeddings": "false"}, "'tie_word_embeddings' must be true or false"),
 ])
-def test_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "llama-tiny", **changes)
+def test_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "llama-tiny", **changes)
     with pytest.raises(TracerError, match=says.replace("(", r"\(")):
         tracer.load(str(folder))
 
 
-def test_qwen2_window_on_some_layers_is_refused(tmp_path):
-    folder = _copy(tmp_path, "qwen2-tiny", use_sliding_window=True, sliding_window=16)
+def test_qwen2_window_on_some_layers_is_refused(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "qwen2-tiny", use_sliding_window=True, sliding_window=16)
     with pytest.raises(TracerError, match="sliding window on some layers only"):
         tracer.load(str(folder))
 
 
-def test_a_tensor_with_the_wrong_shape_or_missing_names_the_tensor(tmp_path):
-    folder = _copy(tmp_path, "llama-tiny", num_key_value_heads=4)
+def test_a_tensor_with_the_wrong_shape_or_missing_names_the_tensor(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "llama-tiny", num_key_value_heads=4)
     with pytest.raises(TracerError, match=r"'model\.layers\.0\.self_attn\.k_proj\.weight' has shape \[32, 64\]"):
         tracer.load(str(folder))
-    folder = _copy(tmp_path / "untied", "llama-tiny", tie_word_embeddings=False)  # float32: room for the size check
+    folder = family_copy(tmp_path / "untied", "llama-tiny", tie_word_embeddings=False)  # float32: room for the size check
     with pytest.raises(TracerError, match="missing tensor 'lm_head.weight'"):
         tracer.load(str(folder))
 
 
-def test_a_folder_without_tokenizer_json_says_so(tmp_path):
-    folder = _copy(tmp_path, "qwen2-tiny")
+def test_a_folder_without_tokenizer_json_says_so(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "qwen2-tiny")
     (folder / "tokenizer.json").unlink()
     with pytest.raises(TracerError, match="tokenizer"):
         tracer.load(str(folder))

@@ -7,7 +7,6 @@ refused clearly when a config.json asks for what tracer does not compute."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +25,6 @@ def _ids(name: str, k: int = 1) -> list[int]:
     return [int(i) for i in load_npz(DATA / name / "reference.npz")[f"input_ids_{k}"]]
 
 
-def _copy(tmp_path: Path, name: str, **changes) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(DATA / name, folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
 
 
 def central_differences(name: str, params_to_check: list[str], n_tokens: int = 10) -> None:
@@ -161,8 +149,8 @@ def test_qwen3_gguf_reads_its_norms(gguf_of_folder):
     ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e6, "factor": 2.0}}, "RoPE scaling 'dynamic' is not supported"),
     ({"use_sliding_window": True, "sliding_window": 8}, "sliding window on some layers only"),
 ])
-def test_qwen3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "qwen3-tiny", **changes)
+def test_qwen3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "qwen3-tiny", **changes)
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(folder))
     assert "\n" not in str(e.value)
@@ -231,8 +219,8 @@ def test_olmo2_gguf_reads_its_norms(gguf_of_folder):
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4.0}}, "RoPE scaling 'yarn' is not supported"),
     ({"layer_types": ["full_attention", "sliding_attention", "full_attention"]}, "'layer_types' names 3 layers"),
 ])
-def test_olmo2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "olmo2-tiny", **changes)
+def test_olmo2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "olmo2-tiny", **changes)
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(folder))
     assert "\n" not in str(e.value)
@@ -292,15 +280,15 @@ def test_phi3_gguf_reads_the_fused_tensors_and_the_window(gguf_of_folder):
     ({"num_key_value_heads": 4}, r"'model\.layers\.0\.self_attn\.qkv_proj\.weight' has shape \[128, 64\]"),
     ({"intermediate_size": 96}, r"'model\.layers\.0\.mlp\.(gate_up|down)_proj\.weight' has shape"),
 ])
-def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "phi3-tiny", **changes)
+def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "phi3-tiny", **changes)
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(folder))
     assert "\n" not in str(e.value)
 
 
-def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path):
-    folder = _copy(tmp_path, "phi3-tiny", model_type="gemma")
+def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "phi3-tiny", model_type="gemma")
     with pytest.raises(TracerError, match="model_type is 'gemma'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3, gemma3_text and gemma2"):
         tracer.load(str(folder))
 
@@ -359,8 +347,8 @@ def test_gemma3_gradients_match_central_differences():
     ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0},
                           "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}, "RoPE scaling 'yarn' is not supported"),
 ])
-def test_gemma3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "gemma3-tiny", **changes)
+def test_gemma3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "gemma3-tiny", **changes)
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(folder))
     assert "\n" not in str(e.value)
@@ -407,8 +395,8 @@ def test_gemma2_reads_its_switches_and_records_them():
     assert np.isfinite(t["blocks.1.attn.hook_attn_scores"][:, far]).all() and (t["blocks.1.attn.hook_pattern"][:, far] > 0).all()
 
 
-def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path):
-    folder = _copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=2)
+def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=2)
     assert tracer.load(str(folder)).config.windowed == (0,)
     cfg = json.loads((folder / "config.json").read_text())
     from tracer.readers.gemma2 import config_of
@@ -456,8 +444,8 @@ def test_gemma2_gradients_match_central_differences():
     ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0}}, "yarn"),
 ])
-def test_gemma2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says):
-    folder = _copy(tmp_path, "gemma2-tiny", **changes)
+def test_gemma2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
+    folder = family_copy(tmp_path, "gemma2-tiny", **changes)
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(folder))
     assert "\n" not in str(e.value)
