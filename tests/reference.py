@@ -162,3 +162,21 @@ def naive_forward(cfg, params, tokens):
             logits[p, t] = sum(final[p, i] * W_U[i, t] for i in range(cfg.d_model)) + params["b_U"][t]
     out["logits"] = logits
     return out
+
+
+def next_token_loss(cfg, params: dict, tokens) -> float:
+    """The mean next-token loss written out from tracer's logits one row at a time, independently of
+    `tracer.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""
+    from tracer.decoder import forward
+
+    logits = forward(cfg, params, tokens)  # [..., pos, d_vocab]
+    t = np.asarray(tokens)
+    lg = logits.reshape(-1, t.shape[-1], logits.shape[-1])  # [batch, pos, d_vocab]
+    tt = t.reshape(-1, t.shape[-1])  # [batch, pos]
+    total, count = 0.0, 0
+    for b in range(tt.shape[0]):
+        for p in range(tt.shape[1] - 1):
+            row = lg[b, p]
+            total -= row[tt[b, p + 1]] - (row.max() + np.log(np.exp(row - row.max()).sum()))
+            count += 1
+    return total / count

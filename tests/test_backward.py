@@ -12,25 +12,10 @@ import pytest
 import tracer
 from tracer.backward import cross_entropy, loss_and_grads, next_token_targets
 from tracer.config import Config
-from tracer.decoder import forward
 from tracer.params import param_shapes
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
-
-
-def loss_of(cfg: Config, params: dict, tokens) -> float:
-    """The loss written out from the logits, independently of `cross_entropy`: mean −log p(next)."""
-    logits = forward(cfg, params, tokens)  # [..., pos, d_vocab]
-    t = np.asarray(tokens)
-    lg = logits.reshape(-1, t.shape[-1], logits.shape[-1])  # [batch, pos, d_vocab]
-    tt = t.reshape(-1, t.shape[-1])  # [batch, pos]
-    total, count = 0.0, 0
-    for b in range(tt.shape[0]):
-        for p in range(tt.shape[1] - 1):
-            row = lg[b, p]
-            total -= row[tt[b, p + 1]] - (row.max() + np.log(np.exp(row - row.max()).sum()))
-            count += 1
-    return total / count
+from .reference import next_token_loss
 
 
 CONFIGS = {
@@ -64,7 +49,7 @@ def test_every_gradient_matches_central_differences(n_heads, switches, random_pa
         params[name] = params[name] * (0.3 if params[name].ndim >= 2 else 1.0)
     tokens = np.array([[3, 1, 4, 1, 5], [2, 6, 5, 3, 0]])  # [batch, pos]: a batch of two sequences
     loss, grads = loss_and_grads(cfg, params, tokens)
-    assert loss == pytest.approx(loss_of(cfg, params, tokens), rel=1e-12)
+    assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-12)
     assert set(grads) == set(param_shapes(cfg)), set(grads) ^ set(param_shapes(cfg))
     rng = np.random.default_rng(0)
     h = 1e-5
@@ -76,9 +61,9 @@ def test_every_gradient_matches_central_differences(n_heads, switches, random_pa
         for i in picks:
             keep = flat[i]
             flat[i] = keep + h
-            up = loss_of(cfg, params, tokens)
+            up = next_token_loss(cfg, params, tokens)
             flat[i] = keep - h
-            down = loss_of(cfg, params, tokens)
+            down = next_token_loss(cfg, params, tokens)
             flat[i] = keep
             want = (up - down) / (2 * h)
             assert g.reshape(-1)[i] == pytest.approx(want, rel=1e-5, abs=1e-8), (name, int(i))

@@ -22,6 +22,7 @@ from tracer.files import load_npz
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]
 ATOL = 1e-4  # float32 through a few layers; logits are of size ~5
+from .reference import next_token_loss
 
 
 @pytest.fixture(scope="module", params=FOLDERS)
@@ -209,14 +210,7 @@ def test_gradients_of_a_llama_block_match_central_differences():
               if not k.startswith(("blocks.1.", "blocks.2."))}  # C order: reshape(-1) below is a view
     tokens = np.array(ids(load_npz(DATA / "qwen2-tiny" / "reference.npz"), 1)[:12])
     loss, grads = loss_and_grads(cfg, params, tokens)
-    from tracer.decoder import forward
-
-    def loss_of(p):
-        logits = forward(cfg, p, tokens)
-        lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
-        return float(np.mean(lse[:-1] - logits[np.arange(len(tokens) - 1), tokens[1:]]))
-
-    assert loss == pytest.approx(loss_of(params), rel=1e-10)
+    assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-10)
     rng = np.random.default_rng(1)
     for name in ["blocks.0.attn.W_Q", "blocks.0.attn.b_K", "blocks.0.attn.W_V", "blocks.0.mlp.W_gate", "blocks.0.mlp.W_in",
                  "blocks.0.ln1.w", "blocks.0.ln2.w", "ln_final.w", "W_U"]:
@@ -224,9 +218,9 @@ def test_gradients_of_a_llama_block_match_central_differences():
         for i in rng.choice(flat.size, 3, replace=False):
             keep = flat[i]
             flat[i] = keep + 1e-6
-            up = loss_of(params)
+            up = next_token_loss(cfg, params, tokens)
             flat[i] = keep - 1e-6
-            down = loss_of(params)
+            down = next_token_loss(cfg, params, tokens)
             flat[i] = keep
             assert grads[name].reshape(-1)[i] == pytest.approx((up - down) / 2e-6, rel=1e-4, abs=1e-8), name
 

@@ -19,6 +19,7 @@ from tracer.errors import TracerError
 from tracer.files import load_npz
 
 DATA = Path(__file__).parent / "data"
+from .reference import next_token_loss
 
 
 def _ids(name: str, k: int = 1) -> list[int]:
@@ -31,7 +32,6 @@ def central_differences(name: str, params_to_check: list[str], n_tokens: int = 1
     """The backward pass on a loaded fixture's first layer (a float64 copy): three entries of each
     named parameter against central differences of the loss."""
     from tracer.backward import loss_and_grads
-    from tracer.decoder import forward
 
     m = tracer.load(str(DATA / name))
     local = m.config.windowed
@@ -41,22 +41,16 @@ def central_differences(name: str, params_to_check: list[str], n_tokens: int = 1
               if not k.startswith("blocks.") or k.startswith("blocks.0.")}
     tokens = np.array(_ids(name)[:n_tokens])
     loss, grads = loss_and_grads(cfg, params, tokens)
-
-    def loss_of(p):
-        logits = forward(cfg, p, tokens)
-        lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
-        return float(np.mean(lse[:-1] - logits[np.arange(len(tokens) - 1), tokens[1:]]))
-
-    assert loss == pytest.approx(loss_of(params), rel=1e-10)
+    assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-10)
     rng = np.random.default_rng(1)
     for p in params_to_check:
         flat = params[p].reshape(-1)
         for i in rng.choice(flat.size, 3, replace=False):
             keep = flat[i]
             flat[i] = keep + 1e-6
-            up = loss_of(params)
+            up = next_token_loss(cfg, params, tokens)
             flat[i] = keep - 1e-6
-            down = loss_of(params)
+            down = next_token_loss(cfg, params, tokens)
             flat[i] = keep
             assert grads[p].reshape(-1)[i] == pytest.approx((up - down) / 2e-6, rel=1e-4, abs=1e-8), p
 
