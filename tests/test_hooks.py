@@ -218,7 +218,8 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
 
 
 @pytest.mark.parametrize("key, value", [("ablation", {"clean": 1}), ("ablation", "x"), ("attribution", {"target_id": -1}),
-                                        ("attribution", {"target_id": 402, "per_position": ["a"]})])
+                                        ("attribution", {"target_id": 402, "per_position": ["a"]}), ("hooked", "blocks.0.hook_z"),
+                                        ("hooked", [3])])
 def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_path, key, value):
     import tracer
     from tracer.trace import Generation, damage

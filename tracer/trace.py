@@ -397,6 +397,9 @@ def _intervention_damage(meta: dict, n_vocab: int) -> str | None:
                 ((clean, "p_top"), (changed, "p_top"), (changed, "p_clean_top")))
                 and isinstance(ab.get("ablated", []), list)):
             return "meta: 'ablation' is not what --ablate records ({ablated, clean, changed})"
+    hooked = meta.get("hooked")
+    if hooked is not None and not (isinstance(hooked, list) and all(isinstance(n, str) for n in hooked)):
+        return "meta: 'hooked' is not a list of the hook names a run changed"
     att = meta.get("attribution")
     if att is not None:
         per = att.get("per_position") if isinstance(att, dict) else None
