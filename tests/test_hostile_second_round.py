@@ -17,19 +17,10 @@ import pytest
 import tracer
 from tracer.cli import app
 
+from .test_hostile_files import one_line  # exit 2, one line naming the problem
+
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch", "4"]
 TEXT = "\n".join(["A B C D E F G H I J K", "one two three four five six", "Monday Tuesday Wednesday Thursday"] * 40)
-
-
-def one_line(r, *patterns) -> str:
-    """The run was refused as bad input: exit 2, one line naming the problem."""
-    err = r.stderr
-    assert r.exit_code == 2, (r.exit_code, r.stdout[-500:], err[-1500:])
-    assert len(err.strip().splitlines()) == 1 and err.startswith("tracer: "), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    for p in patterns:
-        assert p in err, (p, err)
-    return err
 
 
 @pytest.fixture
