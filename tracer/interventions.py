@@ -159,3 +159,52 @@ def activation_patching(model, a_ids, b_ids) -> dict:
             recovered[layer, p] = (ld(patched) - ld_b) / (ld_a - ld_b) if ld_a != ld_b else float("nan")
     return {"answers": [a_top, b_top], "ld": [ld_a, ld_b], "differs": [int(x != y) for x, y in zip(a_ids, b_ids)],
             "recovered": recovered.tolist(), "distance": distance.tolist()}
+
+
+HEAD_ABLATION_WORK = 2e9  # multiply-adds the page's precomputed head ablations may cost in all (a few seconds)
+
+
+def head_ablation_cost(cfg, n_tokens: int) -> dict:
+    """What zero-ablating every head once costs: {"runs": layers × heads, "params": the weights a token
+    is multiplied by (the unembedding too), "tokens", "work": runs × tokens × params multiply-adds}."""
+    from .params import param_shapes
+
+    lookups = {"W_E", "W_pos"}  # rows read, not multiplied
+    params = sum(int(np.prod(s)) for n, s in param_shapes(cfg).items() if n not in lookups)
+    if "W_U" not in param_shapes(cfg):  # tied: W_E is the unembedding too
+        params += cfg.d_vocab * cfg.d_model
+    runs = cfg.n_layers * cfg.n_heads
+    return {"runs": runs, "params": params, "tokens": int(n_tokens), "work": float(runs) * n_tokens * params}
+
+
+def _probs(trace) -> np.ndarray:  # [d_vocab] the last position's next-token probabilities, float64
+    logits = np.asarray(trace["logits"][-1], dtype=np.float64)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+def _top(p: np.ndarray, k: int) -> dict:  # the k most likely ids (ties: the lower id first) and their p
+    ids = np.argsort(-p, kind="stable")[:k]
+    return {"top_ids": [int(i) for i in ids], "top_p": [float(p[i]) for i in ids]}
+
+
+def head_ablations(model, ids, top_k: int = 5, limit: float = HEAD_ABLATION_WORK) -> dict:
+    """For every (layer, head), the next-token prediction after `ids` (the last position) with that one
+    head zero-ablated (`ablate_head`), beside the clean run's: {"done": True, **cost, "clean": {top_ids,
+    top_p}, "heads": [layer][head] {top_ids, top_p, p_clean_top (the clean top token's p without the
+    head), top_changed}}, probabilities in float64. Over `limit` multiply-adds (`head_ablation_cost`)
+    nothing is run: {"done": False, **cost, "limit"}."""
+    ids = list(ids)
+    cost = head_ablation_cost(model.config, len(ids))
+    if cost["work"] > limit:
+        return {"done": False, **cost, "limit": float(limit)}
+    clean = _probs(model.run(ids, names=["logits"]))
+    top = int(np.argmax(clean))
+    heads = []
+    for layer in range(model.config.n_layers):
+        row = []
+        for head in range(model.config.n_heads):
+            p = _probs(model.run(ids, names=["logits"], hooks=ablate_head(layer, head)))
+            row.append({**_top(p, top_k), "p_clean_top": float(p[top]), "top_changed": int(np.argmax(p)) != top})
+        heads.append(row)
+    return {"done": True, **cost, "limit": float(limit), "clean": _top(clean, top_k), "heads": heads}

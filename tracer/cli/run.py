@@ -104,7 +104,9 @@ def trace(
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
     show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
     if page:
-        export_page(gen, m.tokenizer, resolved, page)
+        from ..interventions import head_ablations  # each head of the clean run knocked out, for the page to click
+
+        export_page(gen, m.tokenizer, resolved, page, heads=None if hooks else head_ablations(m, text.ids))
     if export:
         said_export(export, page is not None)
     if save:

@@ -1,5 +1,5 @@
 """The page's file: a fixed HTML skeleton, the styles and the script inlined from this package
-(`page.css`, `core.js`, `steps.js`, `predict.js`, `app.js`), and the data as JSON in
+(`page.css`, then `SCRIPTS`: `core.js` … `app.js`), and the data as JSON in
 `<script type="application/json" id="trace-data">`.
 
 Nothing from a trace reaches the markup as markup: the JSON is escaped so that no `<`, `>` or `&`
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("core.js", "steps.js", "predict.js", "app.js")
+SCRIPTS = ("core.js", "state.js", "steps.js", "predict.js", "ablate.js", "app.js")
 
 
 def asset(name: str) -> str:
@@ -86,7 +86,7 @@ JSON block at the end of the file.</p></noscript>
 
 
 def page_script() -> str:
-    """The page's script: core.js, steps.js, predict.js and app.js, in that order."""
+    """The page's script: `SCRIPTS`, in that order."""
     return "\n".join(asset(name) for name in SCRIPTS)
 
 
