@@ -88,6 +88,8 @@ def _chain(first, then):
     return run
 
 
+PREDICTION_TOP = 5  # the next tokens `activation_patching` reports of each run
+
 ABLATION = re.compile(r"^([0-9]{1,4}):(\*|mlp|[0-9]{1,4})(?::(zero|mean))?$")
 
 
@@ -134,7 +136,8 @@ def activation_patching(model, a_ids, b_ids) -> dict:
     B's b), the logit difference ld = logit(a) − logit(b) at the last position of each run, how far the
     residual streams are apart at each layer's input and position, and, for each layer l and position p,
     B's run with A's `blocks.{l}.hook_resid_pre` patched in at p: the fraction of the difference it
-    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric)."""
+    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric); and each
+    run's PREDICTION_TOP most likely next tokens ("predictions": [A's, B's] {top_ids, top_p})."""
     a_ids, b_ids = list(a_ids), list(b_ids)
     if len(a_ids) != len(b_ids):
         raise TracerError(f"compare: the prompts must have the same number of tokens; A has {len(a_ids)}, "
@@ -158,7 +161,8 @@ def activation_patching(model, a_ids, b_ids) -> dict:
             patched = model.run(b_ids, names=["logits"], hooks=patch(name, ra[name], positions=[p]))
             recovered[layer, p] = (ld(patched) - ld_b) / (ld_a - ld_b) if ld_a != ld_b else float("nan")
     return {"answers": [a_top, b_top], "ld": [ld_a, ld_b], "differs": [int(x != y) for x, y in zip(a_ids, b_ids)],
-            "recovered": recovered.tolist(), "distance": distance.tolist()}
+            "recovered": recovered.tolist(), "distance": distance.tolist(),
+            "predictions": [_top(_probs(ra), PREDICTION_TOP), _top(_probs(rb), PREDICTION_TOP)]}
 
 
 HEAD_ABLATION_WORK = 2e9  # multiply-adds the page's precomputed head ablations may cost in all (a few seconds)

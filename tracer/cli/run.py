@@ -281,6 +281,7 @@ def compare(
     b: Annotated[str, typer.Argument(help="The second prompt (B), with as many tokens as A.")],
     model: ModelOpt = DEFAULT_MODEL,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (answers, ld, patch.recovered[layer][position], …).")] = False,
+    export: Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html: both prompts, both predictions and the patching heatmap, one self-contained page for a browser.")] = None,
 ) -> None:
     """Compare two prompts of one length, and find where A's answer lives by activation patching:
     B's run with A's residual stream put in at each layer and position, and how much of the logit
@@ -295,9 +296,18 @@ def compare(
 
     check_prompt(a)
     check_prompt(b)
+    if export:
+        from ..files import check_output_path
+
+        check_output_path(export, "--export", (".html",))
     m = load(model, progress=reading_progress)
     a_ids, b_ids = m.tokenize(a), m.tokenize(b)
     result = activation_patching(m, a_ids, b_ids)
+    if export:
+        from ..render.page.compare import export_compare
+
+        export_compare(export, result, m.tokenizer, a_ids, b_ids, prompts=(a, b), model=m.name)
+        said_export(export, True)
     if json_out:
         from ..render.jsonout import dumps
 
