@@ -192,12 +192,13 @@ def _top(p: np.ndarray, k: int) -> dict:  # the k most likely ids (ties: the low
     return {"top_ids": [int(i) for i in ids], "top_p": [float(p[i]) for i in ids]}
 
 
-def head_ablations(model, ids, top_k: int = 5, limit: float = HEAD_ABLATION_WORK) -> dict:
+def head_ablations(model, ids, top_k: int = 5, limit: float | None = None) -> dict:
     """For every (layer, head), the next-token prediction after `ids` (the last position) with that one
     head zero-ablated (`ablate_head`), beside the clean run's: {"done": True, **cost, "clean": {top_ids,
     top_p}, "heads": [layer][head] {top_ids, top_p, p_clean_top (the clean top token's p without the
     head), top_changed}}, probabilities in float64. Over `limit` multiply-adds (`head_ablation_cost`)
-    nothing is run: {"done": False, **cost, "limit"}."""
+    (default HEAD_ABLATION_WORK) nothing is run: {"done": False, **cost, "limit"}."""
+    limit = HEAD_ABLATION_WORK if limit is None else limit
     ids = list(ids)
     cost = head_ablation_cost(model.config, len(ids))
     if cost["work"] > limit:

@@ -49,6 +49,6 @@ function ablationSection() {              // the heads step's part: knock a head
   if (!HA.done) return out.concat(el("p", { class: "note ablation-missing" }, HA.words));
   out.push(p(`Each button runs the prompt again with one head's z set to zeros where the heads are combined (what `,
     el("code", null, "tracer trace --ablate L:H"), " does); click one, or choose a layer and a head above."));
-  out.push(el("div", { class: "two" }, ablationGrid(), ablationResult(S.layer, S.head)));
+  out.push(el("div", { class: "two" }, el("div", { class: "ablate-box" }, ablationGrid()), ablationResult(S.layer, S.head)));
   return out;
 }
