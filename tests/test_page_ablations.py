@@ -159,3 +159,13 @@ def test_compare_export_writes_nothing_on_a_bad_input(runner, tmp_path):
     r = runner.invoke(app, ["compare", "A B", "A C", "--export", str(tmp_path / "c.svg")], env=WIDE)
     assert r.exit_code == 2 and "must end in .html" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_135m_model_is_over_the_limit_and_runs_nothing(smollm2):
+    from tracer.render.page.ablations import left_out_words
+
+    got = head_ablations(smollm2, smollm2.tokenize("The capital of France is the city of"))
+    assert not got["done"] and "heads" not in got and got["runs"] == 30 * 9
+    assert left_out_words(got, {}, smollm2.config) == (
+        "head ablations not precomputed: 30 layers × 9 heads = 270 runs of a 135M model over 8 tokens, more than the "
+        "page runs (about 2.9e+11 multiply-adds; it runs up to 2e+09); run `tracer trace … --ablate L:H` for one head")

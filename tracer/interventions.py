@@ -169,16 +169,18 @@ HEAD_ABLATION_WORK = 2e9  # multiply-adds the page's precomputed head ablations 
 
 
 def head_ablation_cost(cfg, n_tokens: int) -> dict:
-    """What zero-ablating every head once costs: {"runs": layers × heads, "params": the weights a token
-    is multiplied by (the unembedding too), "tokens", "work": runs × tokens × params multiply-adds}."""
+    """What zero-ablating every head once costs: {"runs": layers × heads, "params": the model's size,
+    "per_token": the weights a token is multiplied by (the unembedding too, not the embedding rows it
+    reads), "tokens", "work": runs × tokens × per_token multiply-adds}."""
     from .params import param_shapes
 
-    lookups = {"W_E", "W_pos"}  # rows read, not multiplied
-    params = sum(int(np.prod(s)) for n, s in param_shapes(cfg).items() if n not in lookups)
-    if "W_U" not in param_shapes(cfg):  # tied: W_E is the unembedding too
-        params += cfg.d_vocab * cfg.d_model
+    shapes = param_shapes(cfg)
+    params = sum(int(np.prod(s)) for s in shapes.values())
+    lookups = sum(int(np.prod(shapes[n])) for n in ("W_E", "W_pos") if n in shapes)  # rows read, not multiplied
+    per_token = params - lookups + (0 if "W_U" in shapes else cfg.d_vocab * cfg.d_model)  # tied: W_E unembeds too
     runs = cfg.n_layers * cfg.n_heads
-    return {"runs": runs, "params": params, "tokens": int(n_tokens), "work": float(runs) * n_tokens * params}
+    return {"runs": runs, "params": params, "per_token": per_token, "tokens": int(n_tokens),
+            "work": float(runs) * n_tokens * per_token}
 
 
 def _probs(trace) -> np.ndarray:  # [d_vocab] the last position's next-token probabilities, float64
