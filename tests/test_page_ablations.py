@@ -119,7 +119,8 @@ def test_a_page_without_its_heads_ablated_says_why(runner, tmp_path, word_model)
     assert "already has head 1:0 removed" in words  # the saved trace remembers its --ablate
     m = word_model()
     words = page_data(m.generate(WORDS[:3]), m.tokenizer)["head_ablations"]["words"]
-    assert words.startswith("head ablations not precomputed: only `tracer trace … --export FILE.html` runs them")
+    assert words.startswith("head ablations not precomputed: this page was written from a saved trace, which holds no "
+                            "weights (`tracer trace … --export FILE.html` runs them)")
 
 
 COMPARE = ["compare", "the red cat sat on the mat . the red cat sat on the", "the big dog ran on the mat . the red cat sat on the"]
@@ -169,3 +170,15 @@ def test_a_135m_model_is_over_the_limit_and_runs_nothing(smollm2):
     assert left_out_words(got, {}, smollm2.config) == (
         "head ablations not precomputed: 30 layers × 9 heads = 270 runs of a 135M model over 8 tokens, more than the "
         "page runs (about 2.9e+11 multiply-adds; it runs up to 2e+09); run `tracer trace … --ablate L:H` for one head")
+
+
+def test_a_replayed_scenario_s_page_has_its_heads_ablated(runner, tmp_path):
+    from tracer.replay import replay
+
+    out = tmp_path / "article.html"
+    r = runner.invoke(app, ["replay", "article", "--export", str(out)], env=WIDE)
+    assert r.exit_code == 0, r.stderr
+    block = data_of(out.read_text(encoding="utf-8"))["head_ablations"]
+    cfg = replay("article").model.config
+    assert block["done"] and [len(row) for row in block["heads"]] == [cfg.n_heads] * cfg.n_layers
+    assert block["heads"][0][0]["words"].startswith("without head 0:0: p(")

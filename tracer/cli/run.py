@@ -213,7 +213,10 @@ def replay(
     show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
                     before=[scenario_header(scn)])
     if page:
-        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
+        from ..interventions import head_ablations
+
+        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn,
+                    heads=head_ablations(done.model, scn.prompt.ids))
     if export:
         said_export(export, page is not None)
 
