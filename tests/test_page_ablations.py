@@ -119,8 +119,7 @@ def test_a_page_without_its_heads_ablated_says_why(runner, tmp_path, word_model)
     assert "already has head 1:0 removed" in words  # the saved trace remembers its --ablate
     m = word_model()
     words = page_data(m.generate(WORDS[:3]), m.tokenizer)["head_ablations"]["words"]
-    assert words.startswith("head ablations not precomputed: this page was written from a saved trace, which holds no "
-                            "weights (`tracer trace … --export FILE.html` runs them)")
+    assert words.startswith("head ablations not precomputed for this page (`tracer trace … --export FILE.html` runs them")
 
 
 COMPARE = ["compare", "the red cat sat on the mat . the red cat sat on the", "the big dog ran on the mat . the red cat sat on the"]

@@ -27,8 +27,8 @@ def left_out_words(result: dict | None, meta: dict, cfg) -> str:
             what = " and ".join(meta["ablation"].get("ablated") or ["a part of the model"])
             return (f"head ablations not precomputed: this run already has {what} removed (--ablate); export it "
                     f"without --ablate to click a head and see the prediction without it")
-        return ("head ablations not precomputed: this page was written from a saved trace, which holds no weights "
-                "(`tracer trace … --export FILE.html` runs them); run `tracer trace … --ablate L:H` for one head")
+        return ("head ablations not precomputed for this page (`tracer trace … --export FILE.html` runs them; a saved "
+                "trace holds no weights); run `tracer trace … --ablate L:H` for one head")
     return (f"head ablations not precomputed: {cfg.n_layers} layers × {cfg.n_heads} heads = {result['runs']:,} runs of a "
             f"{_scale(result['params'])} model over {result['tokens']:,} tokens, more than the page runs "
             f"(about {result['work']:.1e} multiply-adds; it runs up to {result['limit']:.0e}); "
