@@ -30,16 +30,19 @@ function ablationResult(l, h) {           // the sentence and the bars of the ch
 function ablationGrid() {                 // a button per head: its layer:head and p(clean top) without it
   const clean = HA.clean.p[0], top = HA.clean.ids[0];
   const scale = Math.max(...HA.heads.flat().map(a => Math.abs((a.p_clean_top ?? 0) - clean)), 1e-12);
-  const heads = HA.heads.length ? HA.heads[0].length : 0;
-  const head = el("tr", null, el("th", null, "layer"), Array.from({ length: heads }, (_, h) => el("th", null, `head ${h}`)));
+  const heads = HA.heads.length ? HA.heads[0].length : 0, compact = heads > 6;  // many heads: the head's number heads its column
+  const head = el("tr", null, el("th", null, compact ? "layer \\ head" : "layer"),
+    Array.from({ length: heads }, (_, h) => el("th", null, compact ? String(h) : `head ${h}`)));
   const body = HA.heads.map((row, l) => el("tr", null, el("th", { class: "r" }, l), row.map((a, h) => {
     const on = l === S.layer && h === S.head;
     return el("td", null, el("button", { type: "button", class: `abl${a.changed ? " changed" : ""}`, "data-ablate": `${l}:${h}`,
       "aria-pressed": on ? "true" : "false", "aria-label": `head ${l}:${h}: the prediction without it`,
-      style: tint((a.p_clean_top ?? 0) - clean, scale), title: a.words }, `${l}:${h}`, el("small", null, ` ${prob(a.p_clean_top)}${a.changed ? " ✗" : ""}`)));
+      style: tint((a.p_clean_top ?? 0) - clean, scale), title: a.words }, compact ? null : `${l}:${h} `,
+      el("small", null, `${compact ? cprob(a.p_clean_top ?? 0) : prob(a.p_clean_top)}${a.changed ? " ✗" : ""}`)));
   })));
   return el("table", { class: "grid ablate", "aria-label": "heads to knock out" }, el("thead", null, head), el("tbody", null, body),
-    el("caption", null, "p(", idEl(top), `) without each head (clean ${prob(clean)}); ✗ the top-1 changes`));
+    el("caption", null, "p(", idEl(top), `) without each head (clean ${prob(clean)}); ✗ the top-1 changes`,
+      compact ? "; a row per layer, a column per head" : ""));
 }
 
 function ablationSection() {              // the heads step's part: knock a head out, see the prediction
