@@ -412,8 +412,9 @@ def intervention_pages(tmp_path_factory, runner):
     r = runner.invoke(app, ["compare", INDUCTION, INDUCTION.replace("red cat sat", "big dog ran", 1), "--json", "--export",
                             str(out / "compare.html")], env=env)
     assert r.exit_code == 0, r.stderr
+    assert runner.invoke(app, ["compare", "A B C", "A B C", "--export", str(out / "same.html")], env=env).exit_code == 0
     data = re.search(r'id="trace-data">(.*?)</script>', (out / "heads.html").read_text(encoding="utf-8"), re.S).group(1)
-    return {"heads": out / "heads.html", "over": out / "over.html", "compare": out / "compare.html",
+    return {"heads": out / "heads.html", "over": out / "over.html", "compare": out / "compare.html", "same": out / "same.html",
             "json": json.loads(r.stdout), "ablations": json.loads(data)["head_ablations"]}
 
 
@@ -474,6 +475,8 @@ def test_the_compare_page_shows_json_s_recovered_values(browser, intervention_pa
     assert "≠" in text(browser, "#prompt-tokens") and text(browser, "#legend").startswith("0 · B's answer")
     assert sideways(browser) <= 0 and errors(browser) == []
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
+    open_compare(browser, intervention_pages["same"])  # one answer: every fraction is 0 ÷ 0
+    assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "td.cell")} == {"nan"} and errors(browser) == []
 
 
 def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_path):

@@ -36,13 +36,13 @@ function legend() {                       // the colour scale: viridis from 0 (B
   return el("div", { class: "legend", id: "legend", role: "img", "aria-label": "colour scale: 0 (B's answer) dark purple to 1 (A's answer) yellow" },
     el("span", null, "0 · B's answer"), el("span", { class: "scale", style: `background: linear-gradient(to right, ${stops})` }),
     el("span", null, "1 · A's answer"),
-    el("span", { class: "note" }, " (below 0 and above 1 take the end colours; each cell holds its number)"));
+    el("span", { class: "note" }, " (below 0 and above 1 take the end colours, nan is grey; each cell holds its number)"));
 }
 
 function cellWords(l, t, v) {
   const [A, B] = D.tokens;
   return `B's run with A's blocks.${l}.hook_resid_pre at position ${A[t].label} (A ${A[t].text}, B ${B[t].text}): ` +
-    `recovers ${Number.isNaN(v) ? "nan (A and B give the same logit difference)" : exact(v)} of the logit difference`;
+    (Number.isNaN(v) ? "nan, nothing to recover (A's and B's logit differences are equal)" : `recovers ${exact(v)} of the logit difference`);
 }
 
 function patchingMap() {                  // rows: the layer whose input is patched; columns: the position
@@ -52,9 +52,10 @@ function patchingMap() {                  // rows: the layer whose input is patc
     title: `${t.label}: A ${t.text}, B ${B[i].text}` }, t.label, el("br"), el("span", { class: "tt" }, t.text), D.differs[i] ? el("br") : null,
     D.differs[i] ? el("span", { class: "tt" }, B[i].text) : null)));
   const body = D.recovered.map((row, l) => el("tr", null, el("th", { scope: "row", class: "r" }, l), row.map((x, t) => {
-    const v = value(x), c = viridis(Number.isNaN(v) ? 0 : v), words = cellWords(l, t, v);
+    const v = value(x), c = Number.isNaN(v) ? null : viridis(v), words = cellWords(l, t, v);
+    const style = Number.isNaN(v) ? "background: #ececec; color: #333" : `background: rgb(${c}); color: ${ink(c)}`;  // nan: no colour of the scale
     return el("td", { class: "cell", tabindex: 0, "data-layer": l, "data-pos": t, "data-recovered": String(x), title: words, "aria-label": words,
-      style: `background: rgb(${c}); color: ${ink(c)}` }, twoPlaces(v));
+      style }, twoPlaces(v));
   })));
   const map = el("table", { class: "grid patching", id: "patching-map" }, el("thead", null, head), el("tbody", null, body));
   const show = e => { const td = e.target.closest("td.cell"); if (td) readout.textContent = td.getAttribute("aria-label"); };
