@@ -100,8 +100,9 @@ def test_over_the_limit_the_page_says_what_it_left_out(runner, tmp_path, monkeyp
     out = tmp_path / "page.html"
     r = runner.invoke(app, ["trace", "A B C D E F", "-n", "0", "--export", str(out)], env=WIDE)
     assert r.exit_code == 0, r.stderr
-    block = data_of(out.read_text(encoding="utf-8"))["head_ablations"]
-    assert not block["done"] and block["heads"] is None
+    d = data_of(out.read_text(encoding="utf-8"))
+    block = d["head_ablations"]
+    assert not block["done"] and block["heads"] is None and block["words"] in d["left_out"]  # said on the first step too
     assert block["words"].startswith("head ablations not precomputed: 4 layers × 4 heads = 16 runs of a 3.5M model "
                                      "over 6 tokens, more than the page runs")
     assert "run `tracer trace … --ablate L:H` for one head" in block["words"]

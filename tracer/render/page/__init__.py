@@ -68,6 +68,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     name_passes(passes, gen, tokenizer)
     positions = positions_data(rows)
     left_out = []
+    ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)
     if len(carried) < rows.n_rows:
         left_out.append(f"the vectors and attention rows of {count(rows.n_rows - len(carried), 'position')} (the page "
                         f"carries {count(len(carried), 'position')}: the followed token and the last ones; "
@@ -79,12 +80,13 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     if any(p.get("top") and p["top"]["ids"] and len(p["top"]["ids"]) < cfg.d_vocab for p in passes):
         left_out.append(f"the token texts beyond each pass's top {top_k} of {cfg.d_vocab:,}")
     left_out += notes
+    if heads is not None and not heads.get("done"):  # a model too large to knock each head out for the page
+        left_out.append(ablations["words"])
     gone = not_recorded(gen.steps[0], cfg)
     if gone:
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
     s = gen.settings
     meta = gen.meta
-    ablations = head_ablations_data(heads, tokenizer, meta, cfg, rows.n_prompt - 1)
     return {
         "format": FORMAT, "version": VERSION,
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"

@@ -61,7 +61,7 @@ function patchingMap() {                  // rows: the layer whose input is patc
   const show = e => { const td = e.target.closest("td.cell"); if (td) readout.textContent = td.getAttribute("aria-label"); };
   map.addEventListener("mouseover", show);
   map.addEventListener("focusin", show);
-  return [el("h2", null, D.words.title), p(D.words.patching), legend(), map, readout, p(D.words.distance)];
+  return [el("h2", null, D.words.title), p(D.words.patching), legend(), el("div", { class: "mapwrap" }, map), readout, p(D.words.distance)];
 }
 
 function drawCompare() {
