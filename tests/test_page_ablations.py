@@ -144,6 +144,13 @@ def test_the_compare_page_carries_json_s_numbers_and_is_self_contained(compared)
     low = re.sub(r'(<script type="application/json" id="trace-data">).*?(</script>)', r"\1\2", html, flags=re.S).lower()
     for fetch in ("http://", "https://", "<link", " src=", "@import", "url(", "//cdn", "@font-face"):
         assert fetch not in low, fetch
+    assert low.count("<script") == 2 and low.count("</script") == 2  # the data and the script, nothing else
+    from tracer.render.page.html import COMPARE_SCRIPTS, asset
+
+    for name in COMPARE_SCRIPTS:  # text only, never markup, nothing fetched
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "fetch(",
+                     "XMLHttpRequest", "import("):
+            assert sink not in asset(name), f"{name} uses {sink}"
     d = data_of(html)
     assert d["format"] == "tracer-compare" and d["recovered"] == js["patch"]["recovered"]
     assert [t["id"] for t in d["tokens"][0]] == js["a_ids"] and [t["id"] for t in d["tokens"][1]] == js["b_ids"]
@@ -182,3 +189,14 @@ def test_a_replayed_scenario_s_page_has_its_heads_ablated(runner, tmp_path):
     cfg = replay("article").model.config
     assert block["done"] and [len(row) for row in block["heads"]] == [cfg.n_heads] * cfg.n_layers
     assert block["heads"][0][0]["words"].startswith("without head 0:0: p(")
+
+
+def test_the_compare_page_escapes_what_the_prompts_hold(runner, tmp_path):
+    out = tmp_path / "c.html"
+    r = runner.invoke(app, ["compare", "</script><b>x A", "</script><b>x B", "--export", str(out)], env=WIDE)
+    assert r.exit_code == 0, r.stderr
+    html = out.read_text(encoding="utf-8")
+    body = html.split('id="trace-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in body and ">" not in body and "&" not in body and body.isascii()
+    assert "<title>tracer · compare “&lt;/script&gt;&lt;b&gt;x A” and “&lt;/script&gt;&lt;b&gt;x B”</title>" in html
+    assert data_of(html)["prompts"] == ["</script><b>x A", "</script><b>x B"]

@@ -2,7 +2,7 @@
 // as a heatmap of layers × positions (tracer.interventions.activation_patching's numbers; the sentences are
 // the terminal's, from tracer/render/compare.py). Every cell holds its number; hover or focus shows it whole.
 
-function value(x) { return typeof x === "string" ? NaN : x; }   // "nan" (as --json writes it) → NaN
+function fraction(x) { return typeof x === "string" ? NaN : x; }   // "nan" (as --json writes it) → NaN
 function twoPlaces(x) { return Number.isNaN(x) ? "nan" : num(x, 2); }
 
 function promptsTable() {                 // A's and B's tokens, column by column, ≠ where they differ
@@ -31,7 +31,7 @@ function predictions() {
     predictionBars("B", D.predictions[1], b_)), p(D.words.answers)];
 }
 
-function legend() {                       // the colour scale: viridis from 0 (B's answer) to 1 (A's)
+function scaleLegend() {                       // the colour scale: viridis from 0 (B's answer) to 1 (A's)
   const stops = VIRIDIS.map((c, i) => `rgb(${c}) ${(100 * i / (VIRIDIS.length - 1)).toFixed(0)}%`).join(", ");
   return el("div", { class: "legend", id: "legend", role: "img", "aria-label": "colour scale: 0 (B's answer) dark purple to 1 (A's answer) yellow" },
     el("span", null, "0 · B's answer"), el("span", { class: "scale", style: `background: linear-gradient(to right, ${stops})` }),
@@ -52,7 +52,7 @@ function patchingMap() {                  // rows: the layer whose input is patc
     title: `${t.label}: A ${t.text}, B ${B[i].text}` }, t.label, el("br"), el("span", { class: "tt" }, t.text), D.differs[i] ? el("br") : null,
     D.differs[i] ? el("span", { class: "tt" }, B[i].text) : null)));
   const body = D.recovered.map((row, l) => el("tr", null, el("th", { scope: "row", class: "r" }, l), row.map((x, t) => {
-    const v = value(x), c = Number.isNaN(v) ? null : viridis(v), words = cellWords(l, t, v);
+    const v = fraction(x), c = Number.isNaN(v) ? null : viridis(v), words = cellWords(l, t, v);
     const style = Number.isNaN(v) ? "background: #ececec; color: #333" : `background: rgb(${c}); color: ${ink(c)}`;  // nan: no colour of the scale
     return el("td", { class: "cell", tabindex: 0, "data-layer": l, "data-pos": t, "data-recovered": String(x), title: words, "aria-label": words,
       style }, twoPlaces(v));
@@ -61,7 +61,7 @@ function patchingMap() {                  // rows: the layer whose input is patc
   const show = e => { const td = e.target.closest("td.cell"); if (td) readout.textContent = td.getAttribute("aria-label"); };
   map.addEventListener("mouseover", show);
   map.addEventListener("focusin", show);
-  return [el("h2", null, D.words.title), p(D.words.patching), legend(), el("div", { class: "mapwrap" }, map), readout, p(D.words.distance)];
+  return [el("h2", null, D.words.title), p(D.words.patching), scaleLegend(), el("div", { class: "mapwrap" }, map), readout, p(D.words.distance)];
 }
 
 function drawCompare() {
