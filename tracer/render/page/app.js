@@ -83,7 +83,8 @@ function drawControls() {
   document.getElementById("controls").classList.toggle("no-layers", !CFG.n_layers);
   document.getElementById("layers").replaceChildren(...D.layers.map((_, l) => button({ "data-layer": l, title: `layer ${l}` }, String(l), l === S.layer)));
   document.getElementById("heads").replaceChildren(...Array.from({ length: CFG.n_layers ? CFG.n_heads : 0 },
-    (_, h) => button({ "data-head": h, title: `head ${h}` }, String(h), h === S.head)));
+    (_, h) => button({ "data-head": h, title: `head ${h}`, "aria-label": `head ${h}` + (ablated(S.layer, h) ? `: choose it; the card says the prediction without head ${S.layer}:${h}` : "") },
+      String(h), h === S.head)));
   document.getElementById("passes").replaceChildren(...D.passes.map((q, k) => button({ "data-pass": k,
     title: k === 0 ? `pass 0 reads the prompt ${span(0, q.n)}` : `pass ${k} reads ${label(q.n - 1)}` }, String(k), k === S.pass)));
   document.getElementById("where").textContent = `${S.step + 1} / ${STEPS.length}`;
