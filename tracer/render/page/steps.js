@@ -204,7 +204,8 @@ function slideScores() {
   }
   out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
     el("p", { class: "note" }, "Row: the token that attends; column: the key it reads. Digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask."),
-    readout)));
+    readout, ablationWords(l, h) ? el("p", { class: "note ablation-here" }, ablationWords(l, h), " (",
+      el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": `step 6: every head knocked out` }, "every head"), ")") : null)));
   if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
   return out;
 }
