@@ -221,14 +221,14 @@ def replay(
         said_export(export, page is not None)
 
 
-def said_export(path: str, page: bool) -> None:
+def said_export(path: str, page: bool, what: str | None = None) -> None:
     """What --export wrote, on stderr (as --save says "saved …" and demo --export "wrote …")."""
     import os
 
     from ..tokens import show_invisible
 
-    what = ("the classroom page, one self-contained file: open it in a browser" if page
-            else "the record of what the terminal printed")
+    what = what or ("the classroom page, one self-contained file: open it in a browser" if page
+                    else "the record of what the terminal printed")
     size = os.path.getsize(path) if os.path.isfile(path) else None
     typer.echo(f"wrote {show_invisible(path)}" + (f" ({size / 1000:,.0f} kB)" if size is not None else "") + f": {what}",
                err=True)
@@ -310,7 +310,7 @@ def compare(
         from ..render.page.compare import export_compare
 
         export_compare(export, result, m.tokenizer, a_ids, b_ids, prompts=(a, b), model=m.name)
-        said_export(export, True)
+        said_export(export, True, "the comparison page, one self-contained file: open it in a browser")
     if json_out:
         from ..render.jsonout import dumps
 
