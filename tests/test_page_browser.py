@@ -5,7 +5,8 @@ Pages of the default model (`tracer trace "A B C D E F"`) and of the article sce
 article`) are opened from file:// with the network switched off: no script error, nothing fetched;
 clicking tokens, layers, heads and passes changes what is shown; the temperature control gives the
 probabilities Python's `tempered_softmax` gives; ← → move through the steps; no step scrolls
-sideways at 1280×720. `TRACER_PAGE_SCREENSHOTS=DIR` keeps the screenshots (docs/ holds three).
+sideways at 1280×720; a head clicked shows the prediction without it, and the compare page shows --json's
+patching numbers. `TRACER_PAGE_SCREENSHOTS=DIR` keeps the screenshots (docs/ holds some).
 """
 
 from __future__ import annotations
@@ -388,3 +389,108 @@ def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable
     for selector in ("#detail", "table.card"):
         px = float(browser.find_element("css selector", selector).value_of_css_property("font-size").removesuffix("px"))
         assert px >= 16, (selector, px)
+
+
+INDUCTION = "the red cat sat on the mat . the red cat sat on the"
+
+
+@pytest.fixture(scope="module")
+def intervention_pages(tmp_path_factory, runner):
+    """The default model's page with every head's ablation, one over the limit, and a compare page (with --json)."""
+    import json
+
+    from tracer import interventions
+
+    out = tmp_path_factory.mktemp("interventions")
+    env = {"COLUMNS": "100", "NO_COLOR": "1"}
+    r = runner.invoke(app, ["trace", INDUCTION, "-n", "0", "--export", str(out / "heads.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(interventions, "HEAD_ABLATION_WORK", 1e6)
+        r = runner.invoke(app, ["trace", INDUCTION, "-n", "0", "--export", str(out / "over.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["compare", INDUCTION, INDUCTION.replace("red cat sat", "big dog ran", 1), "--json", "--export",
+                            str(out / "compare.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    assert runner.invoke(app, ["compare", "A B C", "A B C", "--export", str(out / "same.html")], env=env).exit_code == 0
+    data = re.search(r'id="trace-data">(.*?)</script>', (out / "heads.html").read_text(encoding="utf-8"), re.S).group(1)
+    return {"heads": out / "heads.html", "over": out / "over.html", "compare": out / "compare.html", "same": out / "same.html",
+            "json": json.loads(r.stdout), "ablations": json.loads(data)["head_ablations"]}
+
+
+def test_clicking_a_head_shows_the_prediction_without_it(browser, intervention_pages):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    words = intervention_pages["ablations"]["heads"]
+    open_page(browser, intervention_pages["heads"], "#step=heads")
+    buttons = browser.find_elements(By.CSS_SELECTOR, "button[data-ablate]")
+    assert len(buttons) == 16 and all(b.get_attribute("aria-label").endswith(": the prediction without it") for b in buttons)
+    click(browser, 'button[data-ablate="1:0"]')
+    assert text(browser, "#ablation .ablation-words") == words[1][0]["words"]
+    assert text(browser, "#ablation .ablation-words").startswith("without head 1:0: p(␣")
+    assert [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#ablation table.bars caption")] == \
+        ["the run as recorded", "without head 1:0"]
+    assert words[1][0]["words"] in text(browser, "#detail")  # the card says it too, on every step
+    browser.find_element(By.CSS_SELECTOR, 'button[data-ablate="2:3"]').send_keys(Keys.ENTER)  # from the keyboard
+    assert text(browser, "#ablation .ablation-words") == words[2][3]["words"]
+    assert browser.find_element(By.CSS_SELECTOR, 'button[data-ablate="2:3"]').get_attribute("aria-pressed") == "true"
+    click(browser, '#layers [data-layer="3"]')  # the layer and head pickers choose the head shown
+    click(browser, '#heads [data-head="1"]')
+    assert text(browser, "#ablation .ablation-words") == words[3][1]["words"]
+    assert sideways(browser) <= 0 and errors(browser) == []
+    open_page(browser, intervention_pages["over"], "#step=heads")
+    assert text(browser, ".ablation-missing").startswith("head ablations not precomputed: 4 layers × 4 heads = 16 runs of a "
+                                                         "3.5M model over 14 tokens")
+    assert browser.find_elements(By.CSS_SELECTOR, "button[data-ablate]") == [] and errors(browser) == []
+
+
+def open_compare(driver, path: Path):
+    """Open the compare page at 1280×720 (it has no steps: `open_page` waits for a step)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1, "mobile": False})
+    driver.get("about:blank")
+    driver.get(path.as_uri())
+    driver.get_log("browser")
+    assert driver.execute_script("return document.body.dataset.drawn") == "compare", "the compare page did not draw"
+
+
+def test_the_compare_page_shows_json_s_recovered_values(browser, intervention_pages):
+    from selenium.webdriver.common.by import By
+
+    want = intervention_pages["json"]["patch"]["recovered"]
+    open_compare(browser, intervention_pages["compare"])
+    cells = browser.execute_script("return [...document.querySelectorAll('#patching-map td.cell')].map(td => "
+                                   "[Number(td.dataset.layer), Number(td.dataset.pos), td.dataset.recovered, td.textContent])")
+    assert len(cells) == len(want) * len(want[0])
+    for layer, pos, exact_value, shown in cells:
+        v = want[layer][pos]
+        assert float(exact_value) == pytest.approx(v, rel=1e-12, abs=1e-15)
+        assert float(shown) == pytest.approx(v, abs=0.005 + 1e-12)  # two decimals
+    cell = browser.find_element(By.CSS_SELECTOR, '#patching-map td[data-layer="2"][data-pos="13"]')
+    browser.execute_script("arguments[0].focus()", cell)  # focus (a keyboard's Tab) shows the whole number
+    said = text(browser, "#patch-readout")
+    assert said.startswith("B's run with A's blocks.2.hook_resid_pre at position N")
+    assert float(re.search(r"recovers (\S+) of", said).group(1)) == pytest.approx(want[2][13], rel=1e-5)
+    assert "≠" in text(browser, "#prompt-tokens") and text(browser, "#legend").startswith("0 · B's answer")
+    assert sideways(browser) <= 0 and errors(browser) == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
+    open_compare(browser, intervention_pages["same"])  # one answer: every fraction is 0 ÷ 0
+    assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "td.cell")} == {"nan"} and errors(browser) == []
+
+
+def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_path):
+    keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
+    for name, address, file in (("heads", "#step=heads&layer=1&head=0", "page-ablate-head.png"),
+                                ("compare", "", "page-compare.png")):
+        if name == "heads":
+            open_page(browser, intervention_pages[name], address)
+            browser.execute_script("document.getElementById('ablation').scrollIntoView()")
+        else:
+            open_compare(browser, intervention_pages[name])
+        path = tmp_path / file
+        assert browser.save_screenshot(str(path))
+        assert struct.unpack(">II", path.read_bytes()[16:24]) == SIZE
+        if keep:
+            shutil.copy(path, Path(keep) / file)
+    assert errors(browser) == []

@@ -103,6 +103,8 @@ def test_the_page_data_is_what_export_writes(client, runner, tmp_path):
     block = re.search(r'<script type="application/json" id="trace-data">(.*?)</script>', out.read_text(), re.S)
     exported = json.loads(block.group(1))
     page.pop("start"), exported.pop("start")
+    assert not page.pop("head_ablations")["done"] and exported.pop("head_ablations")["done"]  # a served page runs no ablations
+    assert page.pop("texts").items() <= exported.pop("texts").items()  # the export's also name the ablations' tokens
     assert page == exported
 
 

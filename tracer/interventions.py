@@ -88,6 +88,8 @@ def _chain(first, then):
     return run
 
 
+PREDICTION_TOP = 5  # the next tokens `activation_patching` reports of each run
+
 ABLATION = re.compile(r"^([0-9]{1,4}):(\*|mlp|[0-9]{1,4})(?::(zero|mean))?$")
 
 
@@ -134,7 +136,8 @@ def activation_patching(model, a_ids, b_ids) -> dict:
     B's b), the logit difference ld = logit(a) − logit(b) at the last position of each run, how far the
     residual streams are apart at each layer's input and position, and, for each layer l and position p,
     B's run with A's `blocks.{l}.hook_resid_pre` patched in at p: the fraction of the difference it
-    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric)."""
+    recovers, (ld_patched − ld_B) / (ld_A − ld_B) (TransformerLens's `patching` module's metric); and each
+    run's PREDICTION_TOP most likely next tokens ("predictions": [A's, B's] {top_ids, top_p})."""
     a_ids, b_ids = list(a_ids), list(b_ids)
     if len(a_ids) != len(b_ids):
         raise TracerError(f"compare: the prompts must have the same number of tokens; A has {len(a_ids)}, "
@@ -158,4 +161,57 @@ def activation_patching(model, a_ids, b_ids) -> dict:
             patched = model.run(b_ids, names=["logits"], hooks=patch(name, ra[name], positions=[p]))
             recovered[layer, p] = (ld(patched) - ld_b) / (ld_a - ld_b) if ld_a != ld_b else float("nan")
     return {"answers": [a_top, b_top], "ld": [ld_a, ld_b], "differs": [int(x != y) for x, y in zip(a_ids, b_ids)],
-            "recovered": recovered.tolist(), "distance": distance.tolist()}
+            "recovered": recovered.tolist(), "distance": distance.tolist(),
+            "predictions": [_top(_probs(ra), PREDICTION_TOP), _top(_probs(rb), PREDICTION_TOP)]}
+
+
+HEAD_ABLATION_WORK = 2e9  # multiply-adds the page's precomputed head ablations may cost in all (a few seconds)
+
+
+def head_ablation_cost(cfg, n_tokens: int) -> dict:
+    """What zero-ablating every head once costs: {"runs": layers × heads, "params": the model's size,
+    "per_token": the weights a token is multiplied by (the unembedding too, not the embedding rows it
+    reads), "tokens", "work": runs × tokens × per_token multiply-adds}."""
+    from .params import param_shapes
+
+    shapes = param_shapes(cfg)
+    params = sum(int(np.prod(s)) for s in shapes.values())
+    lookups = sum(int(np.prod(shapes[n])) for n in ("W_E", "W_pos") if n in shapes)  # rows read, not multiplied
+    per_token = params - lookups + (0 if "W_U" in shapes else cfg.d_vocab * cfg.d_model)  # tied: W_E unembeds too
+    runs = cfg.n_layers * cfg.n_heads
+    return {"runs": runs, "params": params, "per_token": per_token, "tokens": int(n_tokens),
+            "work": float(runs) * n_tokens * per_token}
+
+
+def _probs(trace) -> np.ndarray:  # [d_vocab] the last position's next-token probabilities, float64
+    logits = np.asarray(trace["logits"][-1], dtype=np.float64)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+def _top(p: np.ndarray, k: int) -> dict:  # the k most likely ids (ties: the lower id first) and their p
+    ids = np.argsort(-p, kind="stable")[:k]
+    return {"top_ids": [int(i) for i in ids], "top_p": [float(p[i]) for i in ids]}
+
+
+def head_ablations(model, ids, top_k: int = 5, limit: float | None = None) -> dict:
+    """For every (layer, head), the next-token prediction after `ids` (the last position) with that one
+    head zero-ablated (`ablate_head`), beside the clean run's: {"done": True, **cost, "clean": {top_ids,
+    top_p}, "heads": [layer][head] {top_ids, top_p, p_clean_top (the clean top token's p without the
+    head), top_changed}}, probabilities in float64. Over `limit` multiply-adds (`head_ablation_cost`)
+    (default HEAD_ABLATION_WORK) nothing is run: {"done": False, **cost, "limit"}."""
+    limit = HEAD_ABLATION_WORK if limit is None else limit
+    ids = list(ids)
+    cost = head_ablation_cost(model.config, len(ids))
+    if cost["work"] > limit:
+        return {"done": False, **cost, "limit": float(limit)}
+    clean = _probs(model.run(ids, names=["logits"]))
+    top = int(np.argmax(clean))
+    heads = []
+    for layer in range(model.config.n_layers):
+        row = []
+        for head in range(model.config.n_heads):
+            p = _probs(model.run(ids, names=["logits"], hooks=ablate_head(layer, head)))
+            row.append({**_top(p, top_k), "p_clean_top": float(p[top]), "top_changed": int(np.argmax(p)) != top})
+        heads.append(row)
+    return {"done": True, **cost, "limit": float(limit), "clean": _top(clean, top_k), "heads": heads}

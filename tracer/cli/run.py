@@ -104,7 +104,9 @@ def trace(
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
     show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
     if page:
-        export_page(gen, m.tokenizer, resolved, page)
+        from ..interventions import head_ablations  # each head of the clean run knocked out, for the page to click
+
+        export_page(gen, m.tokenizer, resolved, page, heads=None if hooks else head_ablations(m, text.ids))
     if export:
         said_export(export, page is not None)
     if save:
@@ -211,19 +213,22 @@ def replay(
     show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
                     before=[scenario_header(scn)])
     if page:
-        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
+        from ..interventions import head_ablations
+
+        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn,
+                    heads=head_ablations(done.model, scn.prompt.ids))
     if export:
         said_export(export, page is not None)
 
 
-def said_export(path: str, page: bool) -> None:
+def said_export(path: str, page: bool, what: str | None = None) -> None:
     """What --export wrote, on stderr (as --save says "saved …" and demo --export "wrote …")."""
     import os
 
     from ..tokens import show_invisible
 
-    what = ("the classroom page, one self-contained file: open it in a browser" if page
-            else "the record of what the terminal printed")
+    what = what or ("the classroom page, one self-contained file: open it in a browser" if page
+                    else "the record of what the terminal printed")
     size = os.path.getsize(path) if os.path.isfile(path) else None
     typer.echo(f"wrote {show_invisible(path)}" + (f" ({size / 1000:,.0f} kB)" if size is not None else "") + f": {what}",
                err=True)
@@ -279,6 +284,7 @@ def compare(
     b: Annotated[str, typer.Argument(help="The second prompt (B), with as many tokens as A.")],
     model: ModelOpt = DEFAULT_MODEL,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (answers, ld, patch.recovered[layer][position], …).")] = False,
+    export: Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html: both prompts, both predictions and the patching heatmap, one self-contained page for a browser.")] = None,
 ) -> None:
     """Compare two prompts of one length, and find where A's answer lives by activation patching:
     B's run with A's residual stream put in at each layer and position, and how much of the logit
@@ -293,9 +299,18 @@ def compare(
 
     check_prompt(a)
     check_prompt(b)
+    if export:
+        from ..files import check_output_path
+
+        check_output_path(export, "--export", (".html",))
     m = load(model, progress=reading_progress)
     a_ids, b_ids = m.tokenize(a), m.tokenize(b)
     result = activation_patching(m, a_ids, b_ids)
+    if export:
+        from ..render.page.compare import export_compare
+
+        export_compare(export, result, m.tokenizer, a_ids, b_ids, prompts=(a, b), model=m.name)
+        said_export(export, True, "the comparison page, one self-contained file: open it in a browser")
     if json_out:
         from ..render.jsonout import dumps
 

@@ -4,7 +4,8 @@ Reads what `tracer.interventions.activation_patching` measured (plain numbers): 
 tokens and where they differ, both predictions and the logit difference between A's and B's top
 tokens, how far the residual streams are apart, and the fraction of that difference A's residual
 stream recovers when it is patched into B's run at one layer and position. The renderer never runs
-the model.
+the model. The sentences are functions here, so that the page of `compare --export FILE.html`
+(`render.page.compare`) says what the terminal says.
 """
 
 from __future__ import annotations
@@ -22,10 +23,29 @@ from .heatmap import color
 from .text import line, section
 
 
-@group()
-def compare_view(result: dict, tok, a_ids, b_ids):
+PATCHING_TITLE = "Activation patching: where does A's answer live?"
+PATCHING_WORDS = ("Each cell: B's run with A's residual stream (blocks.L.hook_resid_pre) put in at that layer's input and "
+                  "that position alone, and the fraction of the difference it gives back, (ld_patched − ld_B) ÷ "
+                  "(ld_A − ld_B): 1 is A's answer, 0 is B's.")
+
+
+def answers_words(result: dict, tok) -> str:
+    """Both answers and the logit difference between them in each run, in one sentence (the terminal's and the page's)."""
     a_top, b_top = result["answers"]
     ld_a, ld_b = result["ld"]
+    name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
+    return (f"A predicts {name(a_top)}, B predicts {name(b_top)}. The logit difference ld = logit({name(a_top)}) − "
+            f"logit({name(b_top)}) at the last position: {num(ld_a)} in A's run, {num(ld_b)} in B's.")
+
+
+def distance_words(result: dict) -> str:
+    far = max((max(r) for r in result["distance"]), default=0.0)
+    return (f"The residual streams of A and B are apart only where the prompts differ and where attention has "
+            f"carried the difference; the largest distance ‖resid_A − resid_B‖ is {num(far)}.")
+
+
+@group()
+def compare_view(result: dict, tok, a_ids, b_ids):
     name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
     yield section("Two prompts, one answer each")
     t = Table(box=None, padding=(0, 1))
@@ -36,12 +56,9 @@ def compare_view(result: dict, tok, a_ids, b_ids):
     t.add_row("B", *[name(i) for i in b_ids])
     t.add_row("", *["≠" if d else "" for d in result["differs"]])
     yield t
-    yield line(f"A predicts {name(a_top)}, B predicts {name(b_top)}. The logit difference ld = logit({name(a_top)}) − "
-               f"logit({name(b_top)}) at the last position: {num(ld_a)} in A's run, {num(ld_b)} in B's.")
-    yield section("Activation patching: where does A's answer live?")
-    yield line("Each cell: B's run with A's residual stream (blocks.L.hook_resid_pre) put in at that layer's input and "
-               "that position alone, and the fraction of the difference it gives back, (ld_patched − ld_B) ÷ "
-               "(ld_A − ld_B): 1 is A's answer, 0 is B's.")
+    yield line(answers_words(result, tok))
+    yield section(PATCHING_TITLE)
+    yield line(PATCHING_WORDS)
     grid = Table(box=None, padding=(0, 1))
     grid.add_column("into layer", justify="right")
     for p in range(len(a_ids)):
@@ -55,6 +72,4 @@ def compare_view(result: dict, tok, a_ids, b_ids):
             cells.append(Text(shown, style=Style(bgcolor=f"rgb({r},{g},{b})", color="black" if w > 0.5 else "white")))
         grid.add_row(str(layer), *cells)
     yield grid
-    far = max((max(r) for r in result["distance"]), default=0.0)
-    yield line(f"The residual streams of A and B are apart only where the prompts differ and where attention has "
-               f"carried the difference; the largest distance ‖resid_A − resid_B‖ is {num(far)}.")
+    yield line(distance_words(result))

@@ -51,10 +51,11 @@ def export_console(console, path: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def export_page(gen, tokenizer, view, path: str, scenario=None) -> None:
+def export_page(gen, tokenizer, view, path: str, scenario=None, heads=None) -> None:
     """Write the interactive page of `gen` to `path`, opening on the view's token, layer and head
     (a `View`, or one resolved against the model), with its checks (a replay's stated values) and
-    the scenario's title, description and notes."""
+    the scenario's title, description and notes; `heads`: the prompt's single-head ablations
+    (`tracer.interventions.head_ablations`), which the page lets one click through."""
     import dataclasses
 
     from .page import page
@@ -72,5 +73,5 @@ def export_page(gen, tokenizer, view, path: str, scenario=None) -> None:
     text = page(gen, tokenizer, checks=opts.checks, title=scenario.title if scenario else None, about=about,
                 token=view.token,
                 layer=view.layers[0] if view.layers else 0, head=view.heads[0] if view.head_chosen else 0,
-                precision=opts.precision, top_k=opts.top_k)
+                precision=opts.precision, top_k=opts.top_k, heads=heads)
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))

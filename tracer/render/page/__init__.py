@@ -10,7 +10,8 @@ softmax over the recorded logits. Everything is in the file: the data as JSON, t
 the styles inline, no fonts or anything else fetched (it works from file://).
 
 `page_data` gathers what the page shows from the recorded arrays only (`data`, `passes`);
-`html.page_html` writes the file around it (`page.css` and `core.js`, `steps.js`, `predict.js`, `app.js`).
+`html.page_html` writes the file around it (`page.css` and `core.js`, `state.js`, `steps.js`, `predict.js`,
+`ablate.js`, `app.js`). `compare.compare_page` writes `tracer compare A B --export FILE.html`'s page.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..storage import example_words, storage_words
 from ..walkthrough import block_words, training_line, weights_warning
+from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
                      tokens_data)
@@ -53,10 +55,11 @@ def not_recorded(step, cfg) -> list[str]:
 
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
               head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
-              logits_budget: int = LOGITS_BUDGET) -> dict:
+              logits_budget: int = LOGITS_BUDGET, heads: dict | None = None) -> dict:
     """Everything the page shows, as JSON-ready values. `token`, `layer`, `head`: what it shows first
     (default: the last prompt token, layer 0, head 0). `checks`: a scenario's stated values; `title`
-    and `about` (paragraphs): what the page says it shows (a scenario's title, description, notes)."""
+    and `about` (paragraphs): what the page says it shows (a scenario's title, description, notes).
+    `heads`: what `tracer.interventions.head_ablations` ran for the prompt (None: not run; the page says so)."""
     cfg = gen.steps[0].config
     rows = Rows(gen)
     follow = rows.n_prompt - 1 if token is None or not 0 <= token < rows.n_rows else int(token)
@@ -65,6 +68,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     name_passes(passes, gen, tokenizer)
     positions = positions_data(rows)
     left_out = []
+    ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)
     if len(carried) < rows.n_rows:
         left_out.append(f"the vectors and attention rows of {count(rows.n_rows - len(carried), 'position')} (the page "
                         f"carries {count(len(carried), 'position')}: the followed token and the last ones; "
@@ -76,6 +80,8 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     if any(p.get("top") and p["top"]["ids"] and len(p["top"]["ids"]) < cfg.d_vocab for p in passes):
         left_out.append(f"the token texts beyond each pass's top {top_k} of {cfg.d_vocab:,}")
     left_out += notes
+    if heads is not None and not heads.get("done"):  # a model too large to knock each head out for the page
+        left_out.append(ablations["words"])
     gone = not_recorded(gen.steps[0], cfg)
     if gone:
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
@@ -109,9 +115,10 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "passes": passes,
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),
-        "texts": texts_of(referenced_ids(passes, positions), tokenizer),
+        "texts": texts_of(referenced_ids(passes, positions) | ablation_ids(ablations), tokenizer),
         "checks": [check_data(c, gen, precision, 8) for c in checks],
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
+        "head_ablations": ablations,
     }
 
 

@@ -1,4 +1,4 @@
-// tracer page, part 4 of 4: the followed token's card (#detail), the controls (tokens, layers, heads,
+// tracer page, part 6 of 6: the followed token's card (#detail), the controls (tokens, layers, heads,
 // passes, the path of steps), the keyboard (← → through the steps) and the address (#step=…&token=…).
 
 const SLIDES = { tokens: slideTokens, embed: slideEmbed, qkv: slideQKV, scores: slideScores, sum: slideSum, heads: slideHeads,
@@ -31,6 +31,8 @@ function detailRows() {                   // [step, name, vector or words] for t
     }
     rows.push(["sum", `z h${h}`, vecOf(Y.z, t, h)]);
     rows.push(["heads", "attn_out", vecOf(Y.attn_out, t)]);
+    const without = ablationWords(l, h);  // the prediction after the prompt with the chosen head knocked out
+    if (without) rows.push(["heads", `w/o ${l}:${h}`, without]);
     if (CFG.mlp) rows.push(["mlp", "mlp_out", vecOf(Y.mlp_out, t)]);
     rows.push(["mlp", `out ${l}`, vecOf(Y.out, t)]);
     const first = vecOf(D.layers[0].x, t), last = vecOf(D.layers[CFG.n_layers - 1].out, t);
@@ -81,7 +83,8 @@ function drawControls() {
   document.getElementById("controls").classList.toggle("no-layers", !CFG.n_layers);
   document.getElementById("layers").replaceChildren(...D.layers.map((_, l) => button({ "data-layer": l, title: `layer ${l}` }, String(l), l === S.layer)));
   document.getElementById("heads").replaceChildren(...Array.from({ length: CFG.n_layers ? CFG.n_heads : 0 },
-    (_, h) => button({ "data-head": h, title: `head ${h}` }, String(h), h === S.head)));
+    (_, h) => button({ "data-head": h, title: `head ${h}`, "aria-label": `head ${h}` + (ablated(S.layer, h) ? `: choose it; the card says the prediction without head ${S.layer}:${h}` : "") },
+      String(h), h === S.head)));
   document.getElementById("passes").replaceChildren(...D.passes.map((q, k) => button({ "data-pass": k,
     title: k === 0 ? `pass 0 reads the prompt ${span(0, q.n)}` : `pass ${k} reads ${label(q.n - 1)}` }, String(k), k === S.pass)));
   document.getElementById("where").textContent = `${S.step + 1} / ${STEPS.length}`;
@@ -135,6 +138,7 @@ document.addEventListener("click", e => {
   if ((hit = at("data-token")) || (hit = at("data-follow"))) { S.token = Number(hit.dataset.token ?? hit.dataset.follow); render(); return; }
   if ((hit = at("data-layer")) || (hit = at("data-pick-layer"))) { S.layer = Number(hit.dataset.layer ?? hit.dataset.pickLayer); render(); return; }
   if ((hit = at("data-head")) || (hit = at("data-pick-head"))) { S.head = Number(hit.dataset.head ?? hit.dataset.pickHead); render(); return; }
+  if ((hit = at("data-ablate"))) { [S.layer, S.head] = hit.dataset.ablate.split(":").map(Number); render(); return; }
   if ((hit = at("data-pass")) || (hit = at("data-pick-pass"))) { S.pass = Number(hit.dataset.pass ?? hit.dataset.pickPass); render(); return; }
   if (e.target.closest("#prev")) go(S.step - 1);
   else if (e.target.closest("#next")) go(S.step + 1);

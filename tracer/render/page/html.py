@@ -1,5 +1,5 @@
 """The page's file: a fixed HTML skeleton, the styles and the script inlined from this package
-(`page.css`, `core.js`, `steps.js`, `predict.js`, `app.js`), and the data as JSON in
+(`page.css`, then `SCRIPTS`: `core.js` … `app.js`), and the data as JSON in
 `<script type="application/json" id="trace-data">`.
 
 Nothing from a trace reaches the markup as markup: the JSON is escaped so that no `<`, `>` or `&`
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("core.js", "steps.js", "predict.js", "app.js")
+SCRIPTS = ("core.js", "state.js", "steps.js", "predict.js", "ablate.js", "app.js")
 
 
 def asset(name: str) -> str:
@@ -86,7 +86,7 @@ JSON block at the end of the file.</p></noscript>
 
 
 def page_script() -> str:
-    """The page's script: core.js, steps.js, predict.js and app.js, in that order."""
+    """The page's script: `SCRIPTS`, in that order."""
     return "\n".join(asset(name) for name in SCRIPTS)
 
 
@@ -100,3 +100,51 @@ def page_html(data: dict, *, top: str = "", style: str = "", script: str | None 
         raise ValueError("page script holds '</script' or '<!--'")
     return SKELETON.format(title=html.escape(title), css=asset("page.css"), style=style, top=top,
                            data=json_for_script(data), script=script)
+
+
+COMPARE_SCRIPTS = ("core.js", "compare.js")  # the trace page's shared part, then the compare page's own
+
+COMPARE_SKELETON = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="tracer">
+<title>{title}</title>
+<style>
+{css}
+</style>
+</head>
+<body class="compare">
+<header id="top">
+  <div class="topline">
+    <h1 id="title">{title}</h1>
+    <span id="model"></span>
+  </div>
+</header>
+<main id="compare">
+  <div id="prompts-words"></div>
+  <div class="two">
+    <section id="prompts" aria-label="the two prompts"></section>
+    <section id="predictions" aria-label="both predictions"></section>
+  </div>
+  <section id="patching" aria-label="activation patching"></section>
+</main>
+<noscript><p class="noscript">This page draws with JavaScript; the numbers are in the JSON block at the end of the file.</p></noscript>
+<script type="application/json" id="trace-data">{data}</script>
+<script>
+"use strict";
+{script}
+</script>
+</body>
+</html>
+"""
+
+
+def compare_html(data: dict) -> str:
+    """The compare page around `data` (`tracer.render.page.compare.compare_data`): the page's styles, and
+    `COMPARE_SCRIPTS`."""
+    title = f"tracer · {data['title']}"
+    script = "\n".join(asset(name) for name in COMPARE_SCRIPTS)
+    return COMPARE_SKELETON.format(title=html.escape(title), css=asset("page.css"), data=json_for_script(data),
+                                   script=script)

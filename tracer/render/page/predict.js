@@ -1,4 +1,4 @@
-// tracer page, part 3 of 4: predicting the next token (with the temperature control, which recomputes
+// tracer page, part 4 of 6: predicting the next token (with the temperature control, which recomputes
 // softmax(logits ÷ T) over the recorded logits, as tracer.equations.tempered_softmax does), the loop and
 // the KV cache, every position's prediction, the logit lens and the checks.
 

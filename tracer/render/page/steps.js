@@ -1,4 +1,4 @@
-// tracer page, part 2 of 3: the steps of the article, one slide each, drawn from the recorded numbers
+// tracer page, part 3 of 6: the steps of the article, one slide each, drawn from the recorded numbers
 // for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass).
 
 function noLayers() { return [p("This model has no layers: the embedding goes straight to W_U.")]; }
@@ -204,7 +204,8 @@ function slideScores() {
   }
   out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
     el("p", { class: "note" }, "Row: the token that attends; column: the key it reads. Digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask."),
-    readout)));
+    readout, ablationWords(l, h) ? el("p", { class: "note ablation-here" }, ablationWords(l, h), " (",
+      el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": `step 6: every head knocked out` }, "every head"), ")") : null)));
   if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
   return out;
 }
@@ -234,11 +235,12 @@ function slideHeads() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
   const out = [p(`The ${count(H, "head")} of layer ${l} work side by side, each with its own W_Q, W_K, W_V, each free to look for something else. `,
-    "Click a map to choose its head.")];
+    "Click a map to choose its head; below, knock a head out and see the prediction without it.")];
   const grid = el("div", { class: "minis" });
   for (let h = 0; h < H; h++) {
     grid.append(el("figure", { class: h === S.head ? "on" : null, "data-pick-head": h }, heatmap(l, h, 0, true),
-      el("figcaption", null, `head ${h}`)));
+      el("figcaption", null, el("button", { type: "button", class: "link", "data-pick-head": h, "aria-pressed": h === S.head ? "true" : "false",
+        "aria-label": `head ${l}:${h}: choose it${HA.done ? " and see the prediction without it" : ""}` }, `head ${h}`))));
   }
   out.push(grid);
   if (H > 1) {
@@ -250,6 +252,7 @@ function slideHeads() {
   }
   if (CFG.layer_norm && has("norms_after")) out.push(p(`× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims, then ${SW.norm_place.attn}:`));
   out.push(eq(has("norms_after") ? "" : `× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims`, `attn_out_${L}`, vecOf(Y.attn_out, t)));
+  out.push(ablationSection());
   return out;
 }
 
