@@ -66,10 +66,10 @@ def trace(
     say_notes(m, text.text)
     removed, hooks = ablations(m, ablate or ())
     n = len(text.ids)
-    view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
+    resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
     # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
     names = REACHED_NAMES if json_out and not save else None
-    unseen = bool(names) or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
+    unseen = bool(names) or (not resolved.shows("lens") and not save)  # the lens costs a pass over W_U
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
         gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None,
                          hooks=hooks)
@@ -81,7 +81,7 @@ def trace(
         gen.meta["ablation"] = change
     if attribute:  # the chosen next token (the first generated, or the most likely when none was)
         gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
-    resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
+    resolved = resolved.for_run(gen)  # a generation that stopped early: its --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"
         echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
@@ -132,7 +132,7 @@ def show(
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
     from ..errors import TracerError
-    from ..render import show_generation
+    from ..render import resolved_for, show_generation
     from ..tokens import get_tokenizer
     from ..trace import Generation, damage as trace_damage
 
@@ -146,11 +146,12 @@ def show(
     from ..render.export import export_page, is_page
 
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
+    out = make_console(bool(export))
     try:
-        show_generation(gen, tokenizer, view, export=None if page else export, console=make_console(bool(export)),
-                        pager=pager)
+        resolved = resolved_for(gen, view, out.width)  # once, for the terminal and the page
+        show_generation(gen, tokenizer, resolved, export=None if page else export, console=out, pager=pager)
         if page:
-            export_page(gen, tokenizer, view, page)
+            export_page(gen, tokenizer, resolved, page)
         if export:
             said_export(export, page is not None)
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
@@ -184,8 +185,6 @@ def replay(
 
     Example: tracer replay article
     """
-    import dataclasses
-
     from ..replay import replay as run
     from ..scenario import load_scenario, resolve
 
@@ -194,7 +193,7 @@ def replay(
     scn = load_scenario(resolve(scenario))
     n = len(scn.prompt.ids)
     out = make_console(bool(export))
-    view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width)  # before anything runs
+    resolved = view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width)  # once, before anything runs
     done = run(scn)
     if json_out:
         from ..render.jsonout import dumps, replay_json
@@ -205,8 +204,7 @@ def replay(
     from ..render.export import export_page, is_page
     from ..render.summary import scenario_header
 
-    resolved = dataclasses.replace(view, checks=tuple(done.checks)).resolve(scn.config, n, len(done.gen.steps[-1].tokens),
-                                                                          out.width)
+    resolved = resolved.with_checks(done.checks).for_run(done.gen)
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
     show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
                     before=[scenario_header(scn)])

@@ -183,7 +183,7 @@ def step_chosen(d: Demo) -> Step:
            "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
     parts = [_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}.")]
     if isinstance(d.gen.meta.get("ablation"), dict):  # --ablate: what the removed part did to this choice
-        from ..walkthrough import ablation_words
+        from ..header import ablation_words
 
         parts.append(Text(ablation_words(d.gen.meta["ablation"], d.tokenizer) + ".", style="bold"))
     answer = Group(*parts)
