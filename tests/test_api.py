@@ -38,3 +38,23 @@ def test_bad_prompts_and_ids():
         m.run([1, 50257])
     with pytest.raises(TracerError, match="longer than the model's context"):
         m.run(list(range(1025)))
+
+
+def test_a_generation_shows_itself_in_a_notebook_through_the_renderers():
+    """`gen.show(...)` prints the walkthrough with the CLI's view options and `_repr_html_` is a
+    notebook cell's summary; the trace module reaches the renderers through `tracer.showing`."""
+    import io
+
+    from rich.console import Console
+
+    import tracer
+
+    gen = tracer.load("abc").generate("A B C D E F", max_new_tokens=1)
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    gen.show(console=out, section="predict")
+    text = out.file.getvalue()
+    assert "4 · Predicting the next token (how to predict G)" in text
+    assert "1 · Tokens" not in text  # only the section asked for
+    html = gen._repr_html_()
+    assert html.startswith("<pre") and "Tokens" in html and "Generation(" not in html
+    assert gen.trace._repr_html_().startswith("<pre")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..sections import NUMBERED
 from .header import block_words, head_roles_line, training_line, weights_warning
 from .storage import example_words, storage_words
 
@@ -16,9 +17,9 @@ from .storage import example_words, storage_words
 def estimated_lines(r) -> int:
     """The walkthrough's lines for view `r` (a `view.Resolved`: each section that it shows)."""
     total = header_lines(r)
-    for name, lines in SECTION_LINES:
+    for name in ("tokens", *NUMBERED):
         if r.shows(name):
-            total += lines(r)
+            total += SECTION_LINES[name](r)
     if r.shows("embed", "attention"):
         total += layer_lines(r)
     return total
@@ -188,5 +189,5 @@ def lens_lines(r) -> int:
     return r.config.n_layers + 12
 
 
-SECTION_LINES = (("tokens", tokens_lines), ("layers", layers_lines), ("predict", predict_lines),
-                 ("positions", positions_lines), ("heatmap", heatmap_lines), ("loop", loop_lines), ("lens", lens_lines))
+SECTION_LINES = {"tokens": tokens_lines, "layers": layers_lines, "predict": predict_lines, "positions": positions_lines,
+                 "heatmap": heatmap_lines, "loop": loop_lines, "lens": lens_lines}  # section 2 (embed, attention): layer_lines

@@ -9,13 +9,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import TracerError
+from ..sections import SECTIONS  # the walkthrough's sections (`--section`), in the article's order
 from ..tokens import label
 
-# The walkthrough's sections, in the article's order (`--section`): the tokens; the first layer's
-# input (embedding + position vector) and the rest of the layer token by token; every layer at a
-# glance; predicting the next token; every position's prediction; the attention heatmaps; the
-# generation loop and the KV cache; the logit lens.
-SECTIONS = ("tokens", "embed", "attention", "layers", "predict", "positions", "heatmap", "loop", "lens")
 MAX_LINES = 20_000  # a view that would print more is refused with a hint (`--max-lines 0`: no limit)
 BRIEF_TOKENS = 4  # brief mode shows every token up to this many, else A, B and the last
 BRIEF_HEADS = 4  # brief mode shows every head up to this many, else head 0

@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..sections import NUMBERED
 from .checks import check_line
 from .context import Ctx
 from .fmt import count, integer
@@ -191,11 +192,11 @@ def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[Re
     layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
     for i, layer in enumerate(layers):
         parts.append(layer_section(ctx, layer, "2" if len(layers) == 1 else f"2.{i + 1}", wanted))
-    later = (("layers", layers_section), ("predict", predict_section), ("positions", every_position_section),
-             ("heatmap", heatmap_section), ("loop", loop_section), ("lens", lens_section))
-    for number, (name, make) in enumerate(later, start=3):  # a section keeps its number when others are hidden
+    later = {"layers": layers_section, "predict": predict_section, "positions": every_position_section,
+             "heatmap": heatmap_section, "loop": loop_section, "lens": lens_section}
+    for number, name in enumerate(NUMBERED, start=3):  # a section keeps its number when others are hidden
         if shows(name):
-            parts.append(make(ctx, str(number)))
+            parts.append(later[name](ctx, str(number)))
     parts.append(checks_section(ctx))
     parts += missing_section(ctx)
     return parts
