@@ -58,3 +58,24 @@ def test_a_generation_shows_itself_in_a_notebook_through_the_renderers():
     html = gen._repr_html_()
     assert html.startswith("<pre") and "Tokens" in html and "Generation(" not in html
     assert gen.trace._repr_html_().startswith("<pre")
+
+
+def test_the_recording_plan_is_what_the_cli_records():
+    """`tracer.generate.recording_plan`: a saved trace or a walkthrough records everything; the JSON
+    record alone only what places an overflow (the residual stream, the norms' scales), without the
+    logit lens; a walkthrough without the lens section skips the lens."""
+    import fnmatch
+
+    import tracer
+    from tracer.generate import recording_plan
+    from tracer.overflow import REACHED_NAMES
+
+    assert recording_plan() == {"names": None, "lens": None}
+    assert recording_plan(json=True, save=True) == recording_plan(save=True, lens_shown=False) == recording_plan()
+    assert recording_plan(lens_shown=False) == {"names": None, "lens": False}
+    m = tracer.load("abc")
+    gen = m.generate("A B C", max_new_tokens=1, **recording_plan(json=True))
+    recorded = {n for n in gen.steps[0].arrays if not n.startswith("sample.")}  # the draw is always recorded
+    assert recorded and all(any(fnmatch.fnmatchcase(n, g) for g in REACHED_NAMES) for n in recorded), recorded
+    assert "blocks.0.hook_resid_pre" in recorded and not any(n.startswith("lens.") for n in recorded)
+    assert gen.generated_ids == m.generate("A B C", max_new_tokens=1).generated_ids  # recording changes no number

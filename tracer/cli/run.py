@@ -47,8 +47,8 @@ def trace(
     Example: tracer trace "A B C D E F"   (the default model, trained by tracer, predicts G)
     """
     from ..files import check_output_path
+    from ..generate import recording_plan
     from ..loaders import load
-    from ..overflow import REACHED_NAMES
     from ..render.progress import generation_progress, reading_progress
     from ..settings import GenerationSettings
     from ..tokens import check_prompt
@@ -67,12 +67,9 @@ def trace(
     removed, hooks = ablations(m, ablate or ())
     n = len(text.ids)
     resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
-    # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
-    names = REACHED_NAMES if json_out and not save else None
-    unseen = bool(names) or (not resolved.shows("lens") and not save)  # the lens costs a pass over W_U
+    plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None,
-                         hooks=hooks)
+        gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
     change = None
     if hooks:
         from ..interventions import prediction_change
@@ -98,15 +95,7 @@ def trace(
 
         typer.echo(dumps(trace_json(gen, m.tokenizer)))
         return
-    from ..render import show_generation
-    from ..render.export import export_page, is_page
-
-    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
-    show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
-    if page:
-        export_page(gen, m.tokenizer, resolved, page)
-    if export:
-        said_export(export, page is not None)
+    shown(gen, m.tokenizer, resolved, out, pager, export)
     if save:
         from ..tokens import show_invisible
 
@@ -132,7 +121,7 @@ def show(
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
     from ..errors import TracerError
-    from ..render import resolved_for, show_generation
+    from ..render import resolved_for
     from ..tokens import get_tokenizer
     from ..trace import Generation, damage as trace_damage
 
@@ -143,17 +132,9 @@ def show(
         tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
     except TracerError as e:
         raise TracerError(f"{path}: {e}") from None
-    from ..render.export import export_page, is_page
-
-    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
     out = make_console(bool(export))
     try:
-        resolved = resolved_for(gen, view, out.width)  # once, for the terminal and the page
-        show_generation(gen, tokenizer, resolved, export=None if page else export, console=out, pager=pager)
-        if page:
-            export_page(gen, tokenizer, resolved, page)
-        if export:
-            said_export(export, page is not None)
+        shown(gen, tokenizer, resolved_for(gen, view, out.width), out, pager, export)  # resolved once, for both
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
         raise
     except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
@@ -200,16 +181,23 @@ def replay(
 
         typer.echo(dumps(replay_json(done)))
         return
-    from ..render import show_generation
-    from ..render.export import export_page, is_page
     from ..render.summary import scenario_header
 
     resolved = resolved.with_checks(done.checks).for_run(done.gen)
+    shown(done.gen, done.model.tokenizer, resolved, out, pager, export, before=[scenario_header(scn)], scenario=scn)
+
+
+def shown(gen, tokenizer, resolved, out, pager: bool, export: str | None, before=(), scenario=None) -> None:
+    """The one export path of `trace`, `show` and `replay`: print the walkthrough of `resolved` on
+    `out`, then --export FILE.html writes the classroom page (with a scenario's title and notes),
+    any other --export what was printed; and say what was written."""
+    from ..render import show_generation
+    from ..render.export import export_page, is_page
+
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
-    show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
-                    before=[scenario_header(scn)])
+    show_generation(gen, tokenizer, resolved, export=None if page else export, console=out, pager=pager, before=before)
     if page:
-        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn)
+        export_page(gen, tokenizer, resolved, page, scenario=scenario)
     if export:
         said_export(export, page is not None)
 
