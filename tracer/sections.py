@@ -20,6 +20,7 @@ ABOUT = {
     "lens": "",
 }
 SECTIONS = tuple(ABOUT)
+LAYER = ("embed", "attention")  # section 2 in part or whole: the first layer's input; the layer token by token
 NUMBERED = ("layers", "predict", "positions", "heatmap", "loop", "lens")  # sections 3, 4, …: after the layer(s) of section 2
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..sections import NUMBERED
+from ..sections import LAYER, NUMBERED
 from .header import block_words, head_roles_line, training_line, weights_warning
 from .storage import example_words, storage_words
 
@@ -20,7 +20,7 @@ def estimated_lines(r) -> int:
     for name in ("tokens", *NUMBERED):
         if r.shows(name):
             total += SECTION_LINES[name](r)
-    if r.shows("embed", "attention"):
+    if r.shows(*LAYER):
         total += layer_lines(r)
     return total
 
@@ -138,7 +138,7 @@ def head_lines(r, t: int, h: int) -> int:
 
 def layer_lines(r) -> int:
     """Section 2: the first layer's input (embed) or each --layer layer token by token (attention)."""
-    parts = frozenset(s for s in ("embed", "attention") if r.shows(s))
+    parts = frozenset(s for s in LAYER if r.shows(s))
     layers = r.layers if "attention" in parts else [0] if r.config.n_layers else []
     total = 0
     for layer in layers:

@@ -24,7 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..sections import NUMBERED
+from ..sections import LAYER, NUMBERED
 from .checks import check_line
 from .context import Ctx
 from .fmt import count, integer
@@ -185,10 +185,10 @@ def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[Re
     parts: list[RenderableType] = [header(ctx)]
     if shows("tokens"):
         parts.append(tokens_section(ctx))
-    if ctx.cfg.n_layers == 0 and shows("embed", "attention"):
+    if ctx.cfg.n_layers == 0 and shows(*LAYER):
         parts.append(section("2 · Layers"))
         parts.append(Text("This model has no layers: the embedding goes straight to W_U."))
-    wanted = frozenset(s for s in ("embed", "attention") if shows(s))  # section 2, in part or whole
+    wanted = frozenset(s for s in LAYER if shows(s))  # section 2, in part or whole
     layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
     for i, layer in enumerate(layers):
         parts.append(layer_section(ctx, layer, "2" if len(layers) == 1 else f"2.{i + 1}", wanted))
