@@ -129,3 +129,20 @@ def test_the_view_is_resolved_once_for_the_terminal_and_the_page(runs):
     early = View(token=str(n + 5)).resolve(gen.steps[0].config, n, n + 10)  # allowed before the run …
     with pytest.raises(TracerError, match="--token"):
         early.for_run(gen)  # … but the run stopped before that position
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["replay", "article"], ["replay", "article", "--layer", "all", "--full"],
+                                  ["replay", "two_heads", "--full"], ["replay", "rotary", "--layer", "all"],
+                                  ["replay", "gpt2_small_article", "--section", "attention"],
+                                  ["trace", "A B C D E F", "--model", "tiny", "--layer", "all", "--full"]])
+def test_the_commands_estimate_before_the_run_is_within_ten_percent(run_tracer, args):
+    """What the command estimates before it runs anything (the figure --max-lines 1 refuses with; a
+    replay's title, notes and stated values counted) against what it prints."""
+    import re
+
+    lines = run_tracer(*args, "--max-lines", "0", text=True, timeout=300).stdout.count("\n")
+    refused = run_tracer(*args, "--max-lines", "1", text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stdout == ""
+    guess = int(re.search(r"would print about ([0-9,]+) lines", refused.stderr).group(1).replace(",", ""))
+    assert abs(guess - lines) <= 0.1 * lines, (lines, guess)

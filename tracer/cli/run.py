@@ -174,17 +174,20 @@ def replay(
     scn = load_scenario(resolve(scenario))
     n = len(scn.prompt.ids)
     out = make_console(bool(export))
-    resolved = view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width)  # once, before anything runs
+    from ..render.summary import scenario_header
+    from ..render.text import Rendered
+
+    before = [scenario_header(scn)]
+    resolved = view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width,  # once, before anything runs
+                            {"weights": scn.weights}, len(Rendered(out, before[0]).lines), len(scn.expects))
     done = run(scn)
     if json_out:
         from ..render.jsonout import dumps, replay_json
 
         typer.echo(dumps(replay_json(done)))
         return
-    from ..render.summary import scenario_header
-
     resolved = resolved.with_checks(done.checks).for_run(done.gen)
-    shown(done.gen, done.model.tokenizer, resolved, out, pager, export, before=[scenario_header(scn)], scenario=scn)
+    shown(done.gen, done.model.tokenizer, resolved, out, pager, export, before=before, scenario=scn)
 
 
 def shown(gen, tokenizer, resolved, out, pager: bool, export: str | None, before=(), scenario=None) -> None:

@@ -22,7 +22,19 @@ def estimated_lines(r) -> int:
             total += SECTION_LINES[name](r)
     if r.shows(*LAYER):
         total += layer_lines(r)
-    return total
+    return total + r.before + checks_lines(r)
+
+
+def checks_lines(r) -> int:
+    """A scenario's stated values, each a sentence beside its step (or a count, with --section), and
+    the tally."""
+    checks = r.view.checks
+    if not checks and not r.stated:
+        return 0
+    if r.view.sections:
+        return 4
+    each = sum(wrapped(r, 100 + (60 if not c.ok else 0), 2) for c in checks) if checks else round(1.6 * r.stated)
+    return 2 + each
 
 
 def vector_chars(r, size: int) -> float:

@@ -31,12 +31,14 @@ class View:
     max_lines: int = MAX_LINES  # refuse a view that would print more lines than this (0: no limit)
 
     def resolve(self, config, n_prompt: int, n_all: int | None = None, width: int = 100,
-                meta: dict | None = None) -> "Resolved":
+                meta: dict | None = None, before: int = 0, stated: int = 0) -> "Resolved":
         """The options as positions and indices for a model of `config` and a prompt of `n_prompt`
         tokens followed by generated tokens up to position `n_all` - 1 (those that had, or can have,
         a pass of their own); a TracerError naming the option when one does not fit, or when the view
         would print more than `max_lines` lines at `width` columns (`Resolved.estimated_lines`; `meta`:
-        the model's or the trace's, for the lines the header and the notes take)."""
+        the model's or the trace's, for the lines the header and the notes take; `before`: lines printed
+        ahead of the walkthrough, a scenario's title and notes; `stated`: the stated values a replay
+        will check, before the run has checked them)."""
         if self.dims < 1:
             raise TracerError(f"--dims must be ≥ 1, got {self.dims}")
         if not 0 <= self.precision <= 12:
@@ -50,7 +52,7 @@ class View:
         chosen = str(self.head).strip().lower() != "all"
         resolved = Resolved(self, token, layers, heads, chosen, shown_tokens(token, n_prompt, self.brief),
                             shown_heads(heads, chosen, self.brief), heatmap_layers(layers, self.layer, self.brief),
-                            config, n_prompt, n_all or n_prompt, width, dict(meta or {}))
+                            config, n_prompt, n_all or n_prompt, width, dict(meta or {}), before, stated)
         resolved.check_lines(resolved.estimated_lines())
         return resolved
 
@@ -91,6 +93,8 @@ class Resolved:
     n_all: int  # positions that have (or can have) a pass of their own
     width: int = 100  # columns
     meta: dict = field(default_factory=dict)  # the model's or the trace's meta: what the header says
+    before: int = 0  # lines printed ahead of the walkthrough (a scenario's title and notes)
+    stated: int = 0  # stated values to check, while `view.checks` does not hold them yet
 
     def with_checks(self, checks) -> "Resolved":
         """The same view with a scenario's stated values to place beside their steps."""
