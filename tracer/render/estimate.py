@@ -1,7 +1,7 @@
 """How many lines the walkthrough will print, from the resolved view alone (before anything runs):
 per section, from the tokens, heads and layers it shows (`Resolved`) and the model's sizes. Used to
-refuse a view of minutes and megabytes before running it (--max-lines), and to page output taller
-than the terminal; what is printed is counted again exactly before it is (`render.show_generation`).
+refuse a view of minutes and megabytes before running it (--max-lines); what is printed is counted
+again, exactly, before its first line (`render.show_generation`: that count decides the pager too).
 The figures follow the renderers' layout: a line per equation (two when a vector does not fit beside
 its name), a row per table entry, a sentence per note."""
 
@@ -51,7 +51,7 @@ def eq_lines(r, desc: int, name: int, size: int, indent: int = 2) -> int:
     numbers) on one line when it fits, else the words, then the vector hanging below the name."""
     room = r.width - 2
     vec = vector_chars(r, size)
-    if desc + 2 + name + 3 + vec <= room and desc + 2 + name + 3 + vec <= r.width - indent:
+    if desc + 2 + name + 3 + vec <= min(room, r.width - indent):
         return 1
     words = math.ceil((desc + 1) / (r.width - indent)) if desc else 0
     return words + math.ceil(vec / max(room - (2 + name + 3) - indent + 2, 10))
