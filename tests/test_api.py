@@ -38,3 +38,44 @@ def test_bad_prompts_and_ids():
         m.run([1, 50257])
     with pytest.raises(TracerError, match="longer than the model's context"):
         m.run(list(range(1025)))
+
+
+def test_a_generation_shows_itself_in_a_notebook_through_the_renderers():
+    """`gen.show(...)` prints the walkthrough with the CLI's view options and `_repr_html_` is a
+    notebook cell's summary; the trace module reaches the renderers through `tracer.showing`."""
+    import io
+
+    from rich.console import Console
+
+    import tracer
+
+    gen = tracer.load("abc").generate("A B C D E F", max_new_tokens=1)
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    gen.show(console=out, section="predict")
+    text = out.file.getvalue()
+    assert "4 · Predicting the next token (how to predict G)" in text
+    assert "1 · Tokens" not in text  # only the section asked for
+    html = gen._repr_html_()
+    assert html.startswith("<pre") and "Tokens" in html and "Generation(" not in html
+    assert gen.trace._repr_html_().startswith("<pre")
+
+
+def test_the_recording_plan_is_what_the_cli_records():
+    """`tracer.generate.recording_plan`: a saved trace or a walkthrough records everything; the JSON
+    record alone only what places an overflow (the residual stream, the norms' scales), without the
+    logit lens; a walkthrough without the lens section skips the lens."""
+    import fnmatch
+
+    import tracer
+    from tracer.generate import recording_plan
+    from tracer.overflow import REACHED_NAMES
+
+    assert recording_plan() == {"names": None, "lens": None}
+    assert recording_plan(json=True, save=True) == recording_plan(save=True, lens_shown=False) == recording_plan()
+    assert recording_plan(lens_shown=False) == {"names": None, "lens": False}
+    m = tracer.load("abc")
+    gen = m.generate("A B C", max_new_tokens=1, **recording_plan(json=True))
+    recorded = {n for n in gen.steps[0].arrays if not n.startswith("sample.")}  # the draw is always recorded
+    assert recorded and all(any(fnmatch.fnmatchcase(n, g) for g in REACHED_NAMES) for n in recorded), recorded
+    assert "blocks.0.hook_resid_pre" in recorded and not any(n.startswith("lens.") for n in recorded)
+    assert gen.generated_ids == m.generate("A B C", max_new_tokens=1).generated_ids  # recording changes no number

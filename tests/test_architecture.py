@@ -20,7 +20,8 @@ MAX_LINES = 500
 
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
-    0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory"],  # foundations
+    0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory",
+        "showing", "sections"],  # foundations (showing: who shows a trace, filled from above; sections: their names)
     1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
@@ -32,10 +33,9 @@ LAYERS = {
     7: ["serve"],  # the web server of `tracer serve`: loads models, runs them, serves the page
     8: ["cli", "__init__", "__main__"],
 }
-# The one upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) by handing
-# itself to the renderers; they never import the trace module back, so no cycle comes of it.
-UPWARD = {("trace", "render.notebook")}
-RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads",
+# No upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) through
+# `tracer.showing`, where `tracer/__init__.py` enters the renderers (test below).
+RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads", "sections",
                      "overflow"}
 THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
     "numpy": "everything but the CLI's own startup path",
@@ -163,9 +163,20 @@ def test_imports_go_one_way():
     wrong = []
     for m, deps in tracer_edges().items():
         for d in deps:
-            if layer_of(d) > layer_of(m) and (m, d) not in UPWARD:
+            if layer_of(d) > layer_of(m):
                 wrong.append(f"tracer.{m} (layer {layer_of(m)}) imports tracer.{d} (layer {layer_of(d)})")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_trace_hands_itself_to_the_renderers_without_importing_them():
+    """Issue 21: `trace.py` imported `render.notebook` (layer 1 importing layer 6) for `Generation.show`
+    and `_repr_html_`. Now nothing below the renderers imports them, not even inside a function: the
+    renderers are entered in `tracer.showing` by the package's `__init__` (the top layer)."""
+    edges = tracer_edges()
+    below = [m for m in edges if layer_of(m) < layer_of("render")]
+    wrong = sorted(f"tracer.{m} imports tracer.{d}" for m in below for d in edges[m] if d.split(".")[0] == "render")
+    assert not wrong, "\n".join(wrong)
+    assert "render.notebook" in edges["__init__"] and "showing" in edges["trace"]
 
 
 def test_renderers_read_traces_and_never_run_the_model():

@@ -484,3 +484,81 @@ def test_the_articles_demo_at_80x24_has_no_page_of_holding_checks_only(runner):
             assert all(c.ok for c in steps[p.step].checks)
     wide = fit_pages(d, steps, False, Console(width=100, height=40, color_system=None, record=True))
     assert not any(p.summed for p in wide)  # room enough: every stated value listed
+
+
+def _screen_text(console, shown) -> str:
+    return "\n".join("".join(s.text for s in line).rstrip() for line in console.render_lines(shown, console.options))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 40)])
+@pytest.mark.parametrize("scenario, prompt, model", [
+    ("article", None, "abc"), ("two_heads", None, "abc"), ("rotary", None, "abc"), ("gpt2_small_article", None, "abc"),
+    (None, "A B C D E F", "abc"), (None, "hello", "tests/data/llama-tiny")])
+def test_every_step_of_the_shipped_demos_is_one_screen(size, scenario, prompt, model):
+    """Issue 27: `demo article` steps 5, 9 and 10 (and the default demo's step 10) went on to a second,
+    nearly empty screen at 80×24. Folded (no blank lines, fewer table rows, ✗ in one line) every step
+    is one screen with its heading and footer in view, at 80×24 and 100×40, question pages too."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+
+    root = Path(__file__).resolve().parents[1]
+    d = _demo_run(str(root / "scenarios" / f"{scenario}.toml") if scenario else None, prompt,
+                  str(root / model) if "/" in model else model)
+    width, height = size
+    console = Console(width=width, height=height, color_system=None, record=True)
+    for quiz in (False, True):
+        steps, pages = demo.fitted(d, console, quiz)
+        assert [p.step for p in pages if not p.quiz] == list(range(14)) and all(p.parts == 1 for p in pages)
+        for p in pages:
+            shown = demo.screen(d, steps, p, keys=True)
+            assert len(console.render_lines(shown, console.options, pad=False)) <= height - 1, p
+            text = _screen_text(console, shown)
+            assert text.startswith(f"Step {p.step + 1} of 14 · {steps[p.step].name}") and "(1/" not in text
+            assert f"[{p.step + 1}/14] Enter/→ next" in text
+
+
+def test_the_articles_folded_screens_keep_what_they_are_for():
+    """80×24, `demo article`: step 5 keeps all three wrong scores with what was stated and recorded,
+    step 9 says which layers pass through and shows the first and the last layer, step 10 the ranked
+    logits and the row generation uses."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    console = Console(width=80, height=24, color_system=None, record=True)
+    steps, pages = demo.fitted(d, console)
+    shown = {p.step + 1: _screen_text(console, demo.screen(d, steps, p, keys=True)) for p in pages}
+    five = shown[5]
+    assert five.count("✗ article") == 3 and "(0 of 3 hold)" in five
+    assert "stated 0.800 · recorded 0.670 · off by 0.130" in five and "stated 0.800 · recorded 0.580" in five
+    assert "   A    [ 0.600,  0.200,  0.100, -0.300,  0.400]   0.670" in five
+    nine = " ".join(shown[9].split())
+    assert "layers 1–23 of the 24 pass every vector on unchanged" in nine and "F out of layer 23 (the last)" in nine
+    assert "0 1.54 1.28 F 0.208" in nine and "23 1.28 1.28 F 1.000" in nine
+    ten = shown[10]
+    assert "   1  G       6  166.450" in ten and "▶  F         G   ← generation uses this row" in ten
+
+
+def test_a_short_terminal_puts_each_wrong_value_on_one_line_where_it_fits():
+    """80×21: the article's step 5 fits once each ✗ is one line where the width allows (the long
+    first one keeps its second line)."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tracer.cli.teach import _demo_run
+
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    console = Console(width=80, height=21, color_system=None, record=True)
+    steps, pages = demo.fitted(d, console)
+    five = [p for p in pages if p.step == 4]
+    assert len(five) == 1 and five[0].compact
+    text = _screen_text(console, demo.screen(d, steps, five[0], keys=True))
+    assert '✗ article (B): "Q·A_K = 0.6"  stated 0.600 · recorded 0.670 · off by 0.070' in text
+    assert '✗ article (A): "Q·K = 0.8 (attention score with itself)"\n  stated 0.800 · recorded 0.670' in text

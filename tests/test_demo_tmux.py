@@ -23,14 +23,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Pane:
-    """One detached tmux session running a command, on its own tmux server (-S socket), 100 × 60."""
+    """One detached tmux session running a command, on its own tmux server (-S socket), 100 × 60 unless told."""
 
-    def __init__(self, command: str, socket: str):
+    def __init__(self, command: str, socket: str, size: tuple[int, int] = (100, 60)):
         self.socket = socket
         self.name = "demo"
         done = ("rc=$?; echo; echo EXITED $rc; "
                 "echo TTY $(stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '); sleep 60")
-        self.tmux("new-session", "-d", "-s", self.name, "-x", "100", "-y", "60",
+        self.tmux("new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]),
                   f"cd {shlex.quote(ROOT)} && {command}; {done}")
 
     def tmux(self, *args: str) -> str:
@@ -68,8 +68,8 @@ def demo_cmd(*args: str) -> str:
 def pane_factory(tmp_path):
     panes = []
 
-    def make(command: str) -> Pane:
-        p = Pane(command, str(tmp_path / f"tmux-{len(panes)}"))
+    def make(command: str, size: tuple[int, int] = (100, 60)) -> Pane:
+        p = Pane(command, str(tmp_path / f"tmux-{len(panes)}"), size)
         panes.append(p)
         return p
 
@@ -132,3 +132,22 @@ def test_auto_advances_and_ctrl_c_restores_the_terminal(pane_factory):
     after = p.wait_for(r"^TTY ")
     assert re.search(r"^EXITED 130$", after, flags=re.M)
     assert re.search(r"^TTY icanon echo", after, flags=re.M), after
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 40)])
+def test_the_articles_long_steps_are_one_screen_each(pane_factory, size):
+    """Issue 27: `demo article` steps 5, 9 and 10 went on to a second, nearly empty screen at 80×24;
+    folded, each is one screen (no "(1/2)"), its last numbers and the keys in view."""
+    p = pane_factory(shlex.join([sys.executable, "-m", "tracer", "demo", "article"]), size)
+    p.heading(1, "Tokens")
+    for n, name, last in ((5, "Scores and the mask", r"✗ article \(B\): \"Q·B_K = 0\.8\""),
+                          (9, "The other layers", r"^F out of layer 23 \(the last\)"),
+                          (10, "Unembedding: one score per token", r"← generation uses this row")):
+        p.keys(*str(n), "Enter")
+        screen = p.wait_for(rf"^Step {n} of 14 · {re.escape(name)} ━")
+        screen = p.wait_for(last)
+        lines = screen.rstrip("\n").splitlines()
+        assert len(lines) <= size[1] and "continued on the next page" not in screen
+        assert lines[0].startswith(f"Step {n} of 14 · {name} ━") and f"[{n}/14] Enter/→ next" in lines[-1]
+    p.keys("q")
+    p.wait_for(r"^EXITED 0$")

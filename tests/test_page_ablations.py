@@ -16,7 +16,7 @@ from tracer import interventions
 from tracer.cli import app
 from tracer.interventions import ablate_head, head_ablations
 from tracer.render.page import page_data
-from tracer.render.walkthrough import ablation_words
+from tracer.render.header import ablation_words
 from tracer.tokens import show_token
 
 WORDS = ["w1", "w2", "w3", "w4", "w5", "w1", "w2"]

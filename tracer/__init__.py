@@ -10,12 +10,31 @@ for importing numpy.
 
 from .config import Config
 from .errors import TracerError
+from .showing import register as _register
 from .version import __version__
 
 __all__ = ["Config", "Generation", "GenerationSettings", "Model", "Trace", "TracerError", "load", "__version__"]
 
 _LAZY = {"Model": ".model", "load": ".loaders", "Generation": ".trace", "Trace": ".trace",
          "GenerationSettings": ".settings"}
+
+
+def _show(gen, **options) -> None:
+    """`Generation.show`: the walkthrough, printed (`tracer.render.notebook.show`)."""
+    from .render.notebook import show
+
+    show(gen, **options)
+
+
+def _html(gen) -> str:
+    """`Generation._repr_html_`: a notebook cell's summary (`tracer.render.notebook.html`)."""
+    from .render.notebook import html
+
+    return html(gen)
+
+
+_register("show", _show)  # the trace module hands a Generation to the renderers through tracer.showing,
+_register("html", _html)  # never importing them: the renderers sit above it
 
 
 def __getattr__(name: str):

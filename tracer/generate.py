@@ -28,6 +28,7 @@ from .decoder import KVCache, forward
 from .equations import largest_first, scale_logits, tempered_softmax
 from .fast import add_out_rows
 from .lens import logit_lens, position_predictions
+from .overflow import REACHED_NAMES
 from .record import Recorder
 from .settings import GenerationSettings
 from .trace import Generation, Trace
@@ -84,6 +85,17 @@ def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int],
 
 LENS_EVERY_PASS_MAX = 50_000_000  # parameters
 OUT_ROWS_MIN_NEW = 200  # new tokens from which the one-position W_out layout pays for itself (tracer.fast.add_out_rows)
+
+
+def recording_plan(json: bool = False, save: bool = False, lens_shown: bool = True) -> dict:
+    """What a run must record for what will be read from it, as `Model.generate`'s `names` and `lens`:
+    everything for a saved trace (`save`) or a walkthrough; for the JSON record alone (`json`
+    without `save`) only what places an overflow in its sublayer (`overflow.REACHED_NAMES`: the
+    residual stream, the norms' scales) and no logit lens; no lens either when the walkthrough does
+    not show it (`lens_shown`: it costs a pass over W_U). `model.generate(p, **recording_plan(json=True))`."""
+    json_only = json and not save
+    unseen = json_only or (not lens_shown and not save)
+    return {"names": list(REACHED_NAMES) if json_only else None, "lens": False if unseen else None}
 
 
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,

@@ -46,6 +46,7 @@ from .errors import TracerError, near
 from .files import save_npz
 from .reading import MAX_TEXT_BYTES, Npz, parse_json, read_npz
 from .settings import GenerationSettings
+from .showing import shown_by
 from .store import Store
 
 FORMAT = "tracer-trace"
@@ -131,14 +132,10 @@ class Generation:
     def show(self, **options) -> None:
         """Print the walkthrough with the CLI's view options: `gen.show(token="B", layer="all",
         section="predict")` (see `tracer.render.notebook.show`)."""
-        from .render.notebook import show
-
-        show(self, **options)
+        shown_by("show")(self, **options)
 
     def _repr_html_(self) -> str:  # Jupyter: the tokens, the prediction and the loop, not a repr
-        from .render.notebook import html
-
-        return html(self)
+        return shown_by("html")(self)
 
     def __repr__(self) -> str:
         return (f"Generation({len(self.prompt_ids)} prompt tokens, {len(self.generated_ids)} generated "

@@ -28,6 +28,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
+from ..sections import SECTIONS, help_words
+
 
 class _Group(TyperGroup):
     """Turns exceptions from any command into one line on stderr and an exit code."""
@@ -125,16 +127,7 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 
-class Section(str, Enum):
-    tokens = "tokens"
-    embed = "embed"
-    attention = "attention"
-    layers = "layers"
-    predict = "predict"
-    positions = "positions"
-    heatmap = "heatmap"
-    loop = "loop"
-    lens = "lens"
+Section = Enum("Section", {name: name for name in SECTIONS}, type=str)  # --section's choices: tracer.sections
 
 
 class Side(str, Enum):
@@ -152,7 +145,7 @@ HeadOpt = Annotated[str, typer.Option("--head", help="Head to show: a number (0 
 DimsOpt = Annotated[int, typer.Option("--dims", min=1, help="Vectors longer than this show first dims … last dims and the norm.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=12, help="Decimals shown.")]
 BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-token view for one layer; full: every detail.")]
-SectionOpt = Annotated[Optional[list[Section]], typer.Option("--section", help="Show only this part (repeatable): tokens, embed (the first layer's input), attention (the layer token by token), layers, predict, positions (every position's prediction), heatmap, loop (generation and the KV cache), lens.")]
+SectionOpt = Annotated[Optional[list[Section]], typer.Option("--section", help=f"Show only this part (repeatable): {help_words()}.")]
 MaxLinesOpt = Annotated[int, typer.Option("--max-lines", min=0, help="Refuse a view longer than this many lines, with a hint to narrow it (0: no limit).")]
 PagerOpt = Annotated[bool, typer.Option("--pager/--no-pager", help="On a terminal, page output taller than the screen (less -R); never when piped.")]
 ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html, the interactive page for a browser, or exactly what was shown to FILE.svg, FILE.txt or FILE.terminal.html.")]

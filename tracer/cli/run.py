@@ -47,8 +47,8 @@ def trace(
     Example: tracer trace "A B C D E F"   (the default model, trained by tracer, predicts G)
     """
     from ..files import check_output_path
+    from ..generate import recording_plan
     from ..loaders import load
-    from ..overflow import REACHED_NAMES
     from ..render.progress import generation_progress, reading_progress
     from ..settings import GenerationSettings
     from ..tokens import check_prompt
@@ -66,13 +66,10 @@ def trace(
     say_notes(m, text.text)
     removed, hooks = ablations(m, ablate or ())
     n = len(text.ids)
-    view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width)  # before anything runs
-    # --json alone records only what places an overflow in its sublayer (the residual stream, the norms' scales)
-    names = REACHED_NAMES if json_out and not save else None
-    unseen = bool(names) or (view.sections and "lens" not in view.sections and not save)  # the lens costs a pass over W_U
+    resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
+    plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
     with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
-        gen = m.generate(text, settings=settings, on_step=on_step, names=names, lens=False if unseen else None,
-                         hooks=hooks)
+        gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
     change = None
     if hooks:
         from ..interventions import prediction_change
@@ -81,7 +78,7 @@ def trace(
         gen.meta["ablation"] = change
     if attribute:  # the chosen next token (the first generated, or the most likely when none was)
         gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
-    resolved = view.resolve(m.config, n, len(gen.steps[-1].tokens), out.width)  # a generated --token may not exist
+    resolved = resolved.for_run(gen)  # a generation that stopped early: its --token may not exist
     if text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"
         echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
@@ -98,17 +95,9 @@ def trace(
 
         typer.echo(dumps(trace_json(gen, m.tokenizer)))
         return
-    from ..render import show_generation
-    from ..render.export import export_page, is_page
+    from ..interventions import head_ablations  # each head of the clean run knocked out, for the page to click
 
-    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
-    show_generation(gen, m.tokenizer, resolved, export=None if page else export, console=out, pager=pager)
-    if page:
-        from ..interventions import head_ablations  # each head of the clean run knocked out, for the page to click
-
-        export_page(gen, m.tokenizer, resolved, page, heads=None if hooks else head_ablations(m, text.ids))
-    if export:
-        said_export(export, page is not None)
+    shown(gen, m.tokenizer, resolved, out, pager, export, heads=None if hooks else lambda: head_ablations(m, text.ids))
     if save:
         from ..tokens import show_invisible
 
@@ -134,7 +123,7 @@ def show(
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
     from ..errors import TracerError
-    from ..render import show_generation
+    from ..render import resolved_for
     from ..tokens import get_tokenizer
     from ..trace import Generation, damage as trace_damage
 
@@ -145,16 +134,9 @@ def show(
         tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
     except TracerError as e:
         raise TracerError(f"{path}: {e}") from None
-    from ..render.export import export_page, is_page
-
-    page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
+    out = make_console(bool(export))
     try:
-        show_generation(gen, tokenizer, view, export=None if page else export, console=make_console(bool(export)),
-                        pager=pager)
-        if page:
-            export_page(gen, tokenizer, view, page)
-        if export:
-            said_export(export, page is not None)
+        shown(gen, tokenizer, resolved_for(gen, view, out.width), out, pager, export)  # resolved once, for both
     except (TracerError, MemoryError, OSError):  # OSError: a closed pipe, a failed --export write
         raise
     except Exception as e:  # a file that loaded but cannot be shown: whose fault is it?
@@ -186,8 +168,6 @@ def replay(
 
     Example: tracer replay article
     """
-    import dataclasses
-
     from ..replay import replay as run
     from ..scenario import load_scenario, resolve
 
@@ -196,27 +176,37 @@ def replay(
     scn = load_scenario(resolve(scenario))
     n = len(scn.prompt.ids)
     out = make_console(bool(export))
-    view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width)  # before anything runs
+    from ..render.summary import scenario_header
+    from ..render.text import Rendered
+
+    before = [scenario_header(scn)]
+    resolved = view.resolve(scn.config, n, passes(n, scn.settings.max_new_tokens), out.width,  # once, before anything runs
+                            {"weights": scn.weights}, len(Rendered(out, before[0]).lines), len(scn.expects))
     done = run(scn)
     if json_out:
         from ..render.jsonout import dumps, replay_json
 
         typer.echo(dumps(replay_json(done)))
         return
+    resolved = resolved.with_checks(done.checks).for_run(done.gen)
+    from ..interventions import head_ablations
+
+    shown(done.gen, done.model.tokenizer, resolved, out, pager, export, before=before, scenario=scn,
+          heads=lambda: head_ablations(done.model, scn.prompt.ids))
+
+
+def shown(gen, tokenizer, resolved, out, pager: bool, export: str | None, before=(), scenario=None, heads=None) -> None:
+    """The one export path of `trace`, `show` and `replay`: print the walkthrough of `resolved` on
+    `out`, then --export FILE.html writes the classroom page (with a scenario's title and notes, and
+    `heads()`: each head knocked out, computed only for a page), any other --export what was printed;
+    and say what was written."""
     from ..render import show_generation
     from ..render.export import export_page, is_page
-    from ..render.summary import scenario_header
 
-    resolved = dataclasses.replace(view, checks=tuple(done.checks)).resolve(scn.config, n, len(done.gen.steps[-1].tokens),
-                                                                          out.width)
     page = export if is_page(export) else None  # FILE.html: the interactive page; the rest: what was shown
-    show_generation(done.gen, done.model.tokenizer, resolved, export=None if page else export, console=out, pager=pager,
-                    before=[scenario_header(scn)])
+    show_generation(gen, tokenizer, resolved, export=None if page else export, console=out, pager=pager, before=before)
     if page:
-        from ..interventions import head_ablations
-
-        export_page(done.gen, done.model.tokenizer, resolved, page, scenario=scn,
-                    heads=head_ablations(done.model, scn.prompt.ids))
+        export_page(gen, tokenizer, resolved, page, scenario=scenario, heads=heads() if heads else None)
     if export:
         said_export(export, page is not None)
 

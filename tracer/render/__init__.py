@@ -11,9 +11,10 @@ from __future__ import annotations
 
 
 def show_generation(gen, tokenizer, view, export: str | None = None, console=None, before=(), pager: bool = False) -> None:
-    """Print the walkthrough of `gen` for `view` (a `View`, or one already resolved against the model),
+    """Print the walkthrough of `gen` for `view` (a `Resolved` view; a `View` is resolved here, once),
     and write it to `export` (.html, .svg or .txt). `before`: renderables printed first (a scenario's title).
     `pager`: on a terminal, output taller than the screen goes through a pager (less -R).
+    The lines are counted as rendered, before any is printed: more than --max-lines is refused.
     A run that overflowed is shown as recorded (∞, nan): the arithmetic the renderers do on it
     (a norm, a bar's length) warns of nothing."""
     import numpy as np
@@ -26,20 +27,16 @@ def _show_generation(gen, tokenizer, view, export, console, before, pager) -> No
     from rich.console import Group
 
     from ..errors import TracerError
-    from .text import Trimmed, safe_console
-    from .view import View
+    from .text import Rendered, safe_console
     from .walkthrough import walkthrough
 
     if not gen.steps:
         raise TracerError("trace: it holds no passes")
     console = console or safe_console(record=bool(export))
-    if isinstance(view, View):
-        view = view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width)
-    resolved = view
-    page = pager and console.is_terminal and resolved.estimated_lines(
-        gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), console.width) > console.height
-    body = Trimmed(Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width)))
-    if page:
+    resolved = resolved_for(gen, view, console.width)
+    body = Rendered(console, Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width)))
+    resolved.check_lines(len(body.lines), about=False)  # counted: the estimate let it through
+    if pager and console.is_terminal and len(body.lines) > console.height:
         import os
 
         os.environ.setdefault("LESS", "-R")  # less shows the colours instead of their escape codes
@@ -51,3 +48,14 @@ def _show_generation(gen, tokenizer, view, export, console, before, pager) -> No
         from .export import export_console
 
         export_console(console, export)
+
+
+def resolved_for(gen, view, width: int | None = None):
+    """`view` for this recorded run: a `View` resolved against it (the API's way in), or a `Resolved`
+    (the CLI's, resolved before the run) checked against the positions the run reached."""
+    from .view import View
+
+    if isinstance(view, View):
+        return view.resolve(gen.steps[0].config, len(gen.steps[0].tokens), len(gen.steps[-1].tokens), width or 100,
+                            gen.meta)
+    return view.for_run(gen, width)

@@ -13,8 +13,6 @@ from .fmt import vec
 from .text import eq
 from .view import Resolved
 
-BRIEF_TOKENS = 4  # brief mode shows every token up to this many, else A, B and the last
-BRIEF_HEADS = 4  # brief mode shows every head up to this many, else head 0
 
 
 class Ctx:
@@ -22,6 +20,7 @@ class Ctx:
 
     def __init__(self, gen, tokenizer, resolved: Resolved, width: int):
         view = resolved.view
+        self.resolved = resolved  # which tokens, heads and layers are shown: decided once, in View.resolve
         self.gen = gen
         self.tok = tokenizer
         self.view = view
@@ -101,13 +100,7 @@ class Ctx:
         return [Padding(check_line(c, self.p, self.dims), (0, 0, 0, 2), expand=False) for c in got]
 
     def shown_tokens(self) -> list[int]:
-        if self.token is not None:
-            return [self.token]
-        if self.view.brief and self.n > BRIEF_TOKENS:
-            return [0, 1, self.n - 1]
-        return list(range(self.n))
+        return self.resolved.tokens
 
     def shown_heads(self) -> list[int]:
-        if self.head_chosen or not self.view.brief or self.cfg.n_heads <= BRIEF_HEADS:
-            return self.heads
-        return [0]
+        return self.resolved.shown_heads

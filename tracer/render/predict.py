@@ -11,10 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokens import label, named
-from .context import BRIEF_HEADS, Ctx
+from .context import Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
+from .view import BRIEF_HEADS
 from ..equations import largest_first
 
 

@@ -136,22 +136,29 @@ class Fit:
                 return
 
 
-class Trimmed:
-    """A renderable without the spaces Rich pads lines with: nothing trails a line in a pipe or an export."""
+class Rendered:
+    """A renderable rendered to lines once, at `console`'s width, so that they can be counted before
+    they are printed (`.lines`); it prints without the spaces Rich pads lines with: nothing trails a
+    line in a pipe or an export."""
 
-    def __init__(self, renderable):
-        self.renderable = renderable
+    def __init__(self, console, renderable):
+        self.lines = console.render_lines(renderable, console.options, pad=False)
 
     def __rich_console__(self, console, options):
-        from rich.segment import Segment
+        yield from trimmed(self.lines)
 
-        for line_ in console.render_lines(self.renderable, options, pad=False):
-            segs = list(line_)
-            while segs and not segs[-1].control and (segs[-1].style is None or segs[-1].style.bgcolor is None):
-                text = segs[-1].text.rstrip(" ")
-                if text:
-                    segs[-1] = Segment(text, segs[-1].style)
-                    break
-                segs.pop()
-            yield from segs
-            yield Segment.line()
+
+def trimmed(lines):
+    """Rendered lines without the spaces that pad them, each ended by a newline."""
+    from rich.segment import Segment
+
+    for line_ in lines:
+        segs = list(line_)
+        while segs and not segs[-1].control and (segs[-1].style is None or segs[-1].style.bgcolor is None):
+            text = segs[-1].text.rstrip(" ")
+            if text:
+                segs[-1] = Segment(text, segs[-1].style)
+                break
+            segs.pop()
+        yield from segs
+        yield Segment.line()

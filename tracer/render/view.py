@@ -1,20 +1,20 @@
 """What the reader asked to see (which token, layer and head, how many numbers, how precisely),
-checked against the model once, before anything runs or is written (`View.resolve`)."""
+checked against the model once, before anything runs or is written (`View.resolve`), into the one
+value every renderer and the page read (`Resolved`: the tokens, heads and layers shown)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 from ..errors import TracerError
+from ..sections import SECTIONS  # the walkthrough's sections (`--section`), in the article's order
 from ..tokens import label
 
-# The walkthrough's sections, in the article's order (`--section`): the tokens; the first layer's
-# input (embedding + position vector) and the rest of the layer token by token; every layer at a
-# glance; predicting the next token; every position's prediction; the attention heatmaps; the
-# generation loop and the KV cache; the logit lens.
-SECTIONS = ("tokens", "embed", "attention", "layers", "predict", "positions", "heatmap", "loop", "lens")
 MAX_LINES = 20_000  # a view that would print more is refused with a hint (`--max-lines 0`: no limit)
+BRIEF_TOKENS = 4  # brief mode shows every token up to this many, else A, B and the last
+BRIEF_HEADS = 4  # brief mode shows every head up to this many, else head 0
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,15 @@ class View:
     sections: tuple = ()  # names from SECTIONS to show; empty: all of them
     max_lines: int = MAX_LINES  # refuse a view that would print more lines than this (0: no limit)
 
-    def resolve(self, config, n_prompt: int, n_all: int | None = None, width: int = 100) -> "Resolved":
+    def resolve(self, config, n_prompt: int, n_all: int | None = None, width: int = 100,
+                meta: dict | None = None, before: int = 0, stated: int = 0) -> "Resolved":
         """The options as positions and indices for a model of `config` and a prompt of `n_prompt`
-        tokens followed by generated tokens up to position `n_all` - 1 (those that had a pass of
-        their own); a TracerError naming the option when one does not fit, or when the view would
-        print more than `max_lines` lines at `width` columns."""
+        tokens followed by generated tokens up to position `n_all` - 1 (those that had, or can have,
+        a pass of their own); a TracerError naming the option when one does not fit, or when the view
+        would print more than `max_lines` lines at `width` columns (`Resolved.estimated_lines`; `meta`:
+        the model's or the trace's, for the lines the header and the notes take; `before`: lines printed
+        ahead of the walkthrough, a scenario's title and notes; `stated`: the stated values a replay
+        will check, before the run has checked them)."""
         if self.dims < 1:
             raise TracerError(f"--dims must be ≥ 1, got {self.dims}")
         if not 0 <= self.precision <= 12:
@@ -45,57 +49,79 @@ class View:
         layers = parse_index(self.layer, config.n_layers, "layer", "--layer") if config.n_layers else []
         heads = parse_index(self.head, config.n_heads, "head", "--head")
         token = parse_token(self.token, n_prompt, n_all)
-        resolved = Resolved(self, token, layers, heads, str(self.head).strip().lower() != "all")
-        lines = resolved.estimated_lines(config, n_prompt, n_all or n_prompt, width)
-        if self.max_lines and lines > self.max_lines:
-            raise TracerError(
-                f"this view would print about {lines:,} lines (--max-lines {self.max_lines:,}); show a part: "
-                f"--section ({', '.join(SECTIONS)}), one token (--token), one layer (--layer N), or --brief; "
-                f"--max-lines 0 prints it all")
+        chosen = str(self.head).strip().lower() != "all"
+        resolved = Resolved(self, token, layers, heads, chosen, shown_tokens(token, n_prompt, self.brief),
+                            shown_heads(heads, chosen, self.brief), heatmap_layers(layers, self.layer, self.brief),
+                            config, n_prompt, n_all or n_prompt, width, dict(meta or {}), before, stated)
+        resolved.check_lines(resolved.estimated_lines())
         return resolved
+
+
+def shown_tokens(token: int | None, n: int, brief: bool) -> list[int]:
+    """The positions shown token by token: --token's; every prompt token (--full, or a short prompt);
+    else A, B and the last."""
+    if token is not None:
+        return [token]
+    return [0, 1, n - 1] if brief and n > BRIEF_TOKENS else list(range(n))
+
+
+def shown_heads(heads: list[int], chosen: bool, brief: bool) -> list[int]:
+    """The heads shown: --head's, or all of them (--full, or at most BRIEF_HEADS), else head 0."""
+    return heads if chosen or not brief or len(heads) <= BRIEF_HEADS else heads[:1]
+
+
+def heatmap_layers(layers: list[int], option: str, brief: bool) -> list[int]:
+    """The layers with a heatmap: --layer's (one, or 'all'), every --layer layer with --full."""
+    return layers if len(layers) <= 1 or not brief or str(option).strip().lower() == "all" else layers[:1]
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A View checked against a model and a prompt: positions and indices, ready to show."""
+    """A View checked against a model and a prompt, resolved once: which tokens, heads and layers are
+    shown, for every renderer (the walkthrough, the page) and for the line estimate."""
 
     view: View
     token: int | None  # the position to show step by step, or None for every prompt token
     layers: list  # the layers shown token by token
-    heads: list  # the heads to show
+    heads: list  # --head's heads (all of them for 'all')
     head_chosen: bool  # --head named one head (not 'all')
+    tokens: list  # the positions shown token by token (`shown_tokens`)
+    shown_heads: list  # the heads shown (`shown_heads`)
+    heatmaps: list  # the layers with an attention heatmap (`heatmap_layers`)
+    config: object  # the model's Config
+    n_prompt: int  # prompt tokens
+    n_all: int  # positions that have (or can have) a pass of their own
+    width: int = 100  # columns
+    meta: dict = field(default_factory=dict)  # the model's or the trace's meta: what the header says
+    before: int = 0  # lines printed ahead of the walkthrough (a scenario's title and notes)
+    stated: int = 0  # stated values to check, while `view.checks` does not hold them yet
 
-    def estimated_lines(self, cfg, n: int, n_all: int, width: int = 100) -> int:
-        """Roughly how many lines the walkthrough prints (to refuse one of minutes and megabytes before
-        rendering it): per section, from the sizes alone."""
-        brief, H = self.view.brief, cfg.n_heads
-        heads = len(self.heads) if (self.head_chosen or not brief or H <= 4) else 1
-        shown = [self.token] if self.token is not None else (list(range(n)) if not brief or n <= 4 else [0, 1, n - 1])
-        steps = max(n_all - n + 1, 1)
-        total = 8 + (n + 10 if self.shows("tokens") else 0)
-        per_number = max(width // 9, 1)  # numbers per line of a wrapped vector or weighted sum
-        if self.shows("embed", "attention"):
-            for layer in self.layers:
-                for t in shown:
-                    keys = t + 1
-                    rows = min(keys, 8) if brief else keys
-                    per_head = 8 + (keys if keys <= 8 or not brief else 1) + rows + 2 * (rows // per_number + 1)
-                    total += 6 + (8 if layer == 0 else 0) + (heads * per_head + 14 if self.shows("attention") else 0)
-        if self.shows("layers"):
-            total += cfg.n_layers + 8 + (0 if brief else cfg.n_layers * (n + 6))
-        if self.shows("predict"):
-            total += 34 + 2 * self.view.top_k
-        if self.shows("positions"):
-            total += min(n, 16 if brief else n) + 12
-        if self.shows("heatmap"):
-            per_row = max(1, (width + 3) // (3 * min(n, width // 3) + 8))
-            maps = len(self.layers) if (not brief or len(self.layers) == 1) else 1
-            total += maps * -(-heads // per_row) * (min(n, width // 3) + 3) + 4
-        if self.shows("loop"):
-            total += steps * (5 + (0 if brief else cfg.n_layers + 2)) + steps + 14
-        if self.shows("lens"):
-            total += cfg.n_layers + 12
-        return total
+    def with_checks(self, checks) -> "Resolved":
+        """The same view with a scenario's stated values to place beside their steps."""
+        return dataclasses.replace(self, view=dataclasses.replace(self.view, checks=tuple(checks)))
+
+    def for_run(self, gen, width: int | None = None) -> "Resolved":
+        """The view for the recorded run `gen`: a generation that stopped early has fewer positions
+        than `resolve` allowed (a --token among them is an error now)."""
+        n_all = len(gen.steps[-1].tokens)
+        if n_all != self.n_all:
+            parse_token(self.view.token, self.n_prompt, n_all)
+        return dataclasses.replace(self, n_all=n_all, width=self.width if width is None else width, meta=dict(gen.meta))
+
+    def estimated_lines(self) -> int:
+        """About how many lines the walkthrough prints (to refuse one of minutes and megabytes before
+        anything runs), from the shown tokens, heads and layers and the model's sizes."""
+        from .estimate import estimated_lines
+
+        return estimated_lines(self)
+
+    def check_lines(self, lines: int, about: bool = True) -> None:
+        """A TracerError when `lines` (estimated, or counted) exceed --max-lines."""
+        if self.view.max_lines and lines > self.view.max_lines:
+            raise TracerError(
+                f"this view would print {'about ' if about else ''}{lines:,} lines (--max-lines {self.view.max_lines:,}); "
+                f"show a part: --section ({', '.join(SECTIONS)}), one token (--token), one layer (--layer N), or --brief; "
+                f"--max-lines 0 prints it all")
 
     def shows(self, *names: str) -> bool:
         """Whether any of these sections is shown."""

@@ -24,9 +24,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..sections import LAYER, NUMBERED
 from .checks import check_line
 from .context import Ctx
 from .fmt import count, integer
+from .header import ablation_words, block_words, head_roles_line, training_line, weights_warning
 from .heatmap import heatmaps
 from .layer import layer_section
 from .lens import logit_lens_view
@@ -36,45 +38,6 @@ from .storage import storage_words
 from .summary import overflow_note
 from .text import line, section
 from .view import Resolved
-
-
-def ablation_words(change: dict, tok) -> str:
-    """--ablate's effect on the next token, in one sentence: "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H"."""
-    from ..tokens import show_token
-
-    clean, new = change["clean"], change["changed"]
-    name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
-    what = " and ".join(change.get("ablated") or ["the hooked values"])
-    words = (f"without {what}: p({name(clean['top_id'])}) {clean['p_top']:.3f} → {new['p_clean_top']:.3f}; "
-             + (f"top-1 stays {name(clean['top_id'])}" if new["top_id"] == clean["top_id"]
-                else f"top-1 becomes {name(new['top_id'])} ({new['p_top']:.3f})"))
-    return words
-
-
-def block_words(cfg) -> str:
-    pos = cfg.position_kind.title
-    if cfg.position_kind.rotary:
-        pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
-    norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
-    mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
-    if cfg.layer_norm and cfg.norm_place_kind.title:
-        norm += f" ({cfg.norm_place_kind.title})"
-    parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), mlp,
-             "residual" if cfg.residual else "no residual",
-             ("scores ÷ √d_head" if cfg.attn_scalar is None else f"scores ÷ √{cfg.attn_scalar:g}")
-             if cfg.scale_scores else "unscaled scores"]
-    for where, cap in (("scores", cfg.attn_softcap), ("logits", cfg.final_softcap)):
-        if cap is not None:
-            parts.append(cfg.softcap_kind.title.format(where=where, cap=f"{cap:g}"))
-    if cfg.embed_scale:
-        parts.insert(0, f"embedding × √{cfg.d_model}")
-    if cfg.kv_heads < cfg.n_heads:
-        parts.append(f"{cfg.kv_heads} key/value heads shared by {cfg.n_heads} query heads")
-    if cfg.sliding_window is not None:
-        where = "" if cfg.windowed is None else f" on layer{'s' if len(cfg.windowed) > 1 else ''} {', '.join(map(str, cfg.windowed))}"
-        base = f" (RoPE base {cfg.rope_local_theta:g} there)" if cfg.rope_local_theta is not None else ""
-        parts.append(f"sliding window {cfg.sliding_window}{where}{base}")
-    return ", ".join(parts)
 
 
 @group()
@@ -108,31 +71,6 @@ def header(ctx: Ctx):
     overflow = overflow_note(ctx.gen)
     if overflow is not None:
         yield overflow
-
-
-def training_line(info: dict) -> str:
-    """One line: what `tracer train` trained the weights on, and how long (its training.json)."""
-    loss = info.get("final_loss")
-    sha = str(info.get("corpus_sha256", "?"))[:12]
-    about = f", {info['corpus_about']}" if isinstance(info.get("corpus_about"), str) else ""
-    return (f"trained by tracer {info.get('tracer_version', '?')} on {info.get('corpus', '?')} (sha256 {sha}…{about}): "
-            f"{info.get('steps', '?')} steps, seed {info.get('seed', '?')}, final loss {loss if loss is not None else '?'}")
-
-
-def weights_warning(meta: dict) -> str | None:
-    """What the reader must know about where the weights came from, or None for trained weights."""
-    if meta.get("trained"):
-        return None
-    how = meta.get("weights")
-    if how == "given":
-        return ("These weights are written by hand in the scenario, not trained: every number below is real "
-                "arithmetic on them, and the predictions show what these chosen weights do, not what a trained "
-                "model would say.")
-    if how == "partly given":
-        return ("Some weights are given by the scenario and the rest are seeded at random (untrained): every number "
-                "below is real arithmetic, but the predictions are meaningless until real weights are loaded.")
-    return ("These weights are untrained (seeded at random): every number below is real arithmetic, but the "
-            "predictions are meaningless until real weights are loaded (--model gpt2, a GPT-2 folder, or a scenario).")
 
 
 def token_rows(ctx: Ctx) -> Table:
@@ -181,7 +119,7 @@ def attribution_table(ctx: Ctx, att: dict) -> Table:
 def heatmap_section(ctx: Ctx, number: str):
     if ctx.cfg.n_layers == 0:
         return
-    layers = ctx.layers if len(ctx.layers) == 1 or not ctx.view.brief or str(ctx.view.layer) == "all" else ctx.layers[:1]
+    layers = ctx.resolved.heatmaps
     yield section(f"{number} · Attention heatmaps")
     yield line("Row: the token that attends; column: the key it reads. Each row sums to 1; "
                    "the triangle above the diagonal is hidden by the causal mask.")
@@ -196,36 +134,6 @@ def heatmap_section(ctx: Ctx, number: str):
     roles = head_roles_line(ctx.gen.meta.get("training"))
     if roles:
         yield line(roles)
-
-
-ROLE_AT_LEAST = 0.3  # a head named in the roles line puts at least this much weight where its role says
-
-
-def head_roles_line(training) -> str:
-    """What training made of the heads (training.json's scores, carried in the trace's meta), in words."""
-    heads = training.get("heads") if isinstance(training, dict) else None
-    try:
-        prev, ind = np.asarray(heads["previous_token"], dtype=float), np.asarray(heads["induction"], dtype=float)
-    except (TypeError, KeyError, ValueError):
-        return ""
-    if prev.ndim != 2 or prev.shape != ind.shape:
-        return ""
-
-    def named(scores) -> str:
-        cells = sorted(zip(*np.nonzero(scores >= ROLE_AT_LEAST)), key=lambda c: -scores[c])
-        return ", ".join(f"layer {l} head {h} ({scores[l, h]:.2f})" for l, h in cells)
-
-    parts = []
-    if named(prev):
-        parts.append(f"previous-token heads, which look at the token just before: {named(prev)}")
-    if named(ind):
-        parts.append(f"induction heads, which look from a repeated token to what followed it last time (so the model "
-                     f"can copy): {named(ind)}")
-    if not parts:
-        return ""
-    return ("What training made of the heads (measured on a sequence shown twice; weight on the token the role "
-            "names): " + "; ".join(parts) + ". Induction shows on a prompt that repeats itself: "
-            "tracer trace \"red fox jumps. red fox\" --section heatmap --layer all.")
 
 
 @group()
@@ -277,18 +185,18 @@ def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[Re
     parts: list[RenderableType] = [header(ctx)]
     if shows("tokens"):
         parts.append(tokens_section(ctx))
-    if ctx.cfg.n_layers == 0 and shows("embed", "attention"):
+    if ctx.cfg.n_layers == 0 and shows(*LAYER):
         parts.append(section("2 · Layers"))
         parts.append(Text("This model has no layers: the embedding goes straight to W_U."))
-    wanted = frozenset(s for s in ("embed", "attention") if shows(s))  # section 2, in part or whole
+    wanted = frozenset(s for s in LAYER if shows(s))  # section 2, in part or whole
     layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
     for i, layer in enumerate(layers):
         parts.append(layer_section(ctx, layer, "2" if len(layers) == 1 else f"2.{i + 1}", wanted))
-    later = (("layers", layers_section), ("predict", predict_section), ("positions", every_position_section),
-             ("heatmap", heatmap_section), ("loop", loop_section), ("lens", lens_section))
-    for number, (name, make) in enumerate(later, start=3):  # a section keeps its number when others are hidden
+    later = {"layers": layers_section, "predict": predict_section, "positions": every_position_section,
+             "heatmap": heatmap_section, "loop": loop_section, "lens": lens_section}
+    for number, name in enumerate(NUMBERED, start=3):  # a section keeps its number when others are hidden
         if shows(name):
-            parts.append(make(ctx, str(number)))
+            parts.append(later[name](ctx, str(number)))
     parts.append(checks_section(ctx))
     parts += missing_section(ctx)
     return parts

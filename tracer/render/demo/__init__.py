@@ -31,7 +31,7 @@ from .pager import Pager, RawKeys, interactive, key_name, run_interactive
 from .screens import STEPS, build_steps, fit_pages, pages_of, print_all, screen
 
 __all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "STEPS", "Step", "build_steps", "check_deck_path",
-           "deck_html", "fit_pages", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
+           "deck_html", "fit_pages", "fitted", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
 
 
 def show_demo(d: Demo, console: Console, quiz: bool = False, auto: float | None = None, export: str | None = None,
@@ -51,9 +51,15 @@ def _show_demo(d: Demo, console: Console, quiz: bool, auto: float | None, export
         safe_console(stderr=True).print(f"wrote {export}: {n} screens, one self-contained page", highlight=False,
                                         markup=False)
     elif interactive(stdin, console):  # a screen at a time: every page fits the terminal, heading in view
-        d.rows = max(4, min(16, console.height - 16))
-        steps = build_steps(d)
-        run_interactive(d, steps, fit_pages(d, steps, quiz, console), console, stdin, auto)
+        run_interactive(d, *fitted(d, console, quiz), console, stdin, auto)
     else:
         steps = build_steps(d)
         print_all(d, steps, pages_of(steps, quiz), console)
+
+
+def fitted(d: Demo, console: Console, quiz: bool = False) -> tuple[list[Step], list[Page]]:
+    """The steps and pages of a walk at this terminal: long tables sized to its height, every page
+    fitting it (`fit_pages`)."""
+    d.rows = max(4, min(16, console.height - 16))
+    steps = build_steps(d)
+    return steps, fit_pages(d, steps, quiz, console)

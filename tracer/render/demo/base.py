@@ -152,6 +152,7 @@ class Page:
     parts: int = 1  # how many pages the step takes
     tight: bool = False  # the step's blank spacer lines left out, so that it fits one screen
     summed: bool = False  # its stated values, all holding, said in one line (so that it fits one screen)
+    compact: bool = False  # each ✗ stated value in one line where the width allows (so that it fits one screen)
 
 
 # --------------------------------------------------------------------------- small table helpers

@@ -68,7 +68,8 @@ def step_unembed(d: Demo) -> Step:
     for r, i in enumerate(_top(logits[last], TOP)):
         t.add_row(str(r + 1), d.token_name(i), str(i), d.num(logits[last, i]))
     every = table("", "position", "its top next token", right=())
-    rows = list(range(d.n)) if d.n <= 6 else [0, 1, None] + list(range(d.n - 3, d.n))
+    fit = max(4, min(TOP, d.rows - 2))  # 6 rows; fewer where a small terminal folds the screen (`fit_pages`)
+    rows = list(range(d.n)) if d.n <= fit else [0, 1, None] + list(range(d.n - (fit - 3), d.n))
     for p in rows:
         if p is None:
             every.add_row("", "⋮", "")
@@ -182,7 +183,7 @@ def step_chosen(d: Demo) -> Step:
            "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
     parts = [_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}.")]
     if isinstance(d.gen.meta.get("ablation"), dict):  # --ablate: what the removed part did to this choice
-        from ..walkthrough import ablation_words
+        from ..header import ablation_words
 
         parts.append(Text(ablation_words(d.gen.meta["ablation"], d.tokenizer) + ".", style="bold"))
     answer = Group(*parts)

@@ -59,8 +59,10 @@ def pages_of(steps: list[Step], quiz: bool) -> list[Page]:
 
 
 def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bool = True) -> list[Page]:
-    """Pages that fit `console`'s height with the heading in view: a screen too tall is cut between
-    its blocks (the narration on the first page, "continued" on the others)."""
+    """Pages that fit `console`'s height with the heading in view. A screen too tall is first folded
+    onto one: its blank lines left out, its holding stated values said in a line, each ✗ in one line,
+    its long tables with fewer rows (the step rebuilt in `steps`); only what still does not fit is cut
+    between its blocks (the narration on the first page, "continued" on the others)."""
     room = console.height - 1  # the last line stays free: printing on it would scroll the heading away
 
     def tall(renderable) -> int:
@@ -69,7 +71,11 @@ def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bo
     pages = []
     for i, s in enumerate(steps):
         for q in ([True] if quiz and s.question is not None else []) + [False]:
-            blocks = blocks_of(d, s, q)
+            one = _one_screen(d, steps, i, q, lambda p: tall(screen(d, steps, p, keys=keys)) <= room)
+            if one is not None:
+                pages.append(one)
+                continue
+            blocks = blocks_of(d, steps[i], q)
             heights = [tall(b) for b in blocks]
             first = tall(screen(d, steps, Page(i, q, (0, 0), 0, 2), keys=keys))  # heading, narration, footer
             later = tall(screen(d, steps, Page(i, q, (0, 0), 1, 2), keys=keys))
@@ -82,22 +88,37 @@ def fit_pages(d: Demo, steps: list[Step], quiz: bool, console: Console, keys: bo
                         start, used = j + 1, later - 1  # a page starts with no blank line
                 used += h
             cuts.append((start, len(blocks)))
-            spacers = sum(h for b, h in zip(blocks, heights) if _spacer(b))
-            ok = bool(s.checks) and all(c.ok for c in s.checks)
-            short = blocks_of(d, s, q, summed=True) if ok else []
-            summed = sum(tall(b) for b in short)
-            summed_tight = summed - sum(tall(b) for b in short if _spacer(b))
-            if len(cuts) == 1:
-                pages.append(Page(i, q))
-            elif first + sum(heights) - spacers <= room:  # fits once its blank lines go: no near-empty page
-                pages.append(Page(i, q, tight=True))
-            elif ok and first + summed <= room:  # a page of ✓ only: said in a line instead
-                pages.append(Page(i, q, summed=True))
-            elif ok and first + summed_tight <= room:
-                pages.append(Page(i, q, tight=True, summed=True))
-            else:
-                pages += [Page(i, q, c, k, len(cuts)) for k, c in enumerate(cuts)]
+            pages += [Page(i, q, c, k, len(cuts)) for k, c in enumerate(cuts)]
     return pages
+
+
+def _one_screen(d: Demo, steps: list[Step], i: int, quiz: bool, fits) -> Page | None:
+    """The first way of showing step i on one screen that `fits`: as it is; without its blank lines;
+    its stated values (all holding) in one line; each ✗ in one line; then, rebuilt with fewer rows in
+    its long tables (`Demo.rows`, down to 4), without blank lines and with ✗ in one line. None: none fits."""
+    s = steps[i]
+    ok = bool(s.checks) and all(c.ok for c in s.checks)
+    failing = any(not c.ok for c in s.checks)
+    ways = [Page(i, quiz), Page(i, quiz, tight=True)]
+    ways += [Page(i, quiz, summed=True), Page(i, quiz, tight=True, summed=True)] if ok else []
+    ways += [Page(i, quiz, tight=True, compact=True)] if failing else []
+    for page in ways:
+        if fits(page):
+            return page
+    rows = d.rows
+    for fewer in range(rows - 1, 3, -1):
+        d.rows = fewer
+        try:
+            shorter = STEPS[i](d)
+        finally:
+            d.rows = rows
+        shorter.checks = s.checks
+        steps[i] = shorter
+        page = Page(i, quiz, tight=True, summed=ok, compact=failing)
+        if fits(page):
+            return page
+    steps[i] = s
+    return None
 
 
 def _spacer(block) -> bool:
@@ -113,9 +134,10 @@ def _checked_value(d: Demo, x) -> str:
     return d.num(a) if a.ndim == 0 else d.vec(a, dims=6)
 
 
-def _check_blocks(d: Demo, checks: list) -> list:
+def _check_blocks(d: Demo, checks: list, compact: bool = False) -> list:
     """A scenario's stated values beside this step: a heading, then a block per value (✓ in one line;
-    ✗ with what was stated and recorded), so that a screen too small for all of them can page them."""
+    ✗ with what was stated and recorded, on a second line, or after the name where it fits the width
+    when `compact`), so that a screen too small for all of them can page them."""
     out = [sentence(("stated values, checked", "bold"), f"  ({sum(c.ok for c in checks)} of {len(checks)} hold)")]
     for c in checks:
         t = Table.grid(padding=(0, 1))
@@ -126,14 +148,31 @@ def _check_blocks(d: Demo, checks: list) -> list:
                   Text(name, style=None if c.ok else "bold"))
         if not c.ok:
             diff = f" · off by {c.diff:.{d.precision}f}" if np.isfinite(c.diff) else ""
-            t.add_row("", f"stated {_checked_value(d, c.expected)} · recorded {_checked_value(d, c.computed)}{diff}")
+            detail = f"stated {_checked_value(d, c.expected)} · recorded {_checked_value(d, c.computed)}{diff}"
+            if compact:
+                t.add_row("", detail)
+                out.append(_OneLineIfFits(Text.assemble(("✗ ", "bold red"), (name, "bold"), "  ", detail), t))
+                continue
+            t.add_row("", detail)
         out.append(t)
     return out
 
 
-def blocks_of(d: Demo, s: Step, quiz: bool, summed: bool = False) -> list:
+class _OneLineIfFits:
+    """`one` where it fits the width it is given in one line, else `two` (rich asks at render time)."""
+
+    def __init__(self, one: Text, two: Table):  # one: a line; two: the same in two rows
+        self.one, self.two = one, two
+
+    def __rich_console__(self, console, options):
+        yield self.one if self.one.cell_len <= options.max_width else self.two
+
+
+
+def blocks_of(d: Demo, s: Step, quiz: bool, summed: bool = False, compact: bool = False) -> list:
     """What a screen shows under its narration, as blocks a small terminal can page: the question and
-    what to predict (quiz), or the numbers and the stated values (`summed`: all holding, in one line)."""
+    what to predict (quiz), or the numbers and the stated values (`summed`: all holding, in one line;
+    `compact`: each ✗ in one line where it fits)."""
     if quiz:
         ask = Panel(Text(f"{s.ask}\nPredict, then press Enter.", style="bold"), expand=False, border_style="bold")
         return [*_parts(s.question), Text(), ask]
@@ -142,7 +181,7 @@ def blocks_of(d: Demo, s: Step, quiz: bool, summed: bool = False) -> list:
         return [*_parts(s.body), sentence(("✓ ", "bold green"), ("stated values, checked", "bold"),
                                           f": all {n} hold" if n > 1 else ": it holds",
                                           " (tracer replay lists them)")]
-    return [*_parts(s.body), *([Text(), *_check_blocks(d, s.checks)] if s.checks else [])]
+    return [*_parts(s.body), *([Text(), *_check_blocks(d, s.checks, compact)] if s.checks else [])]
 
 
 def _parts(r) -> list:
@@ -160,7 +199,7 @@ def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool 
         parts.append(Padding(Text(s.narration), (0, 0, 0, 1), expand=False))
     if not page.tight:
         parts.append(Text())
-    blocks = blocks_of(d, s, page.quiz, page.summed)
+    blocks = blocks_of(d, s, page.quiz, page.summed, page.compact)
     a, b = page.blocks if page.blocks is not None else (0, len(blocks))
     parts += [x for x in blocks[a:b] if not (page.tight and _spacer(x))]
     if b < len(blocks):

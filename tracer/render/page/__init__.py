@@ -22,7 +22,7 @@ from ...tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..storage import example_words, storage_words
-from ..walkthrough import block_words, training_line, weights_warning
+from ..header import block_words, training_line, weights_warning
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,

@@ -8,7 +8,7 @@ numbers only; never runs the model.
 
 from __future__ import annotations
 
-from ..walkthrough import ablation_words
+from ..header import ablation_words
 from .data import r6
 
 
