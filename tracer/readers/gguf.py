@@ -33,6 +33,13 @@ norms: attn_norm (before attention), post_attention_norm (after it), ffn_norm (b
 post_ffw_norm (after it). What llama.cpp decides by rules the file does not state is in
 `gemma_settings`.
 
+Sliding windows: Phi-3's `sliding_window` applies to every layer, as transformers applies it (0, which
+the converter writes for a config without one, Phi-4's, is none; llama.cpp itself currently turns
+Phi's window off, llama.cpp#13676, so on prompts longer than the window its numbers differ from
+transformers' and tracer's). An `olmo2` file with a window is OLMo 3's: the window is on the layers
+llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, and refused when that is some
+layers only.
+
 Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped; a model
 bigger than memory as float32 is the next issue's). Core module: numpy and the standard library.
 """
