@@ -52,6 +52,7 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
+from .llama import split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 
@@ -297,8 +298,8 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
             t[hf] = arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
-    storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-               for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+    storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
+                                            for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
