@@ -144,3 +144,14 @@ def test_gemma_metadata_tracer_cannot_compute_is_one_line_before_any_weight(gguf
     damaged.write_bytes(bytes(data))
     with pytest.raises(TracerError, match=says):
         tracer.load(str(damaged))
+
+
+def test_a_gemma2_gguf_walkthrough_says_its_switches_with_llama_cpps_settings(run_tracer, gguf_of_folder):
+    path = gguf_of_folder(DATA / "gemma2-tiny", "default")
+    r = run_tracer("trace", "The quick brown fox jumps over the lazy dog", "--model", str(path), "-n", "1", "--no-pager",
+                   "--token", "K", env={"COLUMNS": "100"}, text=True)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    for said in ["embedding × √64", "scores ÷ √32", "scores soft-capped at 5 (Gemma 2)", "logits soft-capped at 8 (Gemma 2)",
+                 "sliding window 6 on layer 0", "Gemma's RMS norm multiplies by (1 + w)", "the sliding window (6 keys) hides"]:
+        assert said in out, said
