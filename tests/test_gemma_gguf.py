@@ -107,6 +107,7 @@ def test_llama_cpp_rules_for_what_a_gemma_file_does_not_say():
     assert [l for l, t in enumerate(g3["layer_types"]) if t == "full_attention"] == [5, 11]
     assert (g3["sliding_window"], g3["rope_local_base_freq"], g3["query_pre_attn_scalar"]) == (512, 10000.0, 32)
     assert "attn_logit_softcapping" not in g3 and "final_logit_softcapping" not in g3
+    assert "final_logit_softcapping" not in _settings("gemma3", 2, **{"{arch}.final_logit_softcapping": 0.0})  # 0: none
     assert _settings("gemma3", 62, **{"{arch}.attention.sliding_window": 512})["query_pre_attn_scalar"] == 16
     none = _settings("gemma3", 3)  # no window in the file: none on any layer
     assert none["layer_types"] == ["full_attention"] * 3 and "sliding_window" not in none

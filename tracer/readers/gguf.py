@@ -178,8 +178,9 @@ def gemma_settings(meta: dict, a: str, raw: dict, d_head: int, where: Path) -> d
     `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer). Gemma 2's
     window is 4096 when the file gives none, its soft-caps 50 (scores) and 30 (logits); a Gemma 3
     file without a window (or with 0) has none. Gemma 3's sliding layers turn RoPE by base 10000
-    (or the file's `{arch}.rope.freq_base_swa`); its final soft-cap, if the file gives one, goes to
-    the Gemma 3 reader, which refuses it."""
+    (or the file's `{arch}.rope.freq_base_swa`); its final soft-cap, if the file gives one (other than
+    0, none), goes to the Gemma 3 reader, which refuses it. (Two things newer llama.cpp reads that the
+    converter does not write, `sliding_window_pattern` and `rope.freq_base_swa`, are read when present.)"""
     rules = GEMMA_RULES[a]
     n_layers, d_model, n_heads = raw["num_hidden_layers"], raw["hidden_size"], raw["num_attention_heads"]
     out: dict = {"query_pre_attn_scalar": d_model // n_heads if n_layers == rules["big"] else d_head}
@@ -195,7 +196,7 @@ def gemma_settings(meta: dict, a: str, raw: dict, d_head: int, where: Path) -> d
     if rules["caps"] is not None:
         for name, default in zip(("attn_logit_softcapping", "final_logit_softcapping"), rules["caps"]):
             out[name] = soft_cap(meta, f"{a}.{name}", default, where)
-    elif meta.get(f"{a}.final_logit_softcapping") is not None:
+    elif meta.get(f"{a}.final_logit_softcapping") not in (None, 0):  # 0: none (llama.cpp's Gemma 3 default)
         out["final_logit_softcapping"] = soft_cap(meta, f"{a}.final_logit_softcapping", None, where)
     if a == "gemma3":
         out["rope_local_base_freq"] = _meta(meta, f"{a}.rope.freq_base_swa", where, float, GEMMA_LOCAL_BASE)
