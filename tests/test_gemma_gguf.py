@@ -156,3 +156,13 @@ def test_a_gemma2_gguf_walkthrough_says_its_switches_with_llama_cpps_settings(ru
     for said in ["embedding × √64", "scores ÷ √32", "scores soft-capped at 5 (Gemma 2)", "logits soft-capped at 8 (Gemma 2)",
                  "sliding window 6 on layer 0", "Gemma's RMS norm multiplies by (1 + w)", "the sliding window (6 keys) hides"]:
         assert said in out, said
+
+
+def test_a_quantized_gemma_file_keeps_its_norms_in_float32_with_the_1_taken_off(gguf_of_folder):
+    q8 = tracer.load(str(gguf_of_folder(DATA / "gemma3-tiny", "default", "Q8_0")))
+    f32 = tracer.load(str(gguf_of_folder(DATA / "gemma3-tiny", "default")))
+    assert q8.storage["blocks.0.attn.W_Q"].dtype == "Q8_0" and q8.storage["blocks.0.attn.q_norm.w"].dtype == "F32"
+    np.testing.assert_array_equal(q8.params["blocks.1.ln2_post.w"], f32.params["blocks.1.ln2_post.w"])
+    ids = _ids("gemma3-tiny")[1]
+    a, b = q8.run(ids)["logits"], f32.run(ids)["logits"]
+    assert 0 < np.linalg.norm(a - b) < 0.05 * np.linalg.norm(b)  # 8-bit blocks: close, not equal

@@ -247,3 +247,23 @@ def test_phi3_without_a_window_and_olmo3_windows_on_some_layers(gguf_of_folder):
                                           "attention.layer_norm_rms_epsilon": 1e-6, "vocab_size": 10}.items()}
     raw = config_json_of({"general.architecture": "olmo2", **meta}, {}, Path("m.gguf"))
     assert [l for l, t in enumerate(raw["layer_types"]) if t == "full_attention"] == [3, 7]
+
+
+@pytest.mark.parametrize("name, pre, meta, says", [
+    ("qwen3-tiny", "qwen2", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16, "{arch}.rope.dimension_count": 16},
+     r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
+    ("olmo2-tiny", "qwen2", {"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 4.0}, "RoPE scaling 'yarn' is not supported"),
+    ("phi3-tiny", "llama-bpe", {"{arch}.attention.sliding_window_pattern": [True]}, None),  # Phi-3's window: every layer, no pattern
+    ("olmo2-tiny", "qwen2", {"{arch}.attention.sliding_window": 8, "{arch}.attention.sliding_window_pattern": [True] * 3},
+     r"'olmo2\.attention\.sliding_window_pattern' must be one true/false per layer \(2\)"),
+    ("phi3-tiny", "llama-bpe", {"general.architecture": "phi4"},
+     "GGUF architecture 'phi4' is not supported; tracer reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gemma3"),
+])
+def test_new_family_metadata_tracer_cannot_compute_is_one_line(gguf_of_folder, name, pre, meta, says):
+    path = gguf_of_folder(DATA / name, pre, meta=meta)
+    if says is None:
+        assert tracer.load(str(path)).config.n_layers == 2
+        return
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(path))
+    assert "\n" not in str(e.value)
