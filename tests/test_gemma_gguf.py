@@ -129,6 +129,8 @@ def test_llama_cpp_rules_for_what_a_gemma_file_does_not_say():
     ("gemma2-tiny", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16},
      r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
     ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 8.0}, "RoPE scaling 'linear' is not supported"),
+    ("gemma2-tiny", {"{arch}.block_count": 10 ** 9}, "metadata 'gemma2.block_count' 1,000,000,000 is more than tracer reads"),
+    ("gemma3-tiny", {"{arch}.attention.sliding_window_pattern": [True] * 5000}, r"one true/false per layer \(2\), got 5000 values"),
     ("gemma3-tiny", {"general.architecture": "gemma3n"}, "GGUF architecture 'gemma3n' is not supported; tracer reads .*gemma2, gemma3"),
 ])
 def test_gemma_metadata_tracer_cannot_compute_is_one_line_before_any_weight(gguf_of_folder, tmp_path, name, meta, says):

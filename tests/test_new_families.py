@@ -402,6 +402,13 @@ def test_gemma2_reads_its_switches_and_records_them():
     assert np.isfinite(t["blocks.1.attn.hook_attn_scores"][:, far]).all() and (t["blocks.1.attn.hook_pattern"][:, far] > 0).all()
 
 
+def test_gemma2_with_too_many_layers_is_refused_before_any_list_is_made(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=10 ** 12)
+    with pytest.raises(TracerError, match="'num_hidden_layers' 1,000,000,000,000 is more than tracer reads|"
+                                          "num_hidden_layers 1,000,000,000,000 is more than tracer reads"):
+        tracer.load(str(folder))
+
+
 def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path, family_copy):
     folder = family_copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=2)
     assert tracer.load(str(folder)).config.windowed == (0,)

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
-from .llama import split_marked
+from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 
@@ -183,7 +183,8 @@ def gemma_settings(meta: dict, a: str, raw: dict, d_head: int, where: Path) -> d
     converter does not write, `sliding_window_pattern` and `rope.freq_base_swa`, are read when present.)"""
     rules = GEMMA_RULES[a]
     n_layers, d_model, n_heads = raw["num_hidden_layers"], raw["hidden_size"], raw["num_attention_heads"]
-    out: dict = {"query_pre_attn_scalar": d_model // n_heads if n_layers == rules["big"] else d_head}
+    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
+    out: dict = {"query_pre_attn_scalar": d_model // n_heads if n_layers == rules["big"] and n_heads else d_head}
     key = f"{a}.attention.sliding_window"
     window = meta.get(key, rules["window"])
     if not (isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window >= 0):
@@ -215,11 +216,13 @@ def layer_types_of(meta: dict, a: str, n_layers: int, period: int, where: Path) 
     """Each layer's attention, as llama.cpp's `set_swa_pattern` decides it: the file's
     `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer), else `period`."""
     key = f"{a}.attention.sliding_window_pattern"
+    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
     given = meta.get(key, period)
     given = given.tolist() if isinstance(given, np.ndarray) else given  # (an array's values come as numpy's)
     if isinstance(given, (list, tuple)):
         if len(given) != n_layers or not all(isinstance(v, (bool, np.bool_)) for v in given):
-            raise TracerError(f"{where}: metadata {key!r} must be one true/false per layer ({n_layers}), got {given!r}")
+            got = f"{len(given)} values" if len(given) != n_layers else f"{sorted({type(v).__name__ for v in given})}"
+            raise TracerError(f"{where}: metadata {key!r} must be one true/false per layer ({n_layers}), got {got}")
         local = [bool(v) for v in given]
     elif isinstance(given, (int, np.integer)) and not isinstance(given, bool) and given >= 0:
         local = [given == 0 or l % given < given - 1 for l in range(n_layers)]

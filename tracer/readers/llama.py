@@ -80,6 +80,16 @@ def check_layer_types(layer_types, n_layers: int, where: Path) -> None:
         raise TracerError(f"{where}: layer type {unknown[0]!r} is not known; tracer computes {' and '.join(LAYER_TYPES)}")
 
 
+def check_layer_count(n_layers: int, where: Path, key: str = "num_hidden_layers") -> None:
+    """A layer count within `config.LIMITS`, checked before anything is built per layer (a list of
+    layer types for 10¹² layers would never finish): the one-line error `Config` would give."""
+    from ..config import LIMITS
+
+    if n_layers > LIMITS["n_layers"]:
+        raise TracerError(f"{where}: {key} {n_layers:,} is more than tracer reads (at most {LIMITS['n_layers']:,}; "
+                          f"no published model comes near it)")
+
+
 def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | None:
     """The window every layer uses, or None; a window on some layers only is refused."""
     window = raw.get("sliding_window")
