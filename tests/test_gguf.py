@@ -267,3 +267,21 @@ def test_new_family_metadata_tracer_cannot_compute_is_one_line(gguf_of_folder, n
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(path))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma2-tiny", "gemma3-tiny"])
+def test_the_files_tensor_names_are_the_gguf_packages_own(gguf_of_folder, name):
+    """Every tensor of a written fixture is named as convert_hf_to_gguf.py's map_tensor_name names it
+    (gguf's tensor_mapping.py for the file's architecture), so the tests' writer is not tracer's table."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    path = gguf_of_folder(DATA / name, "default" if name.startswith("gemma") else "qwen2")
+    reader = gguf.GGUFReader(str(path))
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+    cfg = json.loads((DATA / name / "config.json").read_text())
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+    t = load_file(str(DATA / name / "model.safetensors"))
+    expected = {tmap.get_name(hf, try_suffixes=(".weight", ".bias")) for hf in t}
+    got = {x.name for x in reader.tensors} - {"rope_freqs.weight"}
+    assert got == expected and None not in expected
