@@ -1,9 +1,21 @@
 #!/usr/bin/env python
-"""Benchmark of issue 15: tracer against transformers on a SmolLM2-135M-shaped Llama.
+"""Benchmark of issues 15 and 24: tracer against transformers on a SmolLM2-135M-shaped Llama, a
+Gemma-3-270M-shaped Gemma 3 or a Qwen3-0.6B-shaped Qwen3 (`--shape`).
 
     .venv/bin/python bench/bench_families.py            # the full run (about a minute on 2 cores)
     .venv/bin/python bench/bench_families.py --quick    # a sanity run: 2 rounds, 8 new tokens
     .venv/bin/python bench/bench_families.py --torch-python /work/torchvenv/bin/python --json-out r.json
+    .venv/bin/python bench/bench_families.py --shape gemma3-270m     # or qwen3-0.6b (issue 24)
+    .venv/bin/python bench/bench_families.py --shape qwen3-0.6b --layers 2 --quick   # a smoke test of the code
+
+`--shape gemma3-270m`: Gemma3ForCausalLM with Gemma 3 270M's shape (hidden 640, 18 layers, 4 heads
+sharing 1 key/value head, head_dim 256, MLP 2048 (GeGLU), vocabulary 262,144, tied embeddings, a
+sliding window of 512 on 5 layers of every 6 with RoPE base 10,000 there and 1,000,000 elsewhere,
+query_pre_attn_scalar 256, per-head Q/K norms, four norms a layer). `--shape qwen3-0.6b`:
+Qwen3ForCausalLM with Qwen3 0.6B's shape (hidden 1024, 28 layers, 16 heads sharing 8 key/value
+heads, head_dim 128, MLP 3072, vocabulary 151,936, tied, rope_theta 1,000,000, per-head Q/K norms).
+Norm gains are 1 + N(0, 0.1) (Gemma's stored w: N(0, 0.1), its gain being 1 + w). `--layers N`
+keeps the shape but N layers (a smoke test, not a benchmark).
 
 The model has SmolLM2-135M's shape (LlamaForCausalLM: hidden 576, 30 layers, 9 heads sharing 3
 key/value heads, head_dim 64, MLP 1536, vocabulary 49,152, tied embeddings, rope_theta 100000,
@@ -57,6 +69,19 @@ import numpy as np  # noqa: E402
 SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
                     num_key_value_heads=3, head_dim=64, intermediate_size=1536, tie_word_embeddings=True,
                     rope_theta=100000.0, rms_norm_eps=1e-5, max_position_embeddings=2048)
+GEMMA3_270M = dict(vocab_size=262144, hidden_size=640, num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1,
+                   head_dim=256, intermediate_size=2048, tie_word_embeddings=True, rms_norm_eps=1e-6,
+                   max_position_embeddings=32768, query_pre_attn_scalar=256, sliding_window=512,
+                   hidden_activation="gelu_pytorch_tanh", attn_logit_softcapping=None, final_logit_softcapping=None,
+                   rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                 head_dim=128, intermediate_size=3072, tie_word_embeddings=True, rms_norm_eps=1e-6,
+                 max_position_embeddings=40960, use_sliding_window=False, sliding_window=None, hidden_act="silu",
+                 rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+# --shape → (transformers' model_type and class, the shape)
+SHAPES = {"smollm2-135m": ("llama", "LlamaForCausalLM", SMOLLM2_135M), "gemma3-270m": ("gemma3_text", "Gemma3ForCausalLM", GEMMA3_270M),
+          "qwen3-0.6b": ("qwen3", "Qwen3ForCausalLM", QWEN3_06B)}
 TOKENIZER = ROOT / "tests" / "data" / "tokenizers" / "llama3-like.json"  # 1,024 ids: any model id still runs
 LOGIT_TOLERANCE = 1e-3
 
@@ -96,17 +121,45 @@ def llama_tensors(shape: dict, seed: int) -> dict[str, np.ndarray]:
     return t
 
 
-def write_folder(folder: Path, seed: int = 0) -> int:
-    """config.json, model.safetensors (float32) and tokenizer.json: a folder both sides load. Returns
-    the weights file's size in bytes."""
+def family_tensors(family: str, shape: dict, seed: int) -> dict[str, np.ndarray]:
+    """`llama_tensors` with what Qwen3 and Gemma 3 add: per-head Q/K norm gains [head_dim], and Gemma's
+    norms around the MLP; Gemma's stored gains are w of (1 + w), N(0, 0.1)."""
+    t = llama_tensors(shape, seed)
+    if family == "llama":
+        return t
+    rng = np.random.default_rng(seed + 1)
+    extra = ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
+    if family == "gemma3_text":
+        extra += ["pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"]
+    for l in range(shape["num_hidden_layers"]):
+        for name in extra:
+            n = shape["head_dim"] if "_norm." in name else shape["hidden_size"]
+            t[f"model.layers.{l}.{name}"] = (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    if family == "gemma3_text":  # its norms multiply by (1 + w): the file holds w
+        t = {k: (v - 1).astype(np.float32) if k.endswith("norm.weight") else v for k, v in t.items()}
+    return t
+
+
+def layer_types(n_layers: int) -> list[str]:
+    """Gemma 3's: a sliding window on 5 layers of every 6, then a global one."""
+    return ["full_attention" if (l + 1) % 6 == 0 else "sliding_attention" for l in range(n_layers)]
+
+
+def write_folder(folder: Path, seed: int = 0, name: str = "smollm2-135m", layers: int | None = None) -> int:
+    """config.json, model.safetensors (float32) and tokenizer.json: a folder both sides load, of the
+    shape `name` (SHAPES), with `layers` layers if given. Returns the weights file's size in bytes."""
     from tracer.files import save_safetensors
 
+    family, cls, shape = SHAPES[name]
+    shape = {**shape, **({"num_hidden_layers": layers} if layers else {})}
+    if family == "gemma3_text":
+        shape["layer_types"] = layer_types(shape["num_hidden_layers"])
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "dtype": "float32",
+    config = {"architectures": [cls], "model_type": family, "dtype": "float32",
               "attention_bias": False, "mlp_bias": False, "bos_token_id": 768, "eos_token_id": 769,
-              **SMOLLM2_135M}
+              **({"hidden_act": "silu"} if family == "llama" else {}), **shape}
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    save_safetensors(folder / "model.safetensors", llama_tensors(SMOLLM2_135M, seed), {"format": "pt"})
+    save_safetensors(folder / "model.safetensors", family_tensors(family, shape, seed), {"format": "pt"})
     shutil.copy(TOKENIZER, folder / "tokenizer.json")
     return (folder / "model.safetensors").stat().st_size
 
@@ -117,7 +170,7 @@ def torch_worker(folder: str, threads: int) -> None:
     torch_setup(threads)
     import torch
     import transformers
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
 
@@ -126,7 +179,7 @@ def torch_worker(folder: str, threads: int) -> None:
         model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
                                                  attn_implementation="sdpa").eval()
     else:
-        model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
 
     def model_for(impl: str):
         if model.config._attn_implementation != impl:
@@ -235,6 +288,8 @@ def main() -> int:
     ap = arguments(__doc__)
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,generate")
     ap.add_argument("--gguf", default=None, help="a real model's GGUF file for both sides (SmolLM2-135M-Instruct.Q4_1.gguf)")
+    ap.add_argument("--shape", default="smollm2-135m", choices=sorted(SHAPES), help="the random model's shape")
+    ap.add_argument("--layers", type=int, default=None, help="that shape with this many layers (a smoke test)")
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:
@@ -248,7 +303,9 @@ def main() -> int:
     q = args.quick
     only = set(filter(None, args.only.split(",")))
     want = lambda c: not only or c in only  # noqa: E731
-    results: dict = {"machine": machine(), "quick": q, "model": {"shape": "SmolLM2-135M", **SMOLLM2_135M}}
+    family, _, shape = SHAPES[args.shape]
+    shape = {**shape, **({"num_hidden_layers": args.layers} if args.layers else {})}
+    results: dict = {"machine": machine(), "quick": q, "model": {"shape": args.shape, "family": family, **shape}}
     m = results["machine"]
     print(f"machine: {m.get('cpu', '?')}, {m['cpus']} CPUs, {threads} threads; numpy {m['numpy']}, {m['blas']}")
     print(f"load average at start: {m['load_at_start']}")
@@ -256,15 +313,15 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tracer-bench-families-"))
     torch_w = None
     try:
-        source = Path(args.gguf).resolve() if args.gguf else tmp / "smollm2-135m-random"
-        size = source.stat().st_size if args.gguf else write_folder(source)
+        source = Path(args.gguf).resolve() if args.gguf else tmp / f"{args.shape}-random"
+        size = source.stat().st_size if args.gguf else write_folder(source, 0, args.shape, args.layers)
         results["model"]["file_bytes"] = size
         results["model"]["gguf"] = str(source) if args.gguf else None
         t0 = time.perf_counter()
         model = tracer.load(str(source))
         results["model"]["tracer_load_s"] = time.perf_counter() - t0
         what = f"{source.name} (GGUF)" if args.gguf else "random weights, float32 safetensors"
-        print(f"model: SmolLM2-135M shape, {what}, {size / 1e6:.0f} MB; {model!r}")
+        print(f"model: {args.shape if not args.gguf else 'SmolLM2-135M'} shape, {what}, {size / 1e6:.0f} MB; {model!r}")
         py = None if args.no_torch else find_torch_python(args.torch_python)
         if py:
             torch_w = Torch(py, source, threads, script=__file__)
@@ -273,13 +330,13 @@ def main() -> int:
                   f"({torch_w.info['torch_threads']} threads), via {py}")
         elif not args.no_torch:
             print("transformers: not importable here or in /work/torchvenv; comparisons skipped")
-        tokens = np.random.default_rng(5).integers(0, SMOLLM2_135M["vocab_size"], 128)  # [pos]
+        tokens = np.random.default_rng(5).integers(0, shape["vocab_size"], 128)  # [pos]
         if torch_w is not None:
             check_logits(model, torch_w, tokens, tmp, results)
         if want("prefill"):
             case_prefill(model, torch_w, tokens, 2 if q else 8, 2 if q else 3, results)
         if want("generate"):
-            prompt = np.random.default_rng(7).integers(0, SMOLLM2_135M["vocab_size"], 16).tolist()
+            prompt = np.random.default_rng(7).integers(0, shape["vocab_size"], 16).tolist()
             case_generate(model, torch_w, prompt, 8 if q else 32, 2 if q else 7, results)
     finally:
         if torch_w is not None:

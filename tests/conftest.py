@@ -437,16 +437,59 @@ GGUF_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_laye
               "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
               "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
               "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
-GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3"}  # model_type → llama.cpp's architecture (the rest: llama)
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3", "gemma2": "gemma2",
+             "gemma3_text": "gemma3"}  # model_type → llama.cpp's architecture (the rest: llama)
+# Which architectures convert_hf_to_gguf.py writes with Q and K rows permuted (LlamaModel.modify_tensors
+# and the models that copy it); Qwen2Model, Qwen3Model, Olmo2Model, Phi3MiniModel, Gemma2Model and
+# Gemma3Model do not override the rows (llama.cpp rotates their halves: LLAMA_ROPE_TYPE_NEOX)
+GGUF_PERMUTED = {"llama"}
+GEMMAS = ("gemma2", "gemma3")
 GGUF_ARCH_LAYER = {"olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight",  # llama.cpp's names there
                              "post_feedforward_layernorm.weight": "post_ffw_norm.weight"},
                    "phi3": {"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}}
 
 
-def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
+def _gemma_metadata(w, arch: str, cfg: dict) -> None:
+    """What Gemma2Model / Gemma3Model.set_gguf_parameters add, as written there: Gemma 2's two soft-caps
+    and window, Gemma 3's window and its final soft-cap if any (neither writes query_pre_attn_scalar,
+    the layer types or the local RoPE base: llama.cpp decides those by its own rules)."""
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+    else:
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        if cfg.get("sliding_window_pattern") != 1:
+            w.add_sliding_window(cfg["sliding_window"])
+
+
+def _override(w, arch: str, meta: dict) -> None:
+    """Metadata changed after the converter's: {key with {arch}: value, or None to remove it}."""
+    for k, v in meta.items():
+        key = k.format(arch=arch)
+        w.kv_data[0].pop(key, None)
+        if v is None:
+            continue
+        if isinstance(v, bool) or (isinstance(v, list) and v and isinstance(v[0], bool)):
+            w.add_array(key, v) if isinstance(v, list) else w.add_bool(key, v)
+        elif isinstance(v, list):
+            w.add_array(key, v)
+        elif isinstance(v, int):
+            w.add_uint32(key, v)
+        elif isinstance(v, float):
+            w.add_float32(key, v)
+        else:
+            w.add_string(key, v)
+
+
+def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
+                permute: bool | None = None) -> Path:
     """A Llama-family folder (config.json, model.safetensors, tokenizer.json) written as a GGUF file with
     the gguf package (llama.cpp's own writer): llama.cpp's names and metadata, Q/K permuted for the
-    `llama` architecture, matrices stored as `quant` (F32, F16 or Q8_0; vectors stay F32)."""
+    architectures convert_hf_to_gguf.py permutes (GGUF_PERMUTED; `permute` forces it on or off), Gemma's
+    norm weights stored with the 1 added and its names from gguf's own tensor map, matrices stored as
+    `quant` (F32, F16 or Q8_0; vectors stay F32); `meta` changes keys afterwards (`_override`)."""
     import json
 
     gguf = pytest.importorskip("gguf")
@@ -466,13 +509,18 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
     w.add_head_count_kv(KV)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    rope = rope.get("full_attention", rope)  # Gemma 3's global layers' (the converter's "for global layers")
     theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
-    w.add_rope_freq_base(theta)
+    if arch != "gemma2":  # Gemma2Model writes no RoPE base (llama.cpp's default, 10000)
+        w.add_rope_freq_base(theta)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // H
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    w.add_rope_dimension_count(head_dim)
-    w.add_vocab_size(cfg["vocab_size"])
+    if arch not in GEMMAS:
+        w.add_rope_dimension_count(head_dim)
+        w.add_vocab_size(cfg["vocab_size"])
+    else:
+        _gemma_metadata(w, arch, cfg)
     if arch == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
     vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
@@ -517,18 +565,26 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
              "lm_head.weight": "output.weight"}
     for l in range(cfg["num_hidden_layers"]):
         names.update({f"model.layers.{l}.{k}": f"blk.{l}.{v}" for k, v in {**GGUF_LAYER, **GGUF_ARCH_LAYER.get(arch, {})}.items()})
+    if arch in GEMMAS:  # gguf's own map (tensor_mapping.py), as the converter's map_tensor_name uses it
+        tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+        names = {hf: tmap.get_name(hf, try_suffixes=(".weight",)) for hf in t if hf != "lm_head.weight"}
     for hf, g in names.items():
         if hf not in t:
             continue
         a = np.ascontiguousarray(t[hf], dtype=np.float32)
-        if arch == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+        if (arch in GGUF_PERMUTED if permute is None else permute) and hf.endswith(("q_proj.weight", "k_proj.weight")):
             a = _llama_cpp_permute(a, H if "q_proj" in hf else KV)
+        if arch in GEMMAS and hf.endswith("norm.weight"):  # Gemma2Model / Gemma3Model.modify_tensors: + 1
+            a = a + np.float32(1)
+        if arch == "gemma3" and "embed_tokens.weight" in hf:  # rows beyond the tokenizer's are cut off
+            a = a[: len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))]
         if a.ndim == 2 and quant != "F32":
             qt = getattr(gguf.GGMLQuantizationType, quant)
             data = a.astype(np.float16) if quant == "F16" else gguf.quants.quantize(a, qt)
             w.add_tensor(g, data, raw_dtype=qt)
         else:
             w.add_tensor(g, a)
+    _override(w, arch, meta or {})
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -538,15 +594,15 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32") -> Path:
 
 @pytest.fixture(scope="session")
 def gguf_of_folder(tmp_path_factory):
-    """`gguf_of_folder(folder, pre, quant="F32")`: the Llama-family fixture folder written as a GGUF file
-    by the gguf package (llama.cpp's writer), once per arguments."""
+    """`gguf_of_folder(folder, pre, quant="F32", meta=None, permute=None)`: the Llama-family fixture folder
+    written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`)."""
     made: dict = {}
 
-    def make(folder, pre: str, quant: str = "F32") -> Path:
-        key = (str(folder), pre, quant)
+    def make(folder, pre: str, quant: str = "F32", meta: dict | None = None, permute: bool | None = None) -> Path:
+        key = (str(folder), pre, quant, repr(sorted((meta or {}).items())), permute)
         if key not in made:
             out = tmp_path_factory.mktemp("gguf") / f"{Path(folder).name}.{quant}.gguf"
-            made[key] = _write_gguf(Path(folder), out, pre, quant)
+            made[key] = _write_gguf(Path(folder), out, pre, quant, meta, permute)
         return made[key]
 
     return make

@@ -188,3 +188,100 @@ def test_a_model_whose_float32_copies_would_not_fit_is_refused_with_the_numbers(
         tracer.load(str(path))
     with pytest.raises(TracerError, match=r"expanded to float32 this model needs .* \(BF16 on disk\)"):
         tracer.load(str(DATA / "llama-tiny-bf16"))
+
+
+# --------------------------------------------------------------------------- Q and K rows as the converter stores them
+
+
+@pytest.mark.parametrize("name, pre, q_rows", [("olmo2-tiny", "qwen2", "self_attn.q_proj.weight"),
+                                               ("phi3-tiny", "llama-bpe", "self_attn.qkv_proj.weight"),
+                                               ("qwen3-tiny", "qwen2", "self_attn.q_proj.weight"),
+                                               ("gemma2-tiny", "default", "self_attn.q_proj.weight")])
+def test_q_and_k_rows_are_read_in_the_order_the_converter_stores_them(gguf_of_folder, name, pre, q_rows):
+    """convert_hf_to_gguf.py permutes Q and K rows only where llama.cpp's RoPE turns neighbouring pairs
+    (LlamaModel.modify_tensors: architecture llama); Olmo2Model, Phi3MiniModel, Qwen3Model and the
+    Gemma models override no tensor's rows (llama.cpp turns their halves, LLAMA_ROPE_TYPE_NEOX, as
+    transformers does). The gguf package's reader sees the file's rows as the folder's (Phi-3's fused
+    Q|K|V included), and tracer's W_Q and W_K are the folder's."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    path = gguf_of_folder(DATA / name, pre)
+    stored = {x.name: np.asarray(x.data) for x in gguf.GGUFReader(str(path)).tensors}
+    t = load_file(str(DATA / name / "model.safetensors"))
+    g = "blk.1.attn_qkv.weight" if "qkv" in q_rows else "blk.1.attn_q.weight"
+    np.testing.assert_array_equal(stored[g], t[f"model.layers.1.{q_rows}"])
+    if "qkv" not in q_rows:
+        np.testing.assert_array_equal(stored["blk.1.attn_k.weight"], t["model.layers.1.self_attn.k_proj.weight"])
+    m, f = tracer.load(str(path)), tracer.load(str(DATA / name))
+    for p in ("blocks.0.attn.W_Q", "blocks.1.attn.W_K"):
+        np.testing.assert_array_equal(m.params[p], f.params[p])
+
+
+@pytest.mark.parametrize("name, pre, permute", [("olmo2-tiny", "qwen2", True), ("llama-tiny", "llama-bpe", False)])
+def test_rows_in_the_other_order_would_show_in_the_logits(gguf_of_folder, name, pre, permute):
+    """The parity tests above would catch a reader that undid the wrong order: OLMo 2 written with Llama's
+    permutation, or Llama without it, gives logits far from transformers'."""
+    model = tracer.load(str(gguf_of_folder(DATA / name, pre, permute=permute)))
+    ref = _ref(name)
+    assert np.abs(model.run(ref["input_ids_1"].tolist())["logits"] - ref["logits_1"]).max() > 1e-2
+
+
+def test_phi3_without_a_window_and_olmo3_windows_on_some_layers(gguf_of_folder):
+    """convert_hf_to_gguf.py writes Phi-3's sliding_window as 0 when config.json has none (Phi-4): no window.
+    An `olmo2` file with a window is OLMo 3's, windowed on 3 layers of every 4 (llama.cpp's pattern 4, or
+    the file's sliding_window_pattern); a window on some layers only is refused in one line."""
+    from tracer.readers.gguf import config_json_of
+
+    none = tracer.load(str(gguf_of_folder(DATA / "phi3-tiny", "llama-bpe", meta={"{arch}.attention.sliding_window": 0})))
+    assert none.config.sliding_window is None
+    both = gguf_of_folder(DATA / "olmo2-tiny", "qwen2", meta={"{arch}.attention.sliding_window": 4096})
+    assert tracer.load(str(both)).config.sliding_window == 4096  # layers 0 and 1 of the pattern 4: both windowed
+    some = gguf_of_folder(DATA / "olmo2-tiny", "qwen2", meta={"{arch}.attention.sliding_window": 4096,
+                                                              "{arch}.attention.sliding_window_pattern": [True, False]})
+    with pytest.raises(TracerError, match="a sliding window on some layers only .* is not supported") as e:
+        tracer.load(str(some))
+    assert "\n" not in str(e.value)
+    meta = {f"olmo2.{k}": v for k, v in {"block_count": 8, "embedding_length": 64, "feed_forward_length": 128,
+                                          "attention.head_count": 4, "context_length": 64, "attention.sliding_window": 16,
+                                          "attention.layer_norm_rms_epsilon": 1e-6, "vocab_size": 10}.items()}
+    raw = config_json_of({"general.architecture": "olmo2", **meta}, {}, Path("m.gguf"))
+    assert [l for l, t in enumerate(raw["layer_types"]) if t == "full_attention"] == [3, 7]
+
+
+@pytest.mark.parametrize("name, pre, meta, says", [
+    ("qwen3-tiny", "qwen2", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16, "{arch}.rope.dimension_count": 16},
+     r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
+    ("olmo2-tiny", "qwen2", {"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 4.0}, "RoPE scaling 'yarn' is not supported"),
+    ("phi3-tiny", "llama-bpe", {"{arch}.attention.sliding_window_pattern": [True]}, None),  # Phi-3's window: every layer, no pattern
+    ("olmo2-tiny", "qwen2", {"{arch}.attention.sliding_window": 8, "{arch}.attention.sliding_window_pattern": [True] * 3},
+     r"'olmo2\.attention\.sliding_window_pattern' must be one true/false per layer \(2\)"),
+    ("phi3-tiny", "llama-bpe", {"general.architecture": "phi4"},
+     "GGUF architecture 'phi4' is not supported; tracer reads llama, qwen2, qwen3, olmo2, phi3, gemma2, gemma3"),
+])
+def test_new_family_metadata_tracer_cannot_compute_is_one_line(gguf_of_folder, name, pre, meta, says):
+    path = gguf_of_folder(DATA / name, pre, meta=meta)
+    if says is None:
+        assert tracer.load(str(path)).config.n_layers == 2
+        return
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(path))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma2-tiny", "gemma3-tiny"])
+def test_the_files_tensor_names_are_the_gguf_packages_own(gguf_of_folder, name):
+    """Every tensor of a written fixture is named as convert_hf_to_gguf.py's map_tensor_name names it
+    (gguf's tensor_mapping.py for the file's architecture), so the tests' writer is not tracer's table."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    path = gguf_of_folder(DATA / name, "default" if name.startswith("gemma") else "qwen2")
+    reader = gguf.GGUFReader(str(path))
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+    cfg = json.loads((DATA / name / "config.json").read_text())
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+    t = load_file(str(DATA / name / "model.safetensors"))
+    expected = {tmap.get_name(hf, try_suffixes=(".weight", ".bias")) for hf in t}
+    got = {x.name for x in reader.tensors} - {"rope_freqs.weight"}
+    assert got == expected and None not in expected

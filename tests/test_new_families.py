@@ -136,7 +136,8 @@ def test_qwen3_gguf_reads_its_norms(gguf_of_folder):
 
 
 @pytest.mark.parametrize("changes, says", [
-    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 128 rows but config.json's num_attention_heads 4 "
+                       r"× head_dim 16 = 64: head_dim does not match the weights \(head_dim 32 would\)"),
     ({"head_dim": None}, "'head_dim' is missing"),
     ({"layer_types": ["full_attention"]}, "'layer_types' names 1 layers but num_hidden_layers is 2"),
     ({"layer_types": ["full_attention", "chunked_attention"]}, "layer type 'chunked_attention' is not known"),
@@ -264,6 +265,17 @@ def test_phi3_gguf_reads_the_fused_tensors_and_the_window(gguf_of_folder):
     assert g.storage["blocks.0.mlp.W_gate"].tensor == "blk.0.ffn_up.weight"
 
 
+def test_phi3_walkthrough_says_where_its_fused_tensors_were_split(run_tracer, gguf_of_folder):
+    for model, qkv, gate_up in ((DATA / "phi3-tiny", "model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight"),
+                                (gguf_of_folder(DATA / "phi3-tiny", "llama-bpe"), "blk.0.attn_qkv.weight", "blk.0.ffn_up.weight")):
+        r = run_tracer("trace", "The quick brown fox", "--model", str(model), "-n", "1", "--no-pager", env={"COLUMNS": "100"}, text=True)
+        assert r.returncode == 0, r.stderr
+        out = " ".join(r.stdout.split())
+        assert f"W_Q, W_K and W_V of layer 0 come from one matrix in the file, {qkv} (stored fused): split once, when the model was read" in out
+        assert f"W_gate and W_in of layer 0 come from one matrix in the file, {gate_up} (stored fused)" in out
+        assert out.count("stored fused") == 2  # once each, where they are first used
+
+
 @pytest.mark.parametrize("changes, says", [
     ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}},
      "RoPE scaling 'longrope' .Phi-3's long-context factors per frequency. is not supported"),
@@ -337,7 +349,8 @@ def test_gemma3_gradients_match_central_differences():
     ({"layer_types": ["local", "full_attention"]}, "layer type 'local' is not known"),
     ({"layer_types": None}, "'layer_types' is missing"),
     ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
-    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 128 rows but config.json's num_attention_heads 4 "
+                       r"× head_dim 16 = 64: head_dim does not match the weights \(head_dim 32 would\)"),
     ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0},
                           "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}, "RoPE scaling 'yarn' is not supported"),
 ])
@@ -389,6 +402,13 @@ def test_gemma2_reads_its_switches_and_records_them():
     assert np.isfinite(t["blocks.1.attn.hook_attn_scores"][:, far]).all() and (t["blocks.1.attn.hook_pattern"][:, far] > 0).all()
 
 
+def test_gemma2_with_too_many_layers_is_refused_before_any_list_is_made(tmp_path, family_copy):
+    folder = family_copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=10 ** 12)
+    with pytest.raises(TracerError, match="'num_hidden_layers' 1,000,000,000,000 is more than tracer reads|"
+                                          "num_hidden_layers 1,000,000,000,000 is more than tracer reads"):
+        tracer.load(str(folder))
+
+
 def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path, family_copy):
     folder = family_copy(tmp_path, "gemma2-tiny", layer_types=None, num_hidden_layers=2)
     assert tracer.load(str(folder)).config.windowed == (0,)
@@ -435,7 +455,8 @@ def test_gemma2_gradients_match_central_differences():
     ({"layer_types": ["sliding_attention"]}, "'layer_types' names 1 layers but num_hidden_layers is 2"),
     ({"layer_types": ["local", "full_attention"]}, "layer type 'local' is not known"),
     ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
-    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has shape \[128, 64\]"),
+    ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 128 rows but config.json's num_attention_heads 4 "
+                       r"× head_dim 16 = 64: head_dim does not match the weights \(head_dim 32 would\)"),
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0}}, "yarn"),
 ])
 def test_gemma2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):

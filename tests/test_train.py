@@ -213,3 +213,13 @@ def test_tracer_corpus_writes_the_shipped_models_corpus_as_the_tool_does(runner,
 
     assert hashlib.sha256(corpus().encode("ascii")).hexdigest() == shipped["corpus_sha256"]  # the default: abc's corpus
     assert "tracer corpus" in shipped["corpus_about"]
+
+
+def test_train_help_says_it_trains_gpt2_shaped_models_only(runner):
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    out = " ".join(r.output.split())
+    assert "trains GPT-2-shaped models only" in out
+    assert "Qwen3, OLMo 2, Phi-3, Gemma 2 and Gemma 3 blocks" in out  # what the backward pass covers besides

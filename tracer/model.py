@@ -72,6 +72,9 @@ class Model:
                 "trained": self.trained, "tracer_version": __version__}
         if self.storage:  # each parameter's storage type in its file (F32, BF16, Q4_1, …)
             meta["storage"] = {k: s.dtype for k, s in self.storage.items()}
+            split = {k: s.tensor for k, s in self.storage.items() if getattr(s, "split", False)}
+            if split:  # parameters the reader cut out of a fused tensor (Phi-3): the walkthrough says where
+                meta["split_from"] = split
         if self.storage_examples:
             meta["storage_examples"] = self.storage_examples
         if self.training:  # what a trace's header says instead of "untrained" (without the loss curve)

@@ -65,8 +65,9 @@ def train(
     AdamW with warm-up and a cosine decay, gradient clipping, the gpt2 tokenizer. The same corpus,
     options and seed give the same weights. Ctrl-C stops after the current step and saves it; a loss
     that stops being finite stops training and keeps the last good weights. Nothing is half-written.
-    It trains GPT-2's block only (and writes transformers' GPT-2 layout); the backward pass itself,
-    `Model.loss_and_grads`, also covers Llama, Qwen2 and Mistral blocks.
+    It trains GPT-2-shaped models only (GPT-2's block, written in transformers' GPT-2 layout); the
+    backward pass itself, `Model.loss_and_grads`, also covers the Llama, Qwen2, Mistral, Qwen3, OLMo 2,
+    Phi-3, Gemma 2 and Gemma 3 blocks.
 
     Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """

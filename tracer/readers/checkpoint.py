@@ -18,11 +18,13 @@ from ..tokens import Tokenizer
 @dataclass(frozen=True)
 class Stored:
     """How one parameter is kept in its file: the storage type ("F32", "BF16", "Q4_1", …), the
-    tensor's name in the file, and the file's format ("safetensors", "gguf", "npz", "toml")."""
+    tensor's name in the file, the file's format ("safetensors", "gguf", "npz", "toml"), and whether
+    the reader cut it out of a fused tensor (Phi-3's qkv_proj, gate_up_proj)."""
 
     dtype: str  # the storage type as the file names it
     tensor: str  # the tensor's name in the file (a GGUF or transformers name), "" for a value tracer made
     format: str  # safetensors | gguf | npz | toml | seeded
+    split: bool = False  # cut by the reader, once, out of a tensor the file stores fused with others (Phi-3)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ def config_of(raw: dict, where: Path) -> Config:
     if raw.get("use_bidirectional_attention"):
         raise TracerError(f"{where}: use_bidirectional_attention is not supported; tracer's attention is causal")
     n_layers = whole(raw, "num_hidden_layers", where)
+    llama.check_layer_count(n_layers, where)
     types = raw.get("layer_types")
     if types is None:  # transformers' Gemma2Config: a sliding window on layers 0, 2, 4, …
         types = ["sliding_attention" if (l + 1) % 2 else "full_attention" for l in range(n_layers)]

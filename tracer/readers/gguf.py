@@ -20,7 +20,25 @@ A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is tr
 its rotary pairs are neighbours ((x0, x1), (x2, x3), …); tracer rotates transformers' halves
 ((x_i, x_{i + d_head/2})), so the rows are put back (`unpermute`, the inverse of
 convert_hf_to_gguf.py's `LlamaModel.permute`), and tracer's Q and K equal the original checkpoint's.
-Qwen2 files are written unpermuted (llama.cpp rotates them as transformers does).
+Every other architecture here is written unpermuted: convert_hf_to_gguf.py's Qwen2Model, Qwen3Model,
+Olmo2Model, Phi3MiniModel, Gemma2Model and Gemma3Model do not override the tensors' rows (llama.cpp
+rotates those architectures' halves as transformers does, LLAMA_ROPE_TYPE_NEOX). (OLMo 1's OlmoModel
+does permute, like Llama's; it is not read here.)
+
+Gemma 2 and Gemma 3 (architectures `gemma2`, `gemma3`): the converter stores every `*norm.weight`
+with the 1 of Gemma's (1 + w) gain already added (llama.cpp then multiplies by the stored number);
+tracer's `gemma_rms` norm multiplies by (1 + w) as transformers does, so the reader takes the 1 off
+again (`NORM_SHIFTED`), and tracer's gains equal the folder's. llama.cpp's names for Gemma's four
+norms: attn_norm (before attention), post_attention_norm (after it), ffn_norm (before the MLP),
+post_ffw_norm (after it). What llama.cpp decides by rules the file does not state is in
+`gemma_settings`.
+
+Sliding windows: Phi-3's `sliding_window` applies to every layer, as transformers applies it (0, which
+the converter writes for a config without one, Phi-4's, is none; llama.cpp itself currently turns
+Phi's window off, llama.cpp#13676, so on prompts longer than the window its numbers differ from
+transformers' and tracer's). An `olmo2` file with a window is OLMo 3's: the window is on the layers
+llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, and refused when that is some
+layers only.
 
 Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped; a model
 bigger than memory as float32 is the next issue's). Core module: numpy and the standard library.
@@ -34,12 +52,15 @@ import numpy as np
 
 from ..errors import TracerError
 from .checkpoint import Checkpoint, Stored
+from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
-                 "olmo2": ("olmo2", False), "phi3": ("phi3", False)}
+                 "olmo2": ("olmo2", False), "phi3": ("phi3", False), "gemma2": ("gemma2", False),
+                 "gemma3": ("gemma3_text", False)}
+NORM_SHIFTED = ("gemma2", "gemma3")  # architectures whose *norm.weight tensors hold 1 + w
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
        "output.weight": "lm_head.weight"}
@@ -58,6 +79,10 @@ LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_
 ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.weight",
                         "post_ffw_norm.weight": "post_feedforward_layernorm.weight"},
               "phi3": {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"}}
+GEMMA_LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight",  # Gemma's four norms: ffn_norm is
+               "ffn_norm.weight": "pre_feedforward_layernorm.weight",            # the one before the MLP
+               "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
+ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER})
 
 
 def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
@@ -114,8 +139,12 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
                           f"rotates all of them (partial rotary is not supported)")
     window = meta.get(f"{a}.attention.sliding_window")
-    if window is not None:  # Phi-3's, on every layer
-        raw["sliding_window"] = _meta(meta, f"{a}.attention.sliding_window", where)
+    if window is not None and a not in GEMMA_RULES:  # Phi-3's, on every layer (0: none, Phi-4's); OLMo 3's, on some
+        window = _meta(meta, f"{a}.attention.sliding_window", where)
+        if window:
+            raw["sliding_window"] = window
+        if window and a == "olmo2":
+            raw["layer_types"] = layer_types_of(meta, a, raw["num_hidden_layers"], 4, where)
     if "rope_factors_long.weight" in tensors or "rope_factors_short.weight" in tensors:
         raise TracerError(f"{where}: RoPE scaling 'longrope' (Phi-3's rope_factors_long/short) is not supported; "
                           f"tracer computes plain rotary positions")
@@ -125,7 +154,81 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
                           f"rotary positions and Llama 3's per-pair factors (rope_freqs)")
     if a in ("qwen2", "qwen3"):
         raw["use_sliding_window"] = False
+    if a in GEMMA_RULES:
+        raw.update(gemma_settings(meta, a, raw, d_head, where))
     return raw
+
+
+# llama.cpp's rules for what a gemma2 / gemma3 file does not state (src/llama-model.cpp, the
+# architectures' load_hparams): the period of the sliding-window layers, the window when absent,
+# the soft-caps when absent, and the block count of the 27B model, whose scores are scaled differently
+GEMMA_RULES = {"gemma2": {"period": 2, "window": 4096, "caps": (50.0, 30.0), "big": 46},
+               "gemma3": {"period": 6, "window": 0, "caps": None, "big": 62}}
+GEMMA_LOCAL_BASE = 10000.0  # Gemma 3's RoPE base on its sliding-window layers (rope_freq_base_train_swa)
+
+
+def gemma_settings(meta: dict, a: str, raw: dict, d_head: int, where: Path) -> dict:
+    """config.json's Gemma keys for a gemma2 / gemma3 file, decided as llama.cpp decides them.
+
+    convert_hf_to_gguf.py writes neither query_pre_attn_scalar nor the layer types: llama.cpp scales
+    the scores by 1/√key_length, except for the 27B models (46 layers of Gemma 2, 62 of Gemma 3),
+    by 1/√(embedding_length / head_count) (gemma_pytorch's config); and it puts the sliding window
+    on layer l when l % period < period − 1 (`llama_hparams::set_swa_pattern`: period 2 for Gemma 2,
+    layers 0, 2, 4, …; 6 for Gemma 3, five local layers then one global), unless the file gives
+    `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer). Gemma 2's
+    window is 4096 when the file gives none, its soft-caps 50 (scores) and 30 (logits); a Gemma 3
+    file without a window (or with 0) has none. Gemma 3's sliding layers turn RoPE by base 10000
+    (or the file's `{arch}.rope.freq_base_swa`); its final soft-cap, if the file gives one (other than
+    0, none), goes to the Gemma 3 reader, which refuses it. (Two things newer llama.cpp reads that the
+    converter does not write, `sliding_window_pattern` and `rope.freq_base_swa`, are read when present.)"""
+    rules = GEMMA_RULES[a]
+    n_layers, d_model, n_heads = raw["num_hidden_layers"], raw["hidden_size"], raw["num_attention_heads"]
+    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
+    out: dict = {"query_pre_attn_scalar": d_model // n_heads if n_layers == rules["big"] and n_heads else d_head}
+    key = f"{a}.attention.sliding_window"
+    window = meta.get(key, rules["window"])
+    if not (isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window >= 0):
+        raise TracerError(f"{where}: metadata {key!r} must be a whole number ≥ 0, got {window!r}")
+    if window:
+        out["sliding_window"] = int(window)
+        out["layer_types"] = layer_types_of(meta, a, n_layers, rules["period"], where)
+    else:
+        out["layer_types"] = ["full_attention"] * n_layers
+    if rules["caps"] is not None:
+        for name, default in zip(("attn_logit_softcapping", "final_logit_softcapping"), rules["caps"]):
+            out[name] = soft_cap(meta, f"{a}.{name}", default, where)
+    elif meta.get(f"{a}.final_logit_softcapping") not in (None, 0):  # 0: none (llama.cpp's Gemma 3 default)
+        out["final_logit_softcapping"] = soft_cap(meta, f"{a}.final_logit_softcapping", None, where)
+    if a == "gemma3":
+        out["rope_local_base_freq"] = _meta(meta, f"{a}.rope.freq_base_swa", where, float, GEMMA_LOCAL_BASE)
+    return out
+
+
+def soft_cap(meta: dict, key: str, default, where: Path) -> float:
+    """A soft-cap from the metadata (`default` when absent): a number > 0, or a one-line error."""
+    value = _meta(meta, key, where, float, default)
+    if not 0 < value < float("inf"):
+        raise TracerError(f"{where}: metadata {key!r} must be a number > 0 (the soft-cap cap · tanh(s / cap)), got {value:g}")
+    return value
+
+
+def layer_types_of(meta: dict, a: str, n_layers: int, period: int, where: Path) -> list[str]:
+    """Each layer's attention, as llama.cpp's `set_swa_pattern` decides it: the file's
+    `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer), else `period`."""
+    key = f"{a}.attention.sliding_window_pattern"
+    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
+    given = meta.get(key, period)
+    given = given.tolist() if isinstance(given, np.ndarray) else given  # (an array's values come as numpy's)
+    if isinstance(given, (list, tuple)):
+        if len(given) != n_layers or not all(isinstance(v, (bool, np.bool_)) for v in given):
+            got = f"{len(given)} values" if len(given) != n_layers else f"{sorted({type(v).__name__ for v in given})}"
+            raise TracerError(f"{where}: metadata {key!r} must be one true/false per layer ({n_layers}), got {got}")
+        local = [bool(v) for v in given]
+    elif isinstance(given, (int, np.integer)) and not isinstance(given, bool) and given >= 0:
+        local = [given == 0 or l % given < given - 1 for l in range(n_layers)]
+    else:
+        raise TracerError(f"{where}: metadata {key!r} must be a whole number ≥ 0 or a list of true/false, got {given!r}")
+    return ["sliding_attention" if s else "full_attention" for s in local]
 
 
 ROPE_FREQS = "rope_freqs.weight"  # Llama 3's scaling as llama.cpp keeps it: a divisor per pair of dimensions
@@ -184,20 +287,23 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     kinds = sorted({f.tensors[g].type_name for g in wanted})
     check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
                                cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
-    permuted = ARCHITECTURES[raw["model_type"]][1]
+    arch = str(f.metadata["general.architecture"])
+    permuted = ARCHITECTURES[arch][1]
     t: dict[str, np.ndarray] = {}
     total = sum(f.tensors[g].nbytes for g in wanted)
     with (progress or no_progress)(total, f"reading {name or path.name} (GGUF)") as advance:
         for g, (hf, _) in wanted.items():
             arr = f.dequantize(g)  # float32 [out, in] (or [n])
             check_finite(g, arr, path)
+            if arch in NORM_SHIFTED and g.endswith("norm.weight"):
+                arr = arr - np.float32(1)  # the converter stored 1 + w; tracer's gemma_rms adds the 1 itself
             if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
                 arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
             t[hf] = arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
-    storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-               for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
+    storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
+                                            for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))

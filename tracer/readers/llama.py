@@ -80,6 +80,16 @@ def check_layer_types(layer_types, n_layers: int, where: Path) -> None:
         raise TracerError(f"{where}: layer type {unknown[0]!r} is not known; tracer computes {' and '.join(LAYER_TYPES)}")
 
 
+def check_layer_count(n_layers: int, where: Path, key: str = "num_hidden_layers") -> None:
+    """A layer count within `config.LIMITS`, checked before anything is built per layer (a list of
+    layer types for 10¹² layers would never finish): the one-line error `Config` would give."""
+    from ..config import LIMITS
+
+    if n_layers > LIMITS["n_layers"]:
+        raise TracerError(f"{where}: {key} {n_layers:,} is more than tracer reads (at most {LIMITS['n_layers']:,}; "
+                          f"no published model comes near it)")
+
+
 def sliding_window(raw: dict, family: str, where: Path, n_layers: int) -> int | None:
     """The window every layer uses, or None; a window on some layers only is refused."""
     window = raw.get("sliding_window")
@@ -200,11 +210,24 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
 
 def check_tensors(cfg: Config, shapes: dict, tensors: dict, origin: dict, folder: Path) -> None:
     """Every tensor present with config.json's shape, and nothing the block would ignore."""
+    check_head_dim(cfg, shapes, tensors, origin)
     check_present(shapes, tensors, origin, folder)
     extra = [k for k in tensors if k not in shapes and not k.endswith("rotary_emb.inv_freq")]
     if extra:
         raise TracerError(f"{origin[extra[0]]}: tensor {extra[0]!r} is not part of the block config.json describes "
                           f"(num_hidden_layers {cfg.n_layers}, biases as the family has them)")
+
+
+def check_head_dim(cfg: Config, shapes: dict, tensors: dict, origin: dict) -> None:
+    """A Q projection whose rows are not num_attention_heads × head_dim: the one-line error says so."""
+    name = PREFIX + "layers.0.self_attn.q_proj.weight"
+    if name not in tensors or name not in shapes or tuple(tensors[name].shape)[1:] != tuple(shapes[name])[1:]:
+        return
+    rows, want = int(tensors[name].shape[0]), cfg.n_heads * cfg.d_head
+    if rows != want:
+        fits = f" (head_dim {rows // cfg.n_heads} would)" if rows % cfg.n_heads == 0 else ""
+        raise TracerError(f"{origin[name]}: tensor {name!r} has {rows} rows but config.json's num_attention_heads "
+                          f"{cfg.n_heads} × head_dim {cfg.d_head} = {want}: head_dim does not match the weights{fits}")
 
 
 # TransformerLens name (after `blocks.{l}.`) → transformers' (after `model.layers.{l}.`): the renaming, once
@@ -245,6 +268,14 @@ def file_names(cfg: Config) -> dict[str, str]:
     return out
 
 
+def split_marked(fam, cfg: Config, storage: dict) -> dict:
+    """`storage` with the parameters the family's reader cuts out of fused tensors marked (`Stored.split`)."""
+    from dataclasses import replace
+
+    split = fam.split_params(cfg) if hasattr(fam, "split_params") else set()
+    return {tl: replace(s, split=True) if tl in split else s for tl, s in storage.items()}
+
+
 def tokenizer_of(folder: Path):
     """The folder's own tokenizer.json (and tokenizer_config.json), as `tracer.tokens` reads it."""
     return get_tokenizer({"kind": "tokenizer.json", "path": str(folder)})
@@ -269,5 +300,5 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None, family
                      progress)
     params, fused = fam.translate(cfg, t)
     return Checkpoint(cfg, params, tokenizer_of(folder), name or str(folder), str(folder), f"{raw['model_type']} folder",
-                      raw["model_type"], stored_as(fam.file_names(cfg), dtypes), fused_qkv=fused,
+                      raw["model_type"], split_marked(fam, cfg, stored_as(fam.file_names(cfg), dtypes)), fused_qkv=fused,
                       training=read_training(folder), chat_template=load_chat_template(folder))

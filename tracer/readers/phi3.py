@@ -86,5 +86,10 @@ def file_names(cfg: Config) -> dict[str, str]:
     return out
 
 
+def split_params(cfg: Config) -> set[str]:
+    """The parameters cut out of the fused tensors: each layer's W_Q, W_K, W_V, W_gate and W_in."""
+    return {tl for tl, hf in file_names(cfg).items() if hf.endswith((QKV, GATE_UP))}
+
+
 def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:
     return llama.read(folder, raw, name, progress, family=sys.modules[__name__])

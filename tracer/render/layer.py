@@ -15,7 +15,7 @@ from rich.text import Text
 
 from .context import Ctx
 from .fmt import bar, letters, num, prob, shape
-from .storage import example_words
+from .storage import example_words, split_words
 from .text import indent, line, section
 from ..equations import largest_first
 
@@ -335,6 +335,9 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
             if ln2 is not None:
                 yield ctx.eq(cfg.norm_kind.before_mlp(), f"{norm_name(cfg)}(x)", ctx.v(ln2))
+        if t == ctx.shown_tokens()[0]:  # once: where a fused gate_up_proj was split (Phi-3)
+            for words in split_words(ctx.gen.meta, b + "mlp.W_gate"):
+                yield indent(Text(words, style="dim"))
         for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:

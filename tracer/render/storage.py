@@ -39,6 +39,21 @@ def storage_words(meta: dict) -> str | None:
     return f"weights stored as {parts}; {how}"
 
 
+def split_words(meta: dict, param: str) -> list[str]:
+    """Where `param` (blocks.{l}.attn.W_Q, …) was cut from a tensor it shares with others (the trace's
+    meta `split_from`): "W_Q, W_K and W_V of layer 0 come from one matrix in the file, …", or []."""
+    split = meta.get("split_from") or {}
+    tensor = split.get(param)
+    if not isinstance(tensor, str):
+        return []
+    layer, _, _ = param.partition(".attn.") if ".attn." in param else param.partition(".mlp.")
+    names = [k.rsplit(".", 1)[-1] for k, v in split.items() if v == tensor and k.startswith(layer + ".")]
+    shown = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    where = f" of layer {layer.split('.')[1]}" if layer.startswith("blocks.") else ""
+    return [f"{shown}{where} come from one matrix in the file, {tensor} (stored fused): split once, "
+            f"when the model was read, not at each step"]
+
+
 def example_words(meta: dict, param: str, called: str | None = None) -> list[str]:
     """How `param` (`called` in the words: "W_Q of layer 0") is stored and, worked from its block's
     bytes, the first of its numbers (the walkthrough's first multiplication by it), or [] when the
@@ -58,7 +73,7 @@ def example_words(meta: dict, param: str, called: str | None = None) -> list[str
         where = f"{ex.get('tensor', param)}[{', '.join(str(i) for i in ex.get('index', [0, 0]))}]"
         lines.append(f"its first number, {where}, from its block's bytes: {parts} → {ex.get('formula', 'w')} = "
                      f"{_value(ex['value'])}")
-    return lines
+    return lines + split_words(meta, param)
 
 
 def _value(v) -> str:
