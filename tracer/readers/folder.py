@@ -124,13 +124,14 @@ def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int) -> Non
                           f"config.json does not match the weights")
 
 
-def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path], dict[str, str]]:
-    """Every tensor of the files, memory-mapped; the file each came from; its stored dtype ("BF16", …)."""
+def read_tensors(files: list[Path], raw_bf16: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Path], dict[str, str]]:
+    """Every tensor of the files, memory-mapped; the file each came from; its stored dtype ("BF16", …).
+    `raw_bf16`: bfloat16 tensors as their mapped bits, not widened (a lazy read: `tracer.stored`)."""
     tensors: dict[str, np.ndarray] = {}
     origin: dict[str, Path] = {}
     dtypes: dict[str, str] = {}
     for f in files:
-        arrays, _ = load_safetensors(f)  # checks the header, offsets and truncation
+        arrays, _ = load_safetensors(f, raw_bf16=raw_bf16)  # checks the header, offsets and truncation
         header, _ = read_safetensors_header(f)
         for k, v in arrays.items():
             tensors[k], origin[k], dtypes[k] = v, f, str(header[k]["dtype"])

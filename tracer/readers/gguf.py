@@ -157,9 +157,10 @@ def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_m
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
+def read(path: Path, name: str | None = None, progress=None, lazy: bool = False) -> Checkpoint:
     """A GGUF file of an architecture in ARCHITECTURES: its metadata checked into a config, every
-    tensor checked against it and de-quantized (driving `progress(total_bytes, label)`)."""
+    tensor checked against it and de-quantized (driving `progress(total_bytes, label)`); `lazy`:
+    none de-quantized, the Checkpoint's `lazy` source keeps them as blocks (`tracer.readers.source`)."""
     from ..gguf_file import open_gguf
 
     path = Path(path).expanduser()
@@ -182,9 +183,16 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
     kinds = sorted({f.tensors[g].type_name for g in wanted})
+    permuted = ARCHITECTURES[raw["model_type"]][1]
+    if lazy:
+        from .source import gguf_source
+
+        heads = {"q_proj.weight": cfg.n_heads, "k_proj.weight": cfg.kv_heads} if permuted else {}
+        source = gguf_source(cfg, f, {g: hf for g, (hf, _) in wanted.items()}, heads, unpermute, fam,
+                             f"reading {name or path.name} (GGUF)", progress)
+        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source)
     check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
                                cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
-    permuted = ARCHITECTURES[raw["model_type"]][1]
     t: dict[str, np.ndarray] = {}
     total = sum(f.tensors[g].nbytes for g in wanted)
     with (progress or no_progress)(total, f"reading {name or path.name} (GGUF)") as advance:
@@ -196,6 +204,11 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
             t[hf] = arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
+    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name)
+
+
+def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None) -> Checkpoint:
+    """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
     storage = {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
                for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors}
     from ..gguf_tokenizer import tokenizer_from_gguf
@@ -204,7 +217,7 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
     template = f.metadata.get("tokenizer.chat_template")
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
                       storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
-                      examples=storage_examples(f, storage))
+                      examples=storage_examples(f, storage), lazy=source)
 
 
 EXAMPLE_PARTS = ("d", "m", "dmin", "sub_block", "sc", "scale", "min", "q", "q_low", "q_high_bit", "bits")
