@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from .errors import TracerError
 from .fast import layout_layer, layout_top
-from .memory import default_budget, gb
+from . import memory
+from .memory import gb
 from .params import param_shapes
 from .streamed import Layers, Params, RowLookup, StreamedUnembed, StreamedW
 
@@ -21,18 +22,22 @@ def expand(source, budget: int | None = None):
     """(params, fused, weights, summary): see the module docstring."""
     cfg = source.cfg
     chosen = budget is not None
-    budget = int(budget) if chosen else default_budget()
+    room = memory.memory_room()
+    budget = min(int(budget), room) if chosen else memory.default_budget()
     total = source.total_bytes()
     if total <= budget:
         params, fused = source.expand_all()
         return params, fused, None, source.summary(False, budget)
     per = source.max_layer_bytes()
-    where = getattr(source, "label", "").removeprefix("reading ") or "the model"
     if per > budget:
-        said = f"a memory budget of {gb(budget)}" + ("" if chosen else " (half the memory available)")
-        raise TracerError(f"{where}: one layer needs {gb(per)} expanded to float32 ({source.describe()} in the file), "
-                          f"more than {said}; give --memory {gb(per).replace(' ', '')} or more "
-                          f"(the whole model needs {gb(total)})")
+        if per > room:
+            said = f"this process can take {gb(room)}"
+        else:
+            said = (f"the memory budget of {gb(budget)}" if chosen else
+                    f"the default memory budget of {gb(budget)} (half the memory available)")
+            said += f"; give --memory {gb(per).replace(' ', '')} or more"
+        raise TracerError(f"{source.where}: one layer needs {gb(per)} expanded to float32 ({source.describe()} in the "
+                          f"file), more than {said} (the whole model needs {gb(total)})")
     return streamed_weights(source, cfg, budget, per)
 
 

@@ -47,7 +47,8 @@ class Source:
     layer's fused Q|K|V as a new matrix (the Llama block) rather than handing on the file's."""
 
     def __init__(self, cfg, stored: dict, translate, layer_prefix: str, names: dict, fused_copy: bool,
-                 label: str = "", progress=None):
+                 label: str = "", progress=None, where=None):
+        self.where = where if where is not None else (label.removeprefix("reading ") or "the model")
         self.cfg, self.stored, self.translate, self.prefix = cfg, stored, translate, layer_prefix
         self.names, self.fused_copy, self.label, self.progress = dict(names), fused_copy, label, progress
         self.layer_names: list[list[str]] = [[] for _ in range(cfg.n_layers)]
@@ -157,13 +158,13 @@ def gguf_source(cfg, f, hf_of: dict, heads: dict, unpermute, fam, label: str, pr
     for g, hf in hf_of.items():
         n = next((h for end, h in heads.items() if hf.endswith(end)), None)
         stored[hf] = Quantized(f, g, (lambda a, n=n: unpermute(a, n)) if n is not None else None)
-    return Source(cfg, stored, fam.translate, "model.layers.{l}.", fam.file_names(cfg), True, label, progress)
+    return Source(cfg, stored, fam.translate, "model.layers.{l}.", fam.file_names(cfg), True, label, progress, f.path)
 
 
 def mapped_source(cfg: Config, tensors: dict, origin: dict, dtypes: dict, names, translate, prefix: str,
-                  file_names: dict, fused_copy: bool, label: str, progress=None):
+                  file_names: dict, fused_copy: bool, label: str, progress=None, where=None):
     """A lazy read's `tracer.readers.source.Source`: the tensors `names`, mapped as they are stored."""
     from ..stored import Mapped
 
     stored = {k: Mapped(k, origin[k], tensors[k], dtypes[k]) for k in names}
-    return Source(cfg, stored, translate, prefix, file_names, fused_copy, label, progress)
+    return Source(cfg, stored, translate, prefix, file_names, fused_copy, label, progress, where)
