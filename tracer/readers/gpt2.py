@@ -189,7 +189,7 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None, lazy: 
     source, params, W_qkv = None, {}, None
     if lazy:
         source = mapped_source(cfg, tensors, origin, dtypes, hf_shapes(cfg), translate_fused, "h.{l}.", file_names(cfg),
-                               False, label, progress, where)
+                               False, label, progress, folder)
     else:
         check_room(expansion_bytes(hf_shapes(cfg), dtypes), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
         params, W_qkv = translate_fused(cfg, read_checked(tensors, origin, hf_shapes(cfg), label, progress))

@@ -269,7 +269,7 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None, family
     source, params, fused = None, {}, None
     if lazy:
         source = mapped_source(cfg, tensors, origin, dtypes, shapes, fam.translate, PREFIX + "layers.{l}.",
-                               fam.file_names(cfg), True, label, progress, where)
+                               fam.file_names(cfg), True, label, progress, folder)
     else:
         fused = cfg.n_layers * cfg.d_model * cfg.qkv_width  # each layer's [W_Q | W_K | W_V], one copy
         check_room(expansion_bytes(shapes, dtypes, fused), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
