@@ -124,4 +124,6 @@ def gb(n: int) -> str:
         return f"{n / 1e9:.2f}".rstrip("0").rstrip(".") + " GB"
     if n >= 10**6:
         return f"{n / 1e6:.1f}".rstrip("0").rstrip(".") + " MB"
-    return f"{n / 1e3:.1f}".rstrip("0").rstrip(".") + " KB"
+    if n >= 10**3:
+        return f"{n / 1e3:.1f}".rstrip("0").rstrip(".") + " KB"
+    return f"{n} bytes"

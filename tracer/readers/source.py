@@ -86,9 +86,9 @@ class Source:
         return sum(self.stored[n].expanded_bytes for n in self.top_names)
 
     def unembed_bytes(self) -> int:
-        """The float32 bytes of the unembedding expanded whole (W_E's when tied)."""
+        """The float32 bytes of the unembedding expanded whole (W_E's when tied; 0: a float32 view of the file)."""
         name = self.unembed_name or self.embed_name
-        return 4 * self.stored[name].count if name in self.stored else 0
+        return self.stored[name].expanded_bytes if name in self.stored else 0
 
     def total_bytes(self) -> int:
         """The float32 bytes the whole model holds expanded (what reading it whole allocates)."""

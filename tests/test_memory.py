@@ -1,0 +1,187 @@
+"""Models bigger than memory (issue 23): weights kept as stored, expanded layer by layer under a budget.
+
+The reference is tracer's own fully expanded run of the same file (the reading there was before
+layers streamed, itself checked against transformers and the gguf package elsewhere): a tiny
+budget forces every layer to be expanded when a pass reaches it, and every recorded number must
+be bit for bit the same (np.array_equal), for each family, float16/bfloat16 safetensors and GGUF
+storage types, a single pass and generation with the KV cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+import tracer.fast
+from tracer.errors import TracerError
+from tracer.memory import parse_size
+
+DATA = Path(__file__).parent / "data"
+FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny",
+           "gemma2-tiny", "gemma3-tiny"]
+PROMPT = [1, 5, 9, 2, 7]
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Unembedding blocks of 256 rows, so that a 1,024-token vocabulary is cut in four (a multiple of 256:
+    the same blocks in both runs, which is what makes them equal)."""
+    monkeypatch.setattr(tracer.fast, "UNEMBED_ROWS", 256)
+
+
+def one_layer_budget(path) -> tuple:
+    """The model expanded whole, and the same file under a budget of one layer (streamed)."""
+    whole = tracer.load(str(path))
+    per = whole.expansion["expanded_bytes"] // whole.config.n_layers  # at least one layer, less than two
+    streamed = tracer.load(str(path), memory=max(per, 1))
+    return whole, streamed
+
+
+def assert_same_arrays(a, b) -> None:
+    assert set(a.arrays) == set(b.arrays)
+    for k in a.arrays:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), k
+
+
+def assert_same_generation(whole, streamed, **settings) -> None:
+    ga, gb = whole.generate(PROMPT, max_new_tokens=3, **settings), streamed.generate(PROMPT, max_new_tokens=3, **settings)
+    assert ga.generated_ids == gb.generated_ids
+    assert len(ga.steps) == len(gb.steps)
+    for sa, sb in zip(ga.steps, gb.steps):
+        assert_same_arrays(sa, sb)
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_a_folder_run_layer_by_layer_gives_exactly_the_expanded_numbers(name):
+    whole, streamed = one_layer_budget(DATA / name)
+    assert not whole.streamed and streamed.streamed
+    assert streamed.expansion["mode"] == "layer by layer"
+    # a float32 file's unembedding is a view of the file (nothing to expand); a bfloat16 one's is streamed
+    assert streamed.expansion["unembedding"] == ("row blocks" if "bf16" in name else "expanded")
+    assert_same_arrays(whole.run(PROMPT), streamed.run(PROMPT))
+    assert streamed.weights.layers.expansions == whole.config.n_layers
+    assert_same_generation(whole, streamed)  # with the KV cache
+    assert streamed.weights.layers.expansions == whole.config.n_layers * 4  # the run, then 3 passes: each re-expands
+
+
+def test_generation_without_the_kv_cache_is_the_same_too():
+    whole, streamed = one_layer_budget(DATA / "qwen2-tiny")
+    assert_same_generation(whole, streamed, cache=False)
+
+
+@pytest.mark.parametrize("quant", ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"])
+@pytest.mark.parametrize("name, pre", [("llama-tiny", "llama-bpe"), ("qwen2-tiny", "qwen2")])
+def test_a_gguf_file_run_layer_by_layer_gives_exactly_the_expanded_numbers(gguf_of_folder, name, pre, quant):
+    """llama-tiny: Q and K rows permuted by llama.cpp's writer (put back as each layer is expanded);
+    qwen2-tiny: Q/K/V biases, untied unembedding (output.weight streamed in row blocks)."""
+    gguf = pytest.importorskip("gguf")
+    try:
+        path = gguf_of_folder(DATA / name, pre, quant)
+    except (NotImplementedError, ValueError, AttributeError) as e:  # a type this gguf package cannot quantize
+        pytest.skip(f"gguf {getattr(gguf, '__version__', '?')} cannot write {quant}: {e}")
+    whole, streamed = one_layer_budget(path)
+    assert streamed.streamed and streamed.expansion["unembedding"] == "row blocks"
+    assert_same_arrays(whole.run(PROMPT), streamed.run(PROMPT))
+    assert_same_generation(whole, streamed)
+
+
+def test_a_gpt2_folder_of_float16_runs_layer_by_layer_with_the_same_numbers(tmp_path):
+    """GPT-2's block (learned positions, layer norm with biases, c_attn handed on as the fused Q|K|V)."""
+    from tracer.readers.gpt2 import write_folder
+
+    m = tracer.load("tiny")  # 24 layers, d_model 8
+    folder = tmp_path / "gpt2-f16"
+    folder.mkdir()
+    write_folder(folder, m.config, m.params, dtype="float16")
+    whole, streamed = one_layer_budget(folder)
+    assert streamed.streamed and whole.config.n_layers == 24
+    assert_same_arrays(whole.run(PROMPT), streamed.run(PROMPT))
+    assert_same_generation(whole, streamed)
+
+
+def test_layers_that_fit_stay_expanded_and_the_least_recently_used_goes_first():
+    per = tracer.load(str(DATA / "qwen2-tiny")).expansion["expanded_bytes"] // 3  # 3 layers (float32: only Q|K|V copied)
+    two = tracer.load(str(DATA / "qwen2-tiny"), memory=2 * per + per // 2)  # room for two layers, not three
+    layers = two.weights.layers
+    two.run(PROMPT)
+    assert layers.expansions == 3 and list(layers.held) == [1, 2] and layers.held_bytes <= layers.budget
+    layers[1]  # used: layer 2 is now the least recently used
+    layers[0]
+    assert list(layers.held) == [1, 0] and layers.expansions == 4
+
+
+def test_a_model_that_fits_is_expanded_once_and_never_again():
+    m = tracer.load(str(DATA / "llama-tiny-bf16"), memory="1GB")
+    assert not m.streamed and m.expansion["mode"] == "once"
+    assert m.expansion["text"] == "expanded once: 558.3 KB"
+    assert isinstance(m.weights.layers, list)  # the decoder reads arrays: no per-pass or per-token cost
+
+
+def test_the_embedding_reads_only_the_rows_of_the_tokens():
+    _, streamed = one_layer_budget(DATA / "llama-tiny-bf16")
+    stored = streamed.weights.W_E.stored
+    asked = []
+    rows = stored.rows
+    stored.expand = lambda: pytest.fail("the whole embedding was expanded")
+    stored.rows = lambda lo, hi: asked.append((lo, hi)) or rows(lo, hi)
+    streamed.weights.unembed.W.stored = type("Rows", (), {"rows": staticmethod(rows), "shape": stored.shape})()
+    streamed.run(PROMPT)
+    assert sorted(asked) == [(t, t + 1) for t in sorted(set(streamed.tokenize(PROMPT)))]
+
+
+def test_a_budget_smaller_than_one_layer_is_refused_with_what_one_layer_needs(runner):
+    with pytest.raises(TracerError, match=r"llama-tiny-bf16: one layer needs 148 KB expanded to float32 \(BF16 in the "
+                                          r"file\), more than the memory budget of 10 KB; give --memory 148KB or more"):
+        tracer.load(str(DATA / "llama-tiny-bf16"), memory=10_000)
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "A B", "--model", str(DATA / "llama-tiny-bf16"), "--memory", "10KB"])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "one layer needs 148 KB" in lines[0]
+
+
+def test_the_walkthrough_and_json_say_how_the_model_ran(runner):
+    import json
+
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "A B", "--model", str(DATA / "llama-tiny-bf16"), "--memory", "160KB", "--json",
+                            "-n", "1"])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.stdout)["expansion"]
+    assert info["text"] == "expanded layer by layer: 2 layers × 148 KB, budget 160 KB"
+    assert info["mode"] == "layer by layer" and info["layers"] == 2 and info["budget"] == 160_000
+    r = runner.invoke(app, ["trace", "A B", "--model", str(DATA / "llama-tiny-bf16"), "--memory", "160KB", "-n", "0",
+                            "--section", "tokens", "--no-pager"])
+    assert r.exit_code == 0, r.output
+    assert "expanded layer by layer: 2 layers × 148 KB, budget 160 KB" in " ".join(r.stdout.split())
+
+
+def test_the_backward_pass_of_a_streamed_model_is_refused_in_one_line():
+    _, streamed = one_layer_budget(DATA / "llama-tiny-bf16")
+    with pytest.raises(TracerError, match="needs every weight expanded at once"):
+        streamed.attribute(PROMPT)
+
+
+@pytest.mark.parametrize("text, size", [("6GB", 6 * 10**9), ("500MB", 500 * 10**6), ("1.5GiB", 3 * 2**29),
+                                        ("2e9", 2 * 10**9), ("100", 100), (" 64 kb ", 64_000), ("1_000MB", 10**9)])
+def test_memory_sizes_parse_to_bytes(text, size):
+    assert parse_size(text) == size
+    assert tracer.load("tiny", memory=text) is not None
+
+
+@pytest.mark.parametrize("text", ["", "GB", "-1GB", "6XB", "0", "0GB", "nan", "inf", "1e400GB", "6 G B"])
+def test_bad_memory_sizes_are_one_line(text, runner):
+    with pytest.raises(ValueError, match="--memory .*: "):
+        parse_size(text)
+    with pytest.raises(TracerError, match="memory="):
+        tracer.load("tiny", memory=text)
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "A B", "--memory", text])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "--memory" in r.stderr, r.output
