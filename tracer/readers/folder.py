@@ -152,14 +152,14 @@ def check_present(shapes: dict, tensors: dict, origin: dict, folder: Path, ignor
 def check_room(need: int, where: Path, stored: str) -> None:
     """Refuse, with the numbers, a model whose float32 copies (`need` bytes: what is not stored as
     float32, and the fused Q|K|V matrices) would not fit in what this process may take, before any
-    is made: one line, not an out-of-memory kill. tracer expands every weight when it reads a model."""
+    is made: one line, not an out-of-memory kill. A reader asked for every weight expanded (not
+    `lazy`) calls it; `tracer.load` reads lazily and weighs layers against its budget instead."""
     from ..memory import memory_room
 
     room = memory_room()
     if need > room:
         raise TracerError(f"{where}: expanded to float32 this model needs {need / 1e9:.1f} GB more ({stored}), and this "
-                          f"process can take {room / 1e9:.1f} GB; tracer expands every weight when it reads a model "
-                          f"(layer-by-layer expansion for models bigger than memory is not built yet)")
+                          f"process can take {room / 1e9:.1f} GB; tracer.load runs such a model layer by layer (--memory)")
 
 
 def expansion_bytes(shapes: dict, dtypes: dict, fused_qkv: int = 0) -> int:

@@ -22,8 +22,9 @@ its rotary pairs are neighbours ((x0, x1), (x2, x3), …); tracer rotates transf
 convert_hf_to_gguf.py's `LlamaModel.permute`), and tracer's Q and K equal the original checkpoint's.
 Qwen2 files are written unpermuted (llama.cpp rotates them as transformers does).
 
-Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped; a model
-bigger than memory as float32 is the next issue's). Core module: numpy and the standard library.
+Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped), or, read
+`lazy`, kept as its blocks and de-quantized layer by layer (`tracer.readers.source`, `tracer.streamed`).
+Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
