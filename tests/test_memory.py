@@ -185,3 +185,34 @@ def test_bad_memory_sizes_are_one_line(text, runner):
 
     r = runner.invoke(app, ["trace", "A B", "--memory", text])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "--memory" in r.stderr, r.output
+
+
+def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_layer(terminal):
+    import os
+    import signal
+
+    from tracer.render.progress import LayerStop, layers_progress
+
+    _, streamed = one_layer_budget(DATA / "qwen2-tiny")
+    seen = []
+    with layers_progress(streamed, True, stream=terminal):
+        hook = streamed.weights.layers.on_expand
+        streamed.weights.layers.on_expand = lambda l: seen.append(l) or hook(l)
+        streamed.run(PROMPT)
+    assert seen == [0, 1, 2] and streamed.weights.layers.on_expand is None
+    before = streamed.weights.layers.expansions
+    with pytest.raises(LayerStop, match=r"stopped before layer 0 of pass 1 \(Ctrl-C\): nothing was written"):
+        with layers_progress(streamed, True, stream=terminal):
+            os.kill(os.getpid(), signal.SIGINT)  # kept until the next layer
+            streamed.run(PROMPT)
+    assert streamed.weights.layers.expansions == before  # stopped before expanding anything
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_kv_cache_view_says_a_streamed_model_expands_its_layers_again(render_text):
+    from tracer.render.loop import kv_cache_view
+
+    _, streamed = one_layer_budget(DATA / "qwen2-tiny")
+    gen = streamed.generate(PROMPT, max_new_tokens=2)
+    text = " ".join(render_text(kv_cache_view(gen, streamed.tokenizer, None)).split())
+    assert "expanded layer by layer: 3 layers × 32.8 KB, budget 32.8 KB, so each pass expands again" in text
