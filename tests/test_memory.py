@@ -216,3 +216,42 @@ def test_the_kv_cache_view_says_a_streamed_model_expands_its_layers_again(render
     gen = streamed.generate(PROMPT, max_new_tokens=2)
     text = " ".join(render_text(kv_cache_view(gen, streamed.tokenizer, None)).split())
     assert "expanded layer by layer: 3 layers × 32.8 KB, budget 32.8 KB, so each pass expands again" in text
+
+
+@pytest.mark.parametrize("kind", ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                                  "Q6_K"])
+def test_rows_of_a_stored_gguf_tensor_are_its_expansion_rows(tmp_path, kind):
+    """What the embedding's lookup and the unembedding's blocks read: rows lo..hi de-quantized alone equal
+    those rows of the whole tensor (and the gguf package's de-quantization of it)."""
+    gguf = pytest.importorskip("gguf")
+    from tracer import quants
+    from tracer.gguf_file import open_gguf
+    from tracer.stored import Quantized
+
+    rng = np.random.default_rng(7)
+    t = quants.TYPES[kind]
+    rows, cols = 6, 512
+    raw = rng.integers(0, 256, (rows * cols // t.block, t.nbytes), dtype=np.uint8)
+    scales = {"Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}.get(kind, [0] if t.block > 1 else [])
+    for at in scales:
+        raw[:, at:at + 2] = rng.normal(0, 0.01, (len(raw), 1)).astype(np.float16).view(np.uint8)
+    if kind == "F16":
+        raw = rng.normal(0, 1, rows * cols).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    if kind == "BF16":  # the top halves of float32s
+        raw = (rng.normal(0, 1, rows * cols).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        raw = raw.view(np.uint8).reshape(-1, 2)
+    if kind == "Q4_1" or kind == "Q5_1":
+        raw[:, 2:4] = rng.normal(0, 0.01, (len(raw), 1)).astype(np.float16).view(np.uint8)
+    w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "llama")
+    w.add_tensor("m", raw.reshape(rows, -1), raw_dtype=getattr(gguf.GGMLQuantizationType, kind))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    s = Quantized(open_gguf(tmp_path / "t.gguf"), "m")
+    whole = s.expand()
+    assert whole.shape == (rows, cols)
+    ref = gguf.quants.dequantize(raw.reshape(rows, -1), getattr(gguf.GGMLQuantizationType, kind))
+    assert np.array_equal(whole, ref, equal_nan=True)
+    for lo, hi in ((0, 1), (2, 5), (5, 6)):
+        assert np.array_equal(s.rows(lo, hi), whole[lo:hi], equal_nan=True)

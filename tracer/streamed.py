@@ -54,7 +54,10 @@ class Layers:
     bytes. `on_expand(l)` (if set) is called before each expansion (a progress bar)."""
 
     def __init__(self, n_layers: int, build, budget: int, layer_bytes: int):
+        import threading
+
         self.n, self.build, self.budget, self.layer_bytes = n_layers, build, budget, layer_bytes
+        self.lock = threading.Lock()  # `tracer serve`'s workers share a model: one expansion at a time
         self.held: OrderedDict = OrderedDict()  # l → (Layer, params, bytes), least recently used first
         self.expansions = 0  # layers expanded so far (a layer expanded again after its eviction counts again)
         self.on_expand = None
@@ -81,6 +84,10 @@ class Layers:
     def get(self, l: int) -> tuple:
         if not 0 <= l < self.n:
             raise IndexError(l)
+        with self.lock:
+            return self._get(l)
+
+    def _get(self, l: int) -> tuple:
         if l in self.held:
             self.held.move_to_end(l)
             layer, params, _ = self.held[l]
