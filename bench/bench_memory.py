@@ -114,6 +114,47 @@ def write(path: Path, n_layers: int) -> dict:
     return {"file_bytes": path.stat().st_size}
 
 
+def write_bf16(folder: Path, n_layers: int) -> dict:
+    """The same shape as a Hugging Face Llama folder: config.json, a bfloat16 model.safetensors (random
+    weights of std 1/√d_in, written tensor by tensor) and llama-tiny's tokenizer.json (its 1,024 tokens
+    are a subset of the 32,000 ids)."""
+    import shutil
+
+    rng = np.random.default_rng(23)
+    d, m, v, H = SHAPE["d_model"], SHAPE["d_mlp"], SHAPE["vocab"], SHAPE["n_heads"]
+    folder.mkdir(parents=True, exist_ok=True)
+    shapes = {"model.embed_tokens.weight": (v, d)}
+    for l in range(n_layers):
+        p = f"model.layers.{l}."
+        shapes.update({p + "input_layernorm.weight": (d,), p + "self_attn.q_proj.weight": (d, d),
+                       p + "self_attn.k_proj.weight": (d, d), p + "self_attn.v_proj.weight": (d, d),
+                       p + "self_attn.o_proj.weight": (d, d), p + "post_attention_layernorm.weight": (d,),
+                       p + "mlp.gate_proj.weight": (m, d), p + "mlp.up_proj.weight": (m, d), p + "mlp.down_proj.weight": (d, m)})
+    shapes.update({"model.norm.weight": (d,), "lm_head.weight": (v, d)})
+    header, at = {}, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape)) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [at, at + n]}
+        at += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for name, shape in shapes.items():
+            if len(shape) == 1:
+                x = rng.uniform(0.8, 1.2, shape).astype(np.float32)
+            else:
+                x = (rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(shape[1])))
+            f.write((x.view(np.uint32) >> 16).astype(np.uint16).tobytes())
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": d, "intermediate_size": m,
+              "num_attention_heads": H, "num_key_value_heads": H, "num_hidden_layers": n_layers, "vocab_size": v,
+              "max_position_embeddings": SHAPE["ctx"], "rms_norm_eps": SHAPE["eps"], "rope_theta": SHAPE["theta"],
+              "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    (folder / "config.json").write_text(json.dumps(config))
+    shutil.copy(ROOT / "tests" / "data" / "llama-tiny" / "tokenizer.json", folder / "tokenizer.json")
+    return {"file_bytes": (folder / "model.safetensors").stat().st_size}
+
+
 # --------------------------------------------------------------------------- 2. tracer
 
 
@@ -234,11 +275,13 @@ def main() -> None:
     ap.add_argument("--memory", default="2GB", help="tracer's budget for expanded weights (--memory)")
     ap.add_argument("--keep", default=None, help="write the GGUF file here (and keep it); default: a temp dir")
     ap.add_argument("--types", action="store_true", help="also run bench/bench_gguf.py's table (every type)")
+    ap.add_argument("--bf16", action="store_true", help="also trace the same shape as a bfloat16 safetensors folder")
     ap.add_argument("--step", default=None, help=argparse.SUPPRESS)
     ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.step:  # a child process: one step, its result as the last line
-        fn = {"write": lambda p, n: write(Path(p), int(n)), "trace": lambda p, m, o: trace(Path(p), m, Path(o)),
+        fn = {"write": lambda p, n: write(Path(p), int(n)), "write_bf16": lambda p, n: write_bf16(Path(p), int(n)),
+              "trace": lambda p, m, o: trace(Path(p), m, Path(o)),
               "reference": lambda p, o: reference(Path(p), Path(o)), "throughput": lambda p: throughput(Path(p))}[a.step]
         print(json.dumps(fn(*a.args)))
         return
@@ -267,6 +310,16 @@ def main() -> None:
         th = report["throughput"]
         print(f"de-quantization, {th['type']} ({th['numbers']:,} numbers): tracer {th['tracer_numbers_per_s'] / 1e6:.0f} M/s, "
               f"gguf-py {th['gguf_numbers_per_s'] / 1e6:.0f} M/s")
+        if a.bf16:
+            (path.unlink() if path.exists() and not a.keep else None)  # the Q4_0 file's disk space back first
+            folder = Path(tmp) / "llama7b-shape-bf16"
+            t = time.perf_counter()
+            report["bf16_write"] = child("write_bf16", folder, a.layers)
+            report["bf16_write"]["wall_s"] = time.perf_counter() - t
+            report["bf16_trace"] = child("trace", folder, a.memory, Path(tmp) / "bf16.npy")
+            bt, size = report["bf16_trace"], report["bf16_write"]["file_bytes"]
+            print(f"bfloat16 folder ({size / 1e9:.2f} GB): {bt['expansion']['text']}; {bt['wall_s']:.1f} s, peak RSS "
+                  f"{bt['peak_rss_bytes'] / 1e9:.2f} GB (file + {(bt['peak_rss_bytes'] - size) / 1e9:.2f} GB)")
         report["load_after"] = load_average()
     if a.types:
         subprocess.run([sys.executable, str(ROOT / "bench" / "bench_gguf.py"), "--numbers", str(2**22), "--rounds", "3"])
