@@ -93,8 +93,10 @@ def parse_size(text) -> int:
     if not m or unit not in UNITS:
         raise ValueError(f"--memory {str(text)!r}: expected a size such as 6GB, 500MB or 1.5GiB")
     value = float(m.group(1)) * UNITS[unit]
-    if not 0 < value < 2**62:
-        raise ValueError(f"--memory {str(text)!r}: the size must be more than 0 bytes")
+    if not value >= 1:
+        raise ValueError(f"--memory {str(text)!r}: the size must be at least 1 byte")
+    if not value < 2**62:
+        raise ValueError(f"--memory {str(text)!r}: more bytes than any machine has")
     return int(value)
 
 
