@@ -9,6 +9,11 @@ is expanded (a file's storage types, a family's names) is the `build(l)` functio
 the expanded run's arithmetic, operation for operation: the same float32 arrays in the same
 layouts, and the unembedding's row blocks are the blocks an expanded unembedding is multiplied
 in too (`tracer.fast.row_blocks`: the same products on the same numbers).
+
+The trade of least-recently-used eviction: a pass visits layers 0, 1, …, L−1 in turn, so when the
+budget holds k < L layers, the next pass finds none of the ones it needs first (each pass expands
+every layer again); the budget then bounds the memory, and what it buys is the unembedding
+expanded once beside a layer. A budget that holds every layer expands each layer once.
 Core module: imports numpy only.
 """
 
