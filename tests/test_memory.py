@@ -255,3 +255,25 @@ def test_rows_of_a_stored_gguf_tensor_are_its_expansion_rows(tmp_path, kind):
     assert np.array_equal(whole, ref, equal_nan=True)
     for lo, hi in ((0, 1), (2, 5), (5, 6)):
         assert np.array_equal(s.rows(lo, hi), whole[lo:hi], equal_nan=True)
+
+
+@pytest.mark.parametrize("args", [["tokens", "A B", "--model", "abc"], ["compare", "A B", "A C"], ["demo", "--prompt", "A B"],
+                                  ["serve", "--port", "0"]])
+def test_every_command_that_loads_a_model_takes_memory_and_refuses_a_bad_size_first(args, runner):
+    from tracer.cli import app
+
+    r = runner.invoke(app, [*args, "--memory", "lots"])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.strip() == "tracer: --memory 'lots': expected a size such as 6GB, 500MB or 1.5GiB"
+
+
+def test_tokens_and_compare_run_a_streamed_model(runner):
+    from tracer.cli import app
+
+    folder = str(DATA / "llama-tiny-bf16")
+    r = runner.invoke(app, ["compare", "1 2 3", "1 2 4", "--model", folder, "--memory", "160KB", "--json"])
+    assert r.exit_code == 0, r.output
+    whole = runner.invoke(app, ["compare", "1 2 3", "1 2 4", "--model", folder, "--json"])
+    assert r.stdout == whole.stdout
+    r = runner.invoke(app, ["tokens", "1 2 3", "--model", folder, "--memory", "160KB"])
+    assert r.exit_code == 0 and "49" in r.stdout, r.output
