@@ -197,9 +197,9 @@ def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_la
     seen = []
     with layers_progress(streamed, True, stream=terminal):
         hook = streamed.weights.layers.on_expand
-        streamed.weights.layers.on_expand = lambda l: seen.append(l) or hook(l)
+        streamed.weights.layers.on_expand = lambda l, expanding: seen.append((l, expanding)) or hook(l, expanding)
         streamed.run(PROMPT)
-    assert seen == [0, 1, 2] and streamed.weights.layers.on_expand is None
+    assert seen == [(0, True), (1, True), (2, True)] and streamed.weights.layers.on_expand is None
     before = streamed.weights.layers.expansions
     with pytest.raises(LayerStop, match=r"stopped before layer 0 of pass 1 \(Ctrl-C\): nothing was written"):
         with layers_progress(streamed, True, stream=terminal):

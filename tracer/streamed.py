@@ -56,7 +56,8 @@ def layer_arrays(layer) -> list:
 class Layers:
     """The layers of a streamed model, by index: `build(l)` → (Layer, layer l's parameters by
     TransformerLens name), called when layer l is not held; what is held stays within `budget`
-    bytes. `on_expand(l)` (if set) is called before each expansion (a progress bar)."""
+    bytes. `on_expand(l, expanding)` (if set) is called each time layer l is asked for, `expanding`
+    saying whether it must be expanded (a progress bar; a Ctrl-C kept until the next layer)."""
 
     def __init__(self, n_layers: int, build, budget: int, layer_bytes: int):
         import threading
@@ -89,6 +90,8 @@ class Layers:
     def get(self, l: int) -> tuple:
         if not 0 <= l < self.n:
             raise IndexError(l)
+        if self.on_expand is not None:
+            self.on_expand(l, l not in self.held)
         with self.lock:
             return self._get(l)
 
@@ -99,8 +102,6 @@ class Layers:
             return layer, params
         while self.held and self.held_bytes + self.layer_bytes > self.budget:
             self.held.popitem(last=False)  # the least recently used layer
-        if self.on_expand is not None:
-            self.on_expand(l)
         layer, params = self.build(l)
         self.expansions += 1
         if self.out_rows and layer.mlp_out is not None and layer.mlp_out.rows is None:

@@ -139,13 +139,14 @@ def layers_progress(model, show: bool = True, stream=None):
             bar = progress.add_task("expanding layers", total=len(layers))
             passes = [0]
 
-            def on_expand(l: int) -> None:
+            def on_expand(l: int, expanding: bool) -> None:
                 if pressed:
                     echo = f"stopped before layer {l} of pass {max(passes[0], 1)} (Ctrl-C): nothing was written"
                     raise LayerStop(echo)
                 if l == 0:
                     passes[0] += 1
-                progress.update(bar, completed=l, description=f"pass {passes[0]}: expanding layer {l + 1} of {len(layers)}")
+                what = "expanding" if expanding else "using the expanded"
+                progress.update(bar, completed=l, description=f"pass {passes[0]}: {what} layer {l + 1} of {len(layers)}")
 
             layers.on_expand = on_expand
             try:
