@@ -27,9 +27,9 @@ PROMPT = [1, 5, 9, 2, 7]
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Unembedding blocks of 256 rows, so that a 1,024-token vocabulary is cut in four (a multiple of 256:
-    the same blocks in both runs, which is what makes them equal)."""
-    monkeypatch.setattr(tracer.fast, "UNEMBED_ROWS", 256)
+    """Unembedding blocks of 64 KB (256 rows at d_model 64), so that a 1,024-token vocabulary is cut in
+    four: the same blocks in both runs, which is what makes them equal."""
+    monkeypatch.setattr(tracer.fast, "UNEMBED_BLOCK_BYTES", 2**16)
 
 
 def one_layer_budget(path) -> tuple:

@@ -26,19 +26,25 @@ from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
 FEW_ROWS = 64  # below this many positions, a W held as rows is multiplied as rows·xᵀ (from 64 on: no faster)
-UNEMBED_ROWS = 4096  # the unembedding's rows multiplied at a time: the same blocks whether W_U is whole or streamed
+UNEMBED_BLOCK_BYTES = 256 * 2**20  # float32 bytes of the unembedding's rows multiplied at a time (one block up
+# to a 65,536-token vocabulary at d_model 1,024: one product, as ever); the same blocks whether W_U is whole
+# or streamed, so both give the same numbers; each product call costs a BLAS dispatch, hence big blocks
 
 
-def row_blocks(n: int) -> list[tuple[int, int]]:
-    """[(lo, hi)]: n rows cut in blocks of UNEMBED_ROWS."""
-    return [(lo, min(lo + UNEMBED_ROWS, n)) for lo in range(0, n, UNEMBED_ROWS)]
+def row_blocks(n: int, d_in: int) -> list[tuple[int, int]]:
+    """[(lo, hi)]: n rows of d_in numbers cut in blocks of UNEMBED_BLOCK_BYTES (as float32)."""
+    step = max(1, UNEMBED_BLOCK_BYTES // (4 * max(d_in, 1)))
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
 
 
 def rows_times(rows_of, n: int, x: np.ndarray, dtype) -> np.ndarray:  # [pos, d_in] → [pos, n]
     """(W_T @ x.T).T for W_T [n, d_in] given block by block (`rows_of(lo, hi)` → [hi - lo, d_in]):
-    the unembedding of one sequence; Fortran-ordered, as one product's transpose would be."""
+    the unembedding of one sequence; Fortran-ordered, as one product's transpose is."""
+    blocks = row_blocks(n, x.shape[1])
+    if len(blocks) == 1:
+        return np.matmul(rows_of(0, n), x.T).T  # [pos, n]: the one product
     out = np.empty((n, x.shape[0]), dtype=np.result_type(dtype, x.dtype))  # [n, pos]
-    for lo, hi in row_blocks(n):
+    for lo, hi in blocks:
         out[lo:hi] = np.matmul(rows_of(lo, hi), x.T)  # [hi - lo, pos]
     return out.T
 
@@ -46,8 +52,11 @@ def rows_times(rows_of, n: int, x: np.ndarray, dtype) -> np.ndarray:  # [pos, d_
 def times_columns(x: np.ndarray, columns_of, n: int, dtype) -> np.ndarray:  # [pos, d_in] → [pos, n]
     """x @ W for W [d_in, n] given block by block (`columns_of(lo, hi)` → [d_in, hi - lo]), C order:
     the logit lens's products, in the unembedding's blocks."""
+    blocks = row_blocks(n, x.shape[1])
+    if len(blocks) == 1:
+        return x @ columns_of(0, n)  # [pos, n]: the one product
     out = np.empty((x.shape[0], n), dtype=np.result_type(dtype, x.dtype))  # [pos, n]
-    for lo, hi in row_blocks(n):
+    for lo, hi in blocks:
         out[:, lo:hi] = x @ columns_of(lo, hi)
     return out
 
