@@ -45,8 +45,8 @@ def streamed_weights(source, cfg, budget: int, per: int):
     """The weights of a model expanded layer by layer within `budget` bytes (`per`: one layer's)."""
     unembed_fits = source.unembed_bytes() + per <= budget
     tied = cfg.tied_unembed
-    expand = {"W_U"} if unembed_fits and not tied else ({"W_E"} if unembed_fits else set())
-    top = source.top(expand)
+    whole = {"W_U"} if unembed_fits and not tied else ({"W_E"} if unembed_fits else set())  # expanded once
+    top = source.top(whole)
     room = budget - (source.unembed_bytes() if unembed_fits else 0)
     layers = Layers(cfg.n_layers, lambda l: _build(source, cfg, l), room, per)
     embed_stored = source.stored[source.embed_name]

@@ -161,7 +161,7 @@ def gguf_source(cfg, f, hf_of: dict, heads: dict, unpermute, fam, label: str, pr
     return Source(cfg, stored, fam.translate, "model.layers.{l}.", fam.file_names(cfg), True, label, progress, f.path)
 
 
-def mapped_source(cfg: Config, tensors: dict, origin: dict, dtypes: dict, names, translate, prefix: str,
+def mapped_source(cfg, tensors: dict, origin: dict, dtypes: dict, names, translate, prefix: str,
                   file_names: dict, fused_copy: bool, label: str, progress=None, where=None):
     """A lazy read's `tracer.readers.source.Source`: the tensors `names`, mapped as they are stored."""
     from ..stored import Mapped
