@@ -22,10 +22,10 @@ MAX_LINES = 500
 LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory",
         "showing", "sections"],  # foundations (showing: who shows a trace, filled from above; sections: their names)
-    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
+    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "stored", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
-    2: ["fast", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
+    2: ["fast", "streamed", "expansion", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
     3: ["model"],  # the Python API's model
     4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
     5: ["loaders", "replay"],  # every Model is built here

@@ -177,17 +177,19 @@ def test_rope_factors_that_cannot_be_are_one_line(factors, says):
     assert with_rope_factors(SimpleNamespace(tensors={}), cfg, Path("m.gguf")) is cfg
 
 
-def test_a_model_whose_float32_copies_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
-    """Reading expands every weight to float32: a model that would not fit is one line, before any copy."""
+def test_a_model_whose_float32_layer_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
+    """A model bigger than memory runs layer by layer; one whose single layer would not fit in what the
+    process may take is one line, before any copy (issue 23)."""
     import tracer.memory
 
     path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
     monkeypatch.setattr(tracer.memory, "memory_room", lambda: 100_000)
-    with pytest.raises(TracerError, match=r"expanded to float32 this model needs 0\.\d GB more \(F32, Q8_0 in the file\), "
-                                          r"and this process can take 0\.0 GB"):
+    with pytest.raises(TracerError, match=r"qwen2-tiny.Q8_0.gguf: one layer needs 122\.9 KB expanded to float32 \(F32, "
+                                          r"Q8_0 in the file\), more than this process can take 100 KB \(the whole model needs 892\.9 KB\)$"):
         tracer.load(str(path))
-    with pytest.raises(TracerError, match=r"expanded to float32 this model needs .* \(BF16 on disk\)"):
-        tracer.load(str(DATA / "llama-tiny-bf16"))
+    with pytest.raises(TracerError, match=r"one layer needs 148 KB expanded to float32 \(BF16 in the file\), more than "
+                                          r"this process can take 100 KB"):
+        tracer.load(str(DATA / "llama-tiny-bf16"), memory="1GB")
 
 
 # --------------------------------------------------------------------------- Q and K rows as the converter stores them

@@ -26,6 +26,39 @@ from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
 FEW_ROWS = 64  # below this many positions, a W held as rows is multiplied as rows·xᵀ (from 64 on: no faster)
+UNEMBED_BLOCK_BYTES = 256 * 2**20  # float32 bytes of the unembedding's rows multiplied at a time (one block up
+# to a 65,536-token vocabulary at d_model 1,024: one product, as ever); the same blocks whether W_U is whole
+# or streamed, so both give the same numbers; each product call costs a BLAS dispatch, hence big blocks
+
+
+def row_blocks(n: int, d_in: int) -> list[tuple[int, int]]:
+    """[(lo, hi)]: n rows of d_in numbers cut in blocks of UNEMBED_BLOCK_BYTES (as float32)."""
+    step = max(1, UNEMBED_BLOCK_BYTES // (4 * max(d_in, 1)))
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
+def rows_times(rows_of, n: int, x: np.ndarray, dtype) -> np.ndarray:  # [pos, d_in] → [pos, n]
+    """(W_T @ x.T).T for W_T [n, d_in] given block by block (`rows_of(lo, hi)` → [hi - lo, d_in]):
+    the unembedding of one sequence; Fortran-ordered, as one product's transpose is."""
+    blocks = row_blocks(n, x.shape[1])
+    if len(blocks) == 1:
+        return np.matmul(rows_of(0, n), x.T).T  # [pos, n]: the one product
+    out = np.empty((n, x.shape[0]), dtype=np.result_type(dtype, x.dtype))  # [n, pos]
+    for lo, hi in blocks:
+        out[lo:hi] = np.matmul(rows_of(lo, hi), x.T)  # [hi - lo, pos]
+    return out.T
+
+
+def times_columns(x: np.ndarray, columns_of, n: int, dtype) -> np.ndarray:  # [pos, d_in] → [pos, n]
+    """x @ W for W [d_in, n] given block by block (`columns_of(lo, hi)` → [d_in, hi - lo]), C order:
+    the logit lens's products, in the unembedding's blocks."""
+    blocks = row_blocks(n, x.shape[1])
+    if len(blocks) == 1:
+        return x @ columns_of(0, n)  # [pos, n]: the one product
+    out = np.empty((x.shape[0], n), dtype=np.result_type(dtype, x.dtype))  # [pos, n]
+    for lo, hi in blocks:
+        out[:, lo:hi] = x @ columns_of(lo, hi)
+    return out
 
 
 @dataclass
@@ -40,7 +73,8 @@ class Affine:
     def __call__(self, x: np.ndarray) -> np.ndarray:  # [pos, d_in] → [pos, d_out]
         rows = x.reshape(-1, x.shape[-1])  # [pos, d_in] (a batch's positions one after another)
         if self.by_rows and x.ndim == 2:  # (a batch, in training, wants its logits row by row: C order)
-            out = np.matmul(self.W.T, rows.T).T  # [pos, d_out] (Fortran-ordered: the same values)
+            W_T = self.W.T  # [d_out, d_in]
+            out = rows_times(lambda lo, hi: W_T[lo:hi], W_T.shape[0], rows, W_T.dtype)  # [pos, d_out], Fortran-ordered
         elif self.rows is not None and rows.shape[0] == 1:
             out = (self.rows @ rows[0])[None]  # [1, d_out]
         elif 1 < rows.shape[0] < FEW_ROWS and self.W.flags.f_contiguous:  # W held as rows [d_out, d_in] (a Linear's layout)
@@ -103,35 +137,46 @@ def qk_norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
 
 def layout(cfg: Config, params: Params, W_qkv: list | None = None) -> Weights:
     """`W_qkv` may be given when a loader already holds the fused matrices (GPT-2's c_attn), to avoid a copy."""
-    layers = []
+    layers = [layout_layer(cfg, params, l, W_qkv[l] if W_qkv is not None else None) for l in range(cfg.n_layers)]
+    return layout_top(cfg, params, layers, unembedding(cfg, params))
+
+
+def layout_layer(cfg: Config, params: Params, l: int, W: np.ndarray | None = None) -> Layer:
+    """Layer `l`'s weights (`params` need hold only that layer's); `W`: its fused [W_Q | W_K | W_V], if held."""
+    p = f"blocks.{l}."
+    a = p + "attn."
     place = cfg.norm_place_kind  # which of ln1/ln2 and ln1_post/ln2_post the block has
-    for l in range(cfg.n_layers):
-        p = f"blocks.{l}."
-        a = p + "attn."
-        W = W_qkv[l] if W_qkv is not None else fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
-        b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
-        W_O = params[a + "W_O"]  # [head, d_head, d_model]
-        gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
-        layers.append(Layer(
-            ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
-            qkv=Affine(W, b),
-            W_O=W_O,
-            out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
-            ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp and place.before else None,
-            mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
-            mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
-            mlp_gate=Affine(gate, None) if gate is not None else None,
-            q_norm=qk_norm_weights(cfg, params, a + "q_norm"),
-            k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
-            ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
-            ln2_post=norm_weights(cfg, params, p + "ln2_post") if cfg.mlp and place.after else None,
-        ))
+    if W is None:
+        W = fuse_qkv(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
+    b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
+    W_O = params[a + "W_O"]  # [head, d_head, d_model]
+    gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
+    return Layer(
+        ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
+        qkv=Affine(W, b),
+        W_O=W_O,
+        out=Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
+        ln2=norm_weights(cfg, params, p + "ln2") if cfg.mlp and place.before else None,
+        mlp_in=Affine(params[p + "mlp.W_in"], params[p + "mlp.b_in"]) if cfg.mlp else None,
+        mlp_out=Affine(params[p + "mlp.W_out"], params[p + "mlp.b_out"]) if cfg.mlp else None,
+        mlp_gate=Affine(gate, None) if gate is not None else None,
+        q_norm=qk_norm_weights(cfg, params, a + "q_norm"),
+        k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
+        ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
+        ln2_post=norm_weights(cfg, params, p + "ln2_post") if cfg.mlp and place.after else None,
+    )
+
+
+def layout_top(cfg: Config, params: Params, layers, W_U, unembed=None) -> Weights:
+    """The weights around the layers (`layers`: a list of `Layer`, or any sequence giving them by
+    index, as `tracer.streamed.Layers` does); `W_U` [d_model, d_vocab], or `unembed`: a ready
+    Affine-like map (the streamed unembedding)."""
     return Weights(
         W_E=params["W_E"],
         W_pos=params.get("W_pos") if cfg.has_positions else None,
         layers=layers,
         ln_final=norm_weights(cfg, params, "ln_final"),
-        unembed=Affine(unembedding(cfg, params), params["b_U"], by_rows=True),
+        unembed=unembed if unembed is not None else Affine(W_U, params["b_U"], by_rows=True),
         rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
         rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
         if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
@@ -152,6 +197,9 @@ def add_out_rows(cfg: Config, weights: Weights) -> bool:
     `tracer.generate` asks for it only for long generations."""
     if not cfg.mlp or cfg.n_layers * cfg.d_mlp * cfg.d_model * np.dtype(cfg.dtype).itemsize > ROWS_MAX_BYTES:
         return False
+    if not isinstance(weights.layers, list):  # streamed layers (`tracer.streamed`): each gets them when expanded
+        weights.layers.out_rows = True
+        return True
     for layer in weights.layers:
         if layer.mlp_out.rows is None:
             layer.mlp_out.rows = transposed(layer.mlp_out.W)  # [d_model, d_mlp]

@@ -277,8 +277,14 @@ def read_safetensors_header(path) -> tuple[dict, int]:
     return header, start
 
 
-def load_safetensors(path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict]:
-    """Arrays (memory-mapped, read-only, where the dtype allows) and the `__metadata__`."""
+def bf16_to_float32(bits: np.ndarray) -> np.ndarray:  # [...] uint16 → [...] float32
+    """bfloat16 bits widened exactly: each is the top half of a float32."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def load_safetensors(path, mmap: bool = True, raw_bf16: bool = False) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays (memory-mapped, read-only, where the dtype allows) and the `__metadata__`. `raw_bf16`:
+    bfloat16 tensors stay the mapped uint16 bits (`tracer.stored` widens them when asked)."""
     header, start = read_safetensors_header(path)
     meta = header.pop("__metadata__", {}) or {}
     out: dict[str, np.ndarray] = {}
@@ -292,8 +298,8 @@ def load_safetensors(path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         a, b = info["data_offsets"]
         raw = buf[start + a : start + b]
         arr = raw.view(_ST_DTYPES[info["dtype"]]).reshape(info["shape"])
-        if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        if info["dtype"] == "BF16" and not raw_bf16:  # bfloat16 is the top half of a float32
+            arr = bf16_to_float32(arr)
         out[name] = arr
     return out, meta
 

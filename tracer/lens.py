@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .decoder import norm
-from .fast import norm_weights
+from .fast import norm_weights, times_columns
 from .params import unembedding
 
 LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows)
@@ -94,7 +94,10 @@ def lens_logits(cfg, params, W_U: np.ndarray, resid: np.ndarray) -> np.ndarray:
     C order: the lens reduces each row, which numpy does faster on C-order rows.
     """
     x = norm(cfg, resid, norm_weights(cfg, params, "ln_final"))  # [pos, d_model]
-    logits = x @ W_U  # [pos, d_vocab]
+    if isinstance(W_U, np.ndarray):  # in the unembedding's blocks, as a streamed W_U is multiplied
+        logits = times_columns(x, lambda lo, hi: W_U[:, lo:hi], W_U.shape[1], W_U.dtype)  # [pos, d_vocab]
+    else:
+        logits = x @ W_U  # [pos, d_vocab] (`tracer.streamed.StreamedW`)
     logits += params["b_U"]
     if cfg.final_softcap is not None:  # Gemma 2: the logits soft-capped, as the decoder's are
         logits = cfg.softcap_kind.forward(logits, cfg.final_softcap)

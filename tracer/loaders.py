@@ -31,44 +31,64 @@ def tiny(seed: int = 0) -> Model:
     return Model(TINY, init_weights(TINY, seed), get_tokenizer("gpt2"), "tiny", seed)
 
 
-def load(name_or_path: str = DEFAULT_MODEL, seed: int = 0, progress=None) -> Model:
+def load(name_or_path: str = DEFAULT_MODEL, seed: int = 0, progress=None, memory=None) -> Model:
     """A model by name or path; see the module docstring for what is understood. `seed`: the seed of
-    weights not given (the untrained models'). `progress`: see `tracer.readers.folder.read_checked`."""
+    weights not given (the untrained models'). `progress`: see `tracer.readers.folder.read_checked`.
+    `memory`: the budget for weights expanded to float32, in bytes or as a size ("6GB", "500MB");
+    default: half the memory available (`tracer.memory.default_budget`). A Hugging Face folder or a
+    GGUF file that needs more is expanded layer by layer as passes reach each layer (`tracer.streamed`)."""
     name = str(name_or_path)
     seed = check_seed(seed)
+    budget = memory_budget(memory)
     if name == "tiny":
         return tiny(seed)
     if name in BUILTIN:
-        return hf_model(SHIPPED / name, name=name)
+        return hf_model(SHIPPED / name, name=name, memory=budget)
     if not name.strip() or "\x00" in name:
         raise TracerError(f"model {name!r}: not a model name or path; try {DEFAULT_MODEL!r} (the default), 'tiny' or 'gpt2'")
     try:
-        return _load_path(name, Path(name).expanduser(), seed, progress)
+        return _load_path(name, Path(name).expanduser(), seed, progress, budget)
     except OSError as e:  # a name too long for a path, a folder we may not read, …
         raise TracerError(f"model {name[:80]!r}: cannot read it ({e.strerror or e})") from None
 
 
-def _load_path(name: str, path: Path, seed: int, progress) -> Model:
+def memory_budget(memory) -> int | None:
+    """`memory` as bytes (None stays None: the default budget, worked out when a model needs it)."""
+    if memory is None:
+        return None
+    if isinstance(memory, str):
+        from .memory import parse_size
+
+        try:
+            return parse_size(memory)
+        except ValueError as e:
+            raise TracerError(str(e).replace("--memory ", "memory=", 1)) from None
+    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 < memory < 2**62:
+        raise TracerError(f"memory={memory!r}: expected a number of bytes > 0 or a size such as '6GB'")
+    return int(memory)
+
+
+def _load_path(name: str, path: Path, seed: int, progress, budget: int | None = None) -> Model:
     from . import scenario
     from .readers import read_path
     from .readers.places import lmstudio_file, ollama_blob
 
     if name.startswith("ollama:"):  # Ollama's blobs are GGUF files, found through its manifests
-        return model_of(read_path(ollama_blob(name.removeprefix("ollama:")), name, seed, progress))
+        return model_of(read_path(ollama_blob(name.removeprefix("ollama:")), name, seed, progress, lazy=True), budget)
     if path.suffix.lower() == ".gguf" and not path.exists():  # LM Studio's folders, by file name
         path = lmstudio_file(name) or path
-    found_here = read_path(path, None, seed, progress)  # a folder, a .gguf, a .toml, a weights file
+    found_here = read_path(path, None, seed, progress, lazy=True)  # a folder, a .gguf, a .toml, a weights file
     if found_here is not None:
-        return model_of(found_here)
+        return model_of(found_here, budget)
     from .hub import cached_folder, hub_repos, is_repo_id
 
     if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
-        return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress)
+        return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress, memory=budget)
     found = scenario.find_scenario(name)
     if found is not None:
         return scenario_model(scenario.load_scenario(found))
     if is_repo_id(name) and not path.exists():  # HuggingFaceTB/SmolLM2-135M: from the local Hugging Face cache
-        return hf_model(cached_folder(name), name=name, progress=progress)
+        return hf_model(cached_folder(name), name=name, progress=progress, memory=budget)
     if path.exists():
         raise TracerError(f"{path}: not a model (expected a folder with config.json, a .gguf file, a .toml scenario "
                           f"or a weights file)")
@@ -82,20 +102,28 @@ def _load_path(name: str, path: Path, seed: int, progress) -> Model:
                       f"(`tracer models` lists what this machine has)")
 
 
-def model_of(ck) -> Model:
+def model_of(ck, memory: int | None = None) -> Model:
     """The `Model` of a `tracer.readers.Checkpoint`: its weights laid out for the products once
-    (with the reader's fused Q|K|V matrices where it holds them: no copy)."""
-    weights = layout(ck.config, ck.params, W_qkv=ck.fused_qkv) if ck.fused_qkv is not None else None
-    return Model(ck.config, ck.params, ck.tokenizer, ck.name, seed=ck.seed, trained=ck.trained, weights=weights,
+    (with the reader's fused Q|K|V matrices where it holds them: no copy). A lazy checkpoint (its
+    `lazy` source) is expanded whole when it fits the budget `memory` (bytes; None: the default),
+    else layer by layer (`tracer.expansion.streamed_weights`)."""
+    params, fused, weights, expansion = ck.params, ck.fused_qkv, None, None
+    if ck.lazy is not None:
+        from .expansion import expand
+
+        params, fused, weights, expansion = expand(ck.lazy, memory)
+    if weights is None and fused is not None:
+        weights = layout(ck.config, params, W_qkv=fused)
+    return Model(ck.config, params, ck.tokenizer, ck.name, seed=ck.seed, trained=ck.trained, weights=weights,
                  source=ck.source, training=ck.training, storage=ck.storage, chat_template=ck.chat_template,
-                 notes=ck.notes, storage_examples=ck.examples)
+                 notes=ck.notes, storage_examples=ck.examples, expansion=expansion)
 
 
-def hf_model(folder, name: str | None = None, progress=None) -> Model:
+def hf_model(folder, name: str | None = None, progress=None, memory: int | None = None) -> Model:
     """A Hugging Face folder (config.json + model.safetensors) of any family `tracer.readers` knows."""
     from .readers import read_folder
 
-    return model_of(read_folder(folder, name, progress))
+    return model_of(read_folder(folder, name, progress, lazy=True), memory)
 
 
 def scenario_model(scn) -> Model:

@@ -75,3 +75,57 @@ def _swap_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+         "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+DEFAULT_SHARE = 0.5  # of the memory available: what the default budget of expanded weights may take
+
+
+def parse_size(text) -> int:
+    """'6GB', '500MB', '1.5 GiB', '2e9' → bytes (decimal units: 1 GB = 10⁹ bytes; GiB = 2³⁰). One
+    ValueError line for anything else (the CLI turns it into exit 2)."""
+    import re
+
+    s = str(text).strip().replace("_", "")
+    m = re.fullmatch(r"(\d+(?:\.\d*)?(?:[eE]\d+)?|\.\d+)\s*([A-Za-z]*)", s)
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in UNITS:
+        raise ValueError(f"--memory {str(text)!r}: expected a size such as 6GB, 500MB or 1.5GiB")
+    value = float(m.group(1)) * UNITS[unit]
+    if not value >= 1:
+        raise ValueError(f"--memory {str(text)!r}: the size must be at least 1 byte")
+    if not value < 2**62:
+        raise ValueError(f"--memory {str(text)!r}: more bytes than any machine has")
+    return int(value)
+
+
+def available_bytes() -> int:
+    """What the machine could give without swapping (Linux's MemAvailable), within this process's
+    limits (`memory_room`); `memory_room` alone where /proc/meminfo is not there."""
+    room = memory_room()
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return min(room, int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return room
+
+
+def default_budget() -> int:
+    """The default memory budget for weights expanded to float32: half of what is available now,
+    so that the machine (and its page cache, which holds the mapped file) stays usable."""
+    return int(available_bytes() * DEFAULT_SHARE)
+
+
+def gb(n: int) -> str:
+    """Bytes in words: '0.81 GB', '6 GB', '512 MB'."""
+    if n >= 10**9:
+        return f"{n / 1e9:.2f}".rstrip("0").rstrip(".") + " GB"
+    if n >= 10**6:
+        return f"{n / 1e6:.1f}".rstrip("0").rstrip(".") + " MB"
+    if n >= 10**3:
+        return f"{n / 1e3:.1f}".rstrip("0").rstrip(".") + " KB"
+    return f"{n} bytes"

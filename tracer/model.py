@@ -47,7 +47,8 @@ class Model:
     def __init__(self, config: Config, params: Params, tokenizer: Tokenizer, name: str = "custom",
                  seed: int | None = None, trained: bool = False, weights: Weights | None = None,
                  source: str | None = None, training: dict | None = None, storage: dict | None = None,
-                 chat_template: str | None = None, notes: tuple = (), storage_examples: dict | None = None):
+                 chat_template: str | None = None, notes: tuple = (), storage_examples: dict | None = None,
+                 expansion: dict | None = None):
         if tokenizer.n_vocab > config.d_vocab:
             raise TracerError(
                 f"model {name}: the tokenizer has {tokenizer.n_vocab} tokens but the model only {config.d_vocab}"
@@ -66,6 +67,17 @@ class Model:
         self.storage_examples = dict(storage_examples or {})  # storage type → one number worked from its bytes
         self._hook_names: list[str] | None = None  # every name forward records, found when a hook is first given
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
+        self.expansion = expansion  # how a read model's weights became float32 (`tracer.expansion`), if it was read
+
+    @property
+    def streamed(self) -> bool:
+        """Whether its layers are expanded layer by layer as passes reach them (`tracer.streamed`)."""
+        return not isinstance(self.weights.layers, list)
+
+    def _whole(self, what: str) -> None:
+        if self.streamed:
+            raise TracerError(f"{what} needs every weight expanded at once; this model runs layer by layer "
+                              f"({self.expansion['text'] if self.expansion else 'streamed'}): give a larger --memory")
 
     def meta(self) -> dict:
         meta = {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
@@ -77,6 +89,8 @@ class Model:
                 meta["split_from"] = split
         if self.storage_examples:
             meta["storage_examples"] = self.storage_examples
+        if self.expansion:  # expanded once, or layer by layer within a budget
+            meta["expansion"] = dict(self.expansion)
         if self.training:  # what a trace's header says instead of "untrained" (without the loss curve)
             meta["training"] = {k: v for k, v in self.training.items() if k != "losses"}
         return meta
@@ -176,6 +190,7 @@ class Model:
         """Which input position mattered to the next token: gradient × input at each prompt position for
         the last position's logit of `target` (default: the most likely next token), from tracer's own
         backward pass (`tracer.backward.attribution`). {"target_id", "per_position"}."""
+        self._whole("attribution (the backward pass)")
         ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
         if target is None:
             target = int(np.argmax(self.run(ids.tolist(), names=["logits"])["logits"][-1]))
@@ -188,6 +203,7 @@ class Model:
         """The mean next-token cross-entropy of the prompt (position i predicts token i + 1, as
         transformers' `GPT2LMHeadModel(ids, labels=ids).loss`) and every parameter's gradient, by
         TransformerLens name (`tracer.backward`)."""
+        self._whole("loss_and_grads (the backward pass)")
         ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
         return loss_and_grads(self.config, self.weights, ids)
 

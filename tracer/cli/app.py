@@ -64,7 +64,8 @@ class _Group(TyperGroup):
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.files.Stopped)
             signum = getattr(e, "signum", 2)
-            echo_err("interrupted" if signum == 2 else f"stopped by signal {signum}")
+            said = str(e) if type(e).__name__ == "LayerStop" else ""  # a streamed pass stopped between layers
+            echo_err(said or ("interrupted" if signum == 2 else f"stopped by signal {signum}"))
             raise typer.Exit(128 + signum) from None
         except BrokenPipeError:  # `tracer trace … | head`: the reader left; not an error of ours
             quiet_stdout()
@@ -136,6 +137,7 @@ class Side(str, Enum):
 
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a GGUF file (llama.cpp, LM Studio) or ollama:NAME[:TAG], a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral, Qwen3, OLMo 2, Phi-3, Gemma 3 text), or a tracer weights file. `tracer models` lists what this machine has.")]
+MemoryOpt = Annotated[Optional[str], typer.Option("--memory", help="The memory the weights may take expanded to float32, e.g. 6GB, 500MB, 1.5GiB (default: half the memory available). A model that needs more is expanded layer by layer as each pass reaches a layer (the same numbers, slower); one whose single layer needs more is refused.")]
 ChatOpt = Annotated[bool, typer.Option("--chat", help="Apply the model's chat template to PROMPT (one user message), as transformers' apply_chat_template(add_generation_prompt=True) renders it; generation stops at the template's end token.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
@@ -176,6 +178,19 @@ def say_notes(model, text: str) -> None:
         shown = ", ".join(f"0x{b:02X}" if isinstance(b, int) else repr(b) for b in lost)
         echo_err(f"note: the vocabulary of {model.name} cannot spell {shown}; dropped from the prompt, as the "
                  f"model's own tokenizer (tokenizers) drops them")
+
+
+def memory_bytes(memory: str | None) -> int | None:
+    """--memory as bytes (None: the default budget); a bad size is one line, exit 2."""
+    if memory is None:
+        return None
+    from ..errors import TracerError
+    from ..memory import parse_size
+
+    try:
+        return parse_size(memory)
+    except ValueError as e:
+        raise TracerError(str(e)) from None
 
 
 def ablations(model, specs) -> tuple[list[str], dict | None]:

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL
-from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, ModelOpt, PagerOpt, PrecisionOpt,
-                  SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablations, app, check_export, echo_err, make_console, passes, say_notes,
-                  view_of)
+from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
+                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablations, app, check_export, echo_err, make_console,
+                  memory_bytes, passes, say_notes, view_of)
 
 
 @app.command()
@@ -41,6 +41,7 @@ def trace(
     chat: ChatOpt = False,
     attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each input vector, embedding + position, of value × ∂logit/∂value), from tracer's own backward pass.")] = False,
     ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")] = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
 
@@ -49,18 +50,19 @@ def trace(
     from ..files import check_output_path
     from ..generate import recording_plan
     from ..loaders import load
-    from ..render.progress import generation_progress, reading_progress
+    from ..render.progress import generation_progress, layers_progress, reading_progress
     from ..settings import GenerationSettings
     from ..tokens import check_prompt
 
     settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
+    budget = memory_bytes(memory)
     view = view_of(token, layer, head, dims, precision, brief, section, 0 if json_out else max_lines)
     check_prompt(prompt)
     if save:
         check_output_path(save, "--save", (".npz",))
     check_export(export)
     out = make_console(bool(export))
-    m = load(model, seed=weights_seed, progress=reading_progress)
+    m = load(model, seed=weights_seed, progress=reading_progress, memory=budget)
     side = truncate.value if truncate else None
     text = m.prompt(prompt, side, settings.max_new_tokens, chat=chat)
     say_notes(m, text.text)
@@ -68,7 +70,7 @@ def trace(
     n = len(text.ids)
     resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
     plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
-    with generation_progress(m, settings.max_new_tokens) as on_step:  # a bar on stderr for big models on a terminal
+    with layers_progress(m, not json_out), generation_progress(m, settings.max_new_tokens) as on_step:  # bars on stderr
         gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
     change = None
     if hooks:
@@ -86,7 +88,7 @@ def trace(
     if verify_cache:
         from ..generate import verify_cache as verify
 
-        with generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
+        with layers_progress(m, not json_out), generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
             gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
     if save:
         gen.save(save)
@@ -242,6 +244,7 @@ def tokens(
     encoding: Annotated[str, typer.Option("--encoding", "-e", help="gpt2 (default) or cl100k_base.")] = "gpt2",
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Use this model's own tokenizer instead (any --model that `tracer trace` takes: a folder, a .gguf file, ollama:NAME, …).")] = None,
     chat: ChatOpt = False,
+    memory: MemoryOpt = None,
 ) -> None:
     """Show how PROMPT splits into tokens: letter, text, id, position.
 
@@ -252,6 +255,7 @@ def tokens(
     from ..render.summary import token_table
     from ..tokens import check_prompt, get_tokenizer
 
+    budget = memory_bytes(memory)
     check_prompt(prompt)
     if model is None:
         if chat:
@@ -262,7 +266,7 @@ def tokens(
     from ..loaders import load
     from ..render.progress import reading_progress
 
-    m = load(model, progress=reading_progress)
+    m = load(model, progress=reading_progress, memory=budget)
     text = m.chat_prompt(prompt) if chat else prompt
     say_notes(m, text)
     make_console().print(token_table(m.tokenizer.encode(text), m.tokenizer))
@@ -275,6 +279,7 @@ def compare(
     model: ModelOpt = DEFAULT_MODEL,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (answers, ld, patch.recovered[layer][position], …).")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html: both prompts, both predictions and the patching heatmap, one self-contained page for a browser.")] = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Compare two prompts of one length, and find where A's answer lives by activation patching:
     B's run with A's residual stream put in at each layer and position, and how much of the logit
@@ -287,15 +292,19 @@ def compare(
     from ..render.progress import reading_progress
     from ..tokens import check_prompt
 
+    budget = memory_bytes(memory)
     check_prompt(a)
     check_prompt(b)
     if export:
         from ..files import check_output_path
 
         check_output_path(export, "--export", (".html",))
-    m = load(model, progress=reading_progress)
+    m = load(model, progress=reading_progress, memory=budget)
     a_ids, b_ids = m.tokenize(a), m.tokenize(b)
-    result = activation_patching(m, a_ids, b_ids)
+    from ..render.progress import layers_progress
+
+    with layers_progress(m, not json_out):
+        result = activation_patching(m, a_ids, b_ids)
     if export:
         from ..render.page.compare import export_compare
 

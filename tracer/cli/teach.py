@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
-from .app import ChatOpt, ModelOpt, ablations, app, make_console
+from .app import ChatOpt, MemoryOpt, ModelOpt, ablations, app, make_console, memory_bytes
 
 
 ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
@@ -28,6 +28,7 @@ def demo(
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
     chat: ChatOpt = False,
     ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp).")] = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """A paced, narrated classroom walkthrough: one step per screen.
 
@@ -46,6 +47,7 @@ def demo(
         raise TracerError("--ablate changes a model run on --prompt; give --prompt (and --model), not a scenario")
     if chat and scenario is not None:
         raise TracerError("--chat applies a model's chat template to --prompt; a scenario has none")
+    budget = memory_bytes(memory)
     if scenario is None and prompt is None:
         prompt = DEFAULT_PROMPT
     if export is not None:
@@ -55,15 +57,15 @@ def demo(
         console = make_console(width=MAX_WIDTH)
     if console.is_terminal:
         with console.status("running the model and recording every step…"):
-            d = _demo_run(scenario, prompt, model, chat, ablate or ())
+            d = _demo_run(scenario, prompt, model, chat, ablate or (), budget)
     else:
-        d = _demo_run(scenario, prompt, model, chat, ablate or ())
+        d = _demo_run(scenario, prompt, model, chat, ablate or (), budget)
     if d.cfg.n_layers < 1:
         raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
     show_demo(d, console, quiz=quiz, auto=auto, export=export)
 
 
-def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False, ablate=()):
+def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False, ablate=(), memory: int | None = None):
     """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
     from ..loaders import load
     from ..render.demo import Demo
@@ -73,7 +75,7 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
         done = run(scenario)
         return Demo(done.gen, done.model.tokenizer, title=done.scenario.title or scenario, checks=done.checks,
                     notes=list(done.scenario.notes))
-    m = load(model)
+    m = load(model, memory=memory)
     text = m.prompt(prompt, chat=chat)
     removed, hooks = ablations(m, ablate)
     gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)

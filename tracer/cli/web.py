@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .app import MemoryOpt, app, memory_bytes
 
 
 @app.command()
@@ -19,16 +19,21 @@ def serve(
     per_client: Annotated[int, typer.Option("--per-client", min=0, max=1024, help="Requests one address may have running or waiting; beyond that it gets 429 with Retry-After (0: no such limit, e.g. when every student comes through one proxy).")] = 2,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
     seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
+    memory: MemoryOpt = None,
 ) -> None:
     """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
 
     Example: tracer serve --host 0.0.0.0 --model abc --model tiny   (students open the address it prints)
     """
     import dataclasses
+    import functools
 
+    from ..loaders import load
     from ..serve.limits import Limits
     from ..serve.run import serve as run
 
     limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
                                  context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
-    run(model or ["abc"], host, port, workers, queue, limits, say=lambda line: typer.echo(line))
+    budget = memory_bytes(memory)  # each model its own budget: a model that needs more runs layer by layer
+    run(model or ["abc"], host, port, workers, queue, limits, load=functools.partial(load, memory=budget),
+        say=lambda line: typer.echo(line))

@@ -35,14 +35,19 @@ from .checkpoint import Checkpoint, Stored
 from .families import BLOCK_FAMILIES, family_module
 
 
-def _gpt2(folder, raw, name, progress):
+def _gpt2(folder, raw, name, progress, lazy=False):
     from . import gpt2
 
-    return gpt2.read(folder, raw, name, progress)
+    return gpt2.read(folder, raw, name, progress, lazy=lazy)
 
 
-def _block_family(folder, raw, name, progress):
-    return family_module(raw["model_type"]).read(folder, raw, name, progress)
+def _block_family(folder, raw, name, progress, lazy=False):
+    fam = family_module(raw["model_type"])
+    if lazy:  # every such family's `read` is llama's with its module as `family`
+        from . import llama
+
+        return llama.read(folder, raw, name, progress, family=fam, lazy=True)
+    return fam.read(folder, raw, name, progress)
 
 
 # config.json's model_type → the reader of such a folder (imported when used: `--help` stays fast)
@@ -55,8 +60,9 @@ def known_families() -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def read_folder(folder, name: str | None = None, progress=None) -> Checkpoint:
-    """A Hugging Face folder: config.json is read once, its model_type picks the family's reader."""
+def read_folder(folder, name: str | None = None, progress=None, lazy: bool = False) -> Checkpoint:
+    """A Hugging Face folder: config.json is read once, its model_type picks the family's reader.
+    `lazy`: nothing expanded (the Checkpoint's `lazy` source expands it: `tracer.readers.source`)."""
     from .folder import config_json, model_type
 
     folder = Path(folder).expanduser()
@@ -67,20 +73,20 @@ def read_folder(folder, name: str | None = None, progress=None) -> Checkpoint:
     reader = FOLDER_FAMILIES.get(family)
     if reader is None:
         raise TracerError(f"{folder / 'config.json'}: model_type is {family!r}; tracer loads {known_families()} checkpoints")
-    return reader(folder, raw, name, progress)
+    return reader(folder, raw, name, progress, lazy) if lazy else reader(folder, raw, name, progress)
 
 
-def read_path(path, name: str | None = None, seed: int = 0, progress=None) -> Checkpoint | None:
+def read_path(path, name: str | None = None, seed: int = 0, progress=None, lazy: bool = False) -> Checkpoint | None:
     """The checkpoint at `path` by what it is (a folder, a `.gguf`, a `.toml` scenario, a tracer
     weights file), or None when the path is none of these (the caller says what it expected)."""
     path = Path(path).expanduser()
     if path.is_dir():
-        return read_folder(path, name, progress)
+        return read_folder(path, name, progress, lazy)
     suffix = path.suffix.lower()
     if suffix == ".gguf" or (path.is_file() and _gguf_magic(path)):  # Ollama's blobs have no suffix
         from . import gguf
 
-        return gguf.read(path, name, progress)
+        return gguf.read(path, name, progress, lazy=lazy)
     if suffix == ".toml":
         from .tracer_files import scenario_checkpoint
         from ..scenario import load_scenario

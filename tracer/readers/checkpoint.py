@@ -44,6 +44,7 @@ class Checkpoint:
     chat_template: str | None = None  # the model's chat template (jinja), when it ships one
     notes: tuple = ()  # what the reader noticed and the user should read once (dropped bytes, …)
     examples: dict = field(default_factory=dict)  # storage type → one number worked from its block's bytes
+    lazy: object = None  # a lazy read's `tracer.readers.source.Source` (then `params` is empty: nothing expanded yet)
 
     def storage_summary(self) -> dict[str, int]:
         """Storage type → how many parameters are stored as it (a dictionary in file order)."""

@@ -124,13 +124,14 @@ def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int) -> Non
                           f"config.json does not match the weights")
 
 
-def read_tensors(files: list[Path]) -> tuple[dict[str, np.ndarray], dict[str, Path], dict[str, str]]:
-    """Every tensor of the files, memory-mapped; the file each came from; its stored dtype ("BF16", …)."""
+def read_tensors(files: list[Path], raw_bf16: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Path], dict[str, str]]:
+    """Every tensor of the files, memory-mapped; the file each came from; its stored dtype ("BF16", …).
+    `raw_bf16`: bfloat16 tensors as their mapped bits, not widened (a lazy read: `tracer.stored`)."""
     tensors: dict[str, np.ndarray] = {}
     origin: dict[str, Path] = {}
     dtypes: dict[str, str] = {}
     for f in files:
-        arrays, _ = load_safetensors(f)  # checks the header, offsets and truncation
+        arrays, _ = load_safetensors(f, raw_bf16=raw_bf16)  # checks the header, offsets and truncation
         header, _ = read_safetensors_header(f)
         for k, v in arrays.items():
             tensors[k], origin[k], dtypes[k] = v, f, str(header[k]["dtype"])
@@ -151,14 +152,14 @@ def check_present(shapes: dict, tensors: dict, origin: dict, folder: Path, ignor
 def check_room(need: int, where: Path, stored: str) -> None:
     """Refuse, with the numbers, a model whose float32 copies (`need` bytes: what is not stored as
     float32, and the fused Q|K|V matrices) would not fit in what this process may take, before any
-    is made: one line, not an out-of-memory kill. tracer expands every weight when it reads a model."""
+    is made: one line, not an out-of-memory kill. A reader asked for every weight expanded (not
+    `lazy`) calls it; `tracer.load` reads lazily and weighs layers against its budget instead."""
     from ..memory import memory_room
 
     room = memory_room()
     if need > room:
         raise TracerError(f"{where}: expanded to float32 this model needs {need / 1e9:.1f} GB more ({stored}), and this "
-                          f"process can take {room / 1e9:.1f} GB; tracer expands every weight when it reads a model "
-                          f"(layer-by-layer expansion for models bigger than memory is not built yet)")
+                          f"process can take {room / 1e9:.1f} GB; tracer.load runs such a model layer by layer (--memory)")
 
 
 def expansion_bytes(shapes: dict, dtypes: dict, fused_qkv: int = 0) -> int:

@@ -40,8 +40,9 @@ transformers' and tracer's). An `olmo2` file with a window is OLMo 3's: the wind
 llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, and refused when that is some
 layers only.
 
-Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped; a model
-bigger than memory as float32 is the next issue's). Core module: numpy and the standard library.
+Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped), or, read
+`lazy`, kept as its blocks and de-quantized layer by layer (`tracer.readers.source`, `tracer.streamed`).
+Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -260,9 +261,10 @@ def unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:  # [heads·d_head, d_m
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
+def read(path: Path, name: str | None = None, progress=None, lazy: bool = False) -> Checkpoint:
     """A GGUF file of an architecture in ARCHITECTURES: its metadata checked into a config, every
-    tensor checked against it and de-quantized (driving `progress(total_bytes, label)`)."""
+    tensor checked against it and de-quantized (driving `progress(total_bytes, label)`); `lazy`:
+    none de-quantized, the Checkpoint's `lazy` source keeps them as blocks (`tracer.readers.source`)."""
     from ..gguf_file import open_gguf
 
     path = Path(path).expanduser()
@@ -285,32 +287,51 @@ def read(path: Path, name: str | None = None, progress=None) -> Checkpoint:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
     kinds = sorted({f.tensors[g].type_name for g in wanted})
+    arch = str(f.metadata["general.architecture"])
+    fixes = {g: fix_of(arch, cfg, g, hf) for g, (hf, _) in wanted.items()}
+    if lazy:
+        from .source import gguf_source
+
+        source = gguf_source(cfg, f, {g: hf for g, (hf, _) in wanted.items()}, fixes, fam,
+                             f"reading {name or path.name} (GGUF)", progress)
+        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source)
     check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
                                cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
-    arch = str(f.metadata["general.architecture"])
-    permuted = ARCHITECTURES[arch][1]
     t: dict[str, np.ndarray] = {}
     total = sum(f.tensors[g].nbytes for g in wanted)
     with (progress or no_progress)(total, f"reading {name or path.name} (GGUF)") as advance:
         for g, (hf, _) in wanted.items():
             arr = f.dequantize(g)  # float32 [out, in] (or [n])
             check_finite(g, arr, path)
-            if arch in NORM_SHIFTED and g.endswith("norm.weight"):
-                arr = arr - np.float32(1)  # the converter stored 1 + w; tracer's gemma_rms adds the 1 itself
-            if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
-                arr = unpermute(arr, cfg.n_heads if "q_proj" in hf else cfg.kv_heads)
-            t[hf] = arr
+            t[hf] = fixes[g](arr) if fixes[g] else arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
+    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name)
+
+
+def fix_of(arch: str, cfg, g: str, hf: str):
+    """What is done to GGUF tensor `g` (transformers' `hf`) as it is expanded, eagerly or layer by layer,
+    or None: Gemma's stored 1 + w back to w (tracer's gemma_rms adds the 1 itself); the Q/K rows llama.cpp
+    permuted for `llama` put back."""
+    if arch in NORM_SHIFTED and g.endswith("norm.weight"):
+        return lambda a: a - np.float32(1)
+    if ARCHITECTURES[arch][1] and hf.endswith(("q_proj.weight", "k_proj.weight")):
+        heads = cfg.n_heads if "q_proj" in hf else cfg.kv_heads
+        return lambda a: unpermute(a, heads)
+    return None
+
+
+def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None) -> Checkpoint:
+    """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
     storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
-                                            for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
+                                      for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
     from ..gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
     template = f.metadata.get("tokenizer.chat_template")
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
                       storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
-                      examples=storage_examples(f, storage))
+                      examples=storage_examples(f, storage), lazy=source)
 
 
 EXAMPLE_PARTS = ("d", "m", "dmin", "sub_block", "sc", "scale", "min", "q", "q_low", "q_high_bit", "bits")

@@ -35,6 +35,7 @@ from ..config import Config
 from ..errors import TracerError
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
+from .source import mapped_source
 from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
                      read_tensors, read_training, stored_as, weight_files, whole)
 
@@ -167,23 +168,34 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return params
 
 
-def read(folder: Path, raw: dict, name: str | None = None, progress=None) -> Checkpoint:
+def translate_fused(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
+    """`translate`, and each layer's c_attn as the fused Q|K|V matrix the decoder reads (no copy)."""
+    return translate(cfg, t), [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]
+
+
+def read(folder: Path, raw: dict, name: str | None = None, progress=None, lazy: bool = False) -> Checkpoint:
     """A GPT-2 folder whose config.json (already read: `raw`) says gpt2, either key layout: its
     parameters are views of the mapped file, each layer's c_attn is the fused Q|K|V matrix the
     decoder reads (so it is not copied), and training.json says how `tracer train` made it.
-    `progress(total_bytes, label)`: see `tracer.readers.folder.read_checked`."""
+    `progress(total_bytes, label)`: see `tracer.readers.folder.read_checked`. `lazy`: nothing is
+    expanded; the Checkpoint's `lazy` is a `tracer.readers.source.Source`."""
     where = folder / "config.json"
     cfg = config_of(raw, where)
     files = weight_files(folder)
     check_sizes(cfg, files, where, cfg.n_params() - cfg.d_vocab)  # every parameter but b_U is stored
-    tensors, origin, dtypes = strip_prefix(*read_tensors(files))
+    tensors, origin, dtypes = strip_prefix(*read_tensors(files, raw_bf16=lazy))
     check_names(cfg, tensors, origin, folder)
-    check_room(expansion_bytes(hf_shapes(cfg), dtypes), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
-    t = read_checked(tensors, origin, hf_shapes(cfg), f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
-                     progress)
-    W_qkv = [t[f"h.{l}.attn.c_attn.weight"] for l in range(cfg.n_layers)]  # [d_model, 3·d_model] per layer
-    return Checkpoint(cfg, translate(cfg, t), get_tokenizer("gpt2"), name or str(folder), str(folder), "gpt2 folder",
-                      "gpt2", stored_as(file_names(cfg), dtypes), fused_qkv=W_qkv, training=read_training(folder))
+    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
+    source, params, W_qkv = None, {}, None
+    if lazy:
+        source = mapped_source(cfg, tensors, origin, dtypes, hf_shapes(cfg), translate_fused, "h.{l}.", file_names(cfg),
+                               False, label, progress, folder)
+    else:
+        check_room(expansion_bytes(hf_shapes(cfg), dtypes), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
+        params, W_qkv = translate_fused(cfg, read_checked(tensors, origin, hf_shapes(cfg), label, progress))
+    return Checkpoint(cfg, params, get_tokenizer("gpt2"), name or str(folder), str(folder), "gpt2 folder",
+                      "gpt2", stored_as(file_names(cfg), dtypes), fused_qkv=W_qkv, training=read_training(folder),
+                      lazy=source)
 
 
 # --------------------------------------------------------------------------- writing a GPT-2 folder

@@ -34,6 +34,7 @@ from ..errors import TracerError, is_whole
 from ..qkv import fuse_qkv, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
+from .source import mapped_source
 from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
                      read_tensors, read_training, stored_as, weight_files, whole)
 
@@ -281,24 +282,29 @@ def tokenizer_of(folder: Path):
     return get_tokenizer({"kind": "tokenizer.json", "path": str(folder)})
 
 
-def read(folder: Path, raw: dict, name: str | None = None, progress=None, family=None) -> Checkpoint:
+def read(folder: Path, raw: dict, name: str | None = None, progress=None, family=None, lazy: bool = False) -> Checkpoint:
     """A Llama / Qwen2 / Mistral folder whose config.json (already read: `raw`) names the family:
     its parameters (views where they can be), each layer's fused Q|K|V matrix, its tokenizer.
     `family`: the module of a family built on this block (its `config_of`, `hf_shapes`, `translate`,
-    `file_names`; this module's by default). `progress`: as in `tracer.readers.folder.read_checked`."""
+    `file_names`; this module's by default). `progress`: as in `tracer.readers.folder.read_checked`.
+    `lazy`: nothing is expanded; the Checkpoint's `lazy` is a `tracer.readers.source.Source`."""
     fam = family or sys.modules[__name__]
     where = folder / "config.json"
     cfg = fam.config_of(raw, where)
     files = weight_files(folder)
     shapes = fam.hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
     check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
-    tensors, origin, dtypes = read_tensors(files)
+    tensors, origin, dtypes = read_tensors(files, raw_bf16=lazy)
     check_tensors(cfg, shapes, tensors, origin, folder)
-    fused = cfg.n_layers * cfg.d_model * cfg.qkv_width  # each layer's [W_Q | W_K | W_V], one copy
-    check_room(expansion_bytes(shapes, dtypes, fused), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
-    t = read_checked(tensors, origin, shapes, f"reading {name or folder.name} ({', '.join(f.name for f in files)})",
-                     progress)
-    params, fused = fam.translate(cfg, t)
+    label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
+    source, params, fused = None, {}, None
+    if lazy:
+        source = mapped_source(cfg, tensors, origin, dtypes, shapes, fam.translate, PREFIX + "layers.{l}.",
+                               fam.file_names(cfg), True, label, progress, folder)
+    else:
+        fused = cfg.n_layers * cfg.d_model * cfg.qkv_width  # each layer's [W_Q | W_K | W_V], one copy
+        check_room(expansion_bytes(shapes, dtypes, fused), where, f"{', '.join(sorted(set(dtypes.values())))} on disk")
+        params, fused = fam.translate(cfg, read_checked(tensors, origin, shapes, label, progress))
     return Checkpoint(cfg, params, tokenizer_of(folder), name or str(folder), str(folder), f"{raw['model_type']} folder",
                       raw["model_type"], split_marked(fam, cfg, stored_as(fam.file_names(cfg), dtypes)), fused_qkv=fused,
-                      training=read_training(folder), chat_template=load_chat_template(folder))
+                      training=read_training(folder), chat_template=load_chat_template(folder), lazy=source)

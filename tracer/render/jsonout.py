@@ -41,6 +41,7 @@ def trace_json(gen, tokenizer) -> dict:
         "settings": settings,
         "verify_cache": gen.meta.get("verify_cache"),
         "storage": gen.meta.get("storage"),  # parameter → its storage type in the file (F32, BF16, Q4_1, …)
+        "expansion": gen.meta.get("expansion"),  # expanded to float32 once, or layer by layer within a budget
         "ablation": gen.meta.get("ablation"),
         "attribution": gen.meta.get("attribution"),  # --attribute: target_id, per_position (gradient × input)  # --ablate: what was removed, the clean and the changed prediction
         "non_finite": _non_finite(gen),

@@ -77,6 +77,10 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
                  "earlier token's keys and values never change (the causal mask stops it from seeing later tokens), "
                  "so each new pass computes Q, K and V for the new token only and reuses the rest. "
                  "--verify-cache runs both ways and compares the logits.")
+    expansion = gen.meta.get("expansion")
+    if isinstance(expansion, dict) and expansion.get("mode") == "layer by layer" and len(rows) > 1:
+        notes.append(f"The cache saves arithmetic, not reading: this model is {expansion.get('text', 'streamed')}, so "
+                     f"each pass expands again every layer the budget could not keep, the one-token passes too.")
     if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
         return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
     return Group(t, *(Text(x) for x in notes))

@@ -97,3 +97,64 @@ def training_progress(settings, stream=None):
             bar.update(task, completed=p.step, info=f"loss {p.loss:.3f}  {p.tokens_per_s:,.0f} tok/s")
 
         yield on_step
+
+
+class LayerStop(KeyboardInterrupt):
+    """Ctrl-C, honoured between two layers of a streamed pass (nothing is half-expanded or half-written)."""
+
+    signum = 2
+
+
+@contextmanager
+def layers_progress(model, show: bool = True, stream=None):
+    """While it is open, a streamed model (`Model.streamed`) draws a bar on stderr of the layers each
+    pass expands (on a terminal, when `show`), and Ctrl-C stops the pass before the next layer: the
+    first press is kept until the layer being computed is done (a second one stops at once)."""
+    layers = getattr(model.weights, "layers", None)
+    if not getattr(model, "streamed", False) or layers is None:
+        yield
+        return
+    import signal
+    import threading
+
+    stream = stream if stream is not None else sys.stderr
+    pressed: list[int] = []
+    old = None
+
+    def on_sigint(signum, frame):
+        pressed.append(signum)
+        if len(pressed) > 1:
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGINT, on_sigint)
+    bar = None
+    try:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        draw = show and getattr(stream, "isatty", lambda: False)()
+        progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=safe_console(file=stream), transient=True, disable=not draw)
+        with progress:
+            bar = progress.add_task("expanding layers", total=len(layers))
+            passes = [0]
+
+            def on_expand(l: int, expanding: bool) -> None:
+                if pressed:
+                    echo = f"stopped before layer {l} of pass {max(passes[0], 1)} (Ctrl-C): nothing was written"
+                    raise LayerStop(echo)
+                if l == 0:
+                    passes[0] += 1
+                what = "expanding" if expanding else "using the expanded"
+                progress.update(bar, completed=l, description=f"pass {passes[0]}: {what} layer {l + 1} of {len(layers)}")
+
+            layers.on_expand = on_expand
+            try:
+                yield
+            finally:
+                layers.on_expand = None
+            if pressed:  # pressed after the last expansion: stop now, before anything is shown or written
+                raise LayerStop("interrupted")
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)

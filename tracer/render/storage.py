@@ -54,6 +54,19 @@ def split_words(meta: dict, param: str) -> list[str]:
             f"when the model was read, not at each step"]
 
 
+def expansion_words(meta: dict) -> str | None:
+    """One sentence for the header: how the weights became float32 — once, or layer by layer within a
+    memory budget (`tracer.expansion`'s summary) — or None when nothing was expanded (float32 files)."""
+    info = meta.get("expansion")
+    if not isinstance(info, dict) or not info.get("text"):
+        return None
+    if info.get("mode") == "layer by layer":
+        blocks = " and the unembedding in row blocks" if info.get("unembedding") == "row blocks" else ""
+        return (f"{info['text']}: each pass expands the layers it reaches{blocks}, keeping what fits the budget "
+                f"(the numbers are those of the model expanded whole)")
+    return info["text"] if info.get("expanded_bytes") else None
+
+
 def example_words(meta: dict, param: str, called: str | None = None) -> list[str]:
     """How `param` (`called` in the words: "W_Q of layer 0") is stored and, worked from its block's
     bytes, the first of its numbers (the walkthrough's first multiplication by it), or [] when the

@@ -34,7 +34,7 @@ from .layer import layer_section
 from .lens import logit_lens_view
 from .loop import generation_steps, kv_cache_view
 from .predict import every_position_section, layers_section, predict_section
-from .storage import storage_words
+from .storage import expansion_words, storage_words
 from .summary import overflow_note
 from .text import line, section
 from .view import Resolved
@@ -63,6 +63,9 @@ def header(ctx: Ctx):
     stored = storage_words(meta)
     if stored:
         yield Text(stored, style="dim")
+    expanded = expansion_words(meta)
+    if expanded:
+        yield Text(expanded, style="dim")
     if isinstance(meta.get("ablation"), dict):
         yield Text(ablation_words(meta["ablation"], ctx.tok) + ". Every number below is the changed run's.", style="bold")
     words = weights_warning(meta)

@@ -1,0 +1,167 @@
+"""A checkpoint's weights as its files store them, and how to expand them: all at once (what reading
+always did) or one layer at a time (`tracer.streamed`, for a model bigger than its memory budget).
+
+A reader that is asked for it (`lazy=True`) checks the file as always but expands nothing: it
+gives a `Source` — each tensor as a `tracer.stored.Stored` under the family's file names, and the
+family's `translate` (file names → TransformerLens names, each layer's fused Q|K|V). `expand_all`
+runs the reading that was (every tensor expanded, then `translate`). `layer(l)` gives layer l's
+parameters alone, by the same `translate` run on layer l's tensors renamed as layer 0 of a
+one-layer model (so every family's renaming is reused as it is, and the arrays come out in the
+same layouts as in a whole read: the same numbers, bit for bit). Core module: numpy and the
+standard library.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..memory import gb
+
+
+@contextmanager
+def _no_progress(total_bytes: int, label: str):
+    yield lambda n: None
+
+
+class _Seen:
+    """`cfg` with another number of layers, for a family's `translate` run on one layer (or none)."""
+
+    def __init__(self, cfg, n_layers: int):
+        self._cfg, self.n_layers = cfg, n_layers
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+
+def _placeholder(shape) -> np.ndarray:
+    """Zeros of `shape` that take no memory (a stride-0 view): a tensor translate passes along untouched."""
+    return np.broadcast_to(np.float32(0), tuple(shape))
+
+
+class Source:
+    """`stored`: file tensor name → Stored (in reading order); `translate(cfg, t)` → (params, fused
+    list or None); `layer_prefix`: the file names' per-layer prefix ("model.layers.{l}.", "h.{l}.");
+    `names`: TransformerLens name → file name (`file_names`); `fused_copy`: translate builds each
+    layer's fused Q|K|V as a new matrix (the Llama block) rather than handing on the file's."""
+
+    def __init__(self, cfg, stored: dict, translate, layer_prefix: str, names: dict, fused_copy: bool,
+                 label: str = "", progress=None, where=None):
+        self.where = where if where is not None else (label.removeprefix("reading ") or "the model")
+        self.cfg, self.stored, self.translate, self.prefix = cfg, stored, translate, layer_prefix
+        self.names, self.fused_copy, self.label, self.progress = dict(names), fused_copy, label, progress
+        self.layer_names: list[list[str]] = [[] for _ in range(cfg.n_layers)]
+        self.top_names: list[str] = []
+        for name in stored:
+            l = self._layer_of(name)
+            (self.layer_names[l] if l is not None else self.top_names).append(name)
+        self.embed_name = self.names.get("W_E")
+        self.unembed_name = None if cfg.tied_unembed else self.names.get("W_U")
+
+    def _layer_of(self, name: str):
+        head, _, _ = self.prefix.partition("{l}")
+        if not name.startswith(head):
+            return None
+        rest = name[len(head):]
+        digits = rest.split(".", 1)[0]
+        return int(digits) if digits.isdigit() and int(digits) < self.cfg.n_layers else None
+
+    # ------------------------------------------------------------------ sizes
+
+    def layer_bytes(self, l: int) -> int:
+        """The float32 bytes layer l holds once expanded (its fused Q|K|V counted once)."""
+        qkv = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+        total = sum(self.stored[n].expanded_bytes for n in self.layer_names[l]
+                    if not (self.fused_copy and any(q in n for q in qkv)))
+        if self.fused_copy:
+            total += 4 * self.cfg.d_model * self.cfg.qkv_width
+        return total
+
+    def max_layer_bytes(self) -> int:
+        return max((self.layer_bytes(l) for l in range(self.cfg.n_layers)), default=0)
+
+    def top_bytes(self) -> int:
+        """The float32 bytes of what is around the layers (the embedding, the unembedding, the final norm)."""
+        return sum(self.stored[n].expanded_bytes for n in self.top_names)
+
+    def unembed_bytes(self) -> int:
+        """The float32 bytes of the unembedding expanded whole (W_E's when tied; 0: a float32 view of the file)."""
+        name = self.unembed_name or self.embed_name
+        return self.stored[name].expanded_bytes if name in self.stored else 0
+
+    def total_bytes(self) -> int:
+        """The float32 bytes the whole model holds expanded (what reading it whole allocates)."""
+        return sum(self.layer_bytes(l) for l in range(self.cfg.n_layers)) + self.top_bytes()
+
+    def describe(self) -> str:
+        """The storage types, in words: 'Q4_0, F32 in the file'."""
+        return ", ".join(sorted({s.dtype for s in self.stored.values()}))
+
+    # ------------------------------------------------------------------ expanding
+
+    def expand_all(self) -> tuple[dict, list | None]:
+        """Every tensor expanded, then translated: the reading there was before layers streamed."""
+        t: dict[str, np.ndarray] = {}
+        total = sum(self._stored_bytes(s) for s in self.stored.values())
+        with (self.progress or _no_progress)(total, self.label) as advance:
+            for name, s in self.stored.items():
+                t[name] = s.expand()
+                advance(self._stored_bytes(s))
+        return self.translate(self.cfg, t)
+
+    @staticmethod
+    def _stored_bytes(s) -> int:
+        f = getattr(s, "f", None)
+        if f is not None:
+            return f.info(s.name).nbytes
+        return int(s.arr.nbytes)
+
+    def layer(self, l: int) -> tuple[dict, np.ndarray | None]:
+        """Layer l's parameters by TransformerLens name (`blocks.{l}.…`) and its fused Q|K|V (None: none)."""
+        here, first = self.prefix.format(l=l), self.prefix.format(l=0)
+        t = {first + n[len(here):]: self.stored[n].expand() for n in self.layer_names[l]}
+        t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
+        params, fused = self.translate(_Seen(self.cfg, 1), t)
+        mine = {f"blocks.{l}." + k[len("blocks.0."):]: v for k, v in params.items() if k.startswith("blocks.0.")}
+        return mine, (fused[0] if fused else None)
+
+    def top(self, expand: set) -> dict:
+        """The parameters around the layers; of the embedding and unembedding only those in `expand`
+        ("W_E", "W_U") are expanded (the others are left out: they are read in rows)."""
+        big = {self.embed_name: "W_E", self.unembed_name: "W_U"}
+        t = {}
+        for n in self.top_names:
+            role = big.get(n)
+            t[n] = self.stored[n].expand() if role is None or role in expand else _placeholder(self.stored[n].shape)
+        params, _ = self.translate(_Seen(self.cfg, 0), t)
+        return {k: v for k, v in params.items() if not (k in ("W_E", "W_U") and k not in expand)}
+
+    def summary(self, streamed: bool, budget: int) -> dict:
+        """How the model runs, for a trace's meta: expanded once, or layer by layer within `budget`."""
+        n, per = self.cfg.n_layers, self.max_layer_bytes()
+        if streamed:
+            text = f"expanded layer by layer: {n} layers × {gb(per)}, budget {gb(budget)}"
+        else:
+            text = f"expanded once: {gb(self.total_bytes())}"
+        return {"mode": "layer by layer" if streamed else "once", "layers": n, "layer_bytes": per,
+                "expanded_bytes": self.total_bytes(), "budget": budget, "text": text}
+
+
+def gguf_source(cfg, f, hf_of: dict, fixes: dict, fam, label: str, progress=None) -> Source:
+    """A lazy read of a GGUF file (`f`, a `tracer.gguf_file.GGUFFile`): each tensor its blocks, under
+    transformers' name (`hf_of`: GGUF name → it); `fixes[g]` (or None) what is done to tensor g as it
+    is expanded (`readers.gguf.fix_of`: llama's permuted Q/K rows put back, Gemma's 1 + w norms)."""
+    from ..stored import Quantized
+
+    stored = {hf: Quantized(f, g, fixes.get(g)) for g, hf in hf_of.items()}
+    return Source(cfg, stored, fam.translate, "model.layers.{l}.", fam.file_names(cfg), True, label, progress, f.path)
+
+
+def mapped_source(cfg, tensors: dict, origin: dict, dtypes: dict, names, translate, prefix: str,
+                  file_names: dict, fused_copy: bool, label: str, progress=None, where=None):
+    """A lazy read's `tracer.readers.source.Source`: the tensors `names`, mapped as they are stored."""
+    from ..stored import Mapped
+
+    stored = {k: Mapped(k, origin[k], tensors[k], dtypes[k]) for k in names}
+    return Source(cfg, stored, translate, prefix, file_names, fused_copy, label, progress, where)

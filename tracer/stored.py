@@ -1,0 +1,124 @@
+"""Tensors kept as their file stores them, expanded to float32 only when asked: the storage side of
+running a model bigger than memory (`tracer.streamed` keeps the expanded layers under a budget).
+
+A `Stored` tensor is either a mapped array of a safetensors file (float32: the mapped view itself;
+float16; bfloat16 kept as its uint16 bits) or a GGUF tensor's memory-mapped blocks
+(`tracer.gguf_file`, de-quantized by `tracer.quants`). Each gives:
+
+    expand()        the whole tensor as float32, by the very operations reading used to run
+                    (so a streamed model computes exactly the numbers of an expanded one)
+    rows(lo, hi)    rows lo..hi of its first axis as float32 (GGUF rows are whole blocks:
+                    the embedding's lookup and the unembedding's row blocks read only those)
+    expanded_bytes  4 bytes a number, 0 when `expand` is a view of the mapped file (float32)
+
+Every expansion is checked for NaN and ∞, naming the tensor (one line, as reading did), and a
+`transform` (llama.cpp's Q/K rows put back in transformers' order) runs on the float32 result.
+Core module: numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import TracerError
+from .params import first_non_finite
+
+CHECK_CHUNK = 2**22  # elements checked for NaN/inf at a time
+
+
+class Stored:
+    """One tensor as stored. `name`: its name in the file; `where`: the file (for messages);
+    `dtype`: the storage type's name ("F32", "BF16", "Q4_0", …); `transform`: float32 → float32."""
+
+    def __init__(self, name: str, where, shape: tuple, dtype: str, transform=None):
+        self.name, self.where, self.shape, self.dtype, self.transform = name, where, tuple(shape), dtype, transform
+        self.checked = False  # the whole tensor found finite once
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def expanded_bytes(self) -> int:
+        """The bytes `expand` allocates (0: a view of the mapped file)."""
+        return 0 if self.dtype in ("F32", "float32") and self.transform is None else 4 * self.count
+
+    def expand(self) -> np.ndarray:  # → `shape` float32
+        arr = self._expand()
+        self.check(arr)
+        return self.transform(arr) if self.transform is not None else arr
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:  # → [hi - lo, *shape[1:]] float32
+        if self.transform is not None:
+            return self.expand()[lo:hi]
+        arr = self._rows(lo, hi)
+        self.check(arr, lo)
+        return arr
+
+    def check(self, arr: np.ndarray, row: int = 0) -> None:
+        """A TracerError naming the tensor if `arr` (its rows from `row` on) holds NaN or ∞; a whole
+        tensor is checked once (a float32 view is not read again on every pass)."""
+        if self.checked:
+            return
+        bad = first_non_finite(arr, None, CHECK_CHUNK)
+        if bad is not None:
+            if row and isinstance(bad, list) and bad:
+                bad = [bad[0] + row, *bad[1:]]
+            raise TracerError(f"{self.where}: tensor {self.name!r} holds NaN or infinite values (first at index {bad})")
+        self.checked = row == 0 and arr.shape == self.shape
+
+    def _expand(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        return self._expand()[lo:hi]
+
+
+class Mapped(Stored):
+    """A safetensors tensor: `arr` is its mapped view (uint16 bits for BF16)."""
+
+    def __init__(self, name: str, where, arr: np.ndarray, dtype: str, transform=None):
+        super().__init__(name, where, arr.shape, dtype, transform)
+        self.arr = arr
+
+    def _expand(self) -> np.ndarray:
+        return self._float32(self.arr)
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        return self._float32(self.arr[lo:hi])
+
+    def _float32(self, arr: np.ndarray) -> np.ndarray:
+        from .files import bf16_to_float32
+
+        if self.dtype == "BF16":
+            arr = bf16_to_float32(arr)
+        if arr.dtype.kind != "f":
+            raise TracerError(f"{self.where}: tensor {self.name!r} has dtype {arr.dtype}, expected floating point weights")
+        arr = arr.view(np.ndarray)  # a plain array over the same bytes, not an np.memmap
+        return arr if arr.dtype == np.float32 else arr.astype(np.float32)
+
+
+class Quantized(Stored):
+    """A GGUF tensor: its blocks, memory-mapped in `f` (a `tracer.gguf_file.GGUFFile`)."""
+
+    def __init__(self, f, name: str, transform=None):
+        info = f.info(name)
+        super().__init__(name, f.path, info.shape, info.type_name, transform)
+        self.f = f
+
+    def _expand(self) -> np.ndarray:
+        return self.f.dequantize(self.name)
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        from . import quants
+
+        info = self.f.info(self.name)
+        if info.type_name not in quants.TYPES:
+            raise TracerError(f"{self.f.path}: {quants.cannot(info.type_name, self.name)}")
+        per_row = info.count // info.shape[0]
+        _, block, per_block = quants.GGML_TYPES[info.type_id]
+        row_bytes = per_row // block * per_block  # a row of ne0 numbers is whole blocks (checked when opened)
+        raw = self.f.raw(self.name)[lo * row_bytes:hi * row_bytes]
+        return quants.dequantize(raw, info.type_name, (hi - lo) * per_row, self.name).reshape(hi - lo, *info.shape[1:])
