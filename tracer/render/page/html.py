@@ -37,7 +37,7 @@ def _plain(x):  # numpy scalars and arrays in a trace's metadata (a --verify-cac
     raise TypeError(f"{type(x).__name__} is not JSON")
 
 
-SKELETON = """<!DOCTYPE html>
+HEAD = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -48,7 +48,17 @@ SKELETON = """<!DOCTYPE html>
 {css}{style}
 </style>
 </head>
-<body>
+"""  # both pages' <head>: the title, and the page's styles inlined
+END = """<script type="application/json" id="trace-data">{data}</script>
+<script>
+"use strict";
+{script}
+</script>
+</body>
+</html>
+"""  # both pages' end: the recorded numbers as JSON, then the script that draws them
+
+SKELETON = HEAD + """<body>
 <a class="skip" href="#slides">skip to the step</a>
 <header id="top">
 {top}  <div class="topline">
@@ -75,14 +85,7 @@ SKELETON = """<!DOCTYPE html>
 </main>
 <noscript><p class="noscript">This page draws its steps with JavaScript; the recorded numbers are in the
 JSON block at the end of the file.</p></noscript>
-<script type="application/json" id="trace-data">{data}</script>
-<script>
-"use strict";
-{script}
-</script>
-</body>
-</html>
-"""
+""" + END
 
 
 def page_script() -> str:
@@ -104,18 +107,7 @@ def page_html(data: dict, *, top: str = "", style: str = "", script: str | None 
 
 COMPARE_SCRIPTS = ("core.js", "compare.js")  # the trace page's shared part, then the compare page's own
 
-COMPARE_SKELETON = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="tracer">
-<title>{title}</title>
-<style>
-{css}
-</style>
-</head>
-<body class="compare">
+COMPARE_SKELETON = HEAD + """<body class="compare">
 <header id="top">
   <div class="topline">
     <h1 id="title">{title}</h1>
@@ -131,14 +123,7 @@ COMPARE_SKELETON = """<!DOCTYPE html>
   <section id="patching" aria-label="activation patching"></section>
 </main>
 <noscript><p class="noscript">This page draws with JavaScript; the numbers are in the JSON block at the end of the file.</p></noscript>
-<script type="application/json" id="trace-data">{data}</script>
-<script>
-"use strict";
-{script}
-</script>
-</body>
-</html>
-"""
+""" + END
 
 
 def compare_html(data: dict) -> str:
@@ -146,5 +131,5 @@ def compare_html(data: dict) -> str:
     `COMPARE_SCRIPTS`."""
     title = f"tracer · {data['title']}"
     script = "\n".join(asset(name) for name in COMPARE_SCRIPTS)
-    return COMPARE_SKELETON.format(title=html.escape(title), css=asset("page.css"), data=json_for_script(data),
+    return COMPARE_SKELETON.format(title=html.escape(title), css=asset("page.css"), style="", data=json_for_script(data),
                                    script=script)
