@@ -121,7 +121,7 @@ def test_ablate_on_the_command_line_reports_both_predictions(runner):
     assert out["ablated"] == ["head 1:0", "every head of layer 2"]
     assert out["clean"]["top_id"] == 402 and 0.9 < out["clean"]["p_top"] < 1  # ␣G
     shown = runner.invoke(app, ["trace", "A B C D E F", "-n", "1", "--ablate", "1:0", "--section", "predict"])
-    assert shown.exit_code == 0 and "without head 1:0: p(␣G) 0.971 → " in shown.output
+    assert shown.exit_code == 0 and f"without head 1:0: p(␣G) {out['clean']['p_top']:.3f} → " in shown.output
 
 
 @pytest.mark.parametrize("spec, says", [("9:0", "the model has layers 0–3"), ("1:7", "layer 1 has heads 0–3"),
@@ -214,7 +214,8 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
     assert d.gen.meta["hooked"] == ["blocks.1.attn.hook_z"] and "without head 1:0" in d.title
     c = Console(record=True, width=80, color_system=None)
     c.print(step_chosen(d).body)
-    assert "without head 1:0: p(␣G) 0.971 → " in c.export_text()
+    clean = d.gen.meta["ablation"]["clean"]["p_top"]  # the clean run's p(␣G), beside the ablated run's
+    assert f"without head 1:0: p(␣G) {clean:.3f} → " in c.export_text()
 
 
 @pytest.mark.parametrize("key, value", [("ablation", {"clean": 1}), ("ablation", "x"), ("attribution", {"target_id": -1}),
