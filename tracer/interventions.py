@@ -199,19 +199,25 @@ def head_ablations(model, ids, top_k: int = 5, limit: float | None = None) -> di
     head zero-ablated (`ablate_head`), beside the clean run's: {"done": True, **cost, "clean": {top_ids,
     top_p}, "heads": [layer][head] {top_ids, top_p, p_clean_top (the clean top token's p without the
     head), top_changed}}, probabilities in float64. Over `limit` multiply-adds (`head_ablation_cost`)
-    (default HEAD_ABLATION_WORK) nothing is run: {"done": False, **cost, "limit"}."""
+    (default HEAD_ABLATION_WORK) nothing is run: {"done": False, **cost, "limit"}; nor when the clean run's
+    numbers are not finite (an overflow): {…, "not_finite": True}."""
     limit = HEAD_ABLATION_WORK if limit is None else limit
     ids = list(ids)
     cost = head_ablation_cost(model.config, len(ids))
     if cost["work"] > limit:
         return {"done": False, **cost, "limit": float(limit)}
     clean = _probs(model.run(ids, names=["logits"]))
+    if not np.isfinite(clean).all():  # an overflowing run: a head's zeros beside NaN are not an ablation to show
+        return {"done": False, **cost, "limit": float(limit), "not_finite": True}
     top = int(np.argmax(clean))
     heads = []
     for layer in range(model.config.n_layers):
         row = []
         for head in range(model.config.n_heads):
-            p = _probs(model.run(ids, names=["logits"], hooks=ablate_head(layer, head)))
+            try:
+                p = _probs(model.run(ids, names=["logits"], hooks=ablate_head(layer, head)))
+            except TracerError:  # the head's other values were already NaN or ∞: the hook check refuses them
+                return {"done": False, **cost, "limit": float(limit), "not_finite": True}
             row.append({**_top(p, top_k), "p_clean_top": float(p[top]), "top_changed": int(np.argmax(p)) != top})
         heads.append(row)
     return {"done": True, **cost, "limit": float(limit), "clean": _top(clean, top_k), "heads": heads}

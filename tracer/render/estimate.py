@@ -11,7 +11,7 @@ import math
 
 from ..sections import LAYER, NUMBERED
 from .header import block_words, head_roles_line, training_line, weights_warning
-from .storage import example_words, storage_words
+from .storage import example_words, expansion_words, storage_words
 
 
 def estimated_lines(r) -> int:
@@ -63,14 +63,16 @@ def wrapped(r, chars: float, indent: int = 2) -> int:
 
 
 def header_lines(r) -> int:
-    """`walkthrough.header`: the model and its block, the settings, how it was trained and stored,
-    where the weights came from (a framed warning)."""
+    """`walkthrough.header`: the model and its block, the settings, how it was trained, stored and
+    expanded, where the weights came from (a framed warning)."""
     cfg, meta = r.config, r.meta
     lines = wrapped(r, 95 + len(block_words(cfg)), 0) + 1
     if isinstance(meta.get("training"), dict):
         lines += wrapped(r, len(training_line(meta["training"])), 0)
     stored = storage_words(meta)
     lines += wrapped(r, len(stored), 0) if stored else 0
+    expanded = expansion_words(meta)  # how the weights became float32 (once, or layer by layer)
+    lines += wrapped(r, len(expanded), 0) if expanded else 0
     lines += wrapped(r, 150, 0) if isinstance(meta.get("ablation"), dict) or meta.get("hooked") else 0
     warning = weights_warning(meta) if meta else None
     return lines + (wrapped(r, len(warning), 4) + 2 if warning else 0)

@@ -29,6 +29,9 @@ def left_out_words(result: dict | None, meta: dict, cfg) -> str:
                     f"without --ablate to click a head and see the prediction without it")
         return ("head ablations not precomputed for this page (`tracer trace … --export FILE.html` runs them; a saved "
                 "trace holds no weights); run `tracer trace … --ablate L:H` for one head")
+    if result.get("not_finite"):
+        return ("head ablations not precomputed: this run's numbers overflow (NaN or ∞), so a head removed would "
+                "not show what the head does")
     return (f"head ablations not precomputed: {cfg.n_layers} layers × {cfg.n_heads} heads = {result['runs']:,} runs of a "
             f"{_scale(result['params'])} model over {result['tokens']:,} tokens, more than the page runs "
             f"(about {result['work']:.1e} multiply-adds; it runs up to {result['limit']:.0e}); "
