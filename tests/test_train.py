@@ -223,3 +223,32 @@ def test_train_help_says_it_trains_gpt2_shaped_models_only(runner):
     out = " ".join(r.output.split())
     assert "trains GPT-2-shaped models only" in out
     assert "Qwen3, OLMo 2, Phi-3, Gemma 2 and Gemma 3 blocks" in out  # what the backward pass covers besides
+
+
+def test_the_corpus_words_are_gpt2s_most_frequent_word_tokens_and_the_copy_test_is_new_to_it():
+    """common_words.txt is what tools/make_words.py makes from GPT-2's vocabulary (5,000 single tokens),
+    and none of copy_cases()'s phrases is in the corpus: the shipped model's copying test asks for
+    what it never saw as a phrase."""
+    import importlib.util
+    from pathlib import Path
+
+    from tracer.corpus import EVERYDAY, common_words, copy_cases, corpus
+    from tracer.tokens import get_tokenizer
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_words", root / "tools" / "make_words.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert (root / "tracer" / "common_words.txt").read_text(encoding="ascii") == tool.words()
+    words = common_words()
+    enc = get_tokenizer("gpt2")
+    assert len(words) == len(set(words)) == 5000 and all(len(enc.encode(" " + w)) == 1 for w in words)
+    assert set(EVERYDAY) <= set(words) and len(set(EVERYDAY)) == len(EVERYDAY) >= 100
+    cases = copy_cases()
+    assert len(cases) == 40 and cases == copy_cases() and cases != copy_cases(seed=2)
+    text = corpus()
+    for prompt, answer in cases:
+        first = prompt.split(". ")[0]  # "the X Y Z and the V W"
+        x_y_z = " ".join(first.split()[:4])
+        assert x_y_z not in text and prompt.split(". ")[1] + answer == x_y_z
+        assert len(set(first.split()) - {"the", "and"}) == 5

@@ -13,26 +13,33 @@ induction head). One example a line, plain ASCII, '\\n' line endings, typically 
 
 Categories, drawn line by line in a seeded random order (share of lines):
 
-    copy       36%  a phrase or a run of 4-8 random words / letters / numbers, said 2-3 times
+    copy       24%  a phrase or a run of 4-8 random words / letters / numbers, said 2-3 times
                     ("red fox jumps. red fox jumps.", "k q z m r k q z m r"); the words come from
                     a pool of a few hundred, so the repeats can be predicted only by copying
-    sentences  30%  short simple English: facts, colours of things, what animals can do and say,
+    recall     24%  random words from GPT-2's 5,000 most frequent lower-case word tokens
+                    (`common_words.txt`), said twice, sometimes with other words between
+                    ("the market bridge and the hours. the market bridge and the hours."): copying
+                    that works on any common word, not only on a pool it learned by heart
+    sentences  24%  short simple English: facts, colours of things, what animals can do and say,
                     opposites, legs, arithmetic up to ten, capitals of 25 countries, small stories
-    letters    12%  alphabet runs of 4-12 letters from any start, upper- or lowercase; one in six
+    letters    10%  alphabet runs of 4-12 letters from any start, upper- or lowercase; one in six
                     is exactly the article's `A B C D E F G`
-    counting   12%  runs of 4-10 numbers up to 60 by ones (mostly), by twos, or by tens up to
+    counting   10%  runs of 4-10 numbers up to 60 by ones (mostly), by twos, or by tens up to
                     100, separated by " " or ", "
-    calendar   10%  weekdays or months in order from any start, wrapping around, " " or ", "
+    calendar    8%  weekdays or months in order from any start, wrapping around, " " or ", "
 
 Reproducibility: everything is drawn from one `random.Random(seed)` through its integer methods
 only (randrange, randint, choice), whose results are fixed across machines and Python 3.2+; the
-word lists are literals in this file, never sets or anything from the environment.
+word lists are literals in this file or, for `recall`, the shipped `common_words.txt` (tools/make_words.py), never
+sets or anything from the environment.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import string
+from importlib import resources
 
 DEFAULT_SEED = 0
 DEFAULT_LINES = 100_000
@@ -263,8 +270,62 @@ def copy(rng: random.Random) -> str:
     return " ".join([seq] * rng.randint(2, 3))
 
 
+@functools.cache
+def common_words() -> tuple[str, ...]:
+    """GPT-2's 5,000 most frequent lower-case word tokens (`common_words.txt`, made by tools/make_words.py)."""
+    text = resources.files("tracer").joinpath("common_words.txt").read_text(encoding="ascii")
+    return tuple(text.split())
+
+
+def _recall_phrase(rng: random.Random, pool: tuple[str, ...]) -> str:
+    """"the w1 … wk and the v1 … vj" with 2-4 and 1-3 random common words: the kind of phrase COPY_CASES tests."""
+    first = " ".join(rng.choice(pool) for _ in range(rng.randint(2, 4)))
+    second = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 3)))
+    return f"the {first} and the {second}."
+
+
+def recall(rng: random.Random) -> str:
+    """Random common words (from 5,000, not the few hundred of `copy`) said twice, sometimes with words between."""
+    pool = common_words()
+    kind = rng.randrange(5)
+    if kind < 2:
+        said = _recall_phrase(rng, pool)
+    else:
+        said = " ".join(rng.choice(pool) for _ in range(rng.randint(3, 8))) + "."
+    if kind == 4:
+        between = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 4))) + "."
+        return f"{said} {between} {said}"
+    return f"{said} {said}"
+
+
 # (weight in percent of lines, function)
-CATEGORIES = [(36, copy), (30, sentence), (12, letters), (12, counting), (10, calendar)]
+CATEGORIES = [(24, copy), (24, recall), (24, sentence), (10, letters), (10, counting), (8, calendar)]
+
+# The shipped model's copying test (tests/test_shipped_model.py, tools/make_model.py): everyday words, all
+# in common_words.txt, in "the X Y Z and the V W. the X Y" → " Z", never in the corpus as a phrase.
+EVERYDAY = """river window garden teacher doctor village mountain forest island engine market bottle mirror
+basket button desert ocean planet rocket camera guitar orange butter cheese coffee sugar chicken silver
+leather paper glass metal plastic summer winter spring morning evening weekend holiday birthday kitchen
+office library station airport hospital school captain soldier writer driver worker yellow golden silent
+gentle quiet narrow simple strong bright happy angry honest famous modern ancient travel wonder follow
+gather borrow listen answer carry house money music water light power field church party table horse
+heart story night woman child phone friend family letter dinner fruit bridge student artist player police
+judge build clean paint dance cook bread stone wood tower street corner square circle""".split()
+
+
+def copy_cases(seed: int = 1, n: int = 40) -> list[tuple[str, str]]:
+    """`n` (prompt, answer) pairs "the X Y Z and the V W. the X Y" → " Z", five different EVERYDAY words each."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        words: list[str] = []
+        while len(words) < 5:
+            w = rng.choice(EVERYDAY)
+            if w not in words:
+                words.append(w)
+        x, y, z, v, w = words
+        cases.append((f"the {x} {y} {z} and the {v} {w}. the {x} {y}", f" {z}"))
+    return cases
 
 
 def _weighted(rng: random.Random, table):

@@ -1,0 +1,52 @@
+#!/usr/bin/env python
+"""Write `tracer/common_words.txt`: the 5,000 most frequent lower-case word tokens of GPT-2's vocabulary.
+
+    python tools/make_words.py            # rewrite the file
+    python tools/make_words.py --check    # exit 1 if the file is not what this makes
+
+A GPT-2 token id is the rank of the merge that made it, so low ids are frequent pieces of text. The
+list takes, in id order, every token that is a space and 3-10 lower-case ASCII letters (" garden",
+" teacher"; a few are pieces of longer words, " con", " pro"), one a line. `tracer corpus` draws
+the words of its `recall` lines from it (repeated phrases of random common words, which the shipped
+model can only predict by copying from the context), so the corpus stays standard-library only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tracer" / "common_words.txt"
+COUNT = 5000
+
+
+def words() -> str:
+    sys.path.insert(0, str(ROOT))
+    from tracer.tokens import get_tokenizer
+
+    enc = get_tokenizer("gpt2").enc
+    found = []
+    for i in range(256, enc.n_vocab):
+        piece = enc.decode_single_token_bytes(i)
+        if re.fullmatch(rb" [a-z]{3,10}", piece):
+            found.append(piece[1:].decode("ascii"))
+        if len(found) == COUNT:
+            break
+    return "".join(w + "\n" for w in found)
+
+
+def main() -> int:
+    text = words()
+    if "--check" in sys.argv[1:]:
+        same = OUT.read_text(encoding="ascii") == text
+        print(f"{OUT}: " + ("as made" if same else "differs from what tools/make_words.py makes"))
+        return 0 if same else 1
+    OUT.write_text(text, encoding="ascii")
+    print(f"wrote {OUT}: {COUNT:,} words")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
