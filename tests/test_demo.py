@@ -8,6 +8,7 @@ embeddings that the test writes out itself. The interactive terminal is tested w
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import subprocess
@@ -19,6 +20,8 @@ from tracer.cli import app
 from tracer.config import Config
 from tracer.model import Model
 from tracer.render import demo
+
+LESSON = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 from tracer.trace import Generation
 
 VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
@@ -493,7 +496,7 @@ def _screen_text(console, shown) -> str:
 @pytest.mark.parametrize("size", [(80, 24), (100, 40)])
 @pytest.mark.parametrize("scenario, prompt, model", [
     ("article", None, "abc"), ("two_heads", None, "abc"), ("rotary", None, "abc"), ("gpt2_small_article", None, "abc"),
-    (None, "A B C D E F", "abc"), (None, "hello", "tests/data/llama-tiny")])
+    (None, "A B C D E F", "abc"), (None, "hello", "tests/data/llama-tiny"), (None, LESSON, "abc")])
 def test_every_step_of_the_shipped_demos_is_one_screen(size, scenario, prompt, model):
     """Issue 27: `demo article` steps 5, 9 and 10 (and the default demo's step 10) went on to a second,
     nearly empty screen at 80×24. Folded (no blank lines, fewer table rows, ✗ in one line) every step
@@ -511,13 +514,14 @@ def test_every_step_of_the_shipped_demos_is_one_screen(size, scenario, prompt, m
     console = Console(width=width, height=height, color_system=None, record=True)
     for quiz in (False, True):
         steps, pages = demo.fitted(d, console, quiz)
-        assert [p.step for p in pages if not p.quiz] == list(range(14)) and all(p.parts == 1 for p in pages)
+        n = 15 if prompt == LESSON else 14  # the lesson's prompt repeats itself: one screen more, on copying
+        assert [p.step for p in pages if not p.quiz] == list(range(n)) and all(p.parts == 1 for p in pages)
         for p in pages:
             shown = demo.screen(d, steps, p, keys=True)
             assert len(console.render_lines(shown, console.options, pad=False)) <= height - 1, p
             text = _screen_text(console, shown)
-            assert text.startswith(f"Step {p.step + 1} of 14 · {steps[p.step].name}") and "(1/" not in text
-            assert f"[{p.step + 1}/14] Enter/→ next" in text
+            assert text.startswith(f"Step {p.step + 1} of {n} · {steps[p.step].name}") and "(1/" not in text
+            assert f"[{p.step + 1}/{n}] Enter/→ next" in text
 
 
 def test_the_articles_folded_screens_keep_what_they_are_for():
@@ -562,3 +566,43 @@ def test_a_short_terminal_puts_each_wrong_value_on_one_line_where_it_fits():
     text = _screen_text(console, demo.screen(d, steps, five[0], keys=True))
     assert '✗ article (B): "Q·A_K = 0.6"  stated 0.600 · recorded 0.670 · off by 0.070' in text
     assert '✗ article (A): "Q·K = 0.8 (attention score with itself)"\n  stated 0.800 · recorded 0.670' in text
+
+
+
+def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_weights():
+    """The screen after the layers: the heads that put the most of the last token's weight on the token
+    after its earlier occurrence, read from the recorded patterns (recomputed here from the trace), training's
+    induction scores beside them, and the --ablate to try; with --ablate, the removed heads are marked."""
+    from tracer.cli.teach import _demo_run
+    from tracer.heads import induction_targets
+
+    d = _demo_run(None, LESSON, "abc")
+    steps = demo.build_steps(d)
+    names = [s.name for s in steps]
+    assert names[names.index("The other layers") + 1] == "Copying: the induction head"
+    tokens = d.trace.tokens
+    target = int(induction_targets(tokens)[-1])
+    assert d.tokenizer.token_str(int(tokens[target])) == " garden"  # "the river window" was followed by " garden"
+    weight = np.stack([d.trace[f"blocks.{l}.attn.hook_pattern"][:, -1, target] for l in range(d.cfg.n_layers)])
+    best = np.unravel_index(int(np.argmax(weight)), weight.shape)
+    console_text = _plain(demo.screen(d, steps, demo.Page(names.index("Copying: the induction head"), False)))
+    rows = re.findall(r"^(\d):(\d)\s+(\d\.\d{3})", console_text, flags=re.M)
+    assert rows and (int(rows[0][0]), int(rows[0][1])) == tuple(int(x) for x in best)
+    for l, h, w in rows:
+        assert float(w) == pytest.approx(weight[int(l), int(h)], abs=5e-4)
+    assert [float(w) for *_, w in rows] == sorted((float(w) for *_, w in rows), reverse=True)
+    assert f"--ablate {best[0]}:{best[1]}" in " ".join(console_text.split())
+    cut = _demo_run(None, LESSON, "abc", ablate=(f"{best[0]}:{best[1]}",))
+    cut_steps = demo.build_steps(cut)
+    cut_text = _plain(demo.screen(cut, cut_steps, demo.Page(names.index("Copying: the induction head"), False)))
+    assert f"{best[0]}:{best[1]} (removed)" in cut_text and f"without head {best[0]}:{best[1]}" in " ".join(cut_text.split())
+    plain = _demo_run(None, "A B C D E F", "abc")
+    assert "Copying: the induction head" not in [s.name for s in demo.build_steps(plain)]
+
+
+def _plain(renderable, width: int = 100) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, color_system=None, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()

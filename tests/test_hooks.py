@@ -119,6 +119,7 @@ def test_ablate_on_the_command_line_reports_both_predictions(runner):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)["ablation"]
     assert out["ablated"] == ["head 1:0", "every head of layer 2"]
+    assert out["heads"] == [[1, 0], [2, 0], [2, 1], [2, 2], [2, 3]]  # the pairs removed, each once, in order
     assert out["clean"]["top_id"] == 402 and 0.9 < out["clean"]["p_top"] < 1  # ␣G
     shown = runner.invoke(app, ["trace", "A B C D E F", "-n", "1", "--ablate", "1:0", "--section", "predict"])
     assert shown.exit_code == 0 and f"without head 1:0: p(␣G) {out['clean']['p_top']:.3f} → " in shown.output
@@ -228,3 +229,12 @@ def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_pat
     gen = tracer.load("abc").generate("A B C", max_new_tokens=1)
     gen.meta[key] = value
     assert key in damage(Generation(gen.steps, gen.prompt_ids, gen.generated_ids, gen.text, gen.meta), 50257)
+
+
+def test_removed_heads_are_the_pairs_the_specs_name_once_and_no_mlp():
+    import tracer
+    from tracer.interventions import removed_heads
+
+    cfg = tracer.load("abc").config
+    assert removed_heads(["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"], cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+    assert removed_heads([], cfg) == [] and removed_heads(["2:mlp"], cfg) == []

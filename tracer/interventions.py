@@ -116,6 +116,21 @@ def parse_ablation(spec: str, cfg) -> tuple[str, dict]:
     return f"head {layer}:{head}" + (" (mean)" if how == "mean" else ""), ablate_head(layer, head, how)
 
 
+def removed_heads(specs, cfg) -> list[list[int]]:
+    """The [layer, head] pairs --ablate specs remove (L:H and L:*; an MLP removes no head), each once,
+    in order; the specs are checked by `parse_ablation` first."""
+    out: list[list[int]] = []
+    for spec in specs:
+        m = ABLATION.match(str(spec).strip().lower())
+        if m is None or m.group(2) == "mlp":
+            continue
+        layer = int(m.group(1))
+        for head in (range(cfg.n_heads) if m.group(2) == "*" else [int(m.group(2))]):
+            if [layer, head] not in out:
+                out.append([layer, head])
+    return out
+
+
 def prediction_change(model, ids, hooks: dict) -> dict:
     """The next-token prediction after `ids` without and with `hooks` (one pass each, only the logits
     recorded): {"clean": {top_id, p_top}, "changed": {top_id, p_top, p_clean_top}}, probabilities in float64."""

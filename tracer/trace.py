@@ -392,8 +392,10 @@ def _intervention_damage(meta: dict, n_vocab: int) -> str | None:
         if not (isinstance(clean, dict) and isinstance(changed, dict) and token(clean.get("top_id"))
                 and token(changed.get("top_id")) and all(prob(d.get(k)) for d, k in
                 ((clean, "p_top"), (changed, "p_top"), (changed, "p_clean_top")))
-                and isinstance(ab.get("ablated", []), list)):
-            return "meta: 'ablation' is not what --ablate records ({ablated, clean, changed})"
+                and isinstance(ab.get("ablated", []), list)
+                and isinstance(ab.get("heads", []), list) and all(
+                    isinstance(c, list) and len(c) == 2 and all(token(x) for x in c) for c in ab.get("heads", []))):
+            return "meta: 'ablation' is not what --ablate records ({ablated, heads, clean, changed})"
     hooked = meta.get("hooked")
     if hooked is not None and not (isinstance(hooked, list) and all(isinstance(n, str) for n in hooked)):
         return "meta: 'hooked' is not a list of the hook names a run changed"

@@ -203,6 +203,14 @@ def ablations(model, specs) -> tuple[list[str], dict | None]:
     return [w for w, _ in parsed], combine(*(h for _, h in parsed))
 
 
+def ablation_record(model, ids, specs, removed: list[str], hooks: dict) -> dict:
+    """What --ablate did, as `gen.meta["ablation"]` and --json keep it: the words, the heads removed
+    ([layer, head] pairs) and the next-token prediction without and with the hooks."""
+    from ..interventions import prediction_change, removed_heads
+
+    return {"ablated": removed, "heads": removed_heads(specs, model.config), **prediction_change(model, ids, hooks)}
+
+
 def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:
     """`warnings.showwarning` for the command: one sanitised line, no file name or source line."""
     echo_err(f"warning: {message} ({category.__name__})")

@@ -8,8 +8,8 @@ import typer
 
 from ..config import DEFAULT_MODEL
 from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
-                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablations, app, check_export, echo_err, make_console,
-                  memory_bytes, passes, say_notes, view_of)
+                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablation_record, ablations, app, check_export,
+                  echo_err, make_console, memory_bytes, passes, say_notes, view_of)
 
 
 @app.command()
@@ -74,9 +74,7 @@ def trace(
         gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
     change = None
     if hooks:
-        from ..interventions import prediction_change
-
-        change = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
+        change = ablation_record(m, text.ids, ablate, removed, hooks)
         gen.meta["ablation"] = change
     if attribute:  # the chosen next token (the first generated, or the most likely when none was)
         gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
-from .app import ChatOpt, MemoryOpt, ModelOpt, ablations, app, make_console, memory_bytes
+from .app import ChatOpt, MemoryOpt, ModelOpt, ablation_record, ablations, app, make_console, memory_bytes
 
 
 ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
@@ -80,8 +80,6 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
     removed, hooks = ablations(m, ablate)
     gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
     if hooks:
-        from ..interventions import prediction_change
-
-        gen.meta["ablation"] = {"ablated": removed, **prediction_change(m, text.ids, hooks)}
+        gen.meta["ablation"] = ablation_record(m, text.ids, ablate, removed, hooks)
         prompt = f"{prompt} without {' and '.join(removed)}"
     return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))

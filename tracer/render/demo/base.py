@@ -141,6 +141,7 @@ class Step:
     question: RenderableType | None = None  # shown first with --quiz: the inputs, not the answer
     ask: str = ""  # what to predict
     checks: list = field(default_factory=list)
+    remake: object = field(default=None, repr=False, compare=False)  # the screen's maker (screens.STEPS), to rebuild it with fewer rows
 
 
 @dataclass

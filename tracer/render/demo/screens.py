@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..checks import CheckBook
 from .base import Demo, Page, Step, sentence
+from .copying import step_copying
 from .layer import (step_embedding, step_multihead, step_position, step_qkv, step_scores, step_softmax, step_tokens,
                     step_weighted_sum)
 from .output import step_append, step_cache, step_chosen, step_layers, step_temperature, step_unembed
@@ -20,7 +21,8 @@ from .output import step_append, step_cache, step_chosen, step_layers, step_temp
 
 
 STEPS = (step_tokens, step_embedding, step_position, step_qkv, step_scores, step_softmax, step_weighted_sum,
-         step_multihead, step_layers, step_unembed, step_temperature, step_chosen, step_append, step_cache)
+         step_multihead, step_layers, step_copying, step_unembed, step_temperature, step_chosen, step_append, step_cache)
+# step_copying is shown only when the last token has appeared before (it returns None otherwise)
 
 
 CHECK_NAMES = {
@@ -40,11 +42,16 @@ CHECK_NAMES = {
 
 
 def build_steps(d: Demo) -> list[Step]:
-    steps = [make(d) for make in STEPS]
+    steps = []
+    for make in STEPS:
+        s = make(d)
+        if s is not None:  # a screen this run has nothing for (step_copying on a prompt that repeats nothing)
+            s.remake = make
+            steps.append(s)
     book = CheckBook(d.checks)
     for s in steps:
         s.checks = book.take_matching(CHECK_NAMES.get(s.name, []))
-    steps[STEPS.index(step_append)].checks += book.rest()  # later passes, and anything unmatched
+    next(s for s in steps if s.name == "Append and repeat").checks += book.rest()  # later passes, and anything unmatched
     return steps
 
 
@@ -109,7 +116,7 @@ def _one_screen(d: Demo, steps: list[Step], i: int, quiz: bool, fits) -> Page | 
     for fewer in range(rows - 1, 3, -1):
         d.rows = fewer
         try:
-            shorter = STEPS[i](d)
+            shorter = s.remake(d)
         finally:
             d.rows = rows
         shorter.checks = s.checks
