@@ -128,7 +128,9 @@ def test_llama_cpp_rules_for_what_a_gemma_file_does_not_say():
     ("gemma2-tiny", {"{arch}.attention.sliding_window": -1.0}, "'gemma2.attention.sliding_window' must be a whole number ≥ 0"),
     ("gemma2-tiny", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16},
      r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
-    ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 8.0}, "RoPE scaling 'linear' is not supported"),
+    ("gemma3-tiny", {"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 8.0}, "RoPE scaling 'yarn' is not supported"),
+    ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear"}, "metadata 'gemma3.rope.scaling.factor' is missing"),
+    ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 0.0}, "'factor' must be a number > 0, got 0"),
     ("gemma2-tiny", {"{arch}.block_count": 10 ** 9}, "metadata 'gemma2.block_count' 1,000,000,000 is more than tracer reads"),
     ("gemma3-tiny", {"{arch}.attention.sliding_window_pattern": [True] * 5000}, r"one true/false per layer \(2\), got 5000 values"),
     ("gemma3-tiny", {"general.architecture": "gemma3n"}, "GGUF architecture 'gemma3n' is not supported; tracer reads .*gemma2, gemma3"),
@@ -168,3 +170,51 @@ def test_a_quantized_gemma_file_keeps_its_norms_in_float32_with_the_1_taken_off(
     ids = _ids("gemma3-tiny")[1]
     a, b = q8.run(ids)["logits"], f32.run(ids)["logits"]
     assert 0 < np.linalg.norm(a - b) < 0.05 * np.linalg.norm(b)  # 8-bit blocks: close, not equal
+
+
+LINEAR = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}  # Gemma 3 4B's and larger's RoPE
+
+
+def test_gemma3s_linear_rope_scaling_stretches_the_global_layers_only(gguf_of_folder, family_copy, tmp_path):
+    """Gemma 3 (4B and up) divides the global layers' angles by rope_scaling's factor (8) and leaves the
+    sliding layers' local base alone: the angles are position × θ_i / 8 by hand, transformers computes the
+    same logits and patterns from the folder, and the GGUF file (rope.scaling.type 'linear', as
+    convert_hf_to_gguf.py writes it) the same as the folder."""
+    folder = family_copy(tmp_path, "gemma3-tiny", rope_parameters=LINEAR)
+    m, plain = tracer.load(str(folder)), tracer.load(str(DATA / "gemma3-tiny"))
+    assert m.config.rope_scaling == {"rope_type": "linear", "factor": 8.0}
+    ids = _ids("gemma3-tiny")[0]
+    t, u = m.run(ids), plain.run(ids)
+    d_head = m.config.d_head
+    by_hand = np.arange(len(ids))[:, None] * (1e6 ** (-np.arange(0, d_head, 2) / d_head))[None, :] / 8  # [pos, d_head / 2]
+    np.testing.assert_allclose(t["rope.hook_angle"], by_hand, rtol=1e-6, atol=1e-12)
+    np.testing.assert_array_equal(t["rope.hook_angle_local"], u["rope.hook_angle_local"])  # the sliding layer: unchanged
+    np.testing.assert_array_equal(t["blocks.0.hook_attn_out"], u["blocks.0.hook_attn_out"])  # layer 0 slides
+    assert np.abs(t["blocks.1.attn.hook_pattern"] - u["blocks.1.attn.hook_pattern"]).max() > 1e-4  # layer 1 is global
+    ref = _transformers(folder, [ids])[0]
+    np.testing.assert_allclose(t["logits"], ref["logits"], rtol=0, atol=1e-4 * max(1.0, np.abs(ref["logits"]).max()))
+    for l in range(m.config.n_layers):
+        np.testing.assert_allclose(t[f"blocks.{l}.attn.hook_pattern"], ref["patterns"][l], rtol=0, atol=1e-5)
+    four = family_copy(tmp_path / "v4", "gemma3-tiny", rope_parameters=None, rope_theta=1e6, rope_local_base_freq=1e4,
+                       rope_scaling={"rope_type": "linear", "factor": 8.0})  # transformers 4's keys
+    np.testing.assert_array_equal(tracer.load(str(four)).run(ids)["logits"], t["logits"])
+    g = tracer.load(str(gguf_of_folder(DATA / "gemma3-tiny", "default", meta={
+        "{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 8.0,
+        "{arch}.attention.sliding_window_pattern": [True, False]})))
+    assert g.config.rope_scaling == {"rope_type": "linear", "factor": 8.0} and g.config.windowed == (0,)
+    as_read = family_copy(tmp_path / "cpp", "gemma3-tiny", rope_parameters=LINEAR, query_pre_attn_scalar=32)
+    np.testing.assert_allclose(g.run(ids)["logits"], tracer.load(str(as_read)).run(ids)["logits"], rtol=0, atol=1e-5)
+
+
+def test_the_header_says_the_linear_scaling():
+    from tracer.config import Config
+    from tracer.render.header import block_words
+
+    cfg = tracer.load(str(DATA / "gemma3-tiny")).config
+    from dataclasses import replace
+
+    assert "linear scaling × 8" in block_words(replace(cfg, rope_scaling={"rope_type": "linear", "factor": 8.0}))
+    assert "scaling" not in block_words(cfg)
+    with pytest.raises(TracerError, match="rope_scaling.factor must be a number > 0"):
+        Config.from_dict({**cfg.to_dict(), "rope_scaling": {"rope_type": "linear", "factor": -1}})

@@ -159,9 +159,13 @@ class Config:
                 raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
                                   f"(one per pair of a head's dimensions)")
             return
+        if kind == "linear":  # every angle divided by one factor (Gemma 3's global layers)
+            if not (_positive(rs.get("factor")) and rs["factor"] < float("inf")):
+                raise TracerError(f"config: rope_scaling.factor must be a number > 0, got {rs.get('factor')!r}")
+            return
         if kind != "llama3":
             raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
-                              f"'llama3' scaling, a GGUF's per-pair 'factors', or none)")
+                              f"'llama3' scaling, 'linear', a GGUF's per-pair 'factors', or none)")
         for key in ROPE_SCALING_KEYS:
             if not _positive(rs.get(key)):
                 raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")

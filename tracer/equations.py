@@ -75,12 +75,16 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
     """The angle per position of each pair of a head's dimensions: θ_i = theta^(−2i/d_head) (RoPE),
     with Llama 3's stretch of the slow frequencies when `scaling` says {"rope_type": "llama3", …}, or
     each divided by its own factor when it says {"rope_type": "factors", "factors": [d_head / 2]}
-    (how a GGUF file stores Llama 3's scaling: its `rope_freqs` tensor, as llama.cpp applies it)."""
+    (how a GGUF file stores Llama 3's scaling: its `rope_freqs` tensor, as llama.cpp applies it), or
+    all divided by one factor when it says {"rope_type": "linear", "factor": f} (positions stretched f
+    times: Gemma 3's global layers)."""
     inv = 1.0 / np.power(float(theta), np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head / 2]
     if not scaling:
         return inv
     if scaling.get("rope_type") == "factors":
         return inv / np.asarray(scaling["factors"], dtype=np.float64)  # [d_head / 2]
+    if scaling.get("rope_type") == "linear":
+        return inv / float(scaling["factor"])  # [d_head / 2]
     factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
     old_ctx = float(scaling["original_max_position_embeddings"])
     wavelen = 2 * math.pi / inv  # [d_head / 2] positions per turn

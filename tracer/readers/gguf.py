@@ -150,9 +150,11 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: RoPE scaling 'longrope' (Phi-3's rope_factors_long/short) is not supported; "
                           f"tracer computes plain rotary positions")
     scaling = meta.get(f"{a}.rope.scaling.type", "none")
-    if scaling not in ("none", None):  # Llama 3's scaling comes as the rope_freqs tensor instead (see read)
+    if scaling == "linear":  # one factor for every angle (Gemma 3's global layers), as config.json's 'linear'
+        raw["rope_scaling"] = {"rope_type": "linear", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float)}
+    elif scaling not in ("none", None):  # Llama 3's scaling comes as the rope_freqs tensor instead (see read)
         raise TracerError(f"{where}: RoPE scaling {scaling!r} is not supported in GGUF files; tracer computes plain "
-                          f"rotary positions and Llama 3's per-pair factors (rope_freqs)")
+                          f"rotary positions, 'linear' scaling and Llama 3's per-pair factors (rope_freqs)")
     if a in ("qwen2", "qwen3"):
         raw["use_sliding_window"] = False
     if a in GEMMA_RULES:

@@ -47,7 +47,7 @@ PREFIX = "model."
 
 
 def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
-    """(rope_theta, the llama3 scaling or None) from transformers 4's or 5's keys."""
+    """(rope_theta, the llama3 or linear scaling or None) from transformers 4's or 5's keys."""
     params = raw.get("rope_parameters")
     if params is not None and not isinstance(params, dict):
         raise TracerError(f"{where}: 'rope_parameters' must be an object, got {params!r}")
@@ -60,9 +60,11 @@ def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "default":
         return theta, None
+    if kind == "linear":  # positions stretched by one factor (Gemma 3's global layers; transformers' 'linear')
+        return theta, {"rope_type": "linear", "factor": number(scaling, "factor", where)}
     if kind != "llama3":
-        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported; tracer computes plain RoPE and "
-                          f"Llama 3's 'llama3' scaling")
+        raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported; tracer computes plain RoPE, "
+                          f"Llama 3's 'llama3' scaling and 'linear'")
     keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     return theta, {"rope_type": "llama3", **{k: number(scaling, k, where) for k in keys}}
 

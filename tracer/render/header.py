@@ -21,10 +21,18 @@ def ablation_words(change: dict, tok) -> str:
     return words
 
 
+def scaling_words(scaling: dict) -> str:
+    """RoPE's scaling in a few words: "llama3 scaling", "linear scaling × 8" (positions stretched 8 times)."""
+    kind = scaling.get("rope_type")
+    if kind == "linear":
+        return f"linear scaling × {float(scaling['factor']):g}"
+    return "llama3 scaling"  # Llama 3's, in config.json's keys or a GGUF's per-pair factors
+
+
 def block_words(cfg) -> str:
     pos = cfg.position_kind.title
     if cfg.position_kind.rotary:
-        pos += f" (θ base {cfg.rope_theta:g}" + (", llama3 scaling)" if cfg.rope_scaling else ")")
+        pos += f" (θ base {cfg.rope_theta:g}" + (f", {scaling_words(cfg.rope_scaling)})" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
     mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
     if cfg.layer_norm and cfg.norm_place_kind.title:
