@@ -79,24 +79,31 @@ def test_transformers_computes_the_same_logits_and_loss(abc):
         assert loss == pytest.approx(float(ref[f"loss_{k}"]), abs=1e-4)
 
 
-def test_a_previous_token_head_and_induction_heads(abc):
-    """Measured here afresh, on words the corpus uses, shown twice: the heads training.json names."""
-    words = " red blue green big small cat dog fox cup tree sun moon bird fish runs jumps sits falls grows".split()
-    vocab = sorted({abc.tokenizer.encode(" " + w)[0] for w in words})
-    prev, ind = [], []
-    for seed in range(3):
-        seq = repeated_sequence(10, vocab, seed)
-        t = abc.run(seq, names=["blocks.*.attn.hook_pattern"])
-        s = head_scores(t, seq)
-        prev.append(s["previous_token"])
-        ind.append(s["induction"])
-    prev, ind = np.mean(prev, axis=0), np.mean(ind, axis=0)  # [layer, head]
-    uniform = np.mean([1 / (i + 1) for i in range(1, 20)])  # a head spreading its weight evenly
-    assert prev[0].max() > 2.5 * uniform and prev[0].max() > 1.5 * prev[1:].max()  # layer 0 looks at the token before
-    assert ind.max() > 0.5 and np.argmax(ind.max(axis=1)) in (1, 2)  # induction in a later layer
-    stored_prev, stored_ind = np.asarray(TRAINING["heads"]["previous_token"]), np.asarray(TRAINING["heads"]["induction"])
-    assert np.unravel_index(np.argmax(stored_ind), ind.shape)[0] in (1, 2) and stored_ind.max() > 0.5
-    assert np.argmax(stored_prev.max(axis=1)) == 0
+def test_induction_heads_in_a_later_layer_and_the_heads_training_json_names(abc):
+    """Measured here afresh on phrases of everyday words said twice in part (copy_cases, with their answers):
+    on make_model.py's own cases (seed 5) the scores training.json records; on others (seed 9) induction
+    heads above 0.5 in a layer after the strongest previous-token head, which beats a head spreading its
+    weight evenly."""
+    from tracer.corpus import copy_cases
+
+    def measured(seed: int):
+        prev, ind, even = [], [], []
+        for prompt, answer in copy_cases(seed=seed, n=40):
+            t = abc.run(prompt + answer, names=["blocks.*.attn.hook_pattern"])
+            s = head_scores(t, t.tokens)
+            prev.append(s["previous_token"])
+            ind.append(s["induction"])
+            even.append(np.mean([1 / (i + 1) for i in range(1, len(t.tokens))]))
+        return np.mean(prev, axis=0), np.mean(ind, axis=0), float(np.mean(even))  # [layer, head] × 2, a number
+
+    heads = TRAINING["heads"]
+    assert "copy_cases(seed=5)" in heads["measured_on"]
+    prev, ind, _ = measured(5)
+    np.testing.assert_allclose(prev, heads["previous_token"], atol=2e-3)
+    np.testing.assert_allclose(ind, heads["induction"], atol=2e-3)
+    prev, ind, even = measured(9)
+    l_ind, l_prev = np.unravel_index(np.argmax(ind), ind.shape)[0], np.unravel_index(np.argmax(prev), prev.shape)[0]
+    assert (ind[l_ind] > 0.5).sum() >= 2 and l_ind > l_prev and prev.max() > 1.3 * even
 
 
 def test_moderate_logits_so_temperature_shows(abc):

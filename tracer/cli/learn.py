@@ -21,7 +21,7 @@ def corpus(
     weekdays and months, short sentences, and phrases said twice (to copy), one example a line.
 
     The same seed and size give the same bytes on every machine (seed 0, 100,000 lines: the shipped
-    model's corpus, sha256 20cf97d4e535…).
+    model's corpus, sha256 88b28286e50d…).
 
     Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model
     """

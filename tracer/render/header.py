@@ -105,6 +105,7 @@ def head_roles_line(training) -> str:
                      f"can copy): {named(ind)}")
     if not parts:
         return ""
-    return ("What training made of the heads (measured on a sequence shown twice; weight on the token the role "
+    on = heads.get("measured_on") if isinstance(heads.get("measured_on"), str) else "a sequence shown twice"
+    return (f"What training made of the heads (measured on {on}; weight on the token the role "
             "names): " + "; ".join(parts) + ". Induction shows on a prompt that repeats itself: "
             "tracer trace \"red fox jumps. red fox\" --section heatmap --layer all.")

@@ -14,6 +14,7 @@ from ..header import ROLE_AT_LEAST
 from .base import Demo, Step, sentence, table
 
 ROWS = 4  # heads listed, the largest weight first
+STRONG = 0.5  # a head putting at least this much of the last token's weight on the copied token is named to remove
 
 
 def copy_target(d: Demo) -> int | None:
@@ -58,18 +59,19 @@ def step_copying(d: Demo) -> Step | None:
         if trained is not None:
             row.append(f"{trained[l, h]:.2f}" + (" induction" if trained[l, h] >= ROLE_AT_LEAST else ""))
         t.add_row(*row)
-    best = order[0]
+    strong = [c for c in order if weight[c] >= STRONG] or order[:1]  # the heads that copy, to knock out together
     if gone:
         what = " and ".join((d.gen.meta.get("ablation") or {}).get("ablated") or [])
         tail = (f"This run is without {what}: the weights above are still computed, but the removed heads hand on "
                 "zeros; the chosen token's screen shows the prediction beside the clean run's.")
     else:
-        tail = (f"Remove the strongest and watch the copy: add --ablate {best[0]}:{best[1]} to this command "
-                f"(--ablate {best[0]}:* removes all of layer {best[0]}'s heads).")
+        flags = " ".join(f"--ablate {l}:{h}" for l, h in strong)
+        tail = (f"Remove {'it' if len(strong) == 1 else 'them'} and watch the copy fail: add {flags} to this command "
+                "(LAYER:* removes all of a layer's heads).")
     narration = (f"{d.who(last)} was seen before, as {d.who(earlier)}, and what followed it then, {d.who(target)}, is a "
                  "good guess for what follows now, if the model can look it up. A head that looks from a repeated token "
                  "to the token after its earlier occurrence is an induction head: it hands that token on, and the model "
-                 "copies. It needs a head in an earlier layer that looks one token back.")
+                 "copies. (Induction heads usually lean on a head in an earlier layer that looks one token back.)")
     body = Group(sentence((f"{d.who(last)}'s weight on {d.who(target)}, the heads that put the most there", "bold")),
                  Text(), t, Text(), Text(tail))
     return Step("Copying: the induction head", narration, body)
