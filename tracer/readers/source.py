@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..memory import gb
+from ..qkv import qkv_columns
 
 
 @contextmanager
@@ -118,13 +119,53 @@ class Source:
         return int(s.arr.nbytes)
 
     def layer(self, l: int) -> tuple[dict, np.ndarray | None]:
-        """Layer l's parameters by TransformerLens name (`blocks.{l}.…`) and its fused Q|K|V (None: none)."""
+        """Layer l's parameters by TransformerLens name (`blocks.{l}.…`) and its fused Q|K|V (None: none).
+        Separate Q, K and V tensors are expanded straight into the fused matrix's columns, a block of
+        rows at a time (`Stored.expand_into`): the family's translate finds them fused already."""
         here, first = self.prefix.format(l=l), self.prefix.format(l=0)
-        t = {first + n[len(here):]: self.stored[n].expand() for n in self.layer_names[l]}
+        t = self._fused_in_place(l, here, first)
+        t.update({first + n[len(here):]: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t})
+        return self._translated(l, t)
+
+    def param(self, l: int, name: str) -> np.ndarray:
+        """One parameter of layer l (`blocks.{l}.attn.W_O`) expanded again alone: only the tensor it
+        comes from, the rest of the layer passed to translate as placeholders (a recorded recipe that
+        reads a weight of a layer no longer held)."""
+        here, first = self.prefix.format(l=l), self.prefix.format(l=0)
+        file = self.names.get(name)
+        if file not in self.layer_names[l]:
+            return self.layer(l)[0][name]
+        t = {first + n[len(here):]: self.stored[n].expand() if n == file else _placeholder(self.stored[n].shape)
+             for n in self.layer_names[l]}
+        return self._translated(l, t)[0][name]
+
+    def _translated(self, l: int, t: dict) -> tuple[dict, np.ndarray | None]:
+        """translate run on layer l's tensors `t`, renamed as layer 0 of a one-layer model."""
         t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
         params, fused = self.translate(_Seen(self.cfg, 1), t)
         mine = {f"blocks.{l}." + k[len("blocks.0."):]: v for k, v in params.items() if k.startswith("blocks.0.")}
         return mine, (fused[0] if fused else None)
+
+    def _fused_in_place(self, l: int, here: str, first: str) -> dict:
+        """Layer l's Q, K and V tensors (as layer 0's names) as the column blocks of one [d_model,
+        (head + 2·kv_head)·d_head] matrix they were expanded into, seen as [rows, d_model]; {} when the
+        family does not fuse three tensors of [rows, d_model] (GPT-2's c_attn, Phi-3's qkv_proj)."""
+        cfg = self.cfg
+        files = [self.names.get(f"blocks.{l}.attn.W_{m}") for m in "QKV"]
+        if not self.fused_copy or len(set(files)) < 3 or any(f not in self.layer_names[l] for f in files):
+            return {}
+        cols = qkv_columns(cfg.n_heads, cfg.kv_heads, cfg.d_head)
+        if any(self.stored[f].shape != (c.stop - c.start, cfg.d_model) for f, c in zip(files, cols)):
+            return {}
+        # [d_model, (head + 2·kv_head)·d_head] in Fortran order, as concatenating the transposed tensors
+        # lays it out in a whole read (the same layout: the same products, bit for bit)
+        W = np.empty((cfg.qkv_width, cfg.d_model), dtype=np.float32).T
+        t = {}
+        for f, c in zip(files, cols):
+            part = W[:, c].T  # [rows, d_model]: rows of W's memory, one tensor's
+            self.stored[f].expand_into(part)
+            t[first + f[len(here):]] = part
+        return t
 
     def top(self, expand: set) -> dict:
         """The parameters around the layers; of the embedding and unembedding only those in `expand`
