@@ -69,11 +69,11 @@ class Stored:
         period = getattr(self.transform, "period", None)
         return period is not None and lo % period == 0 and (hi % period == 0 or hi == self.shape[0])
 
-    def expand_into(self, out: np.ndarray, block_bytes: int = FILL_BLOCK_BYTES) -> None:
+    def expand_into(self, out: np.ndarray) -> None:
         """The expansion written into `out` (a `shape` view, such as a fused matrix's columns seen
         transposed), a block of rows at a time: the same numbers as `expand`, with no whole copy of
         its own beside `out`."""
-        step = max(1, block_bytes // max(1, 4 * (self.count // self.shape[0])))  # rows per block
+        step = max(1, FILL_BLOCK_BYTES // max(1, 4 * (self.count // self.shape[0])))  # rows per block
         period = getattr(self.transform, "period", None)
         if self.transform is not None and period is None:
             out[...] = self.expand()
@@ -176,7 +176,7 @@ def give_back(arr) -> int:
     root = arr
     while isinstance(root.base, np.ndarray):
         root = root.base
-    m = root.base
+    m = root.base.obj if isinstance(root.base, memoryview) else root.base  # np.frombuffer(map), or np.memmap
     if not isinstance(m, mmap.mmap):
         return 0
     start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
