@@ -36,6 +36,13 @@ class _Seen:
         return getattr(self._cfg, name)
 
 
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array that owns a view's memory (itself when it owns it; a mapped file's buffer for its views)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 def _placeholder(shape) -> np.ndarray:
     """Zeros of `shape` that take no memory (a stride-0 view): a tensor translate passes along untouched."""
     return np.broadcast_to(np.float32(0), tuple(shape))
@@ -57,6 +64,7 @@ class Source:
         for name in stored:
             l = self._layer_of(name)
             (self.layer_names[l] if l is not None else self.top_names).append(name)
+        self.views: dict = {}  # TransformerLens name → how it views one expanded tensor (`param`)
         self.embed_name = self.names.get("W_E")
         self.unembed_name = None if cfg.tied_unembed else self.names.get("W_U")
 
@@ -124,27 +132,37 @@ class Source:
         rows at a time (`Stored.expand_into`): the family's translate finds them fused already."""
         here, first = self.prefix.format(l=l), self.prefix.format(l=0)
         t = self._fused_in_place(l, here, first)
-        t.update({first + n[len(here):]: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t})
-        return self._translated(l, t)
-
-    def param(self, l: int, name: str) -> np.ndarray:
-        """One parameter of layer l (`blocks.{l}.attn.W_O`) expanded again alone: only the tensor it
-        comes from, the rest of the layer passed to translate as placeholders (a recorded recipe that
-        reads a weight of a layer no longer held)."""
-        here, first = self.prefix.format(l=l), self.prefix.format(l=0)
-        file = self.names.get(name)
-        if file not in self.layer_names[l]:
-            return self.layer(l)[0][name]
-        t = {first + n[len(here):]: self.stored[n].expand() if n == file else _placeholder(self.stored[n].shape)
-             for n in self.layer_names[l]}
-        return self._translated(l, t)[0][name]
-
-    def _translated(self, l: int, t: dict) -> tuple[dict, np.ndarray | None]:
-        """translate run on layer l's tensors `t`, renamed as layer 0 of a one-layer model."""
+        expanded = {n: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t}
+        t.update({first + n[len(here):]: a for n, a in expanded.items()})
         t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
         params, fused = self.translate(_Seen(self.cfg, 1), t)
         mine = {f"blocks.{l}." + k[len("blocks.0."):]: v for k, v in params.items() if k.startswith("blocks.0.")}
+        self._note_views(mine, expanded)
         return mine, (fused[0] if fused else None)
+
+    def param(self, l: int, name: str) -> np.ndarray:
+        """One parameter of layer l (`blocks.{l}.attn.W_O`), for a recorded recipe that reads a weight
+        of a layer no longer held: when translate made it as a view of one tensor, that tensor alone
+        expanded again and seen through the same view (the same numbers); else the whole layer."""
+        view = self.views.get(name)
+        if view is None:
+            return self.layer(l)[0][name]
+        file, offset, shape, strides = view
+        owner = self.stored[file].expand()
+        return np.ndarray(shape, owner.dtype, buffer=owner, offset=offset, strides=strides)
+
+    def _note_views(self, params: dict, expanded: dict) -> None:
+        """Which parameters are views of one expanded tensor (file name → the array `expand` gave),
+        and where in it: (file, byte offset, shape, strides) in `views`."""
+        roots = {n: _root(a) for n, a in expanded.items()}
+        shared = {id(r) for r in roots.values() if sum(x is r for x in roots.values()) > 1}
+        owners = {id(r): n for n, r in roots.items() if r.flags.owndata and id(r) not in shared}  # not a mapped file
+        for k, v in params.items():
+            root = _root(v)
+            file = owners.get(id(root))
+            if file is not None and root.flags.c_contiguous:
+                at = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+                self.views[k] = (file, at, v.shape, v.strides)
 
     def _fused_in_place(self, l: int, here: str, first: str) -> dict:
         """Layer l's Q, K and V tensors (as layer 0's names) as the column blocks of one [d_model,
