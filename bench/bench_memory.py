@@ -302,7 +302,8 @@ def main() -> None:
         tr = report["trace"]
         print(f"tracer: {tr['expansion']['text']}; 4-token prompt + 1 new token in {tr['wall_s']:.1f} s "
               f"(load {tr['load_s']:.1f} s), peak RSS {tr['peak_rss_bytes'] / 1e9:.2f} GB "
-              f"(file + {(tr['peak_rss_bytes'] - report['write']['file_bytes']) / 1e9:.2f} GB), "
+              f"(the file's {report['write']['file_bytes'] / 1e9:.2f} GB "
+              f"{(tr['peak_rss_bytes'] - report['write']['file_bytes']) / 1e9:+.2f} GB), "
               f"{tr['recorded_arrays']} arrays recorded, {tr['layer_expansions']} layer expansions; every layer's "
               f"hook_result read afterwards in {tr['results_s']:.1f} s")
         report["reference"] = child("reference", path, Path(tmp) / "reference.npy")
@@ -326,7 +327,7 @@ def main() -> None:
             report["bf16_trace"] = child("trace", folder, a.memory, Path(tmp) / "bf16.npy")
             bt, size = report["bf16_trace"], report["bf16_write"]["file_bytes"]
             print(f"bfloat16 folder ({size / 1e9:.2f} GB): {bt['expansion']['text']}; {bt['wall_s']:.1f} s, peak RSS "
-                  f"{bt['peak_rss_bytes'] / 1e9:.2f} GB (file + {(bt['peak_rss_bytes'] - size) / 1e9:.2f} GB)")
+                  f"{bt['peak_rss_bytes'] / 1e9:.2f} GB (the file's {size / 1e9:.2f} GB {(bt['peak_rss_bytes'] - size) / 1e9:+.2f} GB)")
         report["load_after"] = load_average()
     if a.types:
         subprocess.run([sys.executable, str(ROOT / "bench" / "bench_gguf.py"), "--numbers", str(2**22), "--rounds", "3"])

@@ -9,10 +9,16 @@ float16; bfloat16 kept as its uint16 bits) or a GGUF tensor's memory-mapped bloc
                     (so a streamed model computes exactly the numbers of an expanded one)
     rows(lo, hi)    rows lo..hi of its first axis as float32 (GGUF rows are whole blocks:
                     the embedding's lookup and the unembedding's row blocks read only those)
+    expand_into(out) the expansion written into `out` (a fused Q|K|V matrix's rows) a block of
+                    rows at a time, so that no whole copy is made beside it
     expanded_bytes  4 bytes a number, 0 when `expand` is a view of the mapped file (float32)
 
 Every expansion is checked for NaN and ∞, naming the tensor (one line, as reading did), and a
-`transform` (llama.cpp's Q/K rows put back in transformers' order) runs on the float32 result.
+`transform` (llama.cpp's Q/K rows put back in transformers' order) runs on the float32 result (on
+rows alone when it acts on blocks of `transform.period` rows: a head's). Once a tensor's numbers are
+copied out of the file, its pages of the map are handed back to the kernel (`give_back`): a model
+bigger than memory is read through once per pass, and the pages would otherwise count in the
+process's resident memory until the end.
 Core module: numpy and the standard library.
 """
 

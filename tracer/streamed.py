@@ -13,7 +13,9 @@ in too (`tracer.fast.row_blocks`: the same products on the same numbers).
 The trade of least-recently-used eviction: a pass visits layers 0, 1, …, L−1 in turn, so when the
 budget holds k < L layers, the next pass finds none of the ones it needs first (each pass expands
 every layer again); the budget then bounds the memory, and what it buys is the unembedding
-expanded once beside a layer. A budget that holds every layer expands each layer once.
+expanded once beside a layer. A budget that holds every layer expands each layer once. A recorded
+pass keeps no layer alive: the recipe of each head's result keeps W_O as a `Refetched`, which expands
+that one tensor again when the result is read after its layer was let go.
 Core module: imports numpy only.
 """
 
