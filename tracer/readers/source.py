@@ -147,13 +147,13 @@ class Source:
         view = self.views.get(name)
         if view is None:
             return self.layer(l)[0][name]
-        file, offset, shape, strides = view
-        owner = self.stored[file].expand()
-        return np.ndarray(shape, owner.dtype, buffer=owner, offset=offset, strides=strides)
+        file, offset, shape, strides, dtype = view
+        owner = _root(self.stored[file].expand())  # laid out as the first expansion's (the same code made it)
+        return np.ndarray(shape, dtype, buffer=owner, offset=offset, strides=strides)
 
     def _note_views(self, params: dict, expanded: dict) -> None:
         """Which parameters are views of one expanded tensor (file name → the array `expand` gave),
-        and where in it: (file, byte offset, shape, strides) in `views`."""
+        and where in the memory it owns: (file, byte offset, shape, strides, dtype) in `views`."""
         roots = {n: _root(a) for n, a in expanded.items()}
         shared = {id(r) for r in roots.values() if sum(x is r for x in roots.values()) > 1}
         owners = {id(r): n for n, r in roots.items() if r.flags.owndata and id(r) not in shared}  # not a mapped file
@@ -162,7 +162,7 @@ class Source:
             file = owners.get(id(root))
             if file is not None and root.flags.c_contiguous:
                 at = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-                self.views[k] = (file, at, v.shape, v.strides)
+                self.views[k] = (file, at, v.shape, v.strides, v.dtype)
 
     def _fused_in_place(self, l: int, here: str, first: str) -> dict:
         """Layer l's Q, K and V tensors (as layer 0's names) as the column blocks of one [d_model,
