@@ -185,6 +185,9 @@ def give_back(arr) -> int:
     m = root.base.obj if isinstance(root.base, memoryview) else root.base  # np.frombuffer(map), or np.memmap
     if not isinstance(m, mmap.mmap):
         return 0
+    with memoryview(m) as view:
+        if not view.readonly:  # a copy-on-write map's own changes would be lost: only read-only maps
+            return 0
     start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     end = start + arr.nbytes  # a contiguous view: the rows of a tensor
     lo = start // mmap.PAGESIZE * mmap.PAGESIZE
