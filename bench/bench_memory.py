@@ -12,7 +12,8 @@ Three child processes, so that each one's peak resident memory is its own:
    trained layer's, std ≈ 1/√d_in), the norms' gains float32 near 1. Written tensor by tensor:
    nothing is held whole.
 2. `trace`: `tracer.load(file, memory=…)` and `Model.generate` of a 4-token prompt and one new token,
-   recording everything (every hook, the lens); wall time and peak RSS (getrusage) reported.
+   recording everything (every hook, the lens), then every layer's `hook_result` read (a recipe of
+   W_O, which a streamed layer expands again); wall times and peak RSS (getrusage) reported.
 3. `reference`: an independent layer-by-layer NumPy forward written here (gguf.GGUFReader for the
    bytes, gguf.quants.dequantize for the numbers, llama.cpp's own rotary convention on the rows as
    stored, so neither tracer's de-quantization nor its un-permuting is used), whose logits the
@@ -170,7 +171,12 @@ def trace(path: Path, memory: str | None, out: Path) -> dict:
     wall = time.perf_counter() - t0
     step = gen.steps[0]
     np.save(out, np.asarray(step["logits"], dtype=np.float32), allow_pickle=False)
-    return {"load_s": loaded, "wall_s": wall, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    t1 = time.perf_counter()  # each head's result, a recipe of W_O: a streamed layer's W_O is expanded again alone
+    for l in range(model.config.n_layers):
+        step[f"blocks.{l}.attn.hook_result"]
+    results = time.perf_counter() - t1
+    return {"load_s": loaded, "wall_s": wall, "results_s": results,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "recorded_arrays": len(step.arrays), "expansion": model.expansion,
             "layer_expansions": getattr(model.weights.layers, "expansions", None),
             "generated": [int(t) for t in gen.generated_ids]}
@@ -296,8 +302,10 @@ def main() -> None:
         tr = report["trace"]
         print(f"tracer: {tr['expansion']['text']}; 4-token prompt + 1 new token in {tr['wall_s']:.1f} s "
               f"(load {tr['load_s']:.1f} s), peak RSS {tr['peak_rss_bytes'] / 1e9:.2f} GB "
-              f"(file + {(tr['peak_rss_bytes'] - report['write']['file_bytes']) / 1e9:.2f} GB), "
-              f"{tr['recorded_arrays']} arrays recorded, {tr['layer_expansions']} layer expansions")
+              f"(the file's {report['write']['file_bytes'] / 1e9:.2f} GB "
+              f"{(tr['peak_rss_bytes'] - report['write']['file_bytes']) / 1e9:+.2f} GB), "
+              f"{tr['recorded_arrays']} arrays recorded, {tr['layer_expansions']} layer expansions; every layer's "
+              f"hook_result read afterwards in {tr['results_s']:.1f} s")
         report["reference"] = child("reference", path, Path(tmp) / "reference.npy")
         mine, ref = np.load(Path(tmp) / "tracer.npy"), np.load(Path(tmp) / "reference.npy")
         diff, scale = float(np.max(np.abs(mine - ref))), float(max(1.0, np.max(np.abs(ref))))
@@ -319,7 +327,7 @@ def main() -> None:
             report["bf16_trace"] = child("trace", folder, a.memory, Path(tmp) / "bf16.npy")
             bt, size = report["bf16_trace"], report["bf16_write"]["file_bytes"]
             print(f"bfloat16 folder ({size / 1e9:.2f} GB): {bt['expansion']['text']}; {bt['wall_s']:.1f} s, peak RSS "
-                  f"{bt['peak_rss_bytes'] / 1e9:.2f} GB (file + {(bt['peak_rss_bytes'] - size) / 1e9:.2f} GB)")
+                  f"{bt['peak_rss_bytes'] / 1e9:.2f} GB (the file's {size / 1e9:.2f} GB {(bt['peak_rss_bytes'] - size) / 1e9:+.2f} GB)")
         report["load_after"] = load_average()
     if a.types:
         subprocess.run([sys.executable, str(ROOT / "bench" / "bench_gguf.py"), "--numbers", str(2**22), "--rounds", "3"])

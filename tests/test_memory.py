@@ -126,6 +126,104 @@ def test_layers_that_fit_stay_expanded_and_the_least_recently_used_goes_first():
     assert list(layers.held) == [1, 0] and layers.expansions == 4
 
 
+def test_a_streamed_pass_holds_one_expanded_layer_at_a_time_and_its_trace_keeps_none():
+    """Layer l is let go before layer l + 1 is expanded (nothing keeps it, not the decoder's loop), and the
+    recorded pass keeps no layer alive: each head's result, a recipe of W_O, expands that W_O alone again
+    when it is read (the same numbers), without expanding its layer or evicting the one held."""
+    import weakref
+
+    whole, streamed = one_layer_budget(DATA / "llama-tiny-bf16")
+    layers, n = streamed.weights.layers, streamed.config.n_layers
+    built, build = [], layers.build
+
+    def alive() -> list:  # the layers expanded so far whose Layer or W_O is still alive
+        return [i for i, layer, W_O in built if layer() is not None or W_O() is not None]
+
+    def watched(l):
+        assert alive() == [], f"layer {l} expanded while another is alive"
+        layer, params = build(l)
+        built.append((l, weakref.ref(layer), weakref.ref(params[f"blocks.{l}.attn.W_O"])))
+        return layer, params
+
+    layers.build = watched
+    trace = streamed.run(PROMPT)
+    assert alive() == [n - 1] == list(layers.held)  # the one the budget holds
+    assert np.array_equal(trace["blocks.0.attn.hook_result"], whole.run(PROMPT)["blocks.0.attn.hook_result"])
+    assert layers.expansions == n and list(layers.held) == [n - 1]
+
+
+def test_q_k_v_are_expanded_into_the_fused_matrix_a_few_heads_at_a_time(gguf_of_folder, monkeypatch):
+    """llama-tiny as a Q8_0 GGUF file (Q and K rows permuted by llama.cpp's writer, put back head by head):
+    a streamed layer's W_Q, W_K and W_V are views of its fused Q|K|V, filled a block of rows at a time,
+    equal to the whole read's; every tensor's pages in the file are given back once it is expanded."""
+    pytest.importorskip("gguf")
+    import tracer.stored
+
+    monkeypatch.setattr(tracer.stored, "FILL_BLOCK_BYTES", 2**10)  # 4 rows of 64 numbers: rounded to a head, 16
+    path = gguf_of_folder(DATA / "llama-tiny", "llama-bpe", "Q8_0")
+    given = tracer.stored.GIVEN_BACK
+    streamed = tracer.load(str(path), memory=150_000)  # one layer (147.5 KB), not two
+    trace = streamed.run(PROMPT)
+    whole_reads = []
+    expand = tracer.stored.Stored.expand
+    monkeypatch.setattr(tracer.stored.Stored, "expand", lambda s: whole_reads.append(s.name) or expand(s))
+    layer, params = streamed.weights.layers.build(0)
+    assert sorted(whole_reads) == sorted(f"blk.0.{n}.weight" for n in ("attn_norm", "attn_output", "ffn_norm", "ffn_gate",
+                                                                     "ffn_up", "ffn_down"))  # not attn_q, _k, _v
+    for m in "QKV":
+        assert np.shares_memory(params[f"blocks.0.attn.W_{m}"], layer.qkv.W)
+    whole = tracer.load(str(path))
+    assert np.array_equal(layer.qkv.W, whole.weights.layers[0].qkv.W)
+    assert_same_arrays(whole.run(PROMPT), trace)
+    from tracer.gguf_file import open_gguf
+
+    f = open_gguf(path)
+    quantized = sum(t.nbytes for t in f.tensors.values() if t.type_name != "F32")
+    assert tracer.stored.GIVEN_BACK - given >= quantized  # whole pages around each: at least its bytes
+
+
+def mapped_rss(path) -> int:
+    """Resident bytes of this process's maps of `path`, as the kernel counts them (/proc/self/smaps)."""
+    total, mine, path = 0, False, str(Path(path).resolve())
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and "-" in parts[0] and not parts[0].endswith(":"):  # a map's first line
+            mine = line.endswith(path)
+        elif mine and parts[0] == "Rss:":
+            total += int(parts[1]) * 1024
+    return total
+
+
+def test_an_expanded_tensors_pages_in_the_file_stop_counting_in_resident_memory(tmp_path):
+    """A 2.2 MB Q8_0 tensor expanded whole, then in rows: its float32 numbers are the gguf package's, and
+    the kernel counts at most a few fault-around windows of the file resident afterwards (64 KB each, the
+    pages mapped beside a faulted one, outside the rows read), not 2.2 MB."""
+    gguf = pytest.importorskip("gguf")
+    if not Path("/proc/self/smaps").exists():
+        pytest.skip("no /proc/self/smaps here")
+    from tracer.gguf_file import open_gguf
+    from tracer.stored import Quantized
+
+    rng = np.random.default_rng(3)
+    rows, cols = 1024, 2048
+    raw = rng.integers(0, 256, (rows * cols // 32, 34), dtype=np.uint8)
+    raw[:, 0:2] = rng.normal(0, 0.01, (len(raw), 1)).astype(np.float16).view(np.uint8)
+    w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "llama")
+    w.add_tensor("m", raw.reshape(rows, -1), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    s = Quantized(open_gguf(tmp_path / "t.gguf"), "m")
+    np.asarray(s.f.raw("m")).sum()  # every page read, as an expansion reads them
+    assert mapped_rss(tmp_path / "t.gguf") >= raw.nbytes
+    whole = s.expand()
+    assert np.array_equal(whole, gguf.quants.dequantize(raw.reshape(rows, -1), gguf.GGMLQuantizationType.Q8_0))
+    assert mapped_rss(tmp_path / "t.gguf") <= 2**18
+    assert np.array_equal(s.rows(100, 900), whole[100:900])
+    assert mapped_rss(tmp_path / "t.gguf") <= 2**18
+
+
 def test_a_model_that_fits_is_expanded_once_and_never_again():
     m = tracer.load(str(DATA / "llama-tiny-bf16"), memory="1GB")
     assert not m.streamed and m.expansion["mode"] == "once"

@@ -62,8 +62,8 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if w.rope_local is not None:  # Gemma 3: the sliding-window layers turn by a local base's angles
         angle = rec("rope.hook_angle_local", rope_angles(w.rope_local, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
         turn_local = np.cos(angle), np.sin(angle)
-    for l, layer in enumerate(w.layers):
-        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None,
+    for l in range(len(w.layers)):  # by index: no loop variable keeps layer l alive while l + 1 is expanded (`tracer.streamed`)
+        x = block(cfg, w.layers[l], x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None,
                   turn_local if cfg.is_local(l) else turn, cfg.window_of(l))
     if cache is not None:
         cache.length = start + n

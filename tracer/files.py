@@ -279,7 +279,9 @@ def read_safetensors_header(path) -> tuple[dict, int]:
 
 def bf16_to_float32(bits: np.ndarray) -> np.ndarray:  # [...] uint16 → [...] float32
     """bfloat16 bits widened exactly: each is the top half of a float32."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+    wide = bits.astype(np.uint32)
+    wide <<= 16  # in place: one array of the float32 size, not two
+    return wide.view(np.float32)
 
 
 def load_safetensors(path, mmap: bool = True, raw_bf16: bool = False) -> tuple[dict[str, np.ndarray], dict]:

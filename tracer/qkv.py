@@ -35,6 +35,27 @@ def fuse_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:  # [...
     return np.concatenate([x.reshape(*lead, -1) for x in (q, k, v)], axis=-1)
 
 
+def joined(parts) -> np.ndarray | None:  # [..., n_i] views → [..., Σ n_i], or None
+    """The array whose last axis the parts are, one after another, when they are views of it (a lazy
+    read expands Q, K and V straight into their fused matrix's columns): fusing them again would copy
+    it. None when they are not."""
+    root = parts[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    shape = (*parts[0].shape[:-1], sum(p.shape[-1] for p in parts))
+    for whole in (root, root.T):  # the owner, or (a matrix fused as transformers' rows are) its transpose
+        if whole.shape != shape or whole.dtype != parts[0].dtype:
+            continue
+        at = whole.__array_interface__["data"][0]
+        for p in parts:
+            if p.dtype != whole.dtype or p.strides != whole.strides or p.__array_interface__["data"][0] != at:
+                break
+            at += p.shape[-1] * whole.strides[-1]
+        else:
+            return whole
+    return None
+
+
 def fuse_qkv_weights(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:  # [head, …], 2 × [kv_head, d_model, d_head] → [d_model, (head + 2·kv_head)·d_head]
     """[W_Q | W_K | W_V] as one matrix, for one product instead of three."""
     return fuse_qkv(*(W.swapaxes(0, 1) for W in (W_Q, W_K, W_V)))  # [d_model, (head + 2·kv_head)·d_head]

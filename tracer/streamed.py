@@ -13,7 +13,9 @@ in too (`tracer.fast.row_blocks`: the same products on the same numbers).
 The trade of least-recently-used eviction: a pass visits layers 0, 1, …, L−1 in turn, so when the
 budget holds k < L layers, the next pass finds none of the ones it needs first (each pass expands
 every layer again); the budget then bounds the memory, and what it buys is the unembedding
-expanded once beside a layer. A budget that holds every layer expands each layer once.
+expanded once beside a layer. A budget that holds every layer expands each layer once. A recorded
+pass keeps no layer alive: the recipe of each head's result keeps W_O as a `Refetched`, which expands
+that one tensor again when the result is read after its layer was let go.
 Core module: imports numpy only.
 """
 
@@ -59,10 +61,11 @@ class Layers:
     bytes. `on_expand(l, expanding)` (if set) is called each time layer l is asked for, `expanding`
     saying whether it must be expanded (a progress bar; a Ctrl-C kept until the next layer)."""
 
-    def __init__(self, n_layers: int, build, budget: int, layer_bytes: int):
+    def __init__(self, n_layers: int, build, budget: int, layer_bytes: int, param=None):
         import threading
 
         self.n, self.build, self.budget, self.layer_bytes = n_layers, build, budget, layer_bytes
+        self.param = param  # (l, name) → layer l's parameter `name` expanded again alone (None: the whole layer)
         self.lock = threading.Lock()  # `tracer serve`'s workers share a model: one expansion at a time
         self.held: OrderedDict = OrderedDict()  # l → (Layer, params, bytes), least recently used first
         self.expansions = 0  # layers expanded so far (a layer expanded again after its eviction counts again)
@@ -104,12 +107,34 @@ class Layers:
             self.held.popitem(last=False)  # the least recently used layer
         layer, params = self.build(l)
         self.expansions += 1
+        if isinstance(layer.W_O, np.ndarray):  # what the trace's recipe of each head's result keeps (`Refetched`)
+            layer.W_O = Refetched(self, l, f"blocks.{l}.attn.W_O", layer.W_O)
         if self.out_rows and layer.mlp_out is not None and layer.mlp_out.rows is None:
             from .fast import transposed
 
             layer.mlp_out.rows = transposed(layer.mlp_out.W)  # [d_model, d_mlp]
         self.held[l] = (layer, params, owned_bytes(layer_arrays(layer) + list(params.values())))
         return layer, params
+
+
+class Refetched:
+    """A streamed layer's weight as a recorded recipe keeps it (each head's share of W_O,
+    `hook_result`, is computed only when read): the held layer's array while layer l is held, else
+    that parameter expanded again, so that a trace does not keep every layer's W_O alive."""
+
+    def __init__(self, layers: Layers, l: int, name: str, arr: np.ndarray):
+        self.layers, self.l, self.name = layers, l, name
+        self.shape, self.dtype, self.ndim = arr.shape, arr.dtype, arr.ndim
+
+    def __array__(self, dtype=None, copy=None):
+        held = self.layers.held.get(self.l)
+        if held is not None:
+            arr = held[1][self.name]
+        elif self.layers.param is not None:
+            arr = self.layers.param(self.l, self.name)
+        else:
+            arr = self.layers.build(self.l)[1][self.name]  # not counted: nothing is kept
+        return arr if dtype is None else arr.astype(dtype, copy=False)
 
 
 class RowLookup:

@@ -318,8 +318,13 @@ def fix_of(arch: str, cfg, g: str, hf: str):
     if arch in NORM_SHIFTED and g.endswith("norm.weight"):
         return lambda a: a - np.float32(1)
     if ARCHITECTURES[arch][1] and hf.endswith(("q_proj.weight", "k_proj.weight")):
-        heads = cfg.n_heads if "q_proj" in hf else cfg.kv_heads
-        return lambda a: unpermute(a, heads)
+        d_head = cfg.d_head
+
+        def put_back(a: np.ndarray) -> np.ndarray:  # [heads·d_head, d_model], or whole heads' rows of it
+            return unpermute(a, a.shape[0] // d_head)
+
+        put_back.period = d_head  # head by head: rows of whole heads are put back alone (`Stored.rows`)
+        return put_back
     return None
 
 

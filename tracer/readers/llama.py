@@ -31,7 +31,7 @@ import numpy as np
 from ..chat import load_chat_template
 from ..config import Config
 from ..errors import TracerError, is_whole
-from ..qkv import fuse_qkv, split_qkv_weights
+from ..qkv import fuse_qkv, joined, split_qkv_weights
 from ..tokens import get_tokenizer
 from .checkpoint import Checkpoint
 from .source import mapped_source
@@ -190,7 +190,9 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
         a = p + "self_attn."
         if p + "input_layernorm.weight" in t:  # (OLMo 2 has no norm before attention)
             params[b + "ln1.w"] = t[p + "input_layernorm.weight"]
-        W = fuse_qkv(*(t[a + f"{m}_proj.weight"].T.reshape(d, -1, dh) for m in "qkv"))  # [d_model, (head + 2·kv_head)·d_head]
+        parts = [t[a + f"{m}_proj.weight"].T.reshape(d, -1, dh) for m in "qkv"]  # [d_model, heads, d_head] each
+        W = joined([x.reshape(d, -1) for x in parts])  # a lazy read's layer: already fused in place
+        W = fuse_qkv(*parts) if W is None else W  # [d_model, (head + 2·kv_head)·d_head]
         fused.append(W)
         for m, W_m, heads in zip("QKV", split_qkv_weights(W, H, KV), (H, KV, KV)):
             params[b + f"attn.W_{m}"] = W_m  # [heads, d_model, d_head], a view of W

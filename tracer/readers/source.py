@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..memory import gb
+from ..qkv import qkv_columns
 
 
 @contextmanager
@@ -33,6 +34,13 @@ class _Seen:
 
     def __getattr__(self, name):
         return getattr(self._cfg, name)
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array that owns a view's memory (itself when it owns it; a mapped file's buffer for its views)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def _placeholder(shape) -> np.ndarray:
@@ -56,6 +64,7 @@ class Source:
         for name in stored:
             l = self._layer_of(name)
             (self.layer_names[l] if l is not None else self.top_names).append(name)
+        self.views: dict = {}  # TransformerLens name → how it views one expanded tensor (`param`)
         self.embed_name = self.names.get("W_E")
         self.unembed_name = None if cfg.tied_unembed else self.names.get("W_U")
 
@@ -118,13 +127,63 @@ class Source:
         return int(s.arr.nbytes)
 
     def layer(self, l: int) -> tuple[dict, np.ndarray | None]:
-        """Layer l's parameters by TransformerLens name (`blocks.{l}.…`) and its fused Q|K|V (None: none)."""
+        """Layer l's parameters by TransformerLens name (`blocks.{l}.…`) and its fused Q|K|V (None: none).
+        Separate Q, K and V tensors are expanded straight into the fused matrix's columns, a block of
+        rows at a time (`Stored.expand_into`): the family's translate finds them fused already."""
         here, first = self.prefix.format(l=l), self.prefix.format(l=0)
-        t = {first + n[len(here):]: self.stored[n].expand() for n in self.layer_names[l]}
+        t = self._fused_in_place(l, here, first)
+        expanded = {n: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t}
+        t.update({first + n[len(here):]: a for n, a in expanded.items()})
         t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
         params, fused = self.translate(_Seen(self.cfg, 1), t)
         mine = {f"blocks.{l}." + k[len("blocks.0."):]: v for k, v in params.items() if k.startswith("blocks.0.")}
+        self._note_views(mine, expanded)
         return mine, (fused[0] if fused else None)
+
+    def param(self, l: int, name: str) -> np.ndarray:
+        """One parameter of layer l (`blocks.{l}.attn.W_O`), for a recorded recipe that reads a weight
+        of a layer no longer held: when translate made it as a view of one tensor, that tensor alone
+        expanded again and seen through the same view (the same numbers); else the whole layer."""
+        view = self.views.get(name)
+        if view is None:
+            return self.layer(l)[0][name]
+        file, offset, shape, strides, dtype = view
+        owner = _root(self.stored[file].expand())  # laid out as the first expansion's (the same code made it)
+        return np.ndarray(shape, dtype, buffer=owner, offset=offset, strides=strides)
+
+    def _note_views(self, params: dict, expanded: dict) -> None:
+        """Which parameters are views of one expanded tensor (file name → the array `expand` gave),
+        and where in the memory it owns: (file, byte offset, shape, strides, dtype) in `views`."""
+        roots = {n: _root(a) for n, a in expanded.items()}
+        shared = {id(r) for r in roots.values() if sum(x is r for x in roots.values()) > 1}
+        owners = {id(r): n for n, r in roots.items() if r.flags.owndata and id(r) not in shared}  # not a mapped file
+        for k, v in params.items():
+            root = _root(v)
+            file = owners.get(id(root))
+            if file is not None and root.flags.c_contiguous:
+                at = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+                self.views[k] = (file, at, v.shape, v.strides, v.dtype)
+
+    def _fused_in_place(self, l: int, here: str, first: str) -> dict:
+        """Layer l's Q, K and V tensors (as layer 0's names) as the column blocks of one [d_model,
+        (head + 2·kv_head)·d_head] matrix they were expanded into, seen as [rows, d_model]; {} when the
+        family does not fuse three tensors of [rows, d_model] (GPT-2's c_attn, Phi-3's qkv_proj)."""
+        cfg = self.cfg
+        files = [self.names.get(f"blocks.{l}.attn.W_{m}") for m in "QKV"]
+        if not self.fused_copy or len(set(files)) < 3 or any(f not in self.layer_names[l] for f in files):
+            return {}
+        cols = qkv_columns(cfg.n_heads, cfg.kv_heads, cfg.d_head)
+        if any(self.stored[f].shape != (c.stop - c.start, cfg.d_model) for f, c in zip(files, cols)):
+            return {}
+        # [d_model, (head + 2·kv_head)·d_head] in Fortran order, as concatenating the transposed tensors
+        # lays it out in a whole read (the same layout: the same products, bit for bit)
+        W = np.empty((cfg.qkv_width, cfg.d_model), dtype=np.float32).T
+        t = {}
+        for f, c in zip(files, cols):
+            part = W[:, c].T  # [rows, d_model]: rows of W's memory, one tensor's
+            self.stored[f].expand_into(part)
+            t[first + f[len(here):]] = part
+        return t
 
     def top(self, expand: set) -> dict:
         """The parameters around the layers; of the embedding and unembedding only those in `expand`
