@@ -22,7 +22,10 @@ from ...tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..storage import example_words, storage_words
-from ..header import block_words, training_line, weights_warning
+from ..header import block_words, model_words, training_line, weights_warning
+from ..layer import rotation_words
+from ..loop import generated_words, kv_notes
+from ..words import WORDS
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
@@ -51,6 +54,14 @@ def not_recorded(step, cfg) -> list[str]:
         switched_off |= {key for key, hook, _ in VECTORS if hook.startswith("mlp.") and hook not in made}
         wanted += [f"blocks.*.{hook}" for key, hook, _ in VECTORS if key not in switched_off] + ["blocks.*.attn.hook_pattern"]
     return [n for n in wanted if n.replace("*", "0") not in step.arrays]
+
+
+def layer_words(cfg) -> list[dict]:
+    """Per layer, what its attention step says that the layer decides: its sliding window (None: every
+    earlier key), whether it is a global layer among windowed ones, and how RoPE turns Q and K there
+    (`layer.rotation_words`, the token's {L} and {t} left to fill)."""
+    return [{"window": cfg.window_of(l), "global": cfg.windowed is not None and cfg.window_of(l) is None,
+             "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
 
 
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
@@ -92,7 +103,9 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
+        "words": WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
+                  "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id,
                   "end_ids": [int(i) for i in tokenizer.eos_ids]},
@@ -111,12 +124,14 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
         "layers": layers_data(rows, cfg, carried, whole),
+        "layer_words": layer_words(cfg),
         "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),
         "texts": texts_of(referenced_ids(passes, positions) | ablation_ids(ablations), tokenizer),
         "checks": [check_data(c, gen, precision, 8) for c in checks],
+        "kv_notes": kv_notes(gen), "generated": show_invisible(generated_words(gen)),
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
     }

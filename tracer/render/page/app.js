@@ -157,8 +157,7 @@ function header() {
   document.getElementById("title").textContent = D.title || "tracer";
   const model = document.getElementById("model");
   model.textContent = `${c.name} · ${count(c.n_layers, "layer")} · d_model ${c.d_model} · ${count(c.n_heads, "head")}`;
-  model.title = `model ${c.name}: ${count(c.n_layers, "layer")}, d_model ${c.d_model}, ${count(c.n_heads, "head")} (d_head ${c.d_head}), ` +
-    `${c.dtype}; ${c.block}` + (D.storage ? `; ${D.storage}` : "");
+  model.title = c.line + (D.storage ? `; ${D.storage}` : "");  // the terminal's header line (render/header.py)
   const badge = document.getElementById("badge");
   if (D.badge) { badge.textContent = `⚠ ${D.badge}`; badge.title = D.warning; badge.className = "badge"; }
 
