@@ -90,7 +90,7 @@ def test_the_old_twins_are_gone_from_the_script():
                 "is the end token, so generation stops", "Each reused row is that token's keys and values",
                 "first becomes the top-1", "stated values agree", "Every layer repeats the steps above",
                 "concatenate the", "add the layer's input back", "'s output of layer", "recomputes all",
-                "the KV cache changes no logit", "goes straight to W_U"):
+                "the KV cache changes no logit", "goes straight to W_U", "the seeded draw"):
         for name, src in SCRIPTS.items():
             assert old not in src, f"{name}: {old!r}"
 
@@ -156,3 +156,17 @@ def test_the_sentences_sent_finished_are_the_terminals(run, render_text):
     cfg = m.config
     per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head  # grouped-query attention: the key/value heads, not the query heads
     assert any(f"= {per_row:,} numbers, computed once and kept" in n for n in d["kv_notes"])
+
+
+def test_a_sampled_runs_draw_is_said_in_the_terminals_words(render_text):
+    m = tracer.load(str(DATA / "llama-tiny"))
+    gen = m.generate("the cat sat", max_new_tokens=2, temperature=0.8, top_k=5, top_p=0.9, seed=3)
+    d = page_data(gen, m.tokenizer)
+    text = flat(render_text(lambda console: show_generation(gen, m.tokenizer, View(), console=console), width=200))
+    drawn = d["passes"][0]["sampling"]
+    assert drawn["stages"].startswith("logits → ÷ temperature 0.80") and "draw u (seed 3)" in drawn["stages"]
+    assert any(n.startswith("draw: numpy's PCG64 generator seeded with 3") for n in drawn["notes"])
+    for words in [drawn["stages"], *drawn["notes"]]:
+        assert flat(words) in text, words
+    greedy = m.generate("the cat sat", max_new_tokens=1)
+    assert all(q["sampling"] is None for q in page_data(greedy, m.tokenizer)["passes"])  # greedy: the terminal shows no draw

@@ -21,6 +21,7 @@ import numpy as np
 from ...tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
+from ..sampling import draw_stages, sampling_notes
 from ..storage import example_words, storage_words
 from ..header import block_words, model_words, training_line, weights_warning
 from ..layer import rotation_words
@@ -77,6 +78,11 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     carried, whole = choose(cfg, rows.n_rows, follow, budget)
     passes, notes = passes_data(gen, cfg, top_k, whole, logits_budget)
     name_passes(passes, gen, tokenizer)
+    for k, q in enumerate(passes):  # a sampled run's draw, in the terminal's words (render/sampling.py)
+        st = gen.steps[k]
+        drawn = gen.settings is not None and gen.settings.temperature != 0 and all(
+            n in st.arrays for n in ("sample.scaled", "sample.probs", "sample.final", "sample.token"))
+        q["sampling"] = {"stages": draw_stages(st), "notes": sampling_notes(st, tokenizer, precision)} if drawn else None
     positions = positions_data(rows)
     left_out = []
     ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)

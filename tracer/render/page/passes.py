@@ -59,9 +59,6 @@ def pass_data(gen, k: int, cfg, top_k: int, whole: int, carry_logits: bool) -> d
         out["top"] = {"ids": ids, "logit": r6s(np.asarray(arrays["logits"][-1])[ids]) if "logits" in arrays else None,
                       "scaled": pick("sample.scaled"), "probs": pick("sample.probs"), "final": pick("sample.final"),
                       "rank": [int((probs > probs[i]).sum()) + 1 for i in ids]}
-        for name, key in (("sample.kept_top_k", "kept_top_k"), ("sample.kept_top_p", "kept_top_p")):
-            out[key] = int(arrays[name]) if name in arrays else None
-        out["uniform"] = float(arrays["sample.uniform"]) if "sample.uniform" in arrays else None
     lens = lens_data(st)
     if lens is not None:
         out["lens"] = lens

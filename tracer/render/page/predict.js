@@ -105,11 +105,8 @@ function slidePredict() {
   out.push(TEMP.box);
   const s = D.settings;
   if (s && s.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
-  else if (s && pass.top) {
-    const bits = [`softmax(logits ÷ ${num(s.temperature, 2)})`, s.top_k ? `top-k ${s.top_k} keeps ${pass.kept_top_k}` : "top-k off",
-      s.top_p !== null ? `top-p ${s.top_p} keeps ${pass.kept_top_p}` : "top-p off", "renormalise"];
-    if (pass.uniform !== null) bits.push(`the seeded draw u = ${num(pass.uniform, Math.max(P, 4))} (seed ${s.seed}) falls in the chosen token's band`);
-    out.push(p("The run: ", bits.join(" → "), "."));
+  else if (pass.sampling) {                // the terminal's stages and sentences of the draw (render/sampling.py)
+    out.push(p(b(pass.sampling.stages)), ...pass.sampling.notes.map(words => el("p", { class: "note" }, words)));
   }
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
