@@ -51,11 +51,20 @@ WORDS: dict[str, str] = {
     "scores.by_scalar": "√query_pre_attn_scalar = √{scalar}",
     "scores.by_d_head": "√d_head = √{d_head}",
     "softmax": "softmax([{scores}]) = [{weights}]",
+    "scores.compare": "{L}'s query is compared with every key it may see: multiply them number by number and add up "
+                      "(a dot product). A large score means 'this key matches what I am looking for'.",
+    "scores.masked": "Keys of later tokens are masked: a token may not look ahead, so they get −∞ and will get weight 0.",
+    "heatmap.legend": "digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask",
     # the weighted sum (step 5)
     "sum.more": " + … ({n} more terms, weights summing to {rest})",
     "sum.new": "{L}'s new representation",
     "sum.from_head": " from head {h}",
     # the heads and W_O, the residual, the MLP (steps 6 and 7)
+    "heads.one": "This model has a single head, so the 'concatenation' is just that head's output; W_O still maps it "
+                 "back to the model's width.",
+    "heads.many": "A layer runs {H} heads side by side, each with its own W_Q, W_K and W_V, so each can look for "
+                  "something different (the article: one for grammar, one for meaning). Their outputs are laid end "
+                  "to end and one matrix, W_O, merges them.",
     "heads.concat": "concatenate the {H} heads' outputs ({H} × {d_head} = {n} numbers)",
     "heads.wo": "× W_O ({shape}) + b_O, back to {d_model} dims",
     "mlp.residual": "residual: add the layer's input back",

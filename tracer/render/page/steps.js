@@ -186,11 +186,10 @@ function hoverText(td, l, h) {
 function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
-  const scaled = !CFG.scale_scores ? " (this model does not scale them, as in the article)"
-    : ", ÷ " + (CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }))
+  const scaled = !CFG.scale_scores ? "This model does not scale the scores, as in the article"
+    : "Each score is divided by " + (CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }))
       + (CFG.attn_softcap ? `, then soft-capped, ${CFG.attn_softcap} · tanh(s / ${CFG.attn_softcap}) (Gemma 2), before the mask` : "");
-  const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
-    "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
+  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), ` ${scaled}; softmax turns them into weights that sum to 1.`)];
   const row = attRow(l, h, t);
   if (CFG.attn_softcap && CFG.scale_scores && row && row.d && row.s && row.d.length) {  // the largest raw score, capped
     let i = -1;  // among the keys the mask leaves visible
@@ -209,7 +208,7 @@ function slideScores() {
     side.append(p(say("softmax", { scores: sc.map(x => num(x)).join(", "), weights: row.w.map(x => num(x)).join(", ") })));
   }
   out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
-    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads. Digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask."),
+    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads; ", say("heatmap.legend"), "."),
     readout, ablationWords(l, h) ? el("p", { class: "note ablation-here" }, ablationWords(l, h), " (",
       el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": `step 6: every head knocked out` }, "every head"), ")") : null)));
   if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
@@ -240,8 +239,8 @@ function slideSum() {
 function slideHeads() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
-  const out = [p(`The ${count(H, "head")} of layer ${l} work side by side, each with its own W_Q, W_K, W_V, each free to look for something else. `,
-    "Click a map to choose its head; below, knock a head out and see the prediction without it.")];
+  const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }),
+    " Click a map to choose its head; below, knock a head out and see the prediction without it.")];
   const grid = el("div", { class: "minis" });
   for (let h = 0; h < H; h++) {
     grid.append(el("figure", { class: h === S.head ? "on" : null, "data-pick-head": h }, heatmap(l, h, 0, true),
