@@ -38,7 +38,7 @@ def token_at_layer(ctx: Ctx, t: int, layer: int, parts: frozenset = frozenset({"
     k = ctx.step_of(t)
     head_line = line((f"{ctx.labels[t]}:", "bold"), f"  {ctx.text(ctx.ids[t])}  (position {t})")
     if k > 0:
-        head_line.append(f", generated: computed by pass {k}", style="italic")
+        head_line.append(say("token.generated", k=str(k)), style="italic")
     yield head_line
     yield indent(token_steps(ctx, t, layer, parts))
 

@@ -91,9 +91,7 @@ def tokens_section(ctx: Ctx):
     n = ctx.n
     first = f"{ctx.labels[0]}–{ctx.labels[n - 1]}" if n > 1 else "A"
     yield section("1 · Tokens")
-    yield line(f"The prompt splits into {count(n, 'token')}, {first}, from the {ctx.tok.name} vocabulary "
-               f"of {integer(ctx.tok.n_vocab)} tokens (␣ marks a leading space). Positions, layers, heads and passes "
-               f"count from 0, as in the code: A is position 0, layer 0 the first layer.")
+    yield line(say("tokens.intro", tokens=count(n, "token"), first=first, vocab=ctx.tok.name, n_vocab=integer(ctx.tok.n_vocab)))
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
     if isinstance(ctx.gen.meta.get("attribution"), dict):

@@ -15,6 +15,11 @@ every key it reads is here.
 from __future__ import annotations
 
 WORDS: dict[str, str] = {
+    # the tokens (render/walkthrough.py, page step 1)
+    "tokens.intro": "The prompt splits into {tokens}, {first}, from the {vocab} vocabulary of {n_vocab} tokens (␣ marks "
+                    "a leading space). Positions, layers, heads and passes count from 0, as in the code: A is position 0, "
+                    "layer 0 the first layer.",
+    "token.generated": ", generated: computed by pass {k}",
     # the layer's input (render/layer.py, page step 2)
     "embed.row": "{L} queries the embedding matrix W_E ({shape}) at row {id}",
     "embed.position": "+ position vector (W_pos row {t}, {kind})",

@@ -46,7 +46,7 @@ function detailRows() {                   // [step, name, vector or words] for t
 
 function drawDetail() {
   const t = S.token, tk = D.tokens[t], L = label(t), id = STEPS[S.step][0];
-  const where = t >= D.n_prompt ? `, generated: computed by pass ${tk.pass}` : "";
+  const where = t >= D.n_prompt ? say("token.generated", { k: tk.pass }) : "";
   const box = document.getElementById("detail");
   const rows = detailRows().map(([step, name, v]) => el("tr", { class: step === id ? "now" : null, "data-for": step },
     el("th", null, name), Array.isArray(v) || typeof v === "string" ? el("td", { colspan: 6, class: "words" }, v) : cells(v)));

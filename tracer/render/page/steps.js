@@ -9,10 +9,8 @@ function followBtn(t, kids) { return el("button", { class: "link", type: "button
 
 function slideTokens() {
   const n = D.n_prompt;
-  const out = [p(`The prompt splits into ${count(n, "token")}, ${n > 1 ? `${label(0)}–${label(n - 1)}` : "A"}, `,
-    `from the ${CFG.vocab} vocabulary of ${integer(CFG.n_vocab)} tokens (␣ marks a leading space). `,
-    "Positions, layers, heads and passes count from 0, as in the code: A is position 0, layer 0 the first layer. ",
-    "Click a token to follow it through every step.")];
+  const out = [p(say("tokens.intro", { tokens: count(n, "token"), first: n > 1 ? `${label(0)}–${label(n - 1)}` : "A",
+    vocab: CFG.vocab, n_vocab: integer(CFG.n_vocab) }), " Click a token to follow it through every step.")];
   if (D.warning) out.push(el("div", { class: "warn", role: "note" }, b("⚠ "), D.warning));
   const rows = D.tokens.map((tk, t) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t < N && CI.has(t) ? t : null },
     el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
