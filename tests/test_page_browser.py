@@ -372,7 +372,7 @@ def test_the_gemma2_page_says_the_soft_cap_on_the_scores_step(browser, runner, t
     open_page(browser, tmp_path / "g.html")
     go(browser, "scores")
     said = " ".join(text(browser, "#step-scores").split())
-    assert "÷ √query_pre_attn_scalar = √24, then soft-capped, 5 · tanh(s / 5) (Gemma 2), before the mask" in said
+    assert "Each score is divided by √query_pre_attn_scalar = √24, then soft-capped, 5 · tanh(s / 5) (Gemma 2), before the mask" in said
     before, after = re.search(r"scores soft-capped: 5 · tanh\(s / 5\): (-?[0-9.]+) → (-?[0-9.]+)", said).groups()
     assert float(after) == pytest.approx(5 * np.tanh(float(before) / 5), abs=1.5e-3)
     assert errors(browser) == []

@@ -336,9 +336,13 @@ class SoftCap:
     title: str  # the model line's words, of {where}, {cap}
     formula: str  # of {cap}
 
+    def template(self, what: str, cap: float) -> str:
+        """"scores soft-capped: 50 · tanh(s / 50): {before} → {after}" (the page fills the two slots)."""
+        return f"{what} soft-capped: {self.formula.format(cap=f'{cap:g}')}: {{before}} → {{after}}"
+
     def words(self, what: str, cap: float, before: float, after: float) -> str:
         """"scores soft-capped: 50 · tanh(s / 50): 3.217 → 3.213"."""
-        return f"{what} soft-capped: {self.formula.format(cap=f'{cap:g}')}: {before:.3f} → {after:.3f}"
+        return self.template(what, cap).format(before=f"{before:.3f}", after=f"{after:.3f}")
 
 
 SOFTCAP = SoftCap("tanh", softcap, d_softcap, "{where} soft-capped at {cap} (Gemma 2)", "{cap} · tanh(s / {cap})")

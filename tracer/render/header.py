@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fmt import count
+from .words import say
+
 
 def ablation_words(change: dict, tok) -> str:
     """--ablate's effect on the next token, in one sentence: "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H"."""
@@ -27,6 +30,12 @@ def scaling_words(scaling: dict) -> str:
     if kind == "linear":
         return f"linear scaling × {float(scaling['factor']):g}"
     return "llama3 scaling"  # Llama 3's, in config.json's keys or a GGUF's per-pair factors
+
+
+def model_words(meta: dict, cfg) -> str:
+    """The header's model line: "model abc: 4 layers, d_model 64, 4 heads (d_head 16), float32; learned positions, …"."""
+    return say("header.model", name=str(meta.get("model", "?")), layers=count(cfg.n_layers, "layer"), d_model=str(cfg.d_model),
+               heads=count(cfg.n_heads, "head"), d_head=str(cfg.d_head), dtype=cfg.dtype, block=block_words(cfg))
 
 
 def block_words(cfg) -> str:

@@ -15,9 +15,10 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from .words import say
+
 # viridis at 0, 0.25, 0.5, 0.75, 1
 _STOPS = np.array([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)], dtype=float)
-LEGEND = "digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask"
 NOT_FINITE = "!"  # a weight that is NaN or ±∞: the arithmetic overflowed
 
 
@@ -99,5 +100,5 @@ def heatmaps(pattern: np.ndarray, query_labels: list[str], key_labels: list[str]
         rows.append(t)
     shown = np.asarray(pattern)[heads]  # [head, query_pos, key_pos]
     overflowed = not np.isfinite(shown).all()
-    rows.append(Text(LEGEND + (f", {NOT_FINITE} not a finite number (nan or ∞)" if overflowed else ""), style="dim"))
+    rows.append(Text(say("heatmap.legend") + (f", {NOT_FINITE} not a finite number (nan or ∞)" if overflowed else ""), style="dim"))
     return Group(*rows)

@@ -17,6 +17,7 @@ from .context import Ctx
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
+from .words import say
 from ..equations import largest_first
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
@@ -37,7 +38,7 @@ def token_at_layer(ctx: Ctx, t: int, layer: int, parts: frozenset = frozenset({"
     k = ctx.step_of(t)
     head_line = line((f"{ctx.labels[t]}:", "bold"), f"  {ctx.text(ctx.ids[t])}  (position {t})")
     if k > 0:
-        head_line.append(f", generated: computed by pass {k}", style="italic")
+        head_line.append(say("token.generated", k=str(k)), style="italic")
     yield head_line
     yield indent(token_steps(ctx, t, layer, parts))
 
@@ -51,25 +52,23 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
     if layer == 0 and "embed" in parts:
         E = ctx.at("hook_embed", t)
         if E is not None:
-            yield ctx.eq(f"{L} queries the embedding matrix W_E ({shape(cfg.d_vocab, cfg.d_model)}) at row "
-                               f"{ctx.ids[t]}", f"E_{L}", ctx.v(E))
+            yield ctx.eq(say("embed.row", L=L, shape=shape(cfg.d_vocab, cfg.d_model), id=str(ctx.ids[t])), f"E_{L}", ctx.v(E))
             yield from ctx.checks_at("hook_embed", t)
         if cfg.has_positions:
             P = ctx.at("hook_pos_embed", t)
             kind = cfg.position_kind.short
             if P is not None:
-                yield ctx.eq(f"+ position vector (W_pos row {t}, {kind})", f"P_{L}", ctx.v(P))
+                yield ctx.eq(say("embed.position", t=str(t), kind=kind), f"P_{L}", ctx.v(P))
                 yield from ctx.checks_at("hook_pos_embed", t)
             if x is not None:
-                yield ctx.eq(f"= the sum, {L}'s input to layer 0", f"x_{L}", ctx.v(x))
+                yield ctx.eq(say("embed.sum", L=L), f"x_{L}", ctx.v(x))
         elif x is not None:
             if cfg.embed_scale:  # Gemma
-                yield line(f"Gemma multiplies the embedding by √d_model: x scaled by √{cfg.d_model} = "
-                           f"{cfg.d_model ** 0.5:.{ctx.p}f} before layer 0")
-            yield ctx.eq(cfg.position_kind.instead.format(L=L) + (f", times √{cfg.d_model}" if cfg.embed_scale else ""),
+                yield line(say("embed.scale", d_model=str(cfg.d_model), factor=f"{cfg.d_model ** 0.5:.{ctx.p}f}"))
+            yield ctx.eq(cfg.position_kind.instead.format(L=L) + (say("embed.times", d_model=str(cfg.d_model)) if cfg.embed_scale else ""),
                          f"x_{L}", ctx.v(x))
     elif x is not None and layer > 0:
-        yield ctx.eq(f"{L}'s output of layer {layer - 1}", f"x_{L}", ctx.v(x))
+        yield ctx.eq(say("layer.input", L=L, prev=str(layer - 1)), f"x_{L}", ctx.v(x))
     if layer > 0 or "embed" in parts:
         yield from ctx.checks_at(b + "hook_resid_pre", t)
     if "attention" not in parts:
@@ -108,18 +107,23 @@ def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
     cfg, L = ctx.cfg, ctx.labels[t]
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
-    theta = cfg.rope_local_theta if local else cfg.rope_theta
     half = cfg.d_head // 2
     if angle is None:
         return Text("")
     first = ", ".join(f"{float(a):.{ctx.p}f}" for a in angle[: min(4, half)])
     more = f", … ({half} angles)" if half > 4 else ""
-    return line(("rotary positions: ", "bold"),
-                f"after W_Q and W_K, {L}'s query and key are rotated by its position {t}: pair (q_i, q_(i+{half})) "
-                f"turns by angle {t}·θ_i, θ_i = {theta:g}^(−2i/{cfg.d_head})"
-                f"{(' (the local base of the sliding-window layers)' if local else ' (the global base)') if cfg.rope_local_theta else ''}"
-                f"{' (Llama 3 scaling divides the slow ones)' if cfg.rope_scaling else ''}; here [{first}{more}] radians. "
-                f"Q·K then depends on how far apart two tokens are, not on where they are.")
+    return line((say("rope.title"), "bold"), rotation_words(cfg, layer).format(L=L, t=str(t)),
+                say("rope.here", angles=first + more), say("rope.then"))
+
+
+def rotation_words(cfg, layer: int) -> str:
+    """How RoPE turns a token's query and key in this layer, with the token's {L} and {t} left to fill
+    (the page fills them too)."""
+    local = cfg.rope_local_theta is not None and cfg.is_local(layer)
+    theta = cfg.rope_local_theta if local else cfg.rope_theta
+    base = (say("rope.local") if local else say("rope.global")) if cfg.rope_local_theta else ""
+    return say("rope.turns", L="{L}", t="{t}", half=str(cfg.d_head // 2), theta=f"{theta:g}", d_head=str(cfg.d_head),
+               base=base, scaling=say("rope.scaling") if cfg.rope_scaling else "")
 
 
 def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
@@ -143,24 +147,18 @@ def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
     st = ctx.gen.steps[ctx.step_of(t)]
     seen = ctx.labels[: t + 1]
     hidden = ctx.labels[t + 1 : len(st.tokens)]
-    if t == 0:
-        sees = f"{L} can see only itself (position 0)"
-    else:
-        sees = f"{L} can see the keys and values of {letters(seen)} (positions 0–{t})"
+    sees = say("sees.self", L=L) if t == 0 else say("sees.keys", L=L, seen=letters(seen), t=str(t))
     if st.start > 0:
-        sees += (f"; those of {letters(ctx.labels[: st.start])} come from the KV cache "
-                 f"(“cache k”: computed by pass k)")
+        sees += say("sees.cache", cached=letters(ctx.labels[: st.start]))
     w = ctx.cfg.window_of(layer)
     if ctx.cfg.windowed is not None and w is None:
-        sees += f"; layer {layer} has no sliding window (a global layer)"
+        sees += say("sees.global", layer=str(layer))
     if w is not None and t >= w:
-        sees += (f"; the sliding window ({w} keys) hides {letters(ctx.labels[: t - w + 1])} "
-                 f"(positions 0–{t - w}: score −∞, weight 0)")
+        sees += say("sees.window", window=str(w), hidden=letters(ctx.labels[: t - w + 1]), last=str(t - w))
     if hidden:
         where = f"position {t + 1}" if len(hidden) == 1 else f"positions {t + 1}–{len(st.tokens) - 1}"
-        return line(sees + "; ", ("the causal mask hides ", "bold"), (letters(hidden), "bold"),
-                    f" ({where}, later tokens: score −∞, weight 0)")
-    return line(sees + "; the causal mask hides nothing: ", (f"{L} is the last token", "bold"))
+        return line(sees + "; ", (say("mask.hides"), "bold"), (letters(hidden), "bold"), say("mask.later", where=where))
+    return line(sees + "; " + say("mask.nothing"), (say("mask.last", L=L), "bold"))
 
 
 @group()
@@ -169,17 +167,17 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     a = f"blocks.{layer}.attn."
     H, KV = cfg.n_heads, cfg.kv_heads
     g = kv_head(cfg, h)
-    wshape = f"{shape(H, cfg.d_model, cfg.d_head)}, one {shape(cfg.d_model, cfg.d_head)} slice per head" if H > 1 \
+    wshape = say("head.slices", all=shape(H, cfg.d_model, cfg.d_head), slice=shape(cfg.d_model, cfg.d_head)) if H > 1 \
         else shape(cfg.d_model, cfg.d_head)
     if KV < H:
         group_of = [q for q in range(H) if kv_head(cfg, q) == g]
-        yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q: {wshape}); it shares key/value head {g} of {KV} "
-                   f"(W_K, W_V: {shape(KV, cfg.d_model, cfg.d_head)}) with query heads "
-                   f"{group_of[0]}–{group_of[-1]} (grouped-query attention)")
+        yield line((f"head {h}", "bold underline"), say("head.gqa", H=str(H), shape=wshape, g=str(g), KV=str(KV),
+                                                         kv_shape=shape(KV, cfg.d_model, cfg.d_head),
+                                                         first=str(group_of[0]), last=str(group_of[-1])))
     elif H > 1:
-        yield line((f"head {h}", "bold underline"), f" of {H}  (W_Q, W_K, W_V: {wshape})")
+        yield line((f"head {h}", "bold underline"), say("head.of", H=str(H), shape=wshape))
     else:
-        yield line(f"W_Q, W_K, W_V: {wshape} each")
+        yield line(say("head.one", shape=wshape))
     if h == ctx.shown_heads()[0] and t == ctx.shown_tokens()[0]:  # once: how W_Q is stored, one number worked
         for words in example_words(ctx.gen.meta, f"blocks.{layer}.attn.W_Q", f"W_Q of layer {layer}"):
             yield indent(Text(words, style="dim"))
@@ -198,7 +196,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             continue
         if row is not None:
             which = h if m == "Q" else g
-            yield ctx.eq("", f"{L}_{m} = {src}·W_{m}{sl if m == 'Q' else kl} + b_{m}", ctx.v(row[which]))
+            yield ctx.eq("", say("head.vector", L=L, m=m, src=src, slice=sl if m == "Q" else kl), ctx.v(row[which]))
             yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
         if cfg.qk_norm_kind.on and m in "QK":
             yield from qk_normed(ctx, a + f"{m.lower()}_norm.", t, m, h if m == "Q" else g)
@@ -261,7 +259,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         left = float(pattern.sum() - pattern[shown].sum())
         tab.add_row(f"… {rest} more", *([""] * (len(tab.columns) - 3)), prob(left, p), "(--full lists them)",
                     style="dim")
-    divisor = f"√query_pre_attn_scalar = √{cfg.attn_scalar:g}" if cfg.attn_scalar else f"√d_head = √{cfg.d_head}"
+    divisor = say("scores.by_scalar", scalar=f"{cfg.attn_scalar:g}") if cfg.attn_scalar else say("scores.by_d_head", d_head=str(cfg.d_head))
     how = f"{L}_Q · each visible key" + (f", ÷ {divisor}" if scaled else "") + \
         (", softmax → weights that sum to 1" if pattern is not None else "")
     yield line("attention scores: ", how)
@@ -271,21 +269,19 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         if seen.any():
             j = int(np.argmax(np.where(seen, np.abs(dots), -1.0)))
             yield line(cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
-                                              float(scores[j])) + f" (key {ctx.labels[j]}), before the mask and softmax")
+                                              float(scores[j])) + say("scores.capped_key", key=ctx.labels[j]))
     yield from ctx.checks_at(a + "hook_dots", t, h, attention=True)
     yield from ctx.checks_at(a + "hook_attn_scores", t, h, attention=True)
     if pattern is not None and sc is not None and n_keys <= BRIEF_KV_ROWS:
-        yield line(f"softmax([{', '.join(num(x, p) for x in sc)}]) = "
-                       f"[{', '.join(num(x, p) for x in pattern)}]")
+        yield line(say("softmax", scores=", ".join(num(x, p) for x in sc), weights=", ".join(num(x, p) for x in pattern)))
     if pattern is not None:
         yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
     z = ctx.at(a + "hook_z", t)
     if pattern is not None and z is not None:
         terms = " + ".join(f"{num(pattern[j], p)}×{ctx.labels[j]}_V" for j in shown)
         if len(shown) < n_keys:
-            terms += (f" + … ({n_keys - len(shown)} more terms, weights summing to "
-                      f"{prob(float(pattern.sum() - pattern[shown].sum()), p)})")
-        whose = f"{L}'s new representation" + (f" from head {h}" if H > 1 else "")
+            terms += say("sum.more", n=str(n_keys - len(shown)), rest=prob(float(pattern.sum() - pattern[shown].sum()), p))
+        whose = say("sum.new", L=L) + (say("sum.from_head", h=str(h)) if H > 1 else "")
         yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
         yield from ctx.checks_at(a + "hook_z", t, h)
 
@@ -315,21 +311,21 @@ def after_attention(ctx: Ctx, t: int, layer: int):
     z = ctx.at(b + "attn.hook_z", t)
     attn_out = ctx.at(b + "hook_attn_out", t)
     if H > 1 and z is not None:
-        yield ctx.eq(f"concatenate the {H} heads' outputs ({H} × {dh} = {H * dh} numbers)", f"z_{L}",
+        yield ctx.eq(say("heads.concat", H=str(H), d_head=str(dh), n=str(H * dh)), f"z_{L}",
                      ctx.v(z.reshape(-1)))
     added = f"attn_out_{L}"  # what the residual adds: attention's output, or (OLMo 2) its norm
     if attn_out is not None:
         yield from output_norm(ctx, t, b + "ln1_post.", "attention", added, attn_out,
-                               f"× W_O ({shape(H * dh, dm)}) + b_O, back to {dm} dims")
+                               say("heads.wo", shape=shape(H * dh, dm), d_model=str(dm)))
         yield from ctx.checks_at(b + "hook_attn_out", t)
         added = f"ln1_post({added})" if cfg.norm_place_kind.after else added
     if cfg.mlp:
         mid = ctx.at(b + "hook_resid_mid", t)
         if mid is not None:
             if cfg.residual:
-                yield ctx.eq("residual: add the layer's input back", f"x_{L} + {added}", ctx.v(mid))
+                yield ctx.eq(say("mlp.residual"), f"x_{L} + {added}", ctx.v(mid))
             else:
-                yield line(f"no residual (residual = false): the MLP reads attn_out_{L}")
+                yield line(say("mlp.no_residual", L=L))
             yield from ctx.checks_at(b + "hook_resid_mid", t)
         if cfg.layer_norm and cfg.norm_place_kind.before:
             ln2 = ctx.at(b + "ln2.hook_normalized", t)
@@ -345,16 +341,16 @@ def after_attention(ctx: Ctx, t: int, layer: int):
                 yield ctx.eq(said if cfg.norm_place_kind.before else said.replace("ln2(x)", "x"), name, ctx.v(value))
         mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
-            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, f"× W_out ({shape(cfg.d_mlp, dm)}) + b_out")
+            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, say("mlp.wout", shape=shape(cfg.d_mlp, dm)))
             yield from ctx.checks_at(b + "hook_mlp_out", t)
     post_ = ctx.at(b + "hook_resid_post", t)
     if post_ is not None:
         if cfg.mlp:
-            how = "residual: + mlp_out" if cfg.residual else "no residual: the MLP output itself"
+            how = say("out.mlp") if cfg.residual else say("out.mlp_alone")
         else:
-            how = f"residual: x_{L} + attn_out_{L}" if cfg.residual else f"no residual (residual = false): attn_out_{L} itself"
-        nxt = f"the input of layer {layer + 1}" if layer + 1 < cfg.n_layers else "its final vector"
-        yield ctx.eq(f"{how} → {L}'s output of layer {layer}, {nxt}", f"out_{L}", ctx.v(post_))
+            how = say("out.attn", L=L) if cfg.residual else say("out.attn_alone", L=L)
+        nxt = say("out.next", next=str(layer + 1)) if layer + 1 < cfg.n_layers else say("out.final")
+        yield ctx.eq(say("out.of", how=how, L=L, layer=str(layer), next=nxt), f"out_{L}", ctx.v(post_))
         yield from ctx.checks_at(b + "hook_resid_post", t)
 
 

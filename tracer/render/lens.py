@@ -12,6 +12,7 @@ from rich.text import Text
 from ..tokens import label, show_token
 from .fmt import count, cprob, short, tok
 from .text import Fit, missing
+from .words import say
 
 BRIEF_LENS_COLUMNS = 6  # positions of the logit lens table in brief mode (the last ones)
 
@@ -57,15 +58,14 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     if gone is not None:
         return Group(title, gone)
     positions = step["lens.positions"]
-    top, top_p = step["lens.top_token"], step["lens.top_prob"]
-    target, rank = step["lens.target"], step["lens.target_rank"]
+    top, top_p, target = step["lens.top_token"], step["lens.top_prob"], step["lens.target"]
     n_layers = top.shape[0] - 1
     n_cols = len(positions) if not view.brief else min(len(positions), BRIEF_LENS_COLUMNS)
     norm = final_norm_words(step.config)
 
     def build(max_cols: int) -> Table:
         cols = list(range(len(positions)))[-min(n_cols, max_cols):]
-        t = Table(title=f"Logit lens: each layer's residual stream through the final {norm} and W_U",
+        t = Table(title=say("lens.title", norm=norm),
                   title_justify="left")
         t.add_column(LENS_ROWS, no_wrap=True)
         for c in cols:
@@ -83,6 +83,15 @@ def logit_lens_view(step, tokenizer, view) -> Group:
             t.caption = f"the last {len(cols)} of {len(positions)} positions" + (" (--full and a wider terminal show more)")
         return t
 
+    return Group(Fit(build, n_cols), *(Text(x) for x in lens_notes(step, tokenizer)))
+
+
+def lens_notes(step, tokenizer) -> list[str]:
+    """What the lens table shows of the last position, in sentences (the terminal and the page): where the
+    chosen token first becomes the top-1, against the article's "only after the 24th layer"."""
+    positions, top = step["lens.positions"], step["lens.top_token"]
+    target, rank = step["lens.target"], step["lens.target_rank"]
+    n_layers = top.shape[0] - 1
     last = len(positions) - 1
     chosen = int(target[last])
     pos = int(positions[last])
@@ -107,4 +116,4 @@ def logit_lens_view(step, tokenizer, view) -> Group:
         notes.append(s + ". Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
-    return Group(Fit(build, n_cols), *(Text(x) for x in notes))
+    return notes

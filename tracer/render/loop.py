@@ -18,6 +18,7 @@ from rich.text import Text
 from ..tokens import label, named
 from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
 from ..equations import largest_first
+from .words import say
 
 
 def cache_rows(gen) -> list[dict]:
@@ -33,7 +34,6 @@ def cache_rows(gen) -> list[dict]:
 
 def kv_cache_view(gen, tokenizer, view) -> Group:
     """Which rows each pass reused from the KV cache and which it computed, and the work saved."""
-    cfg = gen.steps[0].config
     on = gen.settings.cache if gen.settings is not None else True
     rows = cache_rows(gen)
     t = Table(title=f"KV cache ({'on' if on else 'off: --no-cache'}): rows reused and computed per pass",
@@ -50,6 +50,18 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
         saved = r["full"] - r["macs"]
         t.add_row(str(r["step"]), split, f"{start} + {n - start}", integer(r["macs"]), integer(r["full"]),
                   f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
+    notes = kv_notes(gen, rows)
+    if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
+        return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
+    return Group(t, *(Text(x) for x in notes))
+
+
+def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
+    """What the KV cache's table says, in sentences (the terminal and the page): each reused row's size,
+    grouped-query attention's saving, the totals, the Q&A's claim."""
+    cfg = gen.steps[0].config
+    on = gen.settings.cache if gen.settings is not None else True
+    rows = cache_rows(gen) if rows is None else rows
     done = sum(r["macs"] for r in rows)
     full = sum(r["full"] for r in rows)
     per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head
@@ -81,9 +93,7 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     if isinstance(expansion, dict) and expansion.get("mode") == "layer by layer" and len(rows) > 1:
         notes.append(f"The cache saves arithmetic, not reading: this model is {expansion.get('text', 'streamed')}, so "
                      f"each pass expands again every layer the budget could not keep, the one-token passes too.")
-    if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
-        return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
-    return Group(t, *(Text(x) for x in notes))
+    return notes
 
 
 def verify_cache_view(result: dict) -> Group:
@@ -104,8 +114,7 @@ def verify_cache_view(result: dict) -> Group:
     t.add_row("tokens (cache)", " ".join(str(i) for i in result.get("generated_cache", [])), "")
     t.add_row("tokens (no cache)", " ".join(str(i) for i in result.get("generated_no_cache", [])),
               "✓" if result.get("tokens_equal") else "✗")
-    verdict = Text("✓ the KV cache changes no logit beyond rounding and no token" if ok else
-                   "✗ the KV cache and full recompute disagree", style="bold green" if ok else "bold red")
+    verdict = Text(say("verify.ok") if ok else say("verify.bad"), style="bold green" if ok else "bold red")
     note = Text("The allowed difference is the dtype's tolerance times the largest |logit| (at least 1): the same "
                 "sums in another order differ in the last bits.", style="dim")
     return Group(t, verdict, note)
@@ -163,13 +172,13 @@ def generation_steps(gen, tokenizer, view) -> Group:
         appended = n < len(gen.generated_ids)
         head = Text()
         head.append(f"pass {n}: ", style="bold")
-        reads = (f"reads {span(0, total)} (the prompt)" if n == 0 else
-                 f"reads {named(total - 1, tok(tokenizer, step.tokens[-1]))}")
+        reads = (say("loop.reads_prompt", span=span(0, total)) if n == 0 else
+                 say("loop.reads", named=named(total - 1, tok(tokenizer, step.tokens[-1]))))
         head.append(reads)
         if start > 0:
-            head.append(f"; computes {span(start, total)}, reuses {span(0, start)} from the KV cache")
+            head.append(say("loop.computes", new=span(start, total), old=span(0, start)))
         elif n > 0:
-            head.append(f"; recomputes all {total} rows (no cache)")
+            head.append(say("loop.recomputes", n=str(total)))
         parts.append(head)
         parts.append(Text("  " + pass_line(step, view), style="dim"))
         if not view.brief:
@@ -179,9 +188,9 @@ def generation_steps(gen, tokenizer, view) -> Group:
             order = largest_first(probs)[:3]
             alts = ", ".join(f"{stok(tokenizer, i)} {cprob(probs[i])}" for i in order)
             end = chosen in tokenizer.eos_ids
-            line = Text("  predicts ")
+            line = Text("  " + say("loop.predicts"))
             line.append(tok(tokenizer, chosen) if end else named(total, tok(tokenizer, chosen)), style="bold")
-            line.append(f" (p {prob(probs[chosen], p)}; top 3: {alts})")
+            line.append(say("loop.top3", p=prob(probs[chosen], p), alts=alts))
             parts.append(line)
             if end:
                 parts.append(Text("  the end token: generation stops (it takes no position of its own)", style="dim"))
@@ -190,9 +199,14 @@ def generation_steps(gen, tokenizer, view) -> Group:
                 parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"
                                   + ("" if new.startswith(f"{label(total)} = ") else f"   ({new})")))
             else:
-                parts.append(Text(f"  (not appended: the run stops here, {stop_reason(gen)})", style="dim"))
-    parts.append(Text(f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."))
+                parts.append(Text("  " + say("loop.not_appended", why=stop_reason(gen)), style="dim"))
+    parts.append(Text(generated_words(gen)))
     return Group(*parts)
+
+
+def generated_words(gen) -> str:
+    """The run's result in one sentence: how many tokens, the text, why it stopped (the terminal and the page)."""
+    return f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."
 
 
 def stop_reason(gen) -> str:

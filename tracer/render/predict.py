@@ -16,6 +16,7 @@ from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
 from .view import BRIEF_HEADS
+from .words import say
 from ..equations import largest_first
 
 
@@ -93,9 +94,7 @@ def layers_section(ctx: Ctx, number: str):
     t = ctx.token if ctx.token is not None else ctx.n - 1
     L = ctx.labels[t]
     yield section(f"{number} · All {count(cfg.n_layers, 'layer')}")
-    yield line(f"Every layer repeats the steps above on the previous layer's output. For {L} (position {t}): "
-                   f"the size ‖x‖ of its vector going in and out, and the token each head attends to most "
-                   f"(with its weight).")
+    yield line(say("layers.intro", L=L, t=str(t)))
     tab = _overview_table(ctx, "layer")
     for layer in range(cfg.n_layers):
         b = f"blocks.{layer}."
@@ -156,11 +155,10 @@ def predict_section(ctx: Ctx, number: str):
     last = ctx.n - 1
     L, G = ctx.labels[last], ctx.labels[ctx.n]
     yield section(f"{number} · Predicting the next token (how to predict {G})")
-    yield line(f"After the last of the {count(cfg.n_layers, 'layer')}, {L}, the last token, predicts {G}: "
-               f"its final vector meets the unembedding W_U, which gives one score (logit) per vocabulary token.")
+    yield line(say("predict.intro", layers=count(cfg.n_layers, "layer"), L=L, G=G))
     yield indent(prediction(ctx))
     if not ctx.gen.meta.get("trained") and ctx.gen.meta.get("weights") != "given":
-        yield Text("(untrained weights: this prediction is meaningless until real weights are loaded)", style="yellow")
+        yield Text(say("predict.untrained"), style="yellow")
 
 
 @group()
@@ -175,28 +173,28 @@ def prediction(ctx: Ctx):
             yield ctx.eq(cfg.norm_kind.final(), f"{cfg.norm_kind.short}(out_{L})", ctx.v(ln[-1]))
     fin = ctx.get("unembed.hook_in")
     if fin is not None:
-        yield ctx.eq(f"{L}'s final vector", "f", ctx.v(fin[-1]))
+        yield ctx.eq(say("predict.final", L=L), "f", ctx.v(fin[-1]))
         yield from ctx.checks("unembed.hook_in", (last,))
-    tied = "; W_E transposed, tied" if cfg.tied_unembed else ""
+    tied = say("predict.tied") if cfg.tied_unembed else ""
+    unembed = say("predict.unembed", shape=shape(cfg.d_model, cfg.d_vocab), tied=tied)
     logits = ctx.get("logits")
     if logits is not None:
         if cfg.final_softcap is not None:  # Gemma 2: the logits soft-capped after W_U
             cap, top = cfg.final_softcap, int(np.argmax(logits[-1]))
-            yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U, then soft-capped: "
-                         f"{cfg.softcap_kind.formula.format(cap=f'{cap:g}')}", "logits", ctx.v(logits[-1]))
+            yield ctx.eq(say("predict.softcapped", unembed=unembed, formula=cfg.softcap_kind.formula.format(cap=f"{cap:g}")),
+                         "logits", ctx.v(logits[-1]))
             after = float(logits[-1][top])
             before = float(cap * np.arctanh(np.clip(after / cap, -1 + 1e-7, 1 - 1e-7)))  # the capped logit's x·W_U
             yield line(cfg.softcap_kind.words("logits", cap, before, after) + " (the top logit)")
         else:
-            yield ctx.eq(f"× W_U ({shape(cfg.d_model, cfg.d_vocab)}{tied}) + b_U", "logits", ctx.v(logits[-1]))
+            yield ctx.eq(unembed, "logits", ctx.v(logits[-1]))
         yield from ctx.checks("logits", (last,))
     temp = ctx.gen.settings.temperature if ctx.gen.settings is not None else 0.0
     scaled = ctx.get("sample.scaled")
     probs = ctx.get("sample.probs")
     chosen = step.arrays.get("sample.token")
     if temp == 0:
-        yield line("softmax(logits) = probabilities, which sum to 1; ", ("temperature 0: greedy", "bold"),
-                        ", the most likely token is chosen, no random draw")
+        yield line(say("predict.greedy"), (say("predict.greedy_bold"), "bold"), say("predict.greedy_rest"))
     yield from ctx.checks("sample.probs", ())
     if temp != 0:  # every stage of the draw: ÷ temperature, softmax, top-k, top-p, the uniform number
         yield sampling_stages(step, ctx.tok, ctx.view)
@@ -213,11 +211,10 @@ def prediction(ctx: Ctx):
         appended = len(ctx.gen.generated_ids) > 0
         end = c in ctx.tok.eos_ids
         name = ctx.text(c) if end or ctx.text(c) == G else named(ctx.n, ctx.text(c))
-        yield (line(("chosen: ", "bold"), (name, "bold"), f" (id {c}"
+        yield (line((say("predict.chosen"), "bold"), (name, "bold"), f" (id {c}"
                     + (f", probability {prob(probs[c], p)})" if probs is not None else ")")))
         if end:
-            yield line(sequence_line(ctx, ctx.n, None), f": {ctx.text(c)} is the end token, so generation stops "
-                       "(it takes no position of its own)")
+            yield line(sequence_line(ctx, ctx.n, None), ": " + say("predict.end", token=ctx.text(c)))
         else:
             yield (sequence_line(ctx, ctx.n, c) if appended else
                    line(sequence_line(ctx, ctx.n, None), " (not appended: --max-new-tokens 0)"))
@@ -288,15 +285,11 @@ def every_position(step, tokenizer, view) -> Group:
         t.add_row(label(pos), stok(tokenizer, step.tokens[pos]), stok(tokenizer, top[r]), prob(top_p[r], p),
                   stok(tokenizer, nxt[r]) + ("*" if r == last else ""), prob(nxt_p[r], p), num(loss[r], p),
                   "◀" if r == last else "", style="bold" if r == last else None)
-    notes = [
-        "The decoder turns every position's final vector into logits (the unembedding is applied to all rows at "
-        "once); row p predicts the token at p + 1. loss = −log p(actual), in nats. * the token the sampler chose.",
-    ]
+    notes = [say("positions.rows")]
     if last > 0:
         mean = float(np.mean(loss[:last]))
-        notes.append(f"Training (teacher forcing) scores every row against the token that really follows: "
-                     f"mean loss over rows {span(start, start + last)} = {num(mean, p)} nats "
-                     f"(a uniform guess over {integer(step.config.d_vocab)} tokens: {num(np.log(step.config.d_vocab), p)}).")
+        notes.append(say("positions.mean", rows=span(start, start + last), mean=num(mean, p),
+                         n=integer(step.config.d_vocab), uniform=num(np.log(step.config.d_vocab), p)))
     notes.append(f"◀ Generation reads only the last row ({label(n - 1)}) to choose the next token; the other rows "
                  "are computed anyway, because the same matrices process every position at once.")
     if start > 0:

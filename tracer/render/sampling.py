@@ -3,6 +3,8 @@ renormalise → the seeded draw → the token, one column per candidate. Reads `
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from rich.console import Group
 from rich.table import Table
@@ -34,29 +36,12 @@ def sampling_stages(step, tokenizer, view) -> Group:
     title = Text("Sampling the next token", style="bold")
     if gone is not None:
         return Group(title, gone)
-    p = view.precision
-    s = step.settings
-    T = s.temperature if s is not None else 0.0
-    seed = s.seed if s is not None else "?"
-    greedy = T == 0
-    scaled, probs, final = step["sample.scaled"], step["sample.probs"], step["sample.final"]
-    chosen = int(step["sample.token"])
-    n_vocab = len(probs)
-    n_k = int(step["sample.kept_top_k"]) if "sample.kept_top_k" in step else int(np.count_nonzero(final))
-    n_p = int(step["sample.kept_top_p"]) if "sample.kept_top_p" in step else int(np.count_nonzero(final))
-    u = float(step["sample.uniform"]) if "sample.uniform" in step else None
+    d = _draw(step)
+    p, T, greedy, chosen = view.precision, d.T, d.greedy, d.chosen
+    scaled, probs, final, order, cum = step["sample.scaled"], d.probs, d.final, d.order, d.cum
+    n_vocab, n_k, n_p, top_k, top_p = d.n_vocab, d.n_k, d.n_p, d.top_k, d.top_p
     logits = step["logits"][-1] if "logits" in step else None
-    top_k, top_p = (s.top_k, s.top_p) if s is not None else (None, None)
-    order = largest_first(probs)  # [d_vocab] most likely first, ties by id
-    cum = np.cumsum(final[order[:n_p]])  # [n_keep] upper edge of each kept candidate's band
-
-    stages = ["logits", f"÷ temperature {num(T, 2)}" if not greedy else "temperature 0 (greedy)", "softmax"]
-    if not greedy:
-        stages += [f"top-k {top_k}" if top_k is not None else "top-k off",
-                   f"top-p {top_p}" if top_p is not None else "top-p off", "renormalise",
-                   f"draw u (seed {seed})"]
-    stages.append("token")
-    head = Text(" → ".join(stages), style="bold")
+    head = Text(draw_stages(step), style="bold")
 
     def build(max_cols: int) -> Table:
         _, ranks = candidate_rows(probs, chosen, min(view.top_k, max_cols))
@@ -84,6 +69,43 @@ def sampling_stages(step, tokenizer, view) -> Group:
             t.add_row(name, *cells, style="bold" if name == "chosen" else None)
         return t
 
+    return Group(head, Fit(build, view.top_k), *(Text(x) for x in sampling_notes(step, tokenizer, p)))
+
+
+def _draw(step) -> SimpleNamespace:
+    """What the draw of one pass read and kept: the settings, the probabilities before and after the cuts,
+    the candidates by probability and the upper edge of each kept one's band."""
+    s = step.settings
+    probs, final = step["sample.probs"], step["sample.final"]
+    n_p = int(step["sample.kept_top_p"]) if "sample.kept_top_p" in step else int(np.count_nonzero(final))
+    order = largest_first(probs)  # [d_vocab] most likely first, ties by id
+    T = s.temperature if s is not None else 0.0
+    return SimpleNamespace(
+        T=T, greedy=T == 0, seed=s.seed if s is not None else "?", probs=probs, final=final, n_p=n_p, order=order,
+        top_k=s.top_k if s is not None else None, top_p=s.top_p if s is not None else None,
+        chosen=int(step["sample.token"]), n_vocab=len(probs),
+        n_k=int(step["sample.kept_top_k"]) if "sample.kept_top_k" in step else int(np.count_nonzero(final)),
+        u=float(step["sample.uniform"]) if "sample.uniform" in step else None,
+        cum=np.cumsum(final[order[:n_p]]))  # [n_keep] upper edge of each kept candidate's band
+
+
+def draw_stages(step) -> str:
+    """The draw's stages in one line: "logits → ÷ temperature 0.80 → softmax → top-k 5 → … → token"."""
+    d = _draw(step)
+    stages = ["logits", f"÷ temperature {num(d.T, 2)}" if not d.greedy else "temperature 0 (greedy)", "softmax"]
+    if not d.greedy:
+        stages += [f"top-k {d.top_k}" if d.top_k is not None else "top-k off",
+                   f"top-p {d.top_p}" if d.top_p is not None else "top-p off", "renormalise",
+                   f"draw u (seed {d.seed})"]
+    return " → ".join(stages + ["token"])
+
+
+def sampling_notes(step, tokenizer, p: int) -> list[str]:
+    """What each stage of the draw did, in sentences (under the terminal's table, and on the page's logits
+    step): the temperature, top-k, top-p, the renormalisation and where the seeded u fell."""
+    d = _draw(step)
+    T, seed, greedy, chosen, probs, order, cum = d.T, d.seed, d.greedy, d.chosen, d.probs, d.order, d.cum
+    n_vocab, n_k, n_p, top_k, top_p, u = d.n_vocab, d.n_k, d.n_p, d.top_k, d.top_p, d.u
     notes = []
     if greedy:
         notes.append(f"Temperature 0 is greedy: the most likely token, {tok(tokenizer, chosen)}, is chosen; "
@@ -107,4 +129,4 @@ def sampling_stages(step, tokenizer, view) -> Group:
                          f"uniform in [0, 1). Stacking the kept tokens' probabilities as bands from 0 to 1, u falls in "
                          f"band #{band + 1} [{num(lo, max(p, 4))}, {num(cum[band], max(p, 4))}), which is "
                          f"{tok(tokenizer, chosen)}. The same seed draws the same u on every machine.")
-    return Group(head, Fit(build, view.top_k), *(Text(x) for x in notes))
+    return notes

@@ -28,7 +28,7 @@ from ..sections import LAYER, NUMBERED
 from .checks import check_line
 from .context import Ctx
 from .fmt import count, integer
-from .header import ablation_words, block_words, head_roles_line, training_line, weights_warning
+from .header import ablation_words, head_roles_line, model_words, training_line, weights_warning
 from .heatmap import heatmaps
 from .layer import layer_section
 from .lens import logit_lens_view
@@ -38,15 +38,14 @@ from .storage import expansion_words, storage_words
 from .summary import overflow_note
 from .text import line, section
 from .view import Resolved
+from .words import say
 
 
 @group()
 def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
     s = ctx.gen.settings
-    yield line(("tracer", "bold"), f" · model {meta.get('model', '?')}: {count(cfg.n_layers, 'layer')}, d_model {cfg.d_model}, "
-                f"{count(cfg.n_heads, 'head')} (d_head {cfg.d_head}), {cfg.dtype}; "
-                f"{block_words(cfg)}")
+    yield line(("tracer", "bold"), " · " + model_words(meta, cfg))
     if s is not None:
         t = s.temperature
         bits = ["temperature 0 (greedy)" if t == 0 else f"temperature {t:g}"]
@@ -92,9 +91,7 @@ def tokens_section(ctx: Ctx):
     n = ctx.n
     first = f"{ctx.labels[0]}–{ctx.labels[n - 1]}" if n > 1 else "A"
     yield section("1 · Tokens")
-    yield line(f"The prompt splits into {count(n, 'token')}, {first}, from the {ctx.tok.name} vocabulary "
-               f"of {integer(ctx.tok.n_vocab)} tokens (␣ marks a leading space). Positions, layers, heads and passes "
-               f"count from 0, as in the code: A is position 0, layer 0 the first layer.")
+    yield line(say("tokens.intro", tokens=count(n, "token"), first=first, vocab=ctx.tok.name, n_vocab=integer(ctx.tok.n_vocab)))
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
     if isinstance(ctx.gen.meta.get("attribution"), dict):
@@ -169,8 +166,8 @@ def checks_section(ctx: Ctx):
             yield Text("Stated values not shown beside a step above:")
         yield from [check_line(c, ctx.p, ctx.dims, where=True) for c in rest]
     style = "bold green" if n_ok == len(checks) else "bold red"
-    yield (Text(f"{n_ok} of {len(checks)} stated values agree", style=style)
-               + Text(f" ({len(checks) - n_ok} disagree)" if n_ok < len(checks) else "", style="bold red"))
+    yield (Text(say("checks.agree", ok=str(n_ok), n=str(len(checks))), style=style)
+               + Text(say("checks.disagree", bad=str(len(checks) - n_ok)) if n_ok < len(checks) else "", style="bold red"))
 
 
 def missing_section(ctx: Ctx) -> list[RenderableType]:
@@ -190,7 +187,7 @@ def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[Re
         parts.append(tokens_section(ctx))
     if ctx.cfg.n_layers == 0 and shows(*LAYER):
         parts.append(section("2 · Layers"))
-        parts.append(Text("This model has no layers: the embedding goes straight to W_U."))
+        parts.append(Text(say("layers.none")))
     wanted = frozenset(s for s in LAYER if shows(s))  # section 2, in part or whole
     layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
     for i, layer in enumerate(layers):

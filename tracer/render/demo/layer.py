@@ -12,6 +12,7 @@ from ...tokens import label
 from .. import fmt
 from ..storage import example_words
 from ..summary import overflow_note
+from ..words import say
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
@@ -235,10 +236,8 @@ def step_scores(d: Demo) -> Step:
         scale += (f" Gemma 2 then soft-caps them so none passes ±{cfg.attn_softcap:g}, before the mask: "
                   + cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
                                            float(scores[j])) + f" for {label(j)}'s key.")
-    narration = (f"{label(f)}'s query is compared with every key it may see: multiply them number by number "
-                 "and add up (a dot product). A large score means 'this key matches what I am looking for'. "
-                 f"Keys of later tokens are masked: a token may not look ahead, so they get −∞ and will get "
-                 f"weight 0.{scale}" + (" Q and K are the rotated ones (the position screen)." if r else ""))
+    narration = (f"{say('scores.compare', L=label(f))} {say('scores.masked')}{scale}"
+                 + (" Q and K are the rotated ones (the position screen)." if r else ""))
     body = Group(qline, Text(), _scores_table(d, hide=False))
     if f + 1 >= d.n:  # no later key in the table to show the mask: draw the mask's grid instead
         body = Group(*body.renderables, Text(),
@@ -344,13 +343,7 @@ def step_multihead(d: Demo) -> Step:
         rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
     rows.append((f"out of layer {l}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
     eq = pairs(rows)
-    if H == 1:
-        multi = ("This model has a single head, so the 'concatenation' is just that head's output; W_O still "
-                 "maps it back to the model's width. ")
-    else:
-        multi = (f"A layer runs {H} heads side by side, each with its own W_Q, W_K and W_V, so each can look "
-                 "for something different (the article: one for grammar, one for meaning). Their outputs are "
-                 "laid end to end and one matrix, W_O, merges them. ")
+    multi = (say("heads.one") if H == 1 else say("heads.many", H=str(H))) + " "
     rest = []
     if cfg.residual:
         rest.append("the input is added back (the residual connection)")

@@ -21,8 +21,12 @@ import numpy as np
 from ...tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
+from ..sampling import draw_stages, sampling_notes
 from ..storage import example_words, storage_words
-from ..header import block_words, training_line, weights_warning
+from ..header import block_words, model_words, training_line, weights_warning
+from ..layer import rotation_words
+from ..loop import generated_words, kv_notes
+from ..words import WORDS
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
@@ -53,6 +57,14 @@ def not_recorded(step, cfg) -> list[str]:
     return [n for n in wanted if n.replace("*", "0") not in step.arrays]
 
 
+def layer_words(cfg) -> list[dict]:
+    """Per layer, what its attention step says that the layer decides: its sliding window (None: every
+    earlier key), whether it is a global layer among windowed ones, and how RoPE turns Q and K there
+    (`layer.rotation_words`, the token's {L} and {t} left to fill)."""
+    return [{"window": cfg.window_of(l), "global": cfg.windowed is not None and cfg.window_of(l) is None,
+             "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
+
+
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
               head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
               logits_budget: int = LOGITS_BUDGET, heads: dict | None = None) -> dict:
@@ -66,6 +78,11 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     carried, whole = choose(cfg, rows.n_rows, follow, budget)
     passes, notes = passes_data(gen, cfg, top_k, whole, logits_budget)
     name_passes(passes, gen, tokenizer)
+    for k, q in enumerate(passes):  # a sampled run's draw, in the terminal's words (render/sampling.py)
+        st = gen.steps[k]
+        drawn = gen.settings is not None and gen.settings.temperature != 0 and all(
+            n in st.arrays for n in ("sample.scaled", "sample.probs", "sample.final", "sample.token"))
+        q["sampling"] = {"stages": draw_stages(st), "notes": sampling_notes(st, tokenizer, precision)} if drawn else None
     positions = positions_data(rows)
     left_out = []
     ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)
@@ -92,7 +109,9 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
+        "words": WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
+                  "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
                   "vocab": tokenizer.name, "n_vocab": int(tokenizer.n_vocab), "end_id": tokenizer.end_id,
                   "end_ids": [int(i) for i in tokenizer.eos_ids]},
@@ -111,12 +130,14 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
         "layers": layers_data(rows, cfg, carried, whole),
+        "layer_words": layer_words(cfg),
         "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),
         "texts": texts_of(referenced_ids(passes, positions) | ablation_ids(ablations), tokenizer),
         "checks": [check_data(c, gen, precision, 8) for c in checks],
+        "kv_notes": kv_notes(gen), "generated": show_invisible(generated_words(gen)),
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
     }

@@ -46,7 +46,7 @@ function detailRows() {                   // [step, name, vector or words] for t
 
 function drawDetail() {
   const t = S.token, tk = D.tokens[t], L = label(t), id = STEPS[S.step][0];
-  const where = t >= D.n_prompt ? `, generated: computed by pass ${tk.pass}` : "";
+  const where = t >= D.n_prompt ? say("token.generated", { k: tk.pass }) : "";
   const box = document.getElementById("detail");
   const rows = detailRows().map(([step, name, v]) => el("tr", { class: step === id ? "now" : null, "data-for": step },
     el("th", null, name), Array.isArray(v) || typeof v === "string" ? el("td", { colspan: 6, class: "words" }, v) : cells(v)));
@@ -157,8 +157,7 @@ function header() {
   document.getElementById("title").textContent = D.title || "tracer";
   const model = document.getElementById("model");
   model.textContent = `${c.name} · ${count(c.n_layers, "layer")} · d_model ${c.d_model} · ${count(c.n_heads, "head")}`;
-  model.title = `model ${c.name}: ${count(c.n_layers, "layer")}, d_model ${c.d_model}, ${count(c.n_heads, "head")} (d_head ${c.d_head}), ` +
-    `${c.dtype}; ${c.block}` + (D.storage ? `; ${D.storage}` : "");
+  model.title = c.line + (D.storage ? `; ${D.storage}` : "");  // the terminal's header line (render/header.py)
   const badge = document.getElementById("badge");
   if (D.badge) { badge.textContent = `⚠ ${D.badge}`; badge.title = D.warning; badge.className = "badge"; }
 

@@ -37,6 +37,20 @@ function cprob(x) {                       // at most 4 characters: .45, 1.00, 3e
   return x.toExponential(0);              // Python's f"{x:.0e}" without the exponent's leading zero
 }
 
+// ------------------------------------------------------------------ words (tracer/render/words.py's, never this script's)
+
+function fill(template, slots) {          // a template's {slots} filled; a slot it names and is not given is an error
+  return template.replace(/\{(\w+)\}/g, (_, k) => {
+    if (!(k in slots)) throw new Error(`no value for {${k}} in “${template}”`);
+    return String(slots[k]);
+  });
+}
+
+function say(key, slots = {}) {           // a step's sentence, as the terminal says it (D.words: tracer/render/words.py)
+  if (!D.words || !(key in D.words)) throw new Error(`no words “${key}” in the page's data`);
+  return fill(D.words[key], slots);
+}
+
 function integer(n) { return Math.round(n).toLocaleString("en-US"); }
 function count(n, noun) { return `${integer(n)} ${noun}${n === 1 ? "" : "s"}`; }
 function shape(...dims) { return dims.map(integer).join(" × "); }

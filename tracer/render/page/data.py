@@ -211,4 +211,6 @@ def switches_data(cfg) -> dict:
             "norm_place": {"title": place.title,
                            "attn": place.words.format(what="attention", out="attn_out", scale="its value: tracer trace", gain=norm.gain_words("ln1_post")),
                            "mlp": place.words.format(what="MLP", out="mlp_out", scale="its value: tracer trace", gain=norm.gain_words("ln2_post"))},
+            "softcap": {"scores": cfg.softcap_kind.template("scores", cfg.attn_softcap) if cfg.attn_softcap is not None else None,
+                        "logits": cfg.softcap_kind.formula.format(cap=f"{cfg.final_softcap:g}") if cfg.final_softcap is not None else None},
             "qk_norm": {"title": cfg.qk_norm_kind.title, "words": cfg.qk_norm_kind.words} if cfg.qk_norm_kind.on else None}

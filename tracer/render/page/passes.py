@@ -16,7 +16,7 @@ import numpy as np
 
 from ...tokens import label, named, show_token
 from ..checks import check_line
-from ..lens import LENS_ROWS, lens_row_label, lens_where
+from ..lens import LENS_ROWS, lens_notes, lens_row_label
 from ..loop import cache_rows, stop_reason
 from .data import cut, r6, r6s
 from ...equations import largest_first
@@ -59,9 +59,6 @@ def pass_data(gen, k: int, cfg, top_k: int, whole: int, carry_logits: bool) -> d
         out["top"] = {"ids": ids, "logit": r6s(np.asarray(arrays["logits"][-1])[ids]) if "logits" in arrays else None,
                       "scaled": pick("sample.scaled"), "probs": pick("sample.probs"), "final": pick("sample.final"),
                       "rank": [int((probs > probs[i]).sum()) + 1 for i in ids]}
-        for name, key in (("sample.kept_top_k", "kept_top_k"), ("sample.kept_top_p", "kept_top_p")):
-            out[key] = int(arrays[name]) if name in arrays else None
-        out["uniform"] = float(arrays["sample.uniform"]) if "sample.uniform" in arrays else None
     lens = lens_data(st)
     if lens is not None:
         out["lens"] = lens
@@ -80,8 +77,7 @@ def lens_data(st) -> dict | None:
             "target": [int(x) for x in a["lens.target"]],
             "rank": np.asarray(a["lens.target_rank"]).astype(int).tolist(),
             "head": LENS_ROWS,  # the words of the terminal's lens (render/lens.py), once
-            "rows": [lens_row_label(r, n) for r in range(n + 1)],
-            "where": [lens_where(r, n) for r in range(n + 1)]}
+            "rows": [lens_row_label(r, n) for r in range(n + 1)]}
 
 
 def passes_data(gen, cfg, top_k: int, whole: int, logits_budget: int = LOGITS_BUDGET) -> tuple[list[dict], list[str]]:
@@ -166,6 +162,8 @@ def name_passes(passes: list[dict], gen, tokenizer) -> None:
             q["named"] = named(q["n"], show_token(tokenizer.token_str(int(q["chosen"]))))
         if k > 0:
             q["reads_named"] = named(q["n"] - 1, show_token(tokenizer.token_str(int(gen.steps[k].tokens[-1]))))
+        if q.get("lens"):  # the terminal's sentences of this pass's lens (render/lens.py)
+            q["lens"]["notes"] = lens_notes(gen.steps[k], tokenizer)
 
 
 def texts_of(ids, tokenizer) -> dict[str, str]:

@@ -1,6 +1,7 @@
 // tracer page, part 4 of 6: predicting the next token (with the temperature control, which recomputes
 // softmax(logits ÷ T) over the recorded logits, as tracer.equations.tempered_softmax does), the loop and
-// the KV cache, every position's prediction, the logit lens and the checks.
+// the KV cache, every position's prediction, the logit lens and the checks. The sentences the terminal
+// says too are tracer/render/words.py's (say) or sent finished (D.kv_notes, D.generated, a pass's lens.notes).
 
 const LOGITS = new Map();
 function logitsOf(k) {                    // the recorded last-position logits of pass k, exactly (or null)
@@ -93,31 +94,27 @@ function sequenceEl(n, chosen, named) {  // named: the chosen token as the termi
 
 function slidePredict() {
   const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
-  const out = [p(`Pass ${k}: after the last of the ${count(CFG.n_layers, "layer")}, ${L}, the last token, predicts ${G}: `,
-    "its final vector meets the unembedding W_U, one score (logit) per vocabulary token; softmax turns them into probabilities.")];
+  const out = [p(`Pass ${k}. `, say("predict.intro", { layers: count(CFG.n_layers, "layer"), L, G }))];
+  const unembed = say("predict.unembed", { shape: shape(CFG.d_model, CFG.d_vocab), tied: CFG.tied_unembed ? say("predict.tied") : "" });
   const lv = pass.logits_vec;
   out.push(el("table", { class: "eqs" }, el("tbody", null,
     el("tr", { title: CFG.layer_norm ? SW.norm.final : null },
-      el("td", null, `${L}'s final vector`), el("th", null, "f ="), el("td", { class: "val" }, vecEl(vecOf(D.inputs.final, r)))),
-    el("tr", null, el("td", null, `× W_U (${shape(CFG.d_model, CFG.d_vocab)}${CFG.tied_unembed ? ", tied" : ""}) + b_U`), el("th", null, "logits ="),
+      el("td", null, say("predict.final", { L })), el("th", null, "f ="), el("td", { class: "val" }, vecEl(vecOf(D.inputs.final, r)))),
+    el("tr", null, el("td", null, SW.softcap.logits ? say("predict.softcapped", { unembed, formula: SW.softcap.logits }) : unembed), el("th", null, "logits ="),
       el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
   out.push(TEMP.box);
   const s = D.settings;
-  if (s && s.temperature === 0) out.push(p("The run: ", b("temperature 0: greedy"), ", the most likely token is chosen, no random draw ",
-    "(its recorded probabilities are plain softmax, as at T 1)."));
-  else if (s && pass.top) {
-    const bits = [`softmax(logits ÷ ${num(s.temperature, 2)})`, s.top_k ? `top-k ${s.top_k} keeps ${pass.kept_top_k}` : "top-k off",
-      s.top_p !== null ? `top-p ${s.top_p} keeps ${pass.kept_top_p}` : "top-p off", "renormalise"];
-    if (pass.uniform !== null) bits.push(`the seeded draw u = ${num(pass.uniform, Math.max(P, 4))} (seed ${s.seed}) falls in the chosen token's band`);
-    out.push(p("The run: ", bits.join(" → "), "."));
+  if (s && s.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
+  else if (pass.sampling) {                // the terminal's stages and sentences of the draw (render/sampling.py)
+    out.push(p(b(pass.sampling.stages)), ...pass.sampling.notes.map(words => el("p", { class: "note" }, words)));
   }
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
-    out.push(p(b("chosen: "), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
-    out.push(end ? p(`${text(pass.chosen)} is the end token, so generation stops (it takes no position of its own)`)
-      : pass.appended ? sequenceEl(pass.n, pass.chosen, pass.named) : p(`${seq(0, pass.n)} (not appended: the run stops here)`));
+    out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
+    out.push(end ? p(say("predict.end", { token: text(pass.chosen) }))
+      : pass.appended ? sequenceEl(pass.n, pass.chosen, pass.named) : p(`${seq(0, pass.n)} `, say("loop.not_appended", { why: D.stopped })));
   }
-  if (D.warning) out.push(el("p", { class: "warn" }, "(these weights are not trained: the prediction shows what these numbers do, not what a trained model would say)"));
+  if (D.warning) out.push(el("p", { class: "warn" }, say("predict.untrained")));
   setTimeout(updateProbs, 0);
   return out;
 }
@@ -126,9 +123,9 @@ function slideLoop() {
   const k = S.pass, pass = D.passes[k], n = pass.n, start = pass.start;
   const out = [p("The article's loop: add the chosen token to the sequence and run the layers again, until the end token. ",
     "Choose a pass with the pass buttons (or a row below).")];
-  const head = p(b(`pass ${k}: `), k === 0 ? `reads ${span(0, n)} (the prompt)` : `reads ${pass.reads_named}`);
-  if (start > 0) head.append(`; computes ${span(start, n)}, reuses ${span(0, start)} from the KV cache`);
-  else if (k > 0) head.append(`; recomputes all ${n} rows (no cache)`);
+  const head = p(b(`pass ${k}: `), k === 0 ? say("loop.reads_prompt", { span: span(0, n) }) : say("loop.reads", { named: pass.reads_named }));
+  if (start > 0) head.append(say("loop.computes", { new: span(start, n), old: span(0, start) }));
+  else if (k > 0) head.append(say("loop.recomputes", { n }));
   out.push(head);
   const chips = el("div", { class: "cache" });
   for (let j = 0; j < n; j++) {
@@ -143,8 +140,8 @@ function slideLoop() {
   if (pass.top && pass.chosen !== null) {
     const alts = pass.top.ids.slice(0, 3).map((id, i) => `${text(id)} ${cprob(pass.top.probs[i])}`).join(", ");
     const i = pass.top.ids.indexOf(pass.chosen);
-    out.push(p("predicts ", b(CFG.end_ids.includes(pass.chosen) ? text(pass.chosen) : pass.named),
-      ` (p ${prob(pass.top.probs[i])}; top 3: ${alts})`));
+    out.push(p(say("loop.predicts"), b(CFG.end_ids.includes(pass.chosen) ? text(pass.chosen) : pass.named),
+      say("loop.top3", { p: prob(pass.top.probs[i]), alts })));
     if (pass.appended) out.push(sequenceEl(n, pass.chosen, pass.named));
   }
   const rows = D.passes.map((q, i) => el("tr", { class: i === k ? "on" : null, "data-pick-pass": i }, el("td", { class: "r" }, i === k ? `▶ ${i}` : i),
@@ -154,17 +151,14 @@ function slideLoop() {
   out.push(el("table", { class: "grid" }, el("caption", null, `KV cache (${D.settings && !D.settings.cache ? "off: --no-cache" : "on"}): rows reused | computed per pass`),
     el("thead", null, el("tr", null, ["pass", "reused | computed", "rows", "multiply-adds", "recompute all", "saved"].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
-  const per = 2 * CFG.n_layers * CFG.n_heads * CFG.d_head;
-  out.push(el("p", { class: "note" }, `Each reused row is that token's keys and values in every layer: 2 × ${count(CFG.n_layers, "layer")} × ${count(CFG.n_heads, "head")} × ${CFG.d_head} dims = ${integer(per)} numbers, computed once and kept. `,
-    "The Q&A says \"You have to recompute everything for the new context.\" Not with a KV cache: an earlier token's keys and values never change (the causal mask stops it from seeing later tokens), so each new pass computes Q, K and V for the new token only."));
-  if (D.verify_cache) out.push(p(D.verify_cache.ok ? "✓ --verify-cache: the KV cache changes no logit beyond rounding and no token" : "✗ --verify-cache: the KV cache and full recompute disagree"));
-  out.push(p(`Generated ${count(D.tokens.length - D.n_prompt, "token")}: ${JSON.stringify(D.text)}; stopped: ${D.stopped}.`));
+  out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)
+  if (D.verify_cache) out.push(p(say(D.verify_cache.ok ? "verify.ok" : "verify.bad"), " (--verify-cache)"));
+  out.push(p(D.generated));
   return out;
 }
 
 function slidePositions() {
-  const out = [p("The decoder turns every position's final vector into logits; row p predicts the token at p + 1, and loss = −log p(actual), in nats. ",
-    "Training (teacher forcing) scores every row; generation reads only the last row of each pass (◀, * the token the sampler chose). Click a row to follow its token.")];
+  const out = [p(say("positions.rows"), " Generation reads only the last row of each pass (◀). Click a row to follow its token.")];
   const ends = new Set(D.passes.map(q => q.reads));
   const body = [];
   D.positions.forEach((q, t) => {
@@ -175,14 +169,14 @@ function slidePositions() {
   });
   out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["", "token", "top next", "p", "actual next", "p(actual)", "loss", ""].map(h => el("th", null, h)))),
     el("tbody", null, body)));
-  if (D.loss_mean !== null) out.push(p(`mean loss over rows ${span(0, D.n_prompt - 1)} = ${num(D.loss_mean)} nats (a uniform guess over ${integer(CFG.d_vocab)} tokens: ${num(Math.log(CFG.d_vocab))}).`));
+  if (D.loss_mean !== null) out.push(p(say("positions.mean", { rows: span(0, D.n_prompt - 1), mean: num(D.loss_mean), n: integer(CFG.d_vocab),
+    uniform: num(Math.log(CFG.d_vocab)) })));
   return out;
 }
 
 function slideLens() {
   const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
-  const out = [p(`Each layer's residual stream through the final ${SW.norm.lens} and W_U, as if the model stopped there: when does the prediction appear? `,
-    "Each cell: the most likely next token and its probability; ✓ marks the token that actually follows.")];
+  const out = [p(say("lens.title", { norm: SW.norm.lens }), ", as if the model stopped there: when does the prediction appear?")];
   if (!lens) return out.concat(p("no logit lens recorded in this run"));
   if (!own) out.push(el("p", { class: "note" }, `pass ${S.pass} has no lens of its own; pass 0's:`));
   let cols = lens.positions.map((t, c) => c).slice(-7);
@@ -198,22 +192,15 @@ function slideLens() {
         el("span", { class: "tt" }, short(text(row[c]), 8)), ` ${cprob(pr)}${hit ? " ✓" : ""}`);
     })));
   out.push(el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body)));
-  const start = D.passes[k].start;
   if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, `the last ${cols.length} of the ${lens.positions.length} positions the lens covers`));
-  if (lens.positions[0] > start) out.push(el("p", { class: "note" }, `(the lens covers the last ${lens.positions.length} positions of this pass, to keep it fast on large models)`));
-  const last = lens.positions.length - 1, target = lens.target[last], col = lens.top.map(row => row[last]);
-  const first = col.indexOf(target);
-  const ranks = lens.rank.map(row => row[last] + 1).join(" ");
-  out.push(p(first < 0 ? `At ${label(lens.positions[last])} the chosen token ${text(target)} is never the top-1; its rank by row: ${ranks}.`
-    : `At ${label(lens.positions[last])} the chosen token ${text(target)} first becomes the top-1 ${lens.where[first]}. ` +
-      `The article says it appears "only after the 24th layer"; this model has ${CFG.n_layers} layers (0 to ${CFG.n_layers - 1}). Its rank by row: ${ranks}.`));
+  out.push(...lens.notes.map(words => p(words)));  // the terminal's sentences (render/lens.py)
   return out;
 }
 
 function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
   const bad = D.checks.filter(c => !c.ok);  // the errors are the lesson: first, in view
-  const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, `${ok} of ${n} stated values agree`, ok < n ? ` (${n - ok} disagree)` : ""),
+  const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, say("checks.agree", { ok, n }), ok < n ? say("checks.disagree", { bad: n - ok }) : ""),
     bad.length ? [el("h3", null, "The stated values that disagree"), bad.map(checkEl)] : null,
     D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a)),
     bad.length ? el("h3", null, "Every stated value, by step") : null];

@@ -1,17 +1,16 @@
 // tracer page, part 3 of 6: the steps of the article, one slide each, drawn from the recorded numbers
-// for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass).
+// for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass). The
+// sentences the terminal says too are tracer/render/words.py's (say(key, slots)): laid out here, never re-worded.
 
-function noLayers() { return [p("This model has no layers: the embedding goes straight to W_U.")]; }
+function noLayers() { return [p(say("layers.none"))]; }
 function L_() { return label(S.token); }
 
 function followBtn(t, kids) { return el("button", { class: "link", type: "button", "data-follow": t }, kids); }
 
 function slideTokens() {
   const n = D.n_prompt;
-  const out = [p(`The prompt splits into ${count(n, "token")}, ${n > 1 ? `${label(0)}–${label(n - 1)}` : "A"}, `,
-    `from the ${CFG.vocab} vocabulary of ${integer(CFG.n_vocab)} tokens (␣ marks a leading space). `,
-    "Positions, layers, heads and passes count from 0, as in the code: A is position 0, layer 0 the first layer. ",
-    "Click a token to follow it through every step.")];
+  const out = [p(say("tokens.intro", { tokens: count(n, "token"), first: n > 1 ? `${label(0)}–${label(n - 1)}` : "A",
+    vocab: CFG.vocab, n_vocab: integer(CFG.n_vocab) }), " Click a token to follow it through every step.")];
   if (D.warning) out.push(el("div", { class: "warn", role: "note" }, b("⚠ "), D.warning));
   const rows = D.tokens.map((tk, t) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t < N && CI.has(t) ? t : null },
     el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
@@ -28,8 +27,8 @@ function slideTokens() {
 }
 
 function modelWords() {                   // the terminal's header: the model and how the run was sampled
-  const c = CFG, s = D.settings;
-  let words = `Model ${c.name}: ${count(c.n_layers, "layer")}, d_model ${c.d_model}, ${count(c.n_heads, "head")} (d_head ${c.d_head}), ${c.dtype}; ${c.block}.`;
+  const s = D.settings;
+  let words = `${CFG.line}.`;
   if (s) {
     const bits = [s.temperature === 0 ? "temperature 0 (greedy)" : `temperature ${s.temperature}`];
     if (s.top_k !== null) bits.push(`top-k ${s.top_k}`);
@@ -42,13 +41,16 @@ function modelWords() {                   // the terminal's header: the model an
 
 function slideEmbed() {
   const t = S.token, L = L_(), I = D.inputs;
-  const out = [p(`Each token becomes a vector of ${CFG.d_model} numbers: its row of the embedding matrix, plus the vector of its position.`)];
-  out.push(eq(`${L} queries the embedding matrix W_E (${shape(CFG.d_vocab, CFG.d_model)}) at row ${D.tokens[t].id}`, `E_${L}`, vecOf(I.E, t)));
+  const out = [p(`Each token becomes a vector of ${CFG.d_model} numbers: its row of the embedding matrix`,
+    has("positions_added") ? ", plus the vector of its position." : ".")];
+  out.push(eq(say("embed.row", { L, shape: shape(CFG.d_vocab, CFG.d_model), id: D.tokens[t].id }), `E_${L}`, vecOf(I.E, t)));
   if (has("positions_added")) {
-    out.push(eq(`+ position vector (W_pos row ${t}, ${SW.positions.short})`, `P_${L}`, vecOf(I.P, t)));
-    if (CFG.n_layers) out.push(eq(`= the sum, ${L}'s input to layer 0`, `x_${L}`, vecOf(D.layers[0].x, t)));
+    out.push(eq(say("embed.position", { t, kind: SW.positions.short }), `P_${L}`, vecOf(I.P, t)));
+    if (CFG.n_layers) out.push(eq(say("embed.sum", { L }), `x_${L}`, vecOf(D.layers[0].x, t)));
   } else if (CFG.n_layers) {
-    out.push(eq(SW.positions.instead.replaceAll("{L}", L), `x_${L}`, vecOf(D.layers[0].x, t)));
+    if (CFG.embed_scale) out.push(p(say("embed.scale", { d_model: CFG.d_model, factor: num(Math.sqrt(CFG.d_model)) })));
+    out.push(eq(fill(SW.positions.instead, { L }) + (CFG.embed_scale ? say("embed.times", { d_model: CFG.d_model }) : ""),
+      `x_${L}`, vecOf(D.layers[0].x, t)));
   }
   if (CFG.n_layers && D.layers[0].x && D.layers[0].x.whole && CFG.d_model <= 16 && D.carried.length <= 40) {
     out.push(el("h3", null, "Every token's input to layer 0 (a row each)"), matrix(D.layers[0].x, D.carried));
@@ -63,21 +65,23 @@ function matrix(block, positions) {       // rows of vectors, each number tinted
   return el("table", { class: "grid matrix" }, el("tbody", null, body));
 }
 
-function visibility(t) {
-  const k = passOf(t), st = D.passes[k], L = label(t);
+function visibility(t, l) {               // what token t sees in layer l: the cache, the sliding window, the causal mask
+  const k = passOf(t), st = D.passes[k], L = label(t), lw = D.layer_words[l];
   const seen = []; for (let j = 0; j <= t; j++) seen.push(label(j));
-  let s = t === 0 ? `${L} can see only itself (position 0)` : `${L} can see the keys and values of ${letters(seen)} (positions 0–${t})`;
-  if (st.start > 0) s += `; those of ${span(0, st.start)} come from the KV cache (“cache k”: computed by pass k)`;
+  let s = t === 0 ? say("sees.self", { L }) : say("sees.keys", { L, seen: letters(seen), t });
+  if (st.start > 0) s += say("sees.cache", { cached: span(0, st.start) });
+  if (lw.global) s += say("sees.global", { layer: l });
+  if (lw.window !== null && t >= lw.window) s += say("sees.window", { window: lw.window, hidden: span(0, t - lw.window + 1), last: t - lw.window });
   const box = p(s + "; ");
-  if (t + 1 < st.n) box.append(b(`the causal mask hides ${span(t + 1, st.n)}`), ` (${t + 2 === st.n ? `position ${t + 1}` : `positions ${t + 1}–${st.n - 1}`}, later tokens: score −∞, weight 0)`);
-  else box.append("the causal mask hides nothing: ", b(`${L} is the last token`));
+  if (t + 1 < st.n) box.append(b(say("mask.hides") + span(t + 1, st.n)), say("mask.later", { where: t + 2 === st.n ? `position ${t + 1}` : `positions ${t + 1}–${st.n - 1}` }));
+  else box.append(say("mask.nothing"), b(say("mask.last", { L })));
   return box;
 }
 
 function inputEq(l, t) {
   const L = label(t), x = vecOf(D.layers[l].x, t);
   const first = SW.positions.source;
-  return l === 0 ? eq(`${L}'s input to layer 0 (${first})`, `x_${L}`, x) : eq(`${L}'s output of layer ${l - 1}`, `x_${L}`, x);
+  return l === 0 ? eq(`${L}'s input to layer 0 (${first})`, `x_${L}`, x) : eq(say("layer.input", { L, prev: l - 1 }), `x_${L}`, x);
 }
 
 function slideQKV() {
@@ -86,17 +90,17 @@ function slideQKV() {
   const out = [p(`Layer ${l}, head ${h} of ${H}. The article's analogy: the query is what ${L} searches for, `,
     "each key is what a token can be found by, each value is the content it hands over.")];
   out.push(inputEq(l, t));
-  if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln1.replaceAll("{x}", `x_${L}`), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
-  const KV = CFG.n_kv_heads || H, g = Math.floor(h / (H / KV));
-  const w = H > 1 ? `${shape(H, CFG.d_model, CFG.d_head)}, one ${shape(CFG.d_model, CFG.d_head)} slice per head` : `${shape(CFG.d_model, CFG.d_head)} each`;
-  out.push(p(KV < H ? `W_Q: ${w}; W_K, W_V: ${shape(KV, CFG.d_model, CFG.d_head)}: query head ${h} shares key/value head ${g} of ${KV} (grouped-query attention)`
-    : `W_Q, W_K, W_V: ${w}`));
+  if (CFG.layer_norm && has("norms_before")) out.push(eq(fill(SW.norm.ln1, { x: `x_${L}` }), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
+  const KV = CFG.n_kv_heads || H, per = H / KV, g = Math.floor(h / per);
+  const w = H > 1 ? say("head.slices", { all: shape(H, CFG.d_model, CFG.d_head), slice: shape(CFG.d_model, CFG.d_head) }) : shape(CFG.d_model, CFG.d_head);
+  out.push(KV < H ? p(b(`head ${h}`), say("head.gqa", { H, shape: w, g, KV, kv_shape: shape(KV, CFG.d_model, CFG.d_head), first: g * per, last: (g + 1) * per - 1 }))
+    : H > 1 ? p(b(`head ${h}`), say("head.of", { H, shape: w })) : p(say("head.one", { shape: w })));
   if (l === 0) for (const words of D.storage_example || []) out.push(p(words));  // how the file stores W_Q, one number worked
   const src = CFG.layer_norm && has("norms_before") ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
-  const rot = has("rotary") ? "↻" : "";
-  if (rot) out.push(p(`Q and K below are rotated by position (RoPE): each pair (x_i, x_(i+${CFG.d_head / 2})) turns by position × θ_i, so Q·K depends on how far apart two tokens are. tracer trace shows them before and after.`));
-  for (const m of ["Q", "K", "V"]) out.push(eq("", `${L}_${m}${m === "V" ? "" : rot} = ${src}·W_${m}${m === "Q" ? sl : kl} + b_${m}${m !== "V" && rot ? ", rotated" : ""}`, vecOf(Y[m.toLowerCase()], t, h)));
-  out.push(visibility(t));
+  if (has("rotary")) out.push(p(b(say("rope.title")), fill(D.layer_words[l].rope, { L, t }), say("rope.then"),
+    " Q and K below are before the rotation (tracer trace shows them after)."));
+  for (const m of ["Q", "K", "V"]) out.push(eq("", say("head.vector", { L, m, src, slice: m === "Q" ? sl : kl }), vecOf(Y[m.toLowerCase()], t, h)));
+  out.push(visibility(t, l));
   const row = attRow(l, h, t), start = stepStart(t);
   let keys = row ? row.keys.filter(j => CI.has(j)) : []; let more = 0;
   const absent = t + 1 - D.carried.filter(j => j <= t).length;
@@ -108,7 +112,7 @@ function slideQKV() {
     start > 0 ? el("td", null, j < start ? `cache ${passOf(j)}` : "new") : null,
     el("td", null, vecEl(vecOf(Y.k, j, h))), el("td", null, vecEl(vecOf(Y.v, j, h)))));
   out.push(el("table", { class: "grid kv" }, el("thead", null, el("tr", null, el("th", null, "key"), start > 0 ? el("th", null, "from") : null,
-    el("th", null, has("rotary") ? "K↻ (key, rotated)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
+    el("th", null, has("rotary") ? "K (key, before the rotation)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
   if (more) out.push(el("p", { class: "note" }, `the ${keys.length} keys ${L} weighs most; ${more} more visible keys are not listed`));
   if (absent > 0) out.push(el("p", { class: "note" }, `the keys and values of ${count(absent, "earlier position")} are not in this page (see “left out”)`));
   return out;
@@ -180,18 +184,17 @@ function hoverText(td, l, h) {
 function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
-  const scaled = !CFG.scale_scores ? " (this model does not scale them, as in the article)"
-    : (CFG.attn_scalar ? `, ÷ √query_pre_attn_scalar = √${CFG.attn_scalar}` : `, ÷ √d_head = √${CFG.d_head}`)
+  const scaled = !CFG.scale_scores ? "This model does not scale the scores, as in the article"
+    : "Each score is divided by " + (CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }))
       + (CFG.attn_softcap ? `, then soft-capped, ${CFG.attn_softcap} · tanh(s / ${CFG.attn_softcap}) (Gemma 2), before the mask` : "");
-  const out = [p(`${L}'s query meets every key it may see: multiply number by number and add up (a dot product)${scaled}; `,
-    "later keys are masked to −∞. Softmax turns the scores into weights that sum to 1.")];
+  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), ` ${scaled}; softmax turns them into weights that sum to 1.`)];
   const row = attRow(l, h, t);
   if (CFG.attn_softcap && CFG.scale_scores && row && row.d && row.s && row.d.length) {  // the largest raw score, capped
     let i = -1;  // among the keys the mask leaves visible
     row.d.forEach((x, k) => { if (Number.isFinite(row.s[k]) && (i < 0 || Math.abs(x) > Math.abs(row.d[i]))) i = k; });
     if (i >= 0) {
       const cap = CFG.attn_softcap, before = row.d[i] / Math.sqrt(CFG.attn_scalar || CFG.d_head);
-      out.push(p(`scores soft-capped: ${cap} · tanh(s / ${cap}): ${before.toFixed(3)} → ${row.s[i].toFixed(3)} (key ${label(row.keys[i])})`));
+      out.push(p(fill(SW.softcap.scores, { before: before.toFixed(3), after: row.s[i].toFixed(3) }), say("scores.capped_key", { key: label(row.keys[i]) })));
     }
   }
   const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, "Hover a cell for its numbers; click a row to follow that token.");
@@ -200,10 +203,10 @@ function slideScores() {
   const side = el("div", { class: "side" }, scoreTable(l, h, t));
   if (row && row.w && row.keys.length <= 8 && (row.s || row.d)) {
     const sc = row.s || row.d;
-    side.append(p(`softmax([${sc.map(x => num(x)).join(", ")}]) = [${row.w.map(x => num(x)).join(", ")}]`));
+    side.append(p(say("softmax", { scores: sc.map(x => num(x)).join(", "), weights: row.w.map(x => num(x)).join(", ") })));
   }
   out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
-    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads. Digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask."),
+    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads; ", say("heatmap.legend"), "."),
     readout, ablationWords(l, h) ? el("p", { class: "note ablation-here" }, ablationWords(l, h), " (",
       el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": `step 6: every head knocked out` }, "every head"), ")") : null)));
   if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
@@ -213,7 +216,7 @@ function slideScores() {
 function slideSum() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
-  const out = [p(`${L}'s new representation is the values of the tokens it sees, each weighed by its attention weight, added up.`)];
+  const out = [p(`${say("sum.new", { L })} is the values of the tokens it sees, each weighed by its attention weight, added up.`)];
   if (!row || !row.w) return out.concat(p("no attention weights recorded here"));
   let keys = row.keys.map((j, i) => [j, row.w[i]]);
   let rest = row.rest || 0;
@@ -222,20 +225,20 @@ function slideSum() {
     rest += keys.filter(k => !strong.includes(k)).reduce((a, k) => a + k[1], 0);
     keys = strong.sort((a, c) => a[0] - c[0]);
   }
-  const terms = keys.map(([j, w]) => `${num(w)}×${label(j)}_V`).join(" + ") + (keys.length < row.keys.length || row.rest ? ` + … (the other weights sum to ${prob(rest)})` : "");
+  const terms = keys.map(([j, w]) => `${num(w)}×${label(j)}_V`).join(" + ") + (keys.length < row.keys.length || row.rest ? say("sum.more", { n: t + 1 - keys.length, rest: prob(rest) }) : "");
   const body = keys.map(([j, w]) => el("tr", null, el("td", { class: "r n", title: exact(w) }, num(w)), el("td", null, "×"), el("th", null, `${label(j)}_V`),
     el("td", null, vecEl(vecOf(Y.v, j, h)))));
   body.push(el("tr", { class: "total" }, el("td", null, ""), el("td", null, "="), el("th", null, `${L}'s z`), el("td", null, vecEl(vecOf(Y.z, t, h)))));
   out.push(el("table", { class: "grid sum" }, el("tbody", null, body)));
-  out.push(eq(`${terms} = ${L}'s new representation${CFG.n_heads > 1 ? ` from head ${h}` : ""}`, `z_${L}`, vecOf(Y.z, t, h)));
+  out.push(eq(`${terms} = ${say("sum.new", { L })}${CFG.n_heads > 1 ? say("sum.from_head", { h }) : ""}`, `z_${L}`, vecOf(Y.z, t, h)));
   return out;
 }
 
 function slideHeads() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
-  const out = [p(`The ${count(H, "head")} of layer ${l} work side by side, each with its own W_Q, W_K, W_V, each free to look for something else. `,
-    "Click a map to choose its head; below, knock a head out and see the prediction without it.")];
+  const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }),
+    " Click a map to choose its head; below, knock a head out and see the prediction without it.")];
   const grid = el("div", { class: "minis" });
   for (let h = 0; h < H; h++) {
     grid.append(el("figure", { class: h === S.head ? "on" : null, "data-pick-head": h }, heatmap(l, h, 0, true),
@@ -247,11 +250,12 @@ function slideHeads() {
     const parts = []; let whole = true;
     for (let h = 0; h < H; h++) { const z = vecOf(Y.z, t, h); if (!z || !z.whole) whole = false; else parts.push(...z.vals); }
     const v = whole ? { vals: parts, dims: H * dh, whole: true, norm: null } : null;
-    out.push(whole ? eq(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`, `z_${L}`, v)
-      : p(`concatenate the ${H} heads' outputs (${H} × ${dh} = ${H * dh} numbers)`));
+    const words = say("heads.concat", { H, d_head: dh, n: H * dh });
+    out.push(whole ? eq(words, `z_${L}`, v) : p(words));
   }
-  if (CFG.layer_norm && has("norms_after")) out.push(p(`× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims, then ${SW.norm_place.attn}:`));
-  out.push(eq(has("norms_after") ? "" : `× W_O (${shape(H * dh, dm)}) + b_O, back to ${dm} dims`, `attn_out_${L}`, vecOf(Y.attn_out, t)));
+  const wo = say("heads.wo", { shape: shape(H * dh, dm), d_model: dm });
+  if (CFG.layer_norm && has("norms_after")) out.push(p(`${wo}, then ${SW.norm_place.attn}:`));
+  out.push(eq(has("norms_after") ? "" : wo, `attn_out_${L}`, vecOf(Y.attn_out, t)));
   out.push(ablationSection());
   return out;
 }
@@ -260,19 +264,19 @@ function slideMLP() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], dm = CFG.d_model, out = [];
   if (CFG.mlp) {
-    if (CFG.residual) out.push(eq("residual: add the layer's input back", `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
-    else out.push(p(`no residual (residual = false): the MLP reads attn_out_${L}`));
+    if (CFG.residual) out.push(eq(say("mlp.residual"), `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
+    else out.push(p(say("mlp.no_residual", { L })));
     if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
-    for (const [key, name, words] of SW.mlp.steps) out.push(eq(words.replaceAll("{shape}", shape(dm, CFG.d_mlp)), name, vecOf(Y[key], t)));
-    if (CFG.layer_norm && has("norms_after")) out.push(p(`× W_out (${shape(CFG.d_mlp, dm)}) + b_out, then ${SW.norm_place.mlp}:`));
-    out.push(eq(has("norms_after") ? "" : `× W_out (${shape(CFG.d_mlp, dm)}) + b_out`, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
+    for (const [key, name, words] of SW.mlp.steps) out.push(eq(fill(words, { shape: shape(dm, CFG.d_mlp) }), name, vecOf(Y[key], t)));
+    const wout = say("mlp.wout", { shape: shape(CFG.d_mlp, dm) });
+    if (CFG.layer_norm && has("norms_after")) out.push(p(`${wout}, then ${SW.norm_place.mlp}:`));
+    out.push(eq(has("norms_after") ? "" : wout, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
     out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));
   }
-  const how = CFG.mlp ? (CFG.residual ? "residual: + mlp_out" : "no residual: the MLP output itself")
-    : (CFG.residual ? `residual: x_${L} + attn_out_${L}` : `no residual (residual = false): attn_out_${L} itself`);
-  const nxt = l + 1 < CFG.n_layers ? `the input of layer ${l + 1}` : "its final vector";
-  out.push(eq(`${how} → ${L}'s output of layer ${l}, ${nxt}`, `out_${L}`, vecOf(Y.out, t)));
+  const how = CFG.mlp ? say(CFG.residual ? "out.mlp" : "out.mlp_alone") : say(CFG.residual ? "out.attn" : "out.attn_alone", { L });
+  const nxt = l + 1 < CFG.n_layers ? say("out.next", { next: l + 1 }) : say("out.final");
+  out.push(eq(say("out.of", { how, L, layer: l, next: nxt }), `out_${L}`, vecOf(Y.out, t)));
   return out;
 }
 
@@ -286,8 +290,7 @@ function mostAttended(l, h, t) {
 function slideLayers() {
   if (!CFG.n_layers) return noLayers();
   const t = S.token, L = L_(), H = CFG.n_heads;
-  const out = [p(`Every layer repeats the steps above on the previous layer's output. For ${L} (position ${t}): the size ‖x‖ of its vector `,
-    "going in and out, and the token each head attends to most (with its weight). Click a row to choose that layer.")];
+  const out = [p(say("layers.intro", { L, t }), " Click a row to choose that layer.")];
   if (D.pass_through) out.push(p(D.pass_through));  // words from tracer/render/predict.py, before a long table
   const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, `most-attended token, heads 0–${H - 1}`)];
   const body = D.layers.map((Y, l) => {

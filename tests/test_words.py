@@ -1,0 +1,172 @@
+"""Each step's words written once (`tracer/render/words.py`): the page's script lays out the sentences the
+terminal prints and never words them itself; every template key it reads is in the page's data with the
+slots it fills; the sentences the page is sent finished (the KV cache's notes, the logit lens's verdict,
+the run's result) are the terminal's, for the families whose wording differs (grouped-query attention,
+RMS norm, rotary positions, Gemma's soft-caps)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tracer
+import tracer.render.page as page_module
+from tracer.render import show_generation
+from tracer.render.page import page_data
+from tracer.render.view import View
+from tracer.render.words import WORDS, say
+
+DATA = Path(__file__).parent / "data"
+SCRIPTS = {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(page_module.__file__).parent.glob("*.js"))}
+SLOT = re.compile(r"\{(\w+)\}")
+LEAST = 20  # a template's fixed part this long, found in a script, is the script wording a step itself
+
+
+def fixed_parts(template: str) -> list[str]:
+    """The words of a template between its slots, long enough to be a sentence's own."""
+    return [part.strip() for part in SLOT.split(template)[::2] if len(part.strip()) >= LEAST]
+
+
+def outside_strings(src: str):
+    """(index, character, bracket depth before it) of each character of a script not inside a string or
+    template literal."""
+    depth, j, quote = 0, 0, None
+    while j < len(src):
+        c = src[j]
+        if quote:
+            if c == "\\":
+                j += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'`":
+            quote = c
+        else:
+            yield j, c, depth
+            depth += (c in "([{") - (c in ")]}")
+        j += 1
+
+
+def closing(src: str, i: int) -> int:
+    """The index just past the bracket that closes the one opened at src[i]."""
+    for j, c, depth in outside_strings(src[i:]):
+        if c in ")]}" and depth == 1:
+            return i + j + 1
+    raise AssertionError(f"unbalanced at {src[i:i + 60]!r}")
+
+
+def top_level(src: str, sep: str = ",") -> list[str]:
+    """src split at `sep` outside brackets and strings."""
+    cuts = [j for j, c, depth in outside_strings(src) if c == sep and depth == 0]
+    parts = [src[a + 1:b] for a, b in zip([-1] + cuts, cuts + [len(src)])]
+    return [p.strip() for p in parts if p.strip()]
+
+
+def say_calls(src: str):
+    """Every `say(KEY, {slots})` of a script: the keys its first argument may be (string literals, a
+    ternary's two) and the slot names its object gives (None: no object)."""
+    src = re.sub(r"(^|\s)//[^\n]*", r"\1", src)  # comments name say(key, slots) too
+    for m in re.finditer(r"(?<!function )(?<![\w.])say\(", src):
+        args = top_level(src[m.end() - 1 + 1:closing(src, m.end() - 1) - 1])
+        keys = re.findall(r'"([^"]*)"', args[0])
+        slots = None
+        if len(args) > 1:
+            assert args[1].startswith("{") and args[1].endswith("}"), args[1]
+            slots = {item.split(":")[0].strip() for item in top_level(args[1][1:-1])}
+        yield keys, slots
+
+
+def test_the_page_script_holds_no_sentence_of_the_words_module():
+    for key, template in WORDS.items():
+        for part in fixed_parts(template):
+            for name, src in SCRIPTS.items():
+                assert part not in src, f"{name} words “{part}” itself: say({key!r}) instead (tracer/render/words.py)"
+
+
+def test_the_old_twins_are_gone_from_the_script():
+    """Sentences the script used to word itself, beside the terminal's (issue 21)."""
+    for old in ("queries the embedding matrix", "can see the keys and values of", "the causal mask hides nothing",
+                "is the end token, so generation stops", "Each reused row is that token's keys and values",
+                "first becomes the top-1", "stated values agree", "Every layer repeats the steps above",
+                "concatenate the", "add the layer's input back", "'s output of layer", "recomputes all",
+                "the KV cache changes no logit", "goes straight to W_U", "the seeded draw"):
+        for name, src in SCRIPTS.items():
+            assert old not in src, f"{name}: {old!r}"
+
+
+def test_every_key_the_script_says_is_in_the_words_with_the_slots_it_fills():
+    seen = 0
+    for name, src in SCRIPTS.items():
+        for keys, slots in say_calls(src):
+            assert keys, f"{name}: say() of a key that is not a string literal"
+            for key in keys:
+                assert key in WORDS, f"{name}: say({key!r}) is not in tracer/render/words.py"
+                wanted = set(SLOT.findall(WORDS[key]))
+                assert (slots or set()) == wanted, f"{name}: say({key!r}) fills {sorted(slots or ())}, it names {sorted(wanted)}"
+                seen += 1
+    assert seen >= 60  # the script says the terminal's sentences (a parser that found none would pass vacuously)
+
+
+def test_say_fills_every_slot_and_refuses_a_missing_one():
+    assert say("embed.row", L="B", shape="9 × 5", id="1") == "B queries the embedding matrix W_E (9 × 5) at row 1"
+    with pytest.raises(KeyError):
+        say("embed.row", L="B")
+
+
+FAMILIES = ["gpt2-tiny/hub", "llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny"]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def run(request):
+    m = tracer.load(str(DATA / request.param))
+    gen = m.generate("the cat sat", max_new_tokens=2)
+    return m, gen, page_data(gen, m.tokenizer)
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_page_carries_the_words_and_the_templates_it_fills(run):
+    m, gen, d = run
+    cfg, sw = m.config, d["model"]["switches"]
+    assert d["words"] == WORDS
+    # the templates Python fills partly, and the slots the script gives them (steps.js, predict.js)
+    assert set(SLOT.findall(sw["positions"]["instead"])) <= {"L"}
+    assert set(SLOT.findall(sw["norm"]["ln1"])) <= {"x"}
+    assert all(set(SLOT.findall(w)) <= {"shape"} for _, _, w in sw["mlp"]["steps"])
+    assert len(d["layer_words"]) == cfg.n_layers
+    for l, lw in enumerate(d["layer_words"]):
+        assert lw["window"] == cfg.window_of(l)
+        assert (lw["rope"] is not None) == cfg.position_kind.rotary
+        if lw["rope"]:
+            assert set(SLOT.findall(lw["rope"])) == {"L", "t"}
+    if cfg.attn_softcap is not None:
+        assert set(SLOT.findall(sw["softcap"]["scores"])) == {"before", "after"}
+    assert (sw["softcap"]["logits"] is not None) == (cfg.final_softcap is not None)
+
+
+def test_the_sentences_sent_finished_are_the_terminals(run, render_text):
+    m, gen, d = run
+    text = flat(render_text(lambda console: show_generation(gen, m.tokenizer, View(), console=console), width=200))
+    assert d["kv_notes"] and d["passes"][0]["lens"]["notes"]
+    for words in d["kv_notes"] + d["passes"][0]["lens"]["notes"] + [d["generated"], d["model"]["line"]]:
+        assert flat(words) in text, words
+    cfg = m.config
+    per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head  # grouped-query attention: the key/value heads, not the query heads
+    assert any(f"= {per_row:,} numbers, computed once and kept" in n for n in d["kv_notes"])
+
+
+def test_a_sampled_runs_draw_is_said_in_the_terminals_words(render_text):
+    m = tracer.load(str(DATA / "llama-tiny"))
+    gen = m.generate("the cat sat", max_new_tokens=2, temperature=0.8, top_k=5, top_p=0.9, seed=3)
+    d = page_data(gen, m.tokenizer)
+    text = flat(render_text(lambda console: show_generation(gen, m.tokenizer, View(), console=console), width=200))
+    drawn = d["passes"][0]["sampling"]
+    assert drawn["stages"].startswith("logits → ÷ temperature 0.80") and "draw u (seed 3)" in drawn["stages"]
+    assert any(n.startswith("draw: numpy's PCG64 generator seeded with 3") for n in drawn["notes"])
+    for words in [drawn["stages"], *drawn["notes"]]:
+        assert flat(words) in text, words
+    greedy = m.generate("the cat sat", max_new_tokens=1)
+    assert all(q["sampling"] is None for q in page_data(greedy, m.tokenizer)["passes"])  # greedy: the terminal shows no draw
