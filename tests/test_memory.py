@@ -319,6 +319,25 @@ def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_la
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_the_demo_runs_a_streamed_model_under_the_layers_bar(monkeypatch):
+    """`tracer demo --memory …` on a model that does not fit: its run draws the layers' bar (and Ctrl-C
+    stops between layers) as `tracer trace` does, before the first screen."""
+    import tracer.render.progress as progress
+    from tracer.cli.teach import _demo_run
+
+    real, entered = progress.layers_progress, []
+
+    def spy(model, show=True, stream=None):
+        entered.append(model.streamed)
+        return real(model, show, stream)
+
+    monkeypatch.setattr(progress, "layers_progress", spy)
+    whole, _ = one_layer_budget(DATA / "qwen2-tiny")
+    per = whole.expansion["expanded_bytes"] // whole.config.n_layers
+    d = _demo_run(None, "hello there", str(DATA / "qwen2-tiny"), memory=per)
+    assert entered == [True] and d.gen.generated_ids
+
+
 def test_the_kv_cache_view_says_a_streamed_model_expands_its_layers_again(render_text):
     from tracer.render.loop import kv_cache_view
 

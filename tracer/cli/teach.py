@@ -78,7 +78,10 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
     m = load(model, memory=memory)
     text = m.prompt(prompt, chat=chat)
     removed, hooks = ablations(m, ablate)
-    gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
+    from ..render.progress import layers_progress
+
+    with layers_progress(m):  # a streamed model: the layers' bar on stderr, Ctrl-C between layers
+        gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
     if hooks:
         gen.meta["ablation"] = ablation_record(m, text.ids, ablate, removed, hooks)
         prompt = f"{prompt} without {' and '.join(removed)}"
