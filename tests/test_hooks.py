@@ -203,6 +203,10 @@ def test_compare_on_the_command_line(runner):
     assert shown.exit_code == 0 and "Activation patching" in shown.output and "A predicts ␣G" in shown.output
     bad = runner.invoke(app, ["compare", "A B C", "A B"])
     assert bad.exit_code == 2 and "A has 3, B has 2" in bad.stderr
+    assert "none for patching to recover" not in " ".join(shown.output.split())
+    same = runner.invoke(app, ["compare", "A B C", "A B C"])  # one answer: nothing to recover, and it says so
+    assert same.exit_code == 0 and "there is none for patching to recover: every fraction below is 0 ÷ 0 (nan)" in \
+        " ".join(same.output.split())
 
 
 def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():

@@ -391,7 +391,7 @@ def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable
         assert px >= 16, (selector, px)
 
 
-INDUCTION = "the red cat sat on the mat . the red cat sat on the"
+COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 
 
 @pytest.fixture(scope="module")
@@ -403,14 +403,14 @@ def intervention_pages(tmp_path_factory, runner):
 
     out = tmp_path_factory.mktemp("interventions")
     env = {"COLUMNS": "100", "NO_COLOR": "1"}
-    r = runner.invoke(app, ["trace", INDUCTION, "-n", "0", "--export", str(out / "heads.html")], env=env)
+    r = runner.invoke(app, ["trace", COPY, "-n", "0", "--export", str(out / "heads.html")], env=env)
     assert r.exit_code == 0, r.stderr
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(interventions, "HEAD_ABLATION_WORK", 1e6)
-        r = runner.invoke(app, ["trace", INDUCTION, "-n", "0", "--export", str(out / "over.html")], env=env)
+        r = runner.invoke(app, ["trace", COPY, "-n", "0", "--export", str(out / "over.html")], env=env)
     assert r.exit_code == 0, r.stderr
-    r = runner.invoke(app, ["compare", INDUCTION, INDUCTION.replace("red cat sat", "big dog ran", 1), "--json", "--export",
-                            str(out / "compare.html")], env=env)
+    r = runner.invoke(app, ["compare", COPY, COPY.replace("garden", "forest", 1), "--json", "--export",
+                            str(out / "compare.html")], env=env)  # two answers: ␣garden and ␣forest, copied
     assert r.exit_code == 0, r.stderr
     assert runner.invoke(app, ["compare", "A B C", "A B C", "--export", str(out / "same.html")], env=env).exit_code == 0
     data = re.search(r'id="trace-data">(.*?)</script>', (out / "heads.html").read_text(encoding="utf-8"), re.S).group(1)
@@ -441,7 +441,7 @@ def test_clicking_a_head_shows_the_prediction_without_it(browser, intervention_p
     assert sideways(browser) <= 0 and errors(browser) == []
     open_page(browser, intervention_pages["over"], "#step=heads")
     assert text(browser, ".ablation-missing").startswith("head ablations not precomputed: 4 layers × 4 heads = 16 runs of a "
-                                                         "3.5M model over 14 tokens")
+                                                         "3.5M model over 12 tokens")
     assert browser.find_elements(By.CSS_SELECTOR, "button[data-ablate]") == [] and errors(browser) == []
 
 
@@ -467,11 +467,11 @@ def test_the_compare_page_shows_json_s_recovered_values(browser, intervention_pa
         v = want[layer][pos]
         assert float(exact_value) == pytest.approx(v, rel=1e-12, abs=1e-15)
         assert float(shown) == pytest.approx(v, abs=0.005 + 1e-12)  # two decimals
-    cell = browser.find_element(By.CSS_SELECTOR, '#patching-map td[data-layer="2"][data-pos="13"]')
+    cell = browser.find_element(By.CSS_SELECTOR, '#patching-map td[data-layer="2"][data-pos="11"]')
     browser.execute_script("arguments[0].focus()", cell)  # focus (a keyboard's Tab) shows the whole number
     said = text(browser, "#patch-readout")
-    assert said.startswith("B's run with A's blocks.2.hook_resid_pre at position N")
-    assert float(re.search(r"recovers (\S+) of", said).group(1)) == pytest.approx(want[2][13], rel=1e-5)
+    assert said.startswith("B's run with A's blocks.2.hook_resid_pre at position L")
+    assert float(re.search(r"recovers (\S+) of", said).group(1)) == pytest.approx(want[2][11], rel=1e-5)
     assert "≠" in text(browser, "#prompt-tokens") and text(browser, "#legend").startswith("0 · B's answer")
     assert sideways(browser) <= 0 and errors(browser) == []
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
@@ -481,7 +481,7 @@ def test_the_compare_page_shows_json_s_recovered_values(browser, intervention_pa
 
 def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_path):
     keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
-    for name, address, file in (("heads", "#step=heads&layer=1&head=0", "page-ablate-head.png"),
+    for name, address, file in (("heads", "#step=heads&layer=3&head=1", "page-ablate-head.png"),
                                 ("compare", "", "page-compare.png")):
         if name == "heads":
             open_page(browser, intervention_pages[name], address)

@@ -34,8 +34,12 @@ def answers_words(result: dict, tok) -> str:
     a_top, b_top = result["answers"]
     ld_a, ld_b = result["ld"]
     name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
-    return (f"A predicts {name(a_top)}, B predicts {name(b_top)}. The logit difference ld = logit({name(a_top)}) − "
+    said = (f"A predicts {name(a_top)}, B predicts {name(b_top)}. The logit difference ld = logit({name(a_top)}) − "
             f"logit({name(b_top)}) at the last position: {num(ld_a)} in A's run, {num(ld_b)} in B's.")
+    if ld_a == ld_b:  # one answer (or a tie): every fraction below is 0 ÷ 0
+        said += (" The two runs give the same difference, so there is none for patching to recover: every fraction "
+                 "below is 0 ÷ 0 (nan). Choose prompts whose answers differ, e.g. by one word the answer copies.")
+    return said
 
 
 def distance_words(result: dict) -> str:
