@@ -646,10 +646,14 @@ def test_a_busy_server_is_asked_again(browser):
     try:
         browser.get(url + "/")
         wait_for(browser, "return document.body.dataset.runs === '0'")
+        long = " ".join(["A B C D E F G H"] * 30)  # 240 tokens and 16 new ones, recorded: long enough to be caught busy
         hog = threading.Thread(target=lambda: httpx.post(url + "/api/trace", timeout=60,
-                                                         json={"prompt": "A B C", "model": "tiny", "max_new_tokens": 16}))
+                                                         json={"prompt": long, "model": "tiny", "max_new_tokens": 16}))
         hog.start()
-        time.sleep(0.5)  # the worker is busy with it
+        until = time.monotonic() + 10
+        while httpx.get(url + "/api/health", timeout=5).json()["running_or_waiting"] < 1:  # the worker has it
+            assert time.monotonic() < until, "the server never took the long request"
+            time.sleep(0.02)
         box = browser.find_element(By.CSS_SELECTOR, "input#prompt")
         box.clear()
         box.send_keys("X Y", Keys.ENTER)
