@@ -16,7 +16,7 @@ import pytest
 import tracer
 from tracer.equations import tempered_softmax
 from tracer.files import load_npz, read_safetensors_header
-from tracer.heads import head_scores, repeated_sequence
+from tracer.heads import head_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "tracer" / "models" / "abc"

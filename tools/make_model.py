@@ -65,7 +65,6 @@ def main() -> int:
         else:
             subprocess.run([sys.executable, "-m", "tracer", "train", str(corpus), "--out", str(build), "--steps",
                             str(a.steps), "--force"], check=True)
-        import numpy as np
 
         import tracer
         from tracer.readers.gpt2 import write_folder
