@@ -464,23 +464,30 @@ def _gemma_metadata(w, arch: str, cfg: dict) -> None:
             w.add_sliding_window(cfg["sliding_window"])
 
 
+def add_gguf_value(w, key: str, v) -> None:
+    """One metadata value written by the gguf package's writer `w` with the type llama.cpp's converter
+    gives it: a bool, an array (a numpy array as its list), a uint32, a float32 or a string."""
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, bool):
+        w.add_bool(key, v)
+    elif isinstance(v, (list, tuple)):
+        w.add_array(key, list(v))
+    elif isinstance(v, int):
+        w.add_uint32(key, v)
+    elif isinstance(v, float):
+        w.add_float32(key, v)
+    else:
+        w.add_string(key, v)
+
+
 def _override(w, arch: str, meta: dict) -> None:
     """Metadata changed after the converter's: {key with {arch}: value, or None to remove it}."""
     for k, v in meta.items():
         key = k.format(arch=arch)
         w.kv_data[0].pop(key, None)
-        if v is None:
-            continue
-        if isinstance(v, bool) or (isinstance(v, list) and v and isinstance(v[0], bool)):
-            w.add_array(key, v) if isinstance(v, list) else w.add_bool(key, v)
-        elif isinstance(v, list):
-            w.add_array(key, v)
-        elif isinstance(v, int):
-            w.add_uint32(key, v)
-        elif isinstance(v, float):
-            w.add_float32(key, v)
-        else:
-            w.add_string(key, v)
+        if v is not None:
+            add_gguf_value(w, key, v)
 
 
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,

@@ -8,7 +8,6 @@ embeddings that the test writes out itself. The interactive terminal is tested w
 
 from __future__ import annotations
 
-import io
 import math
 import re
 import subprocess
@@ -569,7 +568,7 @@ def test_a_short_terminal_puts_each_wrong_value_on_one_line_where_it_fits():
 
 
 
-def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_weights():
+def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_weights(render_text):
     """The screen after the layers: the heads that put the most of the last token's weight on the token
     after its earlier occurrence, read from the recorded patterns (recomputed here from the trace), training's
     induction scores beside them, and the --ablate to try; with --ablate, the removed heads are marked."""
@@ -585,7 +584,7 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     assert d.tokenizer.token_str(int(tokens[target])) == " garden"  # "the river window" was followed by " garden"
     weight = np.stack([d.trace[f"blocks.{l}.attn.hook_pattern"][:, -1, target] for l in range(d.cfg.n_layers)])
     best = np.unravel_index(int(np.argmax(weight)), weight.shape)
-    console_text = _plain(demo.screen(d, steps, demo.Page(names.index("Copying: the induction head"), False)))
+    console_text = render_text(demo.screen(d, steps, demo.Page(names.index("Copying: the induction head"), False)))
     rows = re.findall(r"^(\d):(\d)\s+(\d\.\d{3})", console_text, flags=re.M)
     assert rows and (int(rows[0][0]), int(rows[0][1])) == tuple(int(x) for x in best)
     for l, h, w in rows:
@@ -595,15 +594,8 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     assert " ".join(f"--ablate {l}:{h}" for l, h in strong) in " ".join(console_text.split())
     cut = _demo_run(None, LESSON, "abc", ablate=(f"{best[0]}:{best[1]}",))
     cut_steps = demo.build_steps(cut)
-    cut_text = _plain(demo.screen(cut, cut_steps, demo.Page(names.index("Copying: the induction head"), False)))
+    cut_text = render_text(demo.screen(cut, cut_steps, demo.Page(names.index("Copying: the induction head"), False)))
     assert f"{best[0]}:{best[1]} (removed)" in cut_text and f"without head {best[0]}:{best[1]}" in " ".join(cut_text.split())
     plain = _demo_run(None, "A B C D E F", "abc")
     assert "Copying: the induction head" not in [s.name for s in demo.build_steps(plain)]
 
-
-def _plain(renderable, width: int = 100) -> str:
-    from rich.console import Console
-
-    console = Console(width=width, color_system=None, record=True, file=io.StringIO())
-    console.print(renderable)
-    return console.export_text()

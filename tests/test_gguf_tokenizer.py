@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from tracer.errors import TracerError
 from tracer.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
 
+from .conftest import add_gguf_value
+
 DATA = Path(__file__).parent / "data" / "tokenizers"
 SP_GGUF = DATA / "sentencepiece" / "sp-llama.gguf"
 TEXTS = [
@@ -52,18 +54,8 @@ def _write(path: Path, meta: dict) -> Path:
     gguf = pytest.importorskip("gguf")
     w = gguf.GGUFWriter(str(path), meta.get("general.architecture", "llama"))
     for key, value in meta.items():
-        if key == "general.architecture":
-            continue
-        if isinstance(value, np.ndarray):
-            value = value.tolist()
-        if isinstance(value, bool):
-            w.add_bool(key, value)
-        elif isinstance(value, int):
-            w.add_uint32(key, value)
-        elif isinstance(value, str):
-            w.add_string(key, value)
-        else:
-            w.add_array(key, value)
+        if key != "general.architecture":
+            add_gguf_value(w, key, value)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
