@@ -21,7 +21,7 @@ MAX_LINES = 500
 # Each module's layer; a module imports modules of its own layer or below, never above.
 LAYERS = {
     0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory",
-        "showing", "sections"],  # foundations (showing: who shows a trace, filled from above; sections: their names)
+        "showing", "sections", "hooks"],  # foundations (showing: who shows a trace, filled from above; sections: their names; hooks: every recorded name)
     1: ["params", "reading", "files", "folders", "gguf_file", "quants", "stored", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
         "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
         "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
@@ -35,7 +35,7 @@ LAYERS = {
 }
 # No upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) through
 # `tracer.showing`, where `tracer/__init__.py` enters the renderers (test below).
-RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads", "sections",
+RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads", "sections", "hooks",
                      "overflow"}
 THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
     "numpy": "everything but the CLI's own startup path",

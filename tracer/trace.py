@@ -43,6 +43,7 @@ import numpy as np
 
 from .config import Config
 from .errors import TracerError, near
+from . import hooks
 from .files import save_npz
 from .reading import MAX_TEXT_BYTES, Npz, parse_json, read_npz
 from .settings import GenerationSettings
@@ -277,7 +278,7 @@ LAYER_KEY = re.compile(r"blocks\.([0-9]{1,9})\.")
 
 def _entry(name: str, z: Npz, cfg: Config, steps: list, where: str) -> tuple[int, str]:
     """(pass, recorded name) of a file entry, once its header fits them: a pass the metadata lists,
-    a layer the config has, the shape `expected_shape` gives, whole numbers where ids are kept."""
+    a layer the config has, the shape `hooks.shape` gives, whole numbers where ids are kept."""
     n, leaf = 0, name
     if name.startswith(STEP_PREFIX):
         m = STEP_KEY.fullmatch(name)
@@ -296,8 +297,9 @@ def _entry(name: str, z: Npz, cfg: Config, steps: list, where: str) -> tuple[int
     if leaf == "lens.positions":  # which of the pass's positions the lens covers: some of them
         kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= k, f"[≤ {k}]"
     else:
-        want = expected_shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
-        kinds = "iu" if leaf in _WHOLE_NUMBERS else "f" if want is not None else "biuf"
+        want = hooks.shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
+        known = hooks.find(leaf)
+        kinds = "iu" if known and known.whole else "f" if want is not None else "biuf"
         ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))
     if h.dtype.kind not in kinds:
         what = "whole numbers" if kinds == "iu" else "floating-point numbers" if kinds == "f" else "numbers"
@@ -308,37 +310,6 @@ def _entry(name: str, z: Npz, cfg: Config, steps: list, where: str) -> tuple[int
 
 
 # --------------------------------------------------------------------------- a damaged file
-
-
-def expected_shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None):
-    """The shape `forward`, `sample` and the lens record under `name`, or None for names it does not know."""
-    leaf = name.split("blocks.", 1)[-1].split(".", 1)[-1] if name.startswith("blocks.") else name
-    dm, H, KV, dh = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head
-    shapes = {
-        "hook_embed": (n_new, dm), "hook_pos_embed": (n_new, dm), "hook_resid_pre": (n_new, dm),
-        "hook_resid_mid": (n_new, dm), "hook_resid_post": (n_new, dm), "hook_attn_out": (n_new, dm),
-        "hook_mlp_out": (n_new, dm), "ln1.hook_normalized": (n_new, dm), "ln2.hook_normalized": (n_new, dm),
-        "ln_final.hook_normalized": (n_new, dm), "unembed.hook_in": (n_new, dm),
-        "ln1_post.hook_normalized": (n_new, dm), "ln2_post.hook_normalized": (n_new, dm),
-        "ln1_post.hook_scale": (n_new, 1), "ln2_post.hook_scale": (n_new, 1),
-        "ln1.hook_scale": (n_new, 1), "ln2.hook_scale": (n_new, 1), "ln_final.hook_scale": (n_new, 1),
-        "attn.hook_q": (n_new, H, dh), "attn.hook_k": (n_new, KV, dh), "attn.hook_v": (n_new, KV, dh),
-        "rope.hook_angle": (n_new, dh // 2), "rope.hook_angle_local": (n_new, dh // 2), "attn.hook_rot_q": (n_new, H, dh), "attn.hook_rot_k": (n_new, KV, dh), "mlp.hook_pre_linear": (n_new, cfg.d_mlp),
-        **{f"attn.{m}_norm.hook_{x}": (n_new, *cfg.qk_norm_kind.flat(np.empty((1, heads, dh))).shape[1:-1], w)
-           for m, heads in (("q", H), ("k", KV)) for x, w in (("normalized", cfg.qk_norm_kind.width(heads, dh)), ("scale", 1))},
-        "attn.hook_z": (n_new, H, dh), "attn.hook_result": (n_new, H, dm),
-        "attn.hook_dots": (H, n_new, n_keys), "attn.hook_attn_scores": (H, n_new, n_keys),
-        "attn.hook_pattern": (H, n_new, n_keys), "mlp.hook_pre": (n_new, cfg.d_mlp),
-        "mlp.hook_post": (n_new, cfg.d_mlp), "logits": (n_new, cfg.d_vocab),
-        "sample.scaled": (cfg.d_vocab,), "sample.probs": (cfg.d_vocab,), "sample.final": (cfg.d_vocab,),
-        "sample.uniform": (), "sample.token": (), "sample.kept_top_k": (), "sample.kept_top_p": (),
-        "predict.top_token": (n_new,), "predict.top_prob": (n_new,), "predict.next_token": (n_new,),
-        "predict.next_prob": (n_new,), "loss.per_position": (n_new,),
-    }
-    if n_lens is not None:
-        shapes.update({"lens.target": (n_lens,), **{f"lens.{k}": (cfg.n_layers + 1, n_lens)
-                                                    for k in ("top_token", "top_prob", "target_prob", "target_rank")}})
-    return shapes.get(leaf)
 
 
 _META_TYPES = {  # what `generate` writes into a trace's metadata, by key (`settings` are checked on loading)
@@ -449,5 +420,4 @@ def damage(gen: "Generation", n_vocab: int) -> str | None:
     return None
 
 
-_TOKEN_IDS = ("sample.token", "predict.top_token", "predict.next_token", "lens.top_token", "lens.target")
-_WHOLE_NUMBERS = _TOKEN_IDS + ("sample.kept_top_k", "sample.kept_top_p", "lens.target_rank", "lens.positions")
+_TOKEN_IDS = tuple(name for name, hook in hooks.TOP.items() if hook.ids)  # whole numbers that name tokens

@@ -6,7 +6,6 @@ showing, the demo those whose names match a screen's; whatever no step took is l
 
 from __future__ import annotations
 
-import fnmatch
 
 import numpy as np
 from rich.text import Text
@@ -35,11 +34,11 @@ class CheckBook:
                 out.append(c)
         return out
 
-    def take_matching(self, patterns, step: int = 0) -> list:
-        """Unplaced checks of pass `step` whose hook name matches one of the glob `patterns`, in order."""
+    def take_where(self, wanted, step: int = 0) -> list:
+        """Unplaced checks of pass `step` for which `wanted(check)` holds, in order."""
         out = []
         for i, c in enumerate(self.checks):
-            if i not in self.placed and int(c.step) == step and any(fnmatch.fnmatchcase(c.name, p) for p in patterns):
+            if i not in self.placed and int(c.step) == step and wanted(c):
                 self.placed.add(i)
                 out.append(c)
         return out

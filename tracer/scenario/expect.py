@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import hooks
 from ..checks import Check
 from ..config import Config
 from ..decoder import hook_names
 from ..errors import TracerError, is_whole, near
 from .source import Source, Where, check_keys, non_number, tables, type_name, written_tolerance
 
-SAMPLE_NAMES = ("sample.scaled", "sample.probs", "sample.final", "sample.uniform", "sample.token")
-TOKEN_NAMES = ("tokens", "generated")  # not hooks: the pass's token ids, the generated tokens
+TOKEN_NAMES = tuple(hooks.NOT_RECORDED)  # not hooks: the pass's token ids, the generated tokens
 REDUCE = ("sum", "mean", "norm", "max", "argmax")  # over the last axis of the indexed value
 EXPECT_KEYS = ("name", "index", "value", "label", "tolerance", "step", "reduce")
 
@@ -44,7 +44,7 @@ class Expect:
 
 
 def read_expects(raw_list, cfg: Config, w: Where, source: Source) -> list[Expect]:
-    known = list(hook_names(cfg)) + list(SAMPLE_NAMES) + list(TOKEN_NAMES)
+    known = list(hook_names(cfg)) + list(hooks.CHECKABLE) + list(TOKEN_NAMES)
     out = []
     for i, t in enumerate(tables(raw_list, "expect", w)):
         num = i + 1

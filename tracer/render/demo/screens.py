@@ -11,6 +11,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ... import hooks
 from ..checks import CheckBook
 from .base import Demo, Page, Step, sentence
 from .copying import step_copying
@@ -25,20 +26,21 @@ STEPS = (step_tokens, step_embedding, step_position, step_qkv, step_scores, step
 # step_copying is shown only when the last token has appeared before (it returns None otherwise)
 
 
-CHECK_NAMES = {
-    "Tokens": ["tokens"],
-    "Embedding lookup": ["hook_embed"],
-    "Position vector": ["hook_pos_embed", "blocks.0.hook_resid_pre"],
-    "Query, Key and Value": ["blocks.0.attn.hook_[qkv]", "blocks.0.ln1.*"],
-    "Scores and the mask": ["blocks.0.attn.hook_dots", "blocks.0.attn.hook_attn_scores"],
-    "Softmax: scores become weights": ["blocks.0.attn.hook_pattern"],
-    "Weighted sum of values": ["blocks.0.attn.hook_z"],
-    "Multi-head: concat and W_O": ["blocks.0.*"],
-    "The other layers": ["blocks.*"],
-    "Unembedding: one score per token": ["ln_final.*", "unembed.*", "logits"],
-    "Softmax and temperature": ["sample.scaled", "sample.probs", "sample.final", "sample.uniform"],
-    "The chosen token": ["sample.token"],
+SHOWS = {  # a screen → the steps (`tracer.hooks.STEPS`) whose stated values it shows, of layer 0 or outside the layers
+    step_tokens: ("tokens",), step_embedding: ("embed",), step_position: ("position", "rotation", "input"), step_qkv: ("qkv",),
+    step_scores: ("scores",), step_softmax: ("softmax",), step_weighted_sum: ("sum",), step_multihead: ("heads", "mlp"),
+    step_unembed: ("unembed",), step_temperature: ("sample",), step_chosen: ("chosen",),
 }
+
+
+def screen_of(name: str):
+    """The screen that shows a stated value of the prompt pass: layer 0's and the rest by their step, a
+    later layer's on the other layers' screen; None: the last screen takes it (the loop, the lens)."""
+    layer, _ = hooks.split(name)
+    if layer:
+        return step_layers
+    step = hooks.step_of(name)
+    return next((make for make, steps in SHOWS.items() if step in steps), None)
 
 
 def build_steps(d: Demo) -> list[Step]:
@@ -50,7 +52,7 @@ def build_steps(d: Demo) -> list[Step]:
             steps.append(s)
     book = CheckBook(d.checks)
     for s in steps:
-        s.checks = book.take_matching(CHECK_NAMES.get(s.name, []))
+        s.checks = book.take_where(lambda c: screen_of(c.name) is s.remake)
     next(s for s in steps if s.name == "Append and repeat").checks += book.rest()  # later passes, and anything unmatched
     return steps
 

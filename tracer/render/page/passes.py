@@ -14,6 +14,7 @@ import base64
 
 import numpy as np
 
+from ... import hooks
 from ...tokens import label, named, show_token
 from ..checks import check_line
 from ..lens import LENS_ROWS, lens_notes, lens_row_label
@@ -108,40 +109,38 @@ def positions_data(rows) -> list[dict | None]:
     return out
 
 
-SECTION_OF = (  # a check's hook name → the page's step that shows it (first match)
-    ("tokens", "tokens"), ("generated", "loop"), ("hook_embed", "embed"), ("hook_pos_embed", "embed"),
-    ("ln1.", "qkv"), ("attn.hook_q", "qkv"), ("attn.hook_k", "qkv"), ("attn.hook_v", "qkv"), ("attn.hook_dots", "scores"),
-    ("attn.hook_attn_scores", "scores"), ("attn.hook_pattern", "scores"), ("attn.hook_z", "sum"),
-    ("attn.hook_result", "heads"), ("hook_attn_out", "heads"), ("ln_final", "predict"), ("unembed", "predict"),
-    ("logits", "predict"), ("sample.", "predict"), ("predict.", "positions"), ("loss.", "positions"),
-    ("lens.", "lens"), ("blocks.0.hook_resid_pre", "embed"), ("blocks.", "mlp"))
+PAGE_STEP = {  # a recorded name's step (`tracer.hooks.STEPS`) → the page's step that shows it
+    "tokens": "tokens", "embed": "embed", "position": "embed", "rotation": "qkv", "qkv": "qkv", "scores": "scores", "softmax": "scores",
+    "sum": "sum", "heads": "heads", "mlp": "mlp", "unembed": "predict", "sample": "predict", "chosen": "predict",
+    "positions": "positions", "lens": "lens", "loop": "loop",
+}
+
+
+def page_step(name: str) -> str:
+    """The page's step for a stated value: its step's (the rotation is shown with each layer's Q, K
+    and V); a layer's input at the embedding (layer 0) or at the end of the layer before; "checks"
+    for a name the table does not know."""
+    layer, _ = hooks.split(name)
+    step = hooks.step_of(name)
+    if step == "input":
+        return "embed" if layer == 0 else "mlp"
+    return PAGE_STEP.get(step, "checks")
 
 
 def check_data(c, gen, precision: int, dims: int) -> dict:
-    """A stated value, its words as the terminal writes them, and where the page shows it."""
+    """A stated value, its words as the terminal writes them, and where the page shows it (the step,
+    and the layer, position and head its index names, by the name's axes in `tracer.hooks`)."""
     name = c.name
-    section = next((s for prefix, s in SECTION_OF if prefix in name), "checks")
-    if name == "blocks.0.hook_resid_pre" or not name.startswith("blocks."):
-        layer = None
-    else:
-        layer = int(name.split(".")[1])
-    idx = [x for x in c.index]
-    pos = head = None
+    layer, _ = hooks.split(name)
     step = int(c.step)
     start = gen.steps[step].start if 0 <= step < len(gen.steps) else 0
-    ints = [int(x) if not isinstance(x, str) else None for x in idx]
-    if any(key in name for key in ("hook_dots", "hook_attn_scores", "hook_pattern")):
-        head = ints[0] if len(ints) > 0 else None
-        pos = start + ints[1] if len(ints) > 1 and ints[1] is not None else None
-    elif name not in ("tokens", "generated") and ints and ints[0] is not None and not name.startswith("sample."):
-        pos = start + ints[0]
-        if any(key in name for key in ("hook_q", "hook_k", "hook_v", "hook_z", "hook_result")) and len(ints) > 1:
-            head = ints[1]
-    if name == "logits" or name.startswith("sample."):
-        pos = None
+    ints = [int(x) if not isinstance(x, str) else None for x in c.index]
+    at = {"pos": hooks.axis_of(name, "pos"), "head": hooks.axis_of(name, "head", "kv")}
+    got = {k: ints[i] if i is not None and i < len(ints) else None for k, i in at.items()}
+    pos = start + got["pos"] if got["pos"] is not None and name != "logits" else None
     text = check_line(c, precision, dims, where=True).plain
-    return {"ok": bool(c.ok), "text": text[2:], "section": section, "pos": pos, "layer": layer, "head": head,
-            "pass": step}
+    return {"ok": bool(c.ok), "text": text[2:], "section": page_step(name), "pos": pos,
+            "layer": None if (layer == 0 and hooks.step_of(name) == "input") else layer, "head": got["head"], "pass": step}
 
 
 def tokens_data(gen, tokenizer, rows) -> list[dict]:
