@@ -2,16 +2,19 @@
 terminal prints and never words them itself; every template key it reads is in the page's data with the
 slots it fills; the sentences the page is sent finished (the KV cache's notes, the logit lens's verdict,
 the run's result) are the terminal's, for the families whose wording differs (grouped-query attention,
-RMS norm, rotary positions, Gemma's soft-caps)."""
+RMS norm, rotary positions, Gemma's soft-caps). The demo's modules (`render/demo/`) hold no sentence of
+their own either, and every key they say is in the words with the slots they give."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 import tracer
+import tracer.render.demo as demo_module
 import tracer.render.page as page_module
 from tracer.render import show_generation
 from tracer.render.page import page_data
@@ -21,7 +24,9 @@ from tracer.render.words import WORDS, say
 DATA = Path(__file__).parent / "data"
 SCRIPTS = {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(page_module.__file__).parent.glob("*.js"))}
 SLOT = re.compile(r"\{(\w+)\}")
+PAGE_WORDS = {key: words for key, words in WORDS.items() if not key.startswith("demo.")}  # the demo's own are not sent
 LEAST = 20  # a template's fixed part this long, found in a script, is the script wording a step itself
+DEMO = sorted(Path(demo_module.__file__).parent.glob("*.py"))
 
 
 def fixed_parts(template: str) -> list[str]:
@@ -78,7 +83,7 @@ def say_calls(src: str):
 
 
 def test_the_page_script_holds_no_sentence_of_the_words_module():
-    for key, template in WORDS.items():
+    for key, template in PAGE_WORDS.items():
         for part in fixed_parts(template):
             for name, src in SCRIPTS.items():
                 assert part not in src, f"{name} words “{part}” itself: say({key!r}) instead (tracer/render/words.py)"
@@ -131,7 +136,7 @@ def flat(text: str) -> str:
 def test_the_page_carries_the_words_and_the_templates_it_fills(run):
     m, gen, d = run
     cfg, sw = m.config, d["model"]["switches"]
-    assert d["words"] == WORDS
+    assert d["words"] == PAGE_WORDS
     # the templates Python fills partly, and the slots the script gives them (steps.js, predict.js)
     assert set(SLOT.findall(sw["positions"]["instead"])) <= {"L"}
     assert set(SLOT.findall(sw["norm"]["ln1"])) <= {"x"}
@@ -170,3 +175,82 @@ def test_a_sampled_runs_draw_is_said_in_the_terminals_words(render_text):
         assert flat(words) in text, words
     greedy = m.generate("the cat sat", max_new_tokens=1)
     assert all(q["sampling"] is None for q in page_data(greedy, m.tokenizer)["passes"])  # greedy: the terminal shows no draw
+
+
+# ------------------------------------------------------------------------------- the demo's modules
+
+WORD = re.compile(r"\(?[A-Za-z][A-Za-z'’-]*[,.;:!?)]*")  # a plain word, with the punctuation a sentence puts around it
+SENTENCE = 6  # this many plain words in a row in a string literal: a sentence (a screen's title or a column has fewer)
+
+
+def literals(path: Path):
+    """(line, text) of every string literal of a module but its docstrings; an f-string's text with each
+    {slot} as a break between words."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    parts = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    for node in ast.walk(tree):
+        if id(node) in docs or id(node) in parts:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+        elif isinstance(node, ast.JoinedStr):
+            yield node.lineno, " ".join(v.value if isinstance(v, ast.Constant) else " {} " for v in node.values)
+
+
+def words_in_a_row(text: str) -> int:
+    best = run = 0
+    for token in text.split():
+        run = run + 1 if WORD.fullmatch(token) else 0
+        best = max(best, run)
+    return best
+
+
+def sentences(folder_files) -> list[str]:
+    """The string literals of these modules that are sentences: `SENTENCE` plain words in a row."""
+    return [f"{p.name}:{line}: {text[:80]!r}" for p in folder_files for line, text in literals(p)
+            if words_in_a_row(text) >= SENTENCE]
+
+
+def test_the_rule_tells_a_sentence_from_a_title_a_column_and_a_style_sheet():
+    assert words_in_a_row("The model never sees words, only numbers: the prompt") == 9
+    assert words_in_a_row("Unembedding: one score per token") == 5  # a screen's title
+    assert words_in_a_row("angle of pair 0, 1, … (radians,  {}  pairs)") == 3  # a column
+    assert words_in_a_row("body { margin: 0; background: #f4f4f0; color: #111; font-family: system-ui, sans-serif; }") == 3
+    assert words_in_a_row("it reached the limit of  {}  new tokens") == 5  # a slot breaks the run
+
+
+def test_the_demos_modules_hold_no_sentence_of_their_own():
+    """The demo's narration, questions and frame are `say(key, …)` of tracer/render/words.py (issue 21)."""
+    assert len(DEMO) >= 8  # __init__, base, layer, output, copying, screens, deck, pager
+    found = sentences(DEMO)
+    assert not found, "the demo words these itself; say(key, ...) of a WORDS entry instead:\n" + "\n".join(found)
+
+
+def say_calls_of(path: Path):
+    """(line, key or None when not a string literal, the slot names given or None for **slots) of every
+    `say(…)` in a module."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "say":
+            first = node.args[0] if node.args else None
+            key = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+            slots = None if any(k.arg is None for k in node.keywords) else {k.arg for k in node.keywords}
+            yield node.lineno, key, slots
+
+
+def test_every_key_the_demo_says_is_in_the_words_with_the_slots_it_gives():
+    said = set()
+    for path in DEMO:
+        for line, key, slots in say_calls_of(path):
+            where = f"{path.name}:{line}"
+            assert key is not None, f"{where}: say() of a key that is not a string literal"
+            assert key in WORDS, f"{where}: say({key!r}) is not in tracer/render/words.py"
+            assert slots is not None, f"{where}: say({key!r}, **…): give each slot by name"
+            wanted = set(SLOT.findall(WORDS[key]))
+            assert slots == wanted, f"{where}: say({key!r}) gives {sorted(slots)}, it names {sorted(wanted)}"
+            said.add(key)
+    assert {"scores.compare", "scores.masked", "heads.many", "heads.one", "predict.final"} <= said  # the walkthrough's, shared
+    unsaid = sorted(k for k in WORDS if k.startswith("demo.") and k not in said)
+    assert not unsaid, f"demo words no screen says: {unsaid}"

@@ -8,8 +8,12 @@ already formatted (a string), so Python's `str.format` and the script's fill agr
 slots are all known when the page is written (the KV cache's notes, the logit lens's verdict, the
 model line) is sent finished instead, from the renderer's own function.
 
-`tests/test_words.py` checks that the page's script holds none of these sentences itself and that
-every key it reads is here.
+The demo (`render/demo/`) says its screens from here too: its own longer narration, questions and
+frame under "demo.*", screen by screen, and the keys above where it says what the walkthrough says.
+The page is sent `PAGE_WORDS`, every entry but the demo's (it shows no demo screen).
+
+`tests/test_words.py` checks that the page's script holds none of these sentences itself, that the
+demo's modules hold no sentence of their own, and that every key either reads is here.
 """
 
 from __future__ import annotations
@@ -123,7 +127,178 @@ WORDS: dict[str, str] = {
     "checks.disagree": " ({bad} disagree)",
     "scores.capped_key": " (key {key}), before the mask and softmax",
     "predict.softcapped": "{unembed}, then soft-capped: {formula}",
+    # ------------------------------------------------------------------ the demo (render/demo/), screen by screen
+    # the demo narrates each screen in its own longer sentences; where it says what the walkthrough says (the
+    # scores' and the heads' narration, the score's divisor) it takes the keys above
+    # Tokens (demo/layer.py step_tokens)
+    "demo.tokens": "The model never sees words, only numbers: the prompt is cut into tokens, pieces from a fixed "
+                   "vocabulary of {n_vocab}, each one an id. Like the article, we name them A, B, C, … by place; "
+                   "positions, layers, heads and passes (a pass: one run of the model, which chooses one new token) "
+                   "count from 0, as in the code. We follow {L} ({mark}) through the first layer.",
+    "demo.tokens.spaces": "␣ marks a leading space (␣B is \" B\"), ↵ a line break.",
+    "demo.tokens.model": "{model} — {layers}, {d_model} numbers per token (d_model), {heads}, vocabulary of {n_vocab} "
+                         "tokens ({vocab})",
+    "demo.tokens.trained": "Trained by `tracer train` ({steps} steps) on {corpus}.",
+    "demo.tokens.untrained": "The weights are not trained (seeded or set by hand): the arithmetic is real, but what it "
+                             "predicts was not learned from text.",
+    # Embedding lookup (step_embedding)
+    "demo.embed": "Each token id picks one row of the embedding matrix W_E. That row is the token's starting vector: "
+                  "{d_model} numbers {learned} (the article imagines them as features like color or 'is it alive'). "
+                  "Nothing is computed yet — it is a table lookup.",
+    "demo.embed.learned": "the model learned in training",
+    "demo.embed.not_learned": "which a trained model would have learned (these are set by hand or at random)",
+    "demo.embed.shape": "  [{n_vocab} tokens × {d_model} numbers]: one row per token of the vocabulary",
+    # Position vector (step_position), or Position: rotated, not added (_rotary_position)
+    "demo.position": "The same word at a different place must look different, so each position adds its own position "
+                     "vector: P_A at position 0, P_B at position 1, and so on (the article's P1, P2, …). {how} Token "
+                     "vector plus position vector is what enters the first layer.",
+    "demo.position.where": "E_{L}: row {id} of W_E;  P_{L}: the position vector of position {t} (row {t} of W_pos; the "
+                           "article counts places from 1 and calls it P{place});  x_{L}: the first layer's input",
+    "demo.position.none": "Some models add no position vector and let attention work order out from the mask alone. "
+                          "This one is such a model.",
+    "demo.position.none_body": "This model adds no position vector: the first layer's input is the embedding itself.",
+    "demo.rope": "This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
+                 "position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
+                 "pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' "
+                 "dot product then depends only on how far apart the tokens are, which is what attention needs to "
+                 "know.{normed}",
+    "demo.rope.normed": " {how}; only then it turns.",
+    "demo.rope.heading": "{L} at position {t}, {head}, first layer",
+    # Query, Key and Value (step_qkv)
+    "demo.qkv": "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
+                "from database search: the Query is like a search term (what this token is looking for), the Key is "
+                "like an index entry (what it can be found by), and the Value is the content it hands over when "
+                "found.{norm}",
+    "demo.qkv.where": "{head}: W_Q, W_K, W_V are each [{d_model} × {d_head}]{shared}",
+    "demo.qkv.shared": "; K and V come from key/value head {g} of {KV}, shared with {others}",
+    "demo.query": "{L}'s query  Q{r} = ",
+    "demo.qkv.keys": "what each token offers to be found by",
+    "demo.qkv.values": "what each token hands over",
+    "demo.qkv.later": "{hidden}: later tokens. They have keys and values too, but {L} may not look ahead (the causal "
+                      "mask, next step).",
+    # Scores and the mask (step_scores): scores.compare and scores.masked, then
+    "demo.scores.root": "{by} ≈ {root}",
+    "demo.scores.not_d_head": " (Gemma's choice, not √d_head)",
+    "demo.scores.scaled": " Then each score is divided by {by}, which keeps them in a range softmax handles well.",
+    "demo.scores.unscaled": " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)",
+    "demo.scores.softcap": " Gemma 2 then soft-caps them so none passes ±{cap}, before the mask: {formula} for {L}'s key.",
+    "demo.scores.rotated": " Q and K are the rotated ones (the position screen).",
+    "demo.scores.mask_title": "the causal mask",
+    "demo.scores.mask": ": ● may look, · hidden (row: the query, column: the key){first}",
+    "demo.scores.mask_first": "; the first {rows} of {n} tokens",
+    "demo.scores.ask_by_hand": "Work out {dots}: multiply Q and K number by number, then add up.",
+    "demo.scores.ask_guess": "Which key will {L}'s query score highest: {keys}? (With {d_head} numbers each, too many "
+                             "to multiply by hand: guess, then see.)",
+    "demo.scores.which": "which of {first}_K … {last}_K",
+    # Softmax: scores become weights (step_softmax)
+    "demo.softmax": "Softmax turns scores into weights that are positive and add up to 1: raise e to each score "
+                    "(subtracting the largest first changes nothing but keeps the numbers small), then divide by the "
+                    "total. Masked keys get e^−∞ = 0. Check the article by hand: it rounds softmax([0.6, 0.8]) to "
+                    "[0.4, 0.6], but exactly it is [0.450, 0.550].",
+    "demo.softmax.ask": "Predict the weights softmax({scores}) — they must add up to 1.",
+    # Weighted sum of values (step_weighted_sum)
+    "demo.sum": "{L}'s new vector is a blend of the values it can see, mixed in the proportions softmax chose — the "
+                "article's 0.4×A_V + 0.6×B_V, here with the real weights. A key that matched well hands over more of "
+                "its content.",
+    "demo.sum.vector": "{L}'s new vector",
+    # Multi-head: concat and W_O (step_multihead): heads.one or heads.many, then
+    "demo.heads.then": "Then {rest}.",
+    "demo.heads.residual": "the input is added back (the residual connection)",
+    "demo.heads.neither": "Like the article's model, this one has no residual connection and no MLP.",
+    # The other layers (demo/output.py step_layers)
+    "demo.layers": "{lead} {doing} From here on we follow {L}, the last token: its final vector is the one that "
+                   "predicts what comes next.",
+    "demo.layers.next": "Each layer's output is the next layer's input.",
+    "demo.layers.repeat": "Each layer's output is the next layer's input, and the same recipe runs again with new "
+                          "weights in each of the {n} layers (0 to {last}).",
+    "demo.layers.one": "This model has one layer, layer 0: its output is the final vector.",
+    "demo.layers.mixes": "Every layer mixes more context into every token.",
+    "demo.layers.heading": "{L}, the last token, in every layer{more}",
+    "demo.layers.more": " (first {n} of {H} heads)",
+    "demo.layers.columns": "in, out: the length of its vector; head n: the key that head weights most, and the weight",
+    "demo.layers.last": "{L} out of layer {layer} (the last)",
+    "demo.layers.embedded": "{L}, embedded",
+    # Copying: the induction head (demo/copying.py step_copying)
+    "demo.copy": "{last} was seen before, as {earlier}, and what followed it then, {target}, is a good guess for what "
+                 "follows now, if the model can look it up. A head that looks from a repeated token to the token after "
+                 "its earlier occurrence is an induction head: it hands that token on, and the model copies. "
+                 "(Induction heads usually lean on a head in an earlier layer that looks one token back.)",
+    "demo.copy.heading": "{last}'s weight on {target}, the heads that put the most there",
+    "demo.copy.without": "This run is without {what}: the weights above are still computed, but the removed heads hand "
+                         "on zeros; the chosen token's screen shows the prediction beside the clean run's.",
+    "demo.copy.remove": "Remove {them} and watch the copy fail: add {flags} to this command (LAYER:* removes all of a "
+                        "layer's heads).",
+    # Unembedding: one score per token (step_unembed)
+    "demo.unembed": "One more matrix, W_U, turns {L}'s {d_model} numbers into {d_vocab} scores (logits), one for every "
+                    "token of the vocabulary.{norm}{tied} Every position gets such a row — that is how training checks "
+                    "all positions at once — but generation only needs the last one.",
+    "demo.unembed.tied": " The embedding matrix W_E is reused here, turned on its side.",
+    "demo.unembed.logits": "[{d_model} × {d_vocab}]  → one logit per vocabulary token",
+    "demo.unembed.this_row": "   ← generation uses this row",
+    "demo.unembed.ask": "After \"{prompt}\", which token will get the largest logit — what will {L} predict?",
+    # Softmax and temperature (step_temperature)
+    "demo.temperature": "Softmax turns the logits into probabilities over the whole vocabulary. Temperature divides the "
+                        "logits first: below 1 it sharpens (the favourite gets more), above 1 it flattens (surprises "
+                        "get a chance); temperature 0 means simply take the most likely token. As the article says, "
+                        "temperature acts only here, at the very end.",
+    "demo.temperature.greedy": "the probabilities below use T = 1; greedy simply takes the top one",
+    "demo.temperature.divided": "the logits are divided by {T} before softmax",
+    "demo.temperature.what_if": "The 'if T =' columns redo only softmax on the same recorded logits.",
+    # The chosen token (step_chosen)
+    "demo.chosen.greedy": "At temperature 0 the choice is simply the most likely token.",
+    "demo.chosen.sampled": "A seeded random number u between 0 and 1 is drawn. Lay the kept tokens' probabilities end "
+                           "to end (the bands): the token whose band holds u is chosen, so likely tokens win often, not "
+                           "always.",
+    "demo.chosen.no_draw": "temperature 0: no random draw — the most likely token wins",
+    "demo.chosen.draw": "random draw u = ",
+    "demo.chosen.seeded": "  (seeded: the same seed draws the same u on every machine)",
+    "demo.chosen.predicts": "{L} predicts  {mark} ",
+    "demo.chosen.letter": "The new token gets the next letter: {L}.",
+    "demo.chosen.ask": "Which token is chosen? Find the band that holds u.",
+    # Append and repeat (step_append)
+    "demo.append": "The chosen token is appended to the sequence, and the whole stack runs again to predict the one "
+                   "after it — {prompt} → {longer} → … — until the end token or the length limit. Each new token needs "
+                   "another pass through all {layers} layers.",
+    "demo.stopped.end_token": "it produced the end token",
+    "demo.stopped.stop_string": "it produced a stop string",
+    "demo.stopped.max_new_tokens": "it reached the limit of {n} new tokens",
+    # The KV cache (step_cache)
+    "demo.cache": "Must every pass redo all the earlier tokens? The seed Q&A says so, but no: earlier tokens cannot "
+                  "see later ones, so their keys and values never change. Generation keeps them in a cache and "
+                  "computes Q, K and V only for the newest token — it still attends over the whole sequence.",
+    "demo.cache.off": "This run did not use the cache (--no-cache): every pass recomputed the keys and values of every "
+                      "token, as the seed Q&A assumes.",
+    "demo.cache.one_pass": "This run made a single pass, so there was no later pass for the cache to save work on.",
+    "demo.cache.on": "In this run, pass 1 computed Q, K and V for {L} alone and reused the cached keys and values of "
+                     "{reused} in each of the {layers} layers (`tracer trace --verify-cache` shows that the logits "
+                     "agree with a full recompute).",
+    "demo.cache.counted": "multiply-adds: counted from the matrices' shapes, not timed",
+    # every screen's frame (demo/screens.py, pager.py, deck.py, __init__.py)
+    "demo.title": "Step {i} of {n} · {name}",
+    "demo.your_turn": " — your turn",
+    "demo.predict": "Predict, then press Enter.",
+    "demo.checks": "stated values, checked",
+    "demo.checks.hold": "  ({ok} of {n} hold)",
+    "demo.checks.all": ": all {n} hold",
+    "demo.checks.one": ": it holds",
+    "demo.checks.replay": " (tracer replay lists them)",
+    "demo.checks.wrong": "stated {stated} · recorded {recorded}{off}",
+    "demo.checks.off": " · off by {diff}",
+    "demo.continued": "continued on the next page (Enter) …",
+    "demo.keys": "[{i}/{n}] Enter/→ next · b/← back · number+Enter jump · q quit · {title}",
+    "demo.last_step": "This is the last step. b goes back, q quits.",
+    "demo.no_step": "There is no step {n}: steps are 1 to {steps}.",
+    "demo.go_to": "go to step {typed}_  (Enter)",
+    "demo.too_tall": "(this screen has {tall} lines, the terminal {height}: scroll up, or make the font smaller)",
+    "demo.deck.title": "tracer demo — {title}",
+    "demo.deck.about": "One step of a transformer decoder per section, with the numbers of one recorded run.",
+    "demo.deck.made": "Made with tracer ({command}). The Query/Key/Value analogy (search term, index, content) is the "
+                      "seed article's.",
+    "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
 }
+
+# what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
+PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if not key.startswith("demo.")}
 
 
 def say(key: str, /, **slots: str) -> str:

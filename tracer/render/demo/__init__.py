@@ -5,7 +5,8 @@ scores and the causal mask, softmax, the weighted sum, multi-head, the other lay
 unembedding, softmax and temperature, the chosen token, append and repeat, and the KV cache —
 each with a few sentences of narration written for this project (the Query / Key / Value
 analogy of a search term, an index and the content is the article's) and the numbers of one
-recorded run. Screens only read recorded arrays; the small arithmetic a class does by hand
+recorded run. Every sentence a screen says is a `say(key, …)` of `render/words.py` ("demo.*",
+screen by screen, and the walkthrough's keys where it says the same). Screens only read recorded arrays; the small arithmetic a class does by hand
 (e^score, a what-if temperature) is done on recorded values and labelled as such.
 
 Three ways to show the same screens (`show_demo`): interactive when stdin and stdout are terminals
@@ -25,6 +26,7 @@ import sys
 from rich.console import Console
 
 from ..text import safe_console
+from ..words import say
 from .base import MAX_WIDTH, Demo, Page, Step
 from .deck import check_deck_path, deck_html, write_deck
 from .pager import Pager, RawKeys, interactive, key_name, run_interactive
@@ -48,8 +50,7 @@ def _show_demo(d: Demo, console: Console, quiz: bool, auto: float | None, export
     if export is not None:  # preparing a deck for students: write it, do not start the walkthrough
         write_deck(d, export, quiz)
         n = len(pages_of(build_steps(d), quiz))
-        safe_console(stderr=True).print(f"wrote {export}: {n} screens, one self-contained page", highlight=False,
-                                        markup=False)
+        safe_console(stderr=True).print(say("demo.wrote", path=export, n=str(n)), highlight=False, markup=False)
     elif interactive(stdin, console):  # a screen at a time: every page fits the terminal, heading in view
         run_interactive(d, *fitted(d, console, quiz), console, stdin, auto)
     else:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ...heads import induction_targets
 from ..header import ROLE_AT_LEAST
+from ..words import say
 from .base import Demo, Step, sentence, table
 
 ROWS = 4  # heads listed, the largest weight first
@@ -62,16 +63,11 @@ def step_copying(d: Demo) -> Step | None:
     strong = [c for c in order if weight[c] >= STRONG] or order[:1]  # the heads that copy, to knock out together
     if gone:
         what = " and ".join((d.gen.meta.get("ablation") or {}).get("ablated") or [])
-        tail = (f"This run is without {what}: the weights above are still computed, but the removed heads hand on "
-                "zeros; the chosen token's screen shows the prediction beside the clean run's.")
+        tail = say("demo.copy.without", what=what)
     else:
         flags = " ".join(f"--ablate {l}:{h}" for l, h in strong)
-        tail = (f"Remove {'it' if len(strong) == 1 else 'them'} and watch the copy fail: add {flags} to this command "
-                "(LAYER:* removes all of a layer's heads).")
-    narration = (f"{d.who(last)} was seen before, as {d.who(earlier)}, and what followed it then, {d.who(target)}, is a "
-                 "good guess for what follows now, if the model can look it up. A head that looks from a repeated token "
-                 "to the token after its earlier occurrence is an induction head: it hands that token on, and the model "
-                 "copies. (Induction heads usually lean on a head in an earlier layer that looks one token back.)")
-    body = Group(sentence((f"{d.who(last)}'s weight on {d.who(target)}, the heads that put the most there", "bold")),
+        tail = say("demo.copy.remove", them="it" if len(strong) == 1 else "them", flags=flags)
+    narration = say("demo.copy", last=d.who(last), earlier=d.who(earlier), target=d.who(target))
+    body = Group(sentence((say("demo.copy.heading", last=d.who(last), target=d.who(target)), "bold")),
                  Text(), t, Text(), Text(tail))
     return Step("Copying: the induction head", narration, body)

@@ -10,8 +10,9 @@ import numpy as np
 
 from ...files import atomic_write, check_output_path
 from ..text import safe_console
+from ..words import say
 from .base import DECK_FOCUS, MAX_WIDTH, Demo, focus_style
-from .screens import build_steps, pages_of, screen
+from .screens import build_steps, pages_of, screen, step_title
 
 
 
@@ -52,18 +53,17 @@ def _deck_html(d: Demo, quiz: bool) -> str:
         code = rec.export_html(inline_styles=True, code_format="{code}")
         s = steps[page.step]
         anchor = f"step-{page.step + 1}" + ("-quiz" if page.quiz else "")
-        title = f"Step {page.step + 1} of {len(steps)} · {s.name}" + (" — your turn" if page.quiz else "")
+        title = step_title(page.step, len(steps), s.name, page.quiz)
         sections.append(f'<section id="{anchor}" aria-label="{html.escape(title)}">\n'
                         f'<pre><code>{code}</code></pre>\n</section>')
     toc = "\n".join(f'<li><a href="#step-{i + 1}">{html.escape(s.name)}</a></li>' for i, s in enumerate(steps))
-    title = html.escape(f"tracer demo — {d.title}")
+    title = html.escape(say("demo.deck.title", title=d.title))
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{title}</title>\n'
             f"<style>{DECK_CSS}</style>\n</head>\n<body>\n<header>\n<h1>{title}</h1>\n"
-            f"<p>One step of a transformer decoder per section, with the numbers of one recorded run.</p>\n"
+            f"<p>{html.escape(say('demo.deck.about'))}</p>\n"
             f"<nav><ol>\n{toc}\n</ol></nav>\n</header>\n" + "\n".join(sections) +
-            "\n<footer>Made with tracer (<code>tracer demo --export</code>). "
-            "The Query/Key/Value analogy (search term, index, content) is the seed article's.</footer>\n"
+            f"\n<footer>{say('demo.deck.made', command='<code>tracer demo --export</code>')}</footer>\n"
             "</body>\n</html>\n")
 
 

@@ -16,9 +16,7 @@ from ..words import say
 from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
 
 
-
 HAND_DIMS = 8  # a vector the screen shows whole (`Demo.vec`): its dot products can be worked out by hand
-SPACE_WORDS = "␣ marks a leading space (␣B is \" B\"), ↵ a line break. "
 
 
 def step_tokens(d: Demo) -> Step:
@@ -31,29 +29,22 @@ def step_tokens(d: Demo) -> Step:
         t.add_row(mark(pos == d.focus), label(pos), d.text(pos, 0), str(int(d.trace.tokens[pos])), str(pos),
                   style=row_style(pos == d.focus))
     cfg = d.cfg
-    about = sentence(("model: ", "bold"), f"{d.trace.meta.get('model', '?')} — {fmt.count(cfg.n_layers, 'layer')}, "
-                  f"{cfg.d_model} numbers per token (d_model), {fmt.count(cfg.n_heads, 'head')}, "
-                  f"vocabulary of {tok.n_vocab:,} tokens ({tok.name})")
+    about = sentence(("model: ", "bold"), say("demo.tokens.model", model=str(d.trace.meta.get("model", "?")),
+                                              layers=fmt.count(cfg.n_layers, "layer"), d_model=str(cfg.d_model),
+                                              heads=fmt.count(cfg.n_heads, "head"), n_vocab=f"{tok.n_vocab:,}",
+                                              vocab=str(tok.name)))
     spaces = any(ch in d.text(p) for p in range(len(d.gen.steps[-1].tokens)) for ch in "␣↵")
-    parts = [t, Text(SPACE_WORDS.strip() if spaces else ""), about]  # said under the table that shows them
+    parts = [t, Text(say("demo.tokens.spaces") if spaces else ""), about]  # said under the table that shows them
     info = d.trace.meta.get("training")
     if isinstance(info, dict):
-        parts.append(Text(f"Trained by `tracer train` ({info.get('steps', '?')} steps) on "
-                          f"{info.get('corpus_about') or info.get('corpus', 'a corpus')}.", style="italic"))
+        parts.append(Text(say("demo.tokens.trained", steps=str(info.get("steps", "?")),
+                              corpus=str(info.get("corpus_about") or info.get("corpus", "a corpus"))), style="italic"))
     elif not d.trace.meta.get("trained"):
-        parts.append(Text("The weights are not trained (seeded or set by hand): the arithmetic is real, but "
-                          "what it predicts was not learned from text.", style="italic"))
+        parts.append(Text(say("demo.tokens.untrained"), style="italic"))
     overflow = overflow_note(d.gen)
     if overflow is not None:
         parts += [Text(), overflow]
-    return Step(
-        "Tokens",
-        f"The model never sees words, only numbers: the prompt is cut into tokens, pieces from a fixed "
-        f"vocabulary of {tok.n_vocab:,}, each one an id. Like the article, we name them A, B, C, … by place; "
-        f"positions, layers, heads and passes (a pass: one run of the model, which chooses one new token) count "
-        f"from 0, as in the code. We follow {label(d.focus)} ({MARK}) through the first layer.",
-        Group(*parts),
-    )
+    return Step("Tokens", say("demo.tokens", n_vocab=f"{tok.n_vocab:,}", L=label(d.focus), mark=MARK), Group(*parts))
 
 
 def step_embedding(d: Demo) -> Step:
@@ -65,17 +56,10 @@ def step_embedding(d: Demo) -> Step:
             continue
         t.add_row(mark(pos == d.focus), d.who(pos, 0), str(int(d.trace.tokens[pos])), d.vec(E[pos]),
                   style=row_style(pos == d.focus))
-    shape = sentence(("W_E", "bold"), f"  [{d.cfg.d_vocab:,} tokens × {d.cfg.d_model} numbers]: one row per token "
-                  f"of the vocabulary")
-    return Step(
-        "Embedding lookup",
-        f"Each token id picks one row of the embedding matrix W_E. That row is the token's starting vector: "
-        f"{d.cfg.d_model} numbers " + ("the model learned in training" if d.trace.meta.get("trained") else
-                                       "which a trained model would have learned (these are set by hand or at random)")
-        + " (the article imagines them as features like color or 'is it alive'). Nothing is computed yet — "
-        "it is a table lookup.",
-        Group(shape, Text(), t),
-    )
+    shape = sentence(("W_E", "bold"), say("demo.embed.shape", n_vocab=f"{d.cfg.d_vocab:,}", d_model=str(d.cfg.d_model)))
+    learned = say("demo.embed.learned") if d.trace.meta.get("trained") else say("demo.embed.not_learned")
+    return Step("Embedding lookup", say("demo.embed", d_model=str(d.cfg.d_model), learned=learned),
+                Group(shape, Text(), t))
 
 
 def step_position(d: Demo) -> Step:
@@ -86,9 +70,7 @@ def step_position(d: Demo) -> Step:
     if d.rotary:
         return _rotary_position(d)
     if not cfg.has_positions:
-        body = Group(Text("This model adds no position vector: the first layer's input is the embedding itself."))
-        return Step("Position vector", "Some models add no position vector and let attention work order out "
-                    "from the mask alone. This one is such a model.", body)
+        return Step("Position vector", say("demo.position.none"), Group(Text(say("demo.position.none_body"))))
     P = d.trace["hook_pos_embed"]  # [pos, d_model]
     E = d.trace["hook_embed"]  # [pos, d_model]
     eq = pairs([
@@ -96,22 +78,14 @@ def step_position(d: Demo) -> Step:
         (f"+ P_{label(f)}", d.vec(P[f])),
         (f"= x_{label(f)}", Text(d.vec(x[f]), style="bold")),
     ])
-    where = Text(f"E_{label(f)}: row {int(d.trace.tokens[f])} of W_E;  P_{label(f)}: the position vector of position {f} "
-                 f"(row {f} of W_pos; the article counts places from 1 and calls it P{f + 1});  "
-                 f"x_{label(f)}: the first layer's input")
+    where = Text(say("demo.position.where", L=label(f), id=str(int(d.trace.tokens[f])), t=str(f), place=str(f + 1)))
     t = table("", "token", "x = E + P  (every token)")
     for pos in d.positions():
         if pos is None:
             t.add_row("", "⋮", "", style="dim")
             continue
         t.add_row(mark(pos == f), d.who(pos, 0), d.vec(x[pos]), style=row_style(pos == f))
-    return Step(
-        "Position vector",
-        f"The same word at a different place must look different, so each position adds its own position "
-        f"vector: P_A at position 0, P_B at position 1, and so on (the article's P1, P2, …). {how} Token vector "
-        f"plus position vector is what enters the first layer.",
-        Group(eq, Text(), where, Text(), t),
-    )
+    return Step("Position vector", say("demo.position", how=how), Group(eq, Text(), where, Text(), t))
 
 
 def _rotary_position(d: Demo) -> Step:
@@ -127,19 +101,14 @@ def _rotary_position(d: Demo) -> Step:
         n_q = d.block("attn.q_norm.hook_normalized")[f].reshape(-1, cfg.d_head)[h]  # [d_head]
         rms = float(scale[h, 0] if qk.per_head else scale[0])
         rows.append((f"÷ {rms:.3f}", d.vec(n_q)))
-        normed = " " + qk.words.format(m="Q", scale=f"{rms:.3f}", gain="× attn.q_norm.w") + "; only then it turns."
+        normed = say("demo.rope.normed", how=qk.words.format(m="Q", scale=f"{rms:.3f}", gain="× attn.q_norm.w"))
     eq = pairs([*rows, (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold"))])
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
         t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
-    return Step(
-        "Position: rotated, not added",
-        f"This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
-        f"position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
-        f"pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' dot "
-        f"product then depends only on how far apart the tokens are, which is what attention needs to know.{normed}",
-        Group(sentence((f"{label(f)} at position {f}, {d.ordinal_head(h)}, first layer", "bold")), Text(), eq, Text(), t),
-    )
+    heading = sentence((say("demo.rope.heading", L=label(f), t=str(f), head=d.ordinal_head(h)), "bold"))
+    return Step("Position: rotated, not added", say("demo.rope", half=str(half), normed=normed),
+                Group(heading, Text(), eq, Text(), t))
 
 
 def step_qkv(d: Demo) -> Step:
@@ -147,36 +116,29 @@ def step_qkv(d: Demo) -> Step:
     q = d.block("attn.hook_q")[:, h]  # [pos, d_head]
     k = d.block("attn.hook_k")[:, d.kv_head]  # [pos, d_head]
     v = d.block("attn.hook_v")[:, d.kv_head]  # [pos, d_head]
-    where = sentence(("first layer, ", "bold"), f"{d.ordinal_head(h)}: W_Q, W_K, W_V are each "
-                  f"[{cfg.d_model} × {cfg.d_head}]" + (
-                      f"; K and V come from key/value head {d.kv_head} of {cfg.kv_heads}, shared with "
-                      f"{fmt.count(cfg.n_heads // cfg.kv_heads - 1, 'other query head')}" if cfg.kv_heads < cfg.n_heads else ""))
-    qline = sentence((f"{label(f)}'s query  Q = ", "bold"), d.vec(q[f]))
+    shared = "" if cfg.kv_heads == cfg.n_heads else say(
+        "demo.qkv.shared", g=str(d.kv_head), KV=str(cfg.kv_heads),
+        others=fmt.count(cfg.n_heads // cfg.kv_heads - 1, "other query head"))
+    where = sentence(("first layer, ", "bold"), say("demo.qkv.where", head=d.ordinal_head(h), d_model=str(cfg.d_model),
+                                                    d_head=str(cfg.d_head), shared=shared))
+    qline = sentence((say("demo.query", L=label(f), r=""), "bold"), d.vec(q[f]))
     t = Table.grid(padding=(0, 2))
     t.add_column(no_wrap=True)
     t.add_column(no_wrap=True, style="bold")
     t.add_column(no_wrap=True)
-    t.add_row("", Text("keys", style="bold"), Text("what each token offers to be found by", style="italic"))
+    t.add_row("", Text("keys", style="bold"), Text(say("demo.qkv.keys"), style="italic"))
     for pos in range(f + 1):
         t.add_row(mark(pos == f), f"{label(pos)}_K", d.vec(k[pos]), style=row_style(pos == f))
-    t.add_row("", Text("values", style="bold"), Text("what each token hands over", style="italic"))
+    t.add_row("", Text("values", style="bold"), Text(say("demo.qkv.values"), style="italic"))
     for pos in range(f + 1):
         t.add_row(mark(pos == f), f"{label(pos)}_V", d.vec(v[pos]), style=row_style(pos == f))
     stored = [Text(w, style="dim") for w in example_words(d.gen.meta, "blocks.0.attn.W_Q", "W_Q")]  # how the file keeps it
     parts = [where, *stored, Text(), qline, Text(), t]
     if f + 1 < d.n:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
-        parts += [Text(), Text(f"{hidden}: later tokens. They have keys and values too, but {label(f)} may not "
-                               f"look ahead (the causal mask, next step).")]
+        parts += [Text(), Text(say("demo.qkv.later", hidden=hidden, L=label(f)))]
     ln = f" ({cfg.norm_kind.plain if cfg.norm_place_kind.before else cfg.norm_place_kind.plain})" if cfg.layer_norm else ""
-    return Step(
-        "Query, Key and Value",
-        "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
-        "from database search: the Query is like a search term (what this token is looking for), the Key is "
-        "like an index entry (what it can be found by), and the Value is the content it hands over when "
-        f"found.{ln}",
-        Group(*parts),
-    )
+    return Step("Query, Key and Value", say("demo.qkv", norm=ln), Group(*parts))
 
 
 def _scores_table(d: Demo, hide: bool) -> Table:
@@ -224,33 +186,35 @@ def _mask_grid(d: Demo) -> Table:
 def step_scores(d: Demo) -> Step:
     cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
-    qline = sentence((f"{label(f)}'s query  Q{r} = ", "bold"), d.vec(q[f]))
-    by = (f"√query_pre_attn_scalar = √{cfg.attn_scalar:g} ≈ {np.sqrt(cfg.attn_scalar):.2f} (Gemma's choice, not √d_head)"
-          if cfg.attn_scalar else f"√d_head = √{cfg.d_head} ≈ {np.sqrt(cfg.d_head):.2f}")
-    scale = (f" Then each score is divided by {by}, which keeps "
-             "them in a range softmax handles well.") if cfg.scale_scores else \
-        " (This model does not scale the scores, as in the article; GPT-2 divides them by √d_head.)"
+    qline = sentence((say("demo.query", L=label(f), r=r), "bold"), d.vec(q[f]))
+    if cfg.attn_scalar:  # Gemma: √query_pre_attn_scalar
+        by = say("demo.scores.root", by=say("scores.by_scalar", scalar=f"{cfg.attn_scalar:g}"),
+                 root=f"{np.sqrt(cfg.attn_scalar):.2f}") + say("demo.scores.not_d_head")
+    else:
+        by = say("demo.scores.root", by=say("scores.by_d_head", d_head=str(cfg.d_head)),
+                 root=f"{np.sqrt(cfg.d_head):.2f}")
+    scale = say("demo.scores.scaled", by=by) if cfg.scale_scores else say("demo.scores.unscaled")
     if cfg.attn_softcap is not None and cfg.scale_scores:  # Gemma 2: then soft-capped, before the mask
         dots, scores = d.block("attn.hook_dots")[d.head, f], d.block("attn.hook_attn_scores")[d.head, f]
         j = int(np.argmax(np.where(np.isfinite(scores), np.abs(dots), -1.0)))
-        scale += (f" Gemma 2 then soft-caps them so none passes ±{cfg.attn_softcap:g}, before the mask: "
-                  + cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
-                                           float(scores[j])) + f" for {label(j)}'s key.")
+        scale += say("demo.scores.softcap", cap=f"{cfg.attn_softcap:g}", L=label(j),
+                     formula=cfg.softcap_kind.words("scores", cfg.attn_softcap, float(dots[j]) * cfg.scores_scale,
+                                                    float(scores[j])))
     narration = (f"{say('scores.compare', L=label(f))} {say('scores.masked')}{scale}"
-                 + (" Q and K are the rotated ones (the position screen)." if r else ""))
+                 + (say("demo.scores.rotated") if r else ""))
     body = Group(qline, Text(), _scores_table(d, hide=False))
     if f + 1 >= d.n:  # no later key in the table to show the mask: draw the mask's grid instead
+        first = say("demo.scores.mask_first", rows=str(MASK_ROWS), n=str(d.n)) if d.n > MASK_ROWS else ""
         body = Group(*body.renderables, Text(),
-                     sentence(("the causal mask", "bold"), ": ● may look, · hidden (row: the query, column: the key)"
-                              + (f"; the first {MASK_ROWS} of {d.n} tokens" if d.n > MASK_ROWS else "")),
+                     sentence((say("demo.scores.mask_title"), "bold"), say("demo.scores.mask", first=first)),
                      _mask_grid(d))
     question = Group(qline, Text(), _scores_table(d, hide=True))
     visible = ", ".join(f"Q·{label(j)}_K" for j in range(f + 1))
     by_hand = cfg.d_head <= HAND_DIMS  # every number of Q and K on the screen
-    keys = " or ".join(f"{label(j)}_K" for j in range(f + 1)) if f < 3 else f"which of {label(0)}_K … {label(f)}_K"
-    ask = (f"Work out {visible}: multiply Q and K number by number, then add up." if by_hand else
-           f"Which key will {label(f)}'s query score highest: {keys}? (With {cfg.d_head} numbers each, too many to "
-           f"multiply by hand: guess, then see.)")
+    keys = " or ".join(f"{label(j)}_K" for j in range(f + 1)) if f < 3 else \
+        say("demo.scores.which", first=label(0), last=label(f))
+    ask = (say("demo.scores.ask_by_hand", dots=visible) if by_hand else
+           say("demo.scores.ask_guess", L=label(f), keys=keys, d_head=str(cfg.d_head)))
     return Step("Scores and the mask", narration, body, question, ask=ask)
 
 
@@ -279,14 +243,10 @@ def _softmax_table(d: Demo, hide: bool) -> Table:
 def step_softmax(d: Demo) -> Step:
     f = d.focus
     scores = d.block("attn.hook_attn_scores")[d.head, f, : f + 1]
-    narration = ("Softmax turns scores into weights that are positive and add up to 1: raise e to each score "
-                 "(subtracting the largest first changes nothing but keeps the numbers small), then divide by "
-                 "the total. Masked keys get e^−∞ = 0. Check the article by hand: it rounds softmax([0.6, 0.8]) "
-                 "to [0.4, 0.6], but exactly it is [0.450, 0.550].")
     body = Group(_softmax_table(d, hide=False))
     question = Group(_softmax_table(d, hide=True))
-    return Step("Softmax: scores become weights", narration, body, question,
-                ask=f"Predict the weights softmax({', '.join(d.num(s) for s in scores)}) — they must add up to 1.")
+    return Step("Softmax: scores become weights", say("demo.softmax"), body, question,
+                ask=say("demo.softmax.ask", scores=", ".join(d.num(s) for s in scores)))
 
 
 def step_weighted_sum(d: Demo) -> Step:
@@ -302,20 +262,9 @@ def step_weighted_sum(d: Demo) -> Step:
     for j in shown:
         t.add_row(mark(j == f), d.who(j, 0), d.num(w[j]), d.vec(v[j]), style=row_style(j == f))
     t.add_row("", "sum", d.num(w[: f + 1].sum()), Text(d.vec(z), style="bold"))
-    body = Group(
-        sentence((f"{label(f)}'s new vector = ", "bold"), formula),
-        Text(),
-        t,
-        Text(),
-        pairs([(f"= {label(f)}'s new vector", d.vec(z))]),
-    )
-    return Step(
-        "Weighted sum of values",
-        f"{label(f)}'s new vector is a blend of the values it can see, mixed in the proportions softmax chose — "
-        f"the article's 0.4×A_V + 0.6×B_V, here with the real weights. A key that matched well hands over more "
-        f"of its content.",
-        body,
-    )
+    new = say("demo.sum.vector", L=label(f))
+    body = Group(sentence((f"{new} = ", "bold"), formula), Text(), t, Text(), pairs([(f"= {new}", d.vec(z))]))
+    return Step("Weighted sum of values", say("demo.sum", L=label(f)), body)
 
 
 def step_multihead(d: Demo) -> Step:
@@ -346,9 +295,8 @@ def step_multihead(d: Demo) -> Step:
     multi = (say("heads.one") if H == 1 else say("heads.many", H=str(H))) + " "
     rest = []
     if cfg.residual:
-        rest.append("the input is added back (the residual connection)")
+        rest.append(say("demo.heads.residual"))
     if cfg.mlp:
         rest.append(cfg.mlp_kind.plain)
-    tail = ("Then " + " and ".join(rest) + ".") if rest else \
-        "Like the article's model, this one has no residual connection and no MLP."
+    tail = say("demo.heads.then", rest=" and ".join(rest)) if rest else say("demo.heads.neither")
     return Step("Multi-head: concat and W_O", multi + tail, Group(sentence((f"{label(f)}, first layer", "bold")), Text(), t, Text(), eq))

@@ -11,8 +11,8 @@ from rich.text import Text
 from ...equations import largest_first, tempered_softmax
 from ...tokens import label
 from ..predict import pass_through_words, unchanged_layers
+from ..words import say
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
-
 
 
 def step_layers(d: Demo) -> Step:
@@ -30,30 +30,19 @@ def step_layers(d: Demo) -> Step:
         p = d.trace[f"blocks.{l}.attn.hook_pattern"][:, last]  # [head, key_pos]
         looks = [f"{label(int(np.argmax(p[h])))} {d.num(p[h].max())}" for h in heads]
         t.add_row(str(l), f"{np.linalg.norm(x_in):.2f}", f"{np.linalg.norm(x_out):.2f}", *looks)
-    more = f" (first {len(heads)} of {H} heads)" if H > len(heads) else ""
+    more = say("demo.layers.more", n=str(len(heads)), H=str(H)) if H > len(heads) else ""
     final = d.trace[f"blocks.{cfg.n_layers - 1}.hook_resid_post"][last] if cfg.n_layers else d.trace["hook_embed"][last]
-    body = Group(
-        sentence((f"{label(last)}, the last token, in every layer{more}", "bold")),
-        Text("in, out: the length of its vector; head n: the key that head weights most, and the weight"),
-        Text(),
-        t,
-        Text(),
-        pairs([(f"{label(last)} out of layer {cfg.n_layers - 1} (the last)" if cfg.n_layers else f"{label(last)}, embedded",
-                d.vec(final))]),
-    )
+    out = say("demo.layers.last", L=label(last), layer=str(cfg.n_layers - 1)) if cfg.n_layers else \
+        say("demo.layers.embedded", L=label(last))
+    body = Group(sentence((say("demo.layers.heading", L=label(last), more=more), "bold")),
+                 Text(say("demo.layers.columns")), Text(), t, Text(), pairs([(out, d.vec(final))]))
     same = pass_through_words(unchanged_layers(d.trace.get, cfg.n_layers), cfg.n_layers)
     why = [n["text"] for n in d.notes if n.get("section") == "layers"]
-    doing = f"{same} {' '.join(why)} ".rstrip() + " " if same else "Every layer mixes more context into every token. "
-    lead = ("Each layer's output is the next layer's input. " if same else
-            f"Each layer's output is the next layer's input, and the same recipe runs again with new weights in each "
-            f"of the {cfg.n_layers} layers (0 to {cfg.n_layers - 1}). " if cfg.n_layers > 1 else
-            "This model has one layer, layer 0: its output is the final vector. ")
-    return Step(
-        "The other layers",
-        f"{lead}{doing}From here on we follow "
-        f"{label(last)}, the last token: its final vector is the one that predicts what comes next.",
-        body,
-    )
+    doing = f"{same} {' '.join(why)}".rstrip() if same else say("demo.layers.mixes")
+    lead = (say("demo.layers.next") if same else
+            say("demo.layers.repeat", n=str(cfg.n_layers), last=str(cfg.n_layers - 1)) if cfg.n_layers > 1 else
+            say("demo.layers.one"))
+    return Step("The other layers", say("demo.layers", lead=lead, doing=doing, L=label(last)), body)
 
 
 def _top(values: np.ndarray, k: int) -> list[int]:
@@ -76,29 +65,19 @@ def step_unembed(d: Demo) -> Step:
             continue
         best = int(np.argmax(logits[p]))
         every.add_row(mark(p == last), d.who(p, 0),
-                      d.token_name(best) + ("   ← generation uses this row" if p == last else ""),
+                      d.token_name(best) + (say("demo.unembed.this_row") if p == last else ""),
                       style=row_style(p == last))
     ln = f" ({cfg.norm_kind.plain_final})" if cfg.layer_norm else ""
-    tied = " GPT-2 reuses the embedding matrix W_E here, turned on its side." if cfg.tied_unembed else ""
-    body = Group(
-        pairs([(f"{label(last)}'s final vector", d.vec(x)),
-                ("× W_U", f"[{cfg.d_model} × {cfg.d_vocab:,}]  → one logit per vocabulary token")]),
-        Text(),
-        t,
-        Text(),
-        every,
-    )
-    question = pairs([(f"{label(last)}'s final vector", d.vec(x)),
-                      ("× W_U", f"[{cfg.d_model} × {cfg.d_vocab:,}]  → one logit per vocabulary token")])
+    tied = say("demo.unembed.tied") if cfg.tied_unembed else ""
+    final = [(say("predict.final", L=label(last)), d.vec(x)),
+             ("× W_U", say("demo.unembed.logits", d_model=str(cfg.d_model), d_vocab=f"{cfg.d_vocab:,}"))]
+    body = Group(pairs(final), Text(), t, Text(), every)
+    question = pairs(final)
     prompt = " ".join(d.text(p, 0) for p in range(min(d.n, 12))).replace("␣", "") + (" …" if d.n > 12 else "")
-    return Step(
-        "Unembedding: one score per token",
-        f"One more matrix, W_U, turns {label(last)}'s {cfg.d_model} numbers into {cfg.d_vocab:,} scores "
-        f"(logits), one for every token of the vocabulary.{ln}{tied} Every position gets such a row — that is "
-        "how training checks all positions at once — but generation only needs the last one.",
-        body, question,  # asked here, before any screen ranks the tokens
-        ask=f"After \"{prompt}\", which token will get the largest logit — what will {label(last)} predict?",
-    )
+    narration = say("demo.unembed", L=label(last), d_model=str(cfg.d_model), d_vocab=f"{cfg.d_vocab:,}", norm=ln,
+                    tied=tied)
+    return Step("Unembedding: one score per token", narration, body, question,  # asked before any screen ranks them
+                ask=say("demo.unembed.ask", prompt=prompt, L=label(last)))
 
 
 def step_temperature(d: Demo) -> Step:
@@ -122,18 +101,10 @@ def step_temperature(d: Demo) -> Step:
         settings += f", top-k {s.top_k}"
     if s is not None and s.top_p is not None:
         settings += f", top-p {s.top_p}"
-    how = ("the probabilities below use T = 1; greedy simply takes the top one" if T == 0 else
-           f"the logits are divided by {T:g} before softmax")
+    how = say("demo.temperature.greedy") if T == 0 else say("demo.temperature.divided", T=f"{T:g}")
     body = Group(sentence(("this run: ", "bold"), settings, f" — {how}"), Text(), t,
-                 Text("The 'if T =' columns redo only softmax on the same recorded logits.", style="italic"))
-    return Step(
-        "Softmax and temperature",
-        "Softmax turns the logits into probabilities over the whole vocabulary. Temperature divides the logits "
-        "first: below 1 it sharpens (the favourite gets more), above 1 it flattens (surprises get a chance); "
-        "temperature 0 means simply take the most likely token. As the article says, temperature acts only "
-        "here, at the very end.",
-        body,
-    )
+                 Text(say("demo.temperature.what_if"), style="italic"))
+    return Step("Softmax and temperature", say("demo.temperature"), body)
 
 
 def _candidates(d: Demo, reveal: bool) -> Group:
@@ -152,7 +123,7 @@ def _candidates(d: Demo, reveal: bool) -> Group:
         for i in order:
             is_chosen = reveal and i == chosen
             t.add_row(mark(is_chosen), d.token_name(i), str(i), d.prob(probs[i]), style=row_style(is_chosen))
-        parts = [Text("temperature 0: no random draw — the most likely token wins"), Text(), t]
+        parts = [Text(say("demo.chosen.no_draw")), Text(), t]
     else:
         order = [i for i in _top(final, TOP) if final[i] > 0]
         u = float(s["sample.uniform"])
@@ -167,10 +138,10 @@ def _candidates(d: Demo, reveal: bool) -> Group:
         kept = int((final > 0).sum())
         if kept > len(order):
             t.add_row("", f"({kept - len(order):,} more)", d.prob(1.0 - lo), f"{lo:.{d.precision}f} – 1.000", style="dim")
-        parts = [sentence(("random draw u = ", "bold"), f"{u:.{d.precision + 1}f}",
-                       "  (seeded: the same seed draws the same u on every machine)"), Text(), t]
+        parts = [sentence((say("demo.chosen.draw"), "bold"), f"{u:.{d.precision + 1}f}", say("demo.chosen.seeded")),
+                 Text(), t]
     if reveal:
-        parts += [Text(), sentence((f"{label(d.last)} predicts  {MARK} ", "bold"),
+        parts += [Text(), sentence((say("demo.chosen.predicts", L=label(d.last), mark=MARK), "bold"),
                                 (d.new_name(d.n, chosen), FOCUS_STYLES[-1]),
                                 f"   (id {chosen}, probability {d.prob(probs[chosen])})")]
     return Group(*parts)
@@ -178,10 +149,8 @@ def _candidates(d: Demo, reveal: bool) -> Group:
 
 def step_chosen(d: Demo) -> Step:
     greedy = "sample.uniform" not in d.trace
-    how = ("At temperature 0 the choice is simply the most likely token." if greedy else
-           "A seeded random number u between 0 and 1 is drawn. Lay the kept tokens' probabilities end to end "
-           "(the bands): the token whose band holds u is chosen, so likely tokens win often, not always.")
-    parts = [_candidates(d, reveal=True), Text(f"The new token gets the next letter: {label(d.n)}.")]
+    how = say("demo.chosen.greedy") if greedy else say("demo.chosen.sampled")
+    parts = [_candidates(d, reveal=True), Text(say("demo.chosen.letter", L=label(d.n)))]
     if isinstance(d.gen.meta.get("ablation"), dict):  # --ablate: what the removed part did to this choice
         from ..header import ablation_words
 
@@ -190,7 +159,7 @@ def step_chosen(d: Demo) -> Step:
     if greedy:  # the two screens before ranked the tokens: asking again would give the answer away
         return Step("The chosen token", how, answer)
     return Step("The chosen token", how, answer, _candidates(d, reveal=False),
-                ask="Which token is chosen? Find the band that holds u.")
+                ask=say("demo.chosen.ask"))
 
 
 def step_append(d: Demo) -> Step:
@@ -203,21 +172,16 @@ def step_append(d: Demo) -> Step:
         nxt = d.new_name(seen, tok) if appended else f"({d.token_name(tok)}: not appended)"
         reads = d.letters(seen) if s.start == 0 else f"{d.span(s.start, seen)} (new)"
         t.add_row(str(n), reads, d.letters(seen), nxt, d.prob(s["sample.probs"][tok]))
-    stopped = {"end_token": "it produced the end token", "stop_string": "it produced a stop string",
-               "max_new_tokens": f"it reached the limit of "
-                                 f"{d.settings.max_new_tokens if d.settings else len(g.generated_ids)} new tokens"
-               }.get(g.stopped, "")
+    limit = d.settings.max_new_tokens if d.settings else len(g.generated_ids)
+    stopped = {"end_token": say("demo.stopped.end_token"), "stop_string": say("demo.stopped.stop_string"),
+               "max_new_tokens": say("demo.stopped.max_new_tokens", n=str(limit))}.get(g.stopped, "")
     words = " ".join(d.token_name(i) for i in g.generated_ids) or "(nothing)"
     body = Group(t, Text(), sentence(("generated: ", "bold"), words),
                  sentence(("stopped because ", "bold"), stopped) if stopped else Text())
     n_total = len(g.tokens)
-    return Step(
-        "Append and repeat",
-        f"The chosen token is appended to the sequence, and the whole stack runs again to predict the one "
-        f"after it — {d.letters(d.n)} → {d.letters(min(n_total, d.n + 1))} → … — until the end token or the "
-        f"length limit. Each new token needs another pass through all {d.cfg.n_layers} layers.",
-        body,
-    )
+    narration = say("demo.append", prompt=d.letters(d.n), longer=d.letters(min(n_total, d.n + 1)),
+                    layers=str(d.cfg.n_layers))
+    return Step("Append and repeat", narration, body)
 
 
 def step_cache(d: Demo) -> Step:
@@ -236,19 +200,10 @@ def step_cache(d: Demo) -> Step:
         t.add_row(str(n), new, d.span(reused, seen), d.letters(reused) if reused else "—", f"{with_:,}",
                   f"{without:,}", saved)
     if not cache_on:
-        state = ("This run did not use the cache (--no-cache): every pass recomputed the keys and values of "
-                 "every token, as the seed Q&A assumes.")
+        state = say("demo.cache.off")
     elif len(g.steps) == 1:
-        state = "This run made a single pass, so there was no later pass for the cache to save work on."
+        state = say("demo.cache.one_pass")
     else:
-        state = (f"In this run, pass 1 computed Q, K and V for {label(d.n)} alone and reused the cached keys "
-                 f"and values of {d.letters(d.n)} in each of the {cfg.n_layers} layers (`tracer trace --verify-cache` "
-                 "shows that the logits agree with a full recompute).")
-    return Step(
-        "The KV cache",
-        "Must every pass redo all the earlier tokens? The seed Q&A says so, but no: earlier tokens cannot see "
-        "later ones, so their keys and values never change. Generation keeps them in a cache and computes "
-        "Q, K and V only for the newest token — it still attends over the whole sequence.",
-        Group(Text(state), Text(), t, Text("multiply-adds: counted from the matrices' shapes, not timed",
-                                           style="italic")),
-    )
+        state = say("demo.cache.on", L=label(d.n), reused=d.letters(d.n), layers=str(cfg.n_layers))
+    return Step("The KV cache", say("demo.cache"),
+                Group(Text(state), Text(), t, Text(say("demo.cache.counted"), style="italic")))

@@ -9,6 +9,7 @@ import os
 from rich.console import Console
 
 from .base import Demo, Page, Step
+from ..words import say
 from .screens import screen
 
 
@@ -107,7 +108,7 @@ class Pager:
             if self.i < len(self.pages) - 1:
                 self.i += 1
             elif key is not None:
-                self.message = "This is the last step. b goes back, q quits."
+                self.message = say("demo.last_step")
         elif key == "back":
             self.typed = ""
             if self.i > 0:
@@ -124,11 +125,11 @@ class Pager:
             if 1 <= n <= len(self.steps):
                 self.i = self.first_page_of(n - 1)
             else:
-                self.message = f"There is no step {n}: steps are 1 to {len(self.steps)}."
+                self.message = say("demo.no_step", n=str(n), steps=str(len(self.steps)))
 
     def status(self) -> str:
         if self.typed:
-            return f"go to step {self.typed}_  (Enter)"
+            return say("demo.go_to", typed=self.typed)
         return self.message
 
 
@@ -146,8 +147,7 @@ def run_interactive(d: Demo, steps: list[Step], pages: list[Page], console: Cons
                 tall = len(console.render_lines(view, console.options, pad=False))
                 if tall > console.height:
                     view = screen(d, steps, pager.page, (pager.status() + "  " if pager.status() else "") +
-                                  f"(this screen has {tall} lines, the terminal {console.height}: scroll up, or "
-                                  "make the font smaller)", keys=True)
+                                  say("demo.too_tall", tall=str(tall), height=str(console.height)), keys=True)
                 console.clear()
                 console.print(view)
                 shown = state

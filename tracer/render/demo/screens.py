@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ... import hooks
 from ..checks import CheckBook
+from ..words import say
 from .base import Demo, Page, Step, sentence
 from .copying import step_copying
 from .layer import (step_embedding, step_multihead, step_position, step_qkv, step_scores, step_softmax, step_tokens,
@@ -147,7 +148,8 @@ def _check_blocks(d: Demo, checks: list, compact: bool = False) -> list:
     """A scenario's stated values beside this step: a heading, then a block per value (✓ in one line;
     ✗ with what was stated and recorded, on a second line, or after the name where it fits the width
     when `compact`), so that a screen too small for all of them can page them."""
-    out = [sentence(("stated values, checked", "bold"), f"  ({sum(c.ok for c in checks)} of {len(checks)} hold)")]
+    hold = say("demo.checks.hold", ok=str(sum(c.ok for c in checks)), n=str(len(checks)))
+    out = [sentence((say("demo.checks"), "bold"), hold)]
     for c in checks:
         t = Table.grid(padding=(0, 1))
         t.add_column(no_wrap=True)
@@ -156,8 +158,9 @@ def _check_blocks(d: Demo, checks: list, compact: bool = False) -> list:
         t.add_row(Text("✓" if c.ok else "✗", style="bold green" if c.ok else "bold red"),
                   Text(name, style=None if c.ok else "bold"))
         if not c.ok:
-            diff = f" · off by {c.diff:.{d.precision}f}" if np.isfinite(c.diff) else ""
-            detail = f"stated {_checked_value(d, c.expected)} · recorded {_checked_value(d, c.computed)}{diff}"
+            off = say("demo.checks.off", diff=f"{c.diff:.{d.precision}f}") if np.isfinite(c.diff) else ""
+            detail = say("demo.checks.wrong", stated=_checked_value(d, c.expected),
+                         recorded=_checked_value(d, c.computed), off=off)
             if compact:
                 t.add_row("", detail)
                 out.append(_OneLineIfFits(Text.assemble(("✗ ", "bold red"), (name, "bold"), "  ", detail), t))
@@ -183,13 +186,13 @@ def blocks_of(d: Demo, s: Step, quiz: bool, summed: bool = False, compact: bool 
     what to predict (quiz), or the numbers and the stated values (`summed`: all holding, in one line;
     `compact`: each ✗ in one line where it fits)."""
     if quiz:
-        ask = Panel(Text(f"{s.ask}\nPredict, then press Enter.", style="bold"), expand=False, border_style="bold")
+        ask = Panel(Text(f"{s.ask}\n{say('demo.predict')}", style="bold"), expand=False, border_style="bold")
         return [*_parts(s.question), Text(), ask]
     if summed:
         n = len(s.checks)
-        return [*_parts(s.body), sentence(("✓ ", "bold green"), ("stated values, checked", "bold"),
-                                          f": all {n} hold" if n > 1 else ": it holds",
-                                          " (tracer replay lists them)")]
+        return [*_parts(s.body), sentence(("✓ ", "bold green"), (say("demo.checks"), "bold"),
+                                          say("demo.checks.all", n=str(n)) if n > 1 else say("demo.checks.one"),
+                                          say("demo.checks.replay"))]
     return [*_parts(s.body), *([Text(), *_check_blocks(d, s.checks, compact)] if s.checks else [])]
 
 
@@ -197,10 +200,15 @@ def _parts(r) -> list:
     return list(r.renderables) if isinstance(r, Group) else [r]
 
 
+def step_title(i: int, n: int, name: str, quiz: bool) -> str:
+    """Screen i's heading (0-based), "— your turn" on a question page; the deck's section says it too."""
+    return say("demo.title", i=str(i + 1), n=str(n), name=name) + (say("demo.your_turn") if quiz else "")
+
+
 def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool = False) -> Group:
     s = steps[page.step]
     n = len(steps)
-    title = f"Step {page.step + 1} of {n} · {s.name}" + (" — your turn" if page.quiz else "")
+    title = step_title(page.step, n, s.name, page.quiz)
     if page.parts > 1:
         title += f" ({page.part + 1}/{page.parts})"
     parts: list[RenderableType] = [Rule(Text(title, style="bold"), align="left", characters="━", style="bold")]
@@ -212,10 +220,10 @@ def screen(d: Demo, steps: list[Step], page: Page, status: str = "", keys: bool 
     a, b = page.blocks if page.blocks is not None else (0, len(blocks))
     parts += [x for x in blocks[a:b] if not (page.tight and _spacer(x))]
     if b < len(blocks):
-        parts.append(Text("continued on the next page (Enter) …", style="dim italic"))
+        parts.append(Text(say("demo.continued"), style="dim italic"))
     footer = f"[{page.step + 1}/{n}]  {d.title}"
     if keys:  # one line: where we are, and the keys
-        footer = f"[{page.step + 1}/{n}] Enter/→ next · b/← back · number+Enter jump · q quit · {d.title}"
+        footer = say("demo.keys", i=str(page.step + 1), n=str(n), title=d.title)
     parts += [Rule(style="dim"), Text(footer, style="dim", no_wrap=True, overflow="ellipsis")]
     if status:
         parts.append(Text(status, style="bold"))

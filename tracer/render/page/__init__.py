@@ -26,7 +26,7 @@ from ..storage import example_words, storage_words
 from ..header import block_words, model_words, training_line, weights_warning
 from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
-from ..words import WORDS
+from ..words import PAGE_WORDS
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
@@ -109,7 +109,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
-        "words": WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
+        "words": PAGE_WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
