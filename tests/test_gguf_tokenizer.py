@@ -90,6 +90,38 @@ def test_llama_vocabulary_equals_tokenizers_and_transformers():
     _same(tok, _transformers(SP_GGUF))
 
 
+def _spaces_and_mask(meta: dict) -> dict:
+    """The sentencepiece fixture with what Gemma's files have: tokens of two and three spaces stored as
+    spaces (one of them user-defined), GemmaTokenizer's own special tokens (`<mask>`, `<bos>`, …), and
+    scores that do not follow the merge order."""
+    more = ["  ", "   ", "<mask>", "\u2581\u2581x", "<bos>", "<eos>", "<pad>"]
+    tokens = [str(x) for x in meta["tokenizer.ggml.tokens"]] + more
+    types = [int(x) for x in meta["tokenizer.ggml.token_type"]] + [1, 4, 1, 1, 1, 1, 1]
+    scores = [float(x) for x in meta["tokenizer.ggml.scores"]][::-1] + [0.0] * len(more)
+    return {**meta, "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types, "tokenizer.ggml.scores": scores}
+
+
+@pytest.mark.parametrize("arch", ["gemma3", "gemma2", "phi3"])
+def test_gemma_and_phi3_vocabularies_equal_tokenizers_and_transformers(tmp_path, arch):
+    """transformers rebuilds these two kinds its own way (gguf_tokenizer_mapping.py): Gemma with its
+    space tokens respelled "▁▁", merges in the tokens' file order and no space prefix; Phi-3 with the
+    prefix from a normalizer. tracer's ids equal tokenizers' (running tracer's table) and
+    transformers' (building its own) for every text, and the decoded text too."""
+    meta = _spaces_and_mask({**_meta(SP_GGUF), "general.architecture": arch})
+    path = _write(tmp_path / f"{arch}.gguf", meta)
+    tok = tokenizer_from_gguf(_meta(path), str(path))
+    texts = TEXTS + ["two  spaces", "x  ", "   three", "<mask> and <unk>", "\u2581\u2581x"]
+    ref = _with_tokenizers(_meta(path))
+    assert [tok.encode(s) for s in texts] == [ref.encode(s).ids for s in texts]
+    hf = _transformers(path)
+    _same(tok, hf, texts)
+    assert [tok.decode(tok.encode(s)) for s in texts] == [hf.decode(hf(s)["input_ids"]) for s in texts]
+    llama = tokenizer_from_gguf({**_meta(path), "general.architecture": "llama"})  # Metaspace, "first"
+    # Gemma puts no ▁ before the text; Phi-3 puts one before it always, even when it starts with a space
+    assert (tok.encode("hi") == llama.encode("hi")) == (arch == "phi3")
+    assert (tok.encode(" hi") == llama.encode(" hi")) == (arch != "phi3")
+
+
 LLAMA_VARIANTS = {
     "no bos": {"tokenizer.ggml.add_bos_token": False},
     "eos too": {"tokenizer.ggml.add_eos_token": True},
@@ -162,8 +194,8 @@ def test_what_cannot_be_reproduced_is_refused_in_one_line():
     assert all(name in str(e.value) for name in PRE_TOKENIZERS) and "\n" not in str(e.value)
     with pytest.raises(TracerError, match="tokenizer.ggml.model 't5'"):
         tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "t5"})
-    with pytest.raises(TracerError, match="a gemma2 vocabulary"):
-        tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "llama", "general.architecture": "gemma2"})
+    with pytest.raises(TracerError, match="a gemma4 vocabulary"):
+        tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "llama", "general.architecture": "gemma4"})
     with pytest.raises(TracerError, match="without tokenizer.ggml.merges"):
         tokenizer_from_gguf({k: v for k, v in meta.items() if k != "tokenizer.ggml.merges"})
     with pytest.raises(TracerError, match="eos_token_id 99999 is not a token id"):

@@ -176,3 +176,18 @@ def test_random_text_equals_tokenizers(text, path):
         _CACHE[path] = SPTokenizer(path), _reference(path)
     tok, ref = _CACHE[path]
     assert tok.encode(text) == ref.encode(text).ids
+
+
+def test_split_merged_with_previous_equals_tokenizers():
+    """GemmaTokenizer's pre-tokenizer, Split(" ", MergedWithPrevious), as tokenizers cuts: every string
+    of a's, b's and spaces up to length 7, and a longer delimiter."""
+    import itertools
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tracer.sp_tokenizer import merged_with_previous
+
+    for delim in (" ", "ab"):
+        pt = tokenizers.pre_tokenizers.Split(delim, behavior="merged_with_previous")
+        for n in range(8):
+            for t in map("".join, itertools.product("ab ", repeat=n)):
+                assert merged_with_previous(t, delim) == [p for p, _ in pt.pre_tokenize_str(t)], (t, delim)

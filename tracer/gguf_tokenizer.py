@@ -10,8 +10,11 @@ fallback, fuse_unk, and merges rebuilt from the vocabulary and the scores as tra
 `generate_merges` does when the file has none. Tokens of type 3 (control) are special added tokens,
 type 4 (user-defined) plain added tokens, both matched whole before BPE; the bos/eos/unk/padding tokens
 are special too. BOS/EOS are added as `add_bos_token` / `add_eos_token` say (a "llama" file without the
-flag adds BOS, as llama.cpp does). Other models (t5, rwkv, …) and the architectures whose vocabulary
-transformers rebuilds (gemma, phi3) are refused in one line.
+flag adds BOS, as llama.cpp does). A Gemma vocabulary (gemma, gemma2, gemma3) is read as transformers'
+`gemma_tokenizer` reads it: tokens of two or more spaces respelled "▁▁…", merges rebuilt in the tokens'
+file order (Gemma's scores do not follow its merges), GemmaTokenizer's steps (Replace(" ", "▁"), no
+space prefix, its `<mask>` special); Phi-3's as its `phi3_tokenizer`: the ▁ prefix from a normalizer,
+before every text. Other models (t5, rwkv, …) and gemma3n/gemma4 are refused in one line.
 
 Where llama.cpp and transformers part, transformers is followed by default (its ids are the reference
 tracer is checked against): it knows fewer `pre` names and gives the others GPT-2's split (SmolLM2's own
@@ -25,6 +28,7 @@ from __future__ import annotations
 from .bpe import refuse, two_token_splits
 from .errors import TracerError, near
 from .hf_tokenizer import byte_aliases
+from .sp_tokenizer import SPACE
 
 CONTROL, USER_DEFINED = 3, 4
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -64,7 +68,9 @@ PRE_TOKENIZERS = {
 # split, and ignore_merges is never set
 TRANSFORMERS_PRE = {**dict.fromkeys(_LLAMA3_NAMES, _split(_LLAMA3)), **dict.fromkeys(_QWEN2_NAMES, _split(_QWEN2)),
                     **dict.fromkeys(_GPT4O_NAMES, _split(_GPT4O)), "tekken": _split(_TEKKEN)}
-_REBUILT = ("gemma", "gemma2", "gemma3", "gemma3n", "gemma4", "phi3")  # transformers respells these vocabularies
+GEMMA = ("gemma", "gemma2", "gemma3")  # transformers' gemma_tokenizer: respelled spaces, merges in file order
+PHI3 = ("phi3",)  # transformers' phi3_tokenizer: the space prefix from a normalizer, no pre-tokenizer
+_REBUILT = ("gemma3n", "gemma4")  # transformers builds these another way again
 
 
 def _get(meta: dict, key: str, default=None):
@@ -177,29 +183,54 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
         data = {"normalizer": None, "pre_tokenizer": pre_tokenizer,
                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}}
     else:
-        spelled = tokens
-        vocab = {t: i for i, t in enumerate(tokens)}
+        gemma = arch in GEMMA
+        # Gemma files store a token of two or more spaces as spaces; its tokenizer looks them up as "▁▁"
+        spelled = [SPACE * len(t) if gemma and " " in t and not t.strip() else t for t in tokens]
+        vocab = {t: i for i, t in enumerate(spelled)}
         if merges is None:
             scores = _get(meta, "tokenizer.ggml.scores")
+            if gemma:  # Gemma's scores do not follow its merge order; the file's order of the tokens does
+                scores = [-i for i in range(len(spelled))]
             if scores is None or len(scores) != len(tokens):
                 raise TracerError(f"tokenizer {where}: a llama vocabulary needs tokenizer.ggml.scores (one per token) or merges")
-            merges = generate_merges(tokens, vocab, scores)
-        model_table = {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": True, "byte_fallback": True,
+            merges = generate_merges(spelled, vocab, scores)
+        unk = "<unk>" if gemma and "<unk>" in vocab else None  # GemmaTokenizer gives BPE its unk token
+        model_table = {"type": "BPE", "dropout": None, "unk_token": unk, "fuse_unk": True, "byte_fallback": True,
                        "ignore_merges": False, "vocab": vocab, "merges": merges}
-        # transformers does not read add_space_prefix (always "first"); llama.cpp leaves the space out when false
-        space = "never" if follow == "llama.cpp" and _get(meta, "tokenizer.ggml.add_space_prefix") is False else "first"
-        data = {"normalizer": None, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": space,
-                                                      "split": False},
-                "decoder": {"type": "Sequence", "decoders": [
-                    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
-                    {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
+        data = _sentencepiece_steps(meta, arch, follow)
     vocab = model_table["vocab"]
     named = [i for i in ids.values() if i is not None]
-    added = _added(spelled, types, vocab, named, model == "gpt2", where)
+    if arch in GEMMA and "<mask>" in vocab:  # GemmaTokenizer's own special tokens: its mask token too
+        named.append(vocab["<mask>"])
+    # user-defined tokens as the file spells them (transformers keeps those its vocabulary holds)
+    added = _added(tokens if arch in GEMMA else spelled, types, vocab, named, model == "gpt2", where)
     bos = spelled[ids["bos"]] if add_bos and ids["bos"] is not None else None
     eos = spelled[ids["eos"]] if add_eos and ids["eos"] is not None else None
     return {**data, "model": model_table, "added_tokens": added, "post_processor": _template(bos, eos, vocab),
             "truncation": None, "padding": None}
+
+
+_FUSED = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+
+
+def _sentencepiece_steps(meta: dict, arch, follow: str) -> dict:
+    """The normalizer, pre-tokenizer and decoder of a `llama` vocabulary, as transformers builds them:
+    LlamaTokenizer's Metaspace ("first"), Phi-3's Prepend("▁") + Replace(" ", "▁") with no
+    pre-tokenizer, GemmaTokenizer's Replace(" ", "▁") with no prefix (and its Split on spaces, which
+    finds none left)."""
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}
+    strip = {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+    if arch in GEMMA:
+        return {"normalizer": replace, "decoder": {"type": "Sequence", "decoders": _FUSED},
+                "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                                  "invert": False}}
+    if arch in PHI3:
+        return {"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPACE}, replace]},
+                "pre_tokenizer": None, "decoder": {"type": "Sequence", "decoders": _FUSED + [strip]}}
+    # transformers does not read add_space_prefix (always "first"); llama.cpp leaves the space out when false
+    space = "never" if follow == "llama.cpp" and _get(meta, "tokenizer.ggml.add_space_prefix") is False else "first"
+    return {"normalizer": None, "decoder": {"type": "Sequence", "decoders": _FUSED + [strip]},
+            "pre_tokenizer": {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": space, "split": False}}
 
 
 def tokenizer_from_gguf(meta: dict, path: str | None = None, sha256: str | None = None, follow: str = "transformers"):

@@ -98,11 +98,18 @@ class SPTokenizer(BPEBase):
         return out
 
     def _read_pre_tokenizer(self, spec, where) -> None:
-        self.metaspace, self.prepend_scheme, self.split = None, "never", False
+        self.metaspace, self.prepend_scheme, self.split, self.split_after = None, "never", False, None
         if spec is None:
             return
+        if spec.get("type") == "Split":  # GemmaTokenizer's: after each space, the space kept with the piece before
+            pattern = spec.get("pattern") or {}
+            if ("String" not in pattern or spec.get("behavior") != "MergedWithPrevious" or spec.get("invert")
+                    or not pattern["String"]):
+                refuse(where, "a Split pre-tokenizer other than on a string, merged with the piece before")
+            self.split_after = str(pattern["String"])
+            return
         if spec.get("type") != "Metaspace":
-            refuse(where, f"pre-tokenizer {spec.get('type')} (tracer reads Metaspace or none here)")
+            refuse(where, f"pre-tokenizer {spec.get('type')} (tracer reads Metaspace, Split or none here)")
         self.metaspace = str(spec.get("replacement", SPACE))
         scheme = spec.get("prepend_scheme") or ("always" if spec.get("add_prefix_space", True) else "never")
         if scheme not in ("always", "first", "never"):
@@ -136,7 +143,7 @@ class SPTokenizer(BPEBase):
         return text
 
     def _encode_piece(self, piece: str, first: bool = False) -> list[int]:
-        words = [piece]
+        words = [piece] if self.split_after is None else merged_with_previous(piece, self.split_after)
         if self.metaspace is not None:
             rep = self.metaspace
             word = piece.replace(" ", rep)
@@ -212,6 +219,26 @@ class SPTokenizer(BPEBase):
             else:
                 tokens = _byte_fallback(tokens)
         return "".join(tokens)
+
+
+def merged_with_previous(text: str, delimiter: str) -> list[str]:
+    """tokenizers' Split(delimiter, MergedWithPrevious): each delimiter joins the piece before it;
+    one at the start, or right after another, is a piece of its own. "a b  c" → "a ", "b ", " ", "c"."""
+    out, previous_match, at = [], False, 0
+    while at < len(text):
+        found = text.find(delimiter, at)
+        end = len(text) if found < 0 else found
+        if end > at:
+            out.append(text[at:end])
+            previous_match = False
+        if found < 0:
+            break
+        if out and not previous_match:
+            out[-1] += delimiter
+        else:
+            out.append(delimiter)
+        previous_match, at = True, found + len(delimiter)
+    return out
 
 
 def _strip(token: str, content: str, start: int, stop: int) -> str:
