@@ -17,6 +17,7 @@ from tracer.cli import app
 from tracer.interventions import ablate_head, head_ablations
 from tracer.render.page import page_data
 from tracer.render.header import ablation_words
+from tracer.render.words import PAGE_WORDS as TEMPLATES
 from tracer.tokens import show_token
 
 WORDS = ["w1", "w2", "w3", "w4", "w5", "w1", "w2"]
@@ -157,7 +158,7 @@ def test_the_compare_page_carries_json_s_numbers_and_is_self_contained(compared)
     assert d["differs"] == [bool(x) for x in js["differs"]] and d["answers"] == js["answers"]
     assert [d["texts"][str(i)] for i in d["answers"]] == [show_token(t) for t in js["answer_tokens"]]
     assert [p["ids"][0] for p in d["predictions"]] == js["answers"]
-    assert d["words"]["answers"].startswith("A predicts ")
+    assert d["said"]["answers"].startswith("A predicts ") and d["words"] == TEMPLATES  # compare.js fills WORDS' templates too
 
 
 def test_compare_export_writes_nothing_on_a_bad_input(runner, tmp_path):

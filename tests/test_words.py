@@ -1,6 +1,6 @@
 """Each step's words written once (`tracer/render/words.py`): the page's script lays out the sentences the
-terminal prints and never words them itself; every template key it reads is in the page's data with the
-slots it fills; the sentences the page is sent finished (the KV cache's notes, the logit lens's verdict,
+terminal prints and never words them itself, nor any sentence of its own (no prose literal in a script);
+every template key it reads is in the page's data with the slots it fills, and every template is said; the sentences the page is sent finished (the KV cache's notes, the logit lens's verdict,
 the run's result) are the terminal's, for the families whose wording differs (grouped-query attention,
 RMS norm, rotary positions, Gemma's soft-caps). The demo's modules (`render/demo/`) hold no sentence of
 their own either, and every key they say is in the words with the slots they give."""
@@ -89,6 +89,98 @@ def test_the_page_script_holds_no_sentence_of_the_words_module():
                 assert part not in src, f"{name} words “{part}” itself: say({key!r}) instead (tracer/render/words.py)"
 
 
+AFTER_WHICH_A_REGEX = set("(,=:[!&|?{};+-*%<>~^")  # a '/' after one of these starts a regex literal, not a division
+
+
+def literals(src: str) -> list[tuple[int, str]]:
+    """(line, text) of every string and template literal of a script outside its comments and regex literals, each
+    template's `${…}` substitutions removed (the literals inside them are listed too)."""
+    found, n = [], len(src)
+
+    def template(i):  # src[i] is just past the opening backtick: the text, and the index past the closing one
+        text = []
+        while src[i] != "`":
+            if src[i] == "\\":
+                text.append(src[i:i + 2])
+                i += 2
+            elif src.startswith("${", i):
+                i = code(i + 2, "}")
+            else:
+                text.append(src[i])
+                i += 1
+        return "".join(text), i + 1
+
+    def code(i, end):  # the code from src[i] to the `end` bracket that closes it: the index past that bracket
+        depth, last = 0, "("
+        while i < n:
+            c = src[i]
+            if src.startswith("//", i):
+                i = src.find("\n", i) % (n + 1)
+            elif src.startswith("/*", i):
+                i = src.index("*/", i) + 2
+            elif c in "\"'":
+                j = i + 1
+                while src[j] != c:
+                    j += 2 if src[j] == "\\" else 1
+                found.append((src.count("\n", 0, i) + 1, src[i + 1:j]))
+                i, last = j + 1, "a"
+            elif c == "`":
+                line = src.count("\n", 0, i) + 1
+                text, i = template(i + 1)
+                found.append((line, text))
+                last = "a"
+            elif c == "/" and last in AFTER_WHICH_A_REGEX:
+                j, in_class = i + 1, False
+                while in_class or src[j] != "/":  # a '/' inside [...] does not end it
+                    if src[j] == "\\":
+                        j += 1
+                    elif src[j] in "[]":
+                        in_class = src[j] == "["
+                    j += 1
+                i, last = j + 1, "a"
+            else:
+                if c in ")]}" and depth == 0 and c == end:
+                    return i + 1
+                depth += (c in "([{") - (c in ")]}")
+                if not c.isspace():
+                    last = "a" if c.isalnum() or c in "_$" else c
+                i += 1
+        return i
+
+    code(0, None)
+    return found
+
+
+WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+
+
+def prose(text: str, least: int = 4) -> bool:
+    """Whether `text` holds `least` words in a row (punctuation is skipped; a number or a symbol breaks the run)."""
+    run = 0
+    for token in text.split():
+        word = token.strip(",.;:()“”\"!?")
+        if word:
+            run = run + 1 if WORD.fullmatch(word) else 0
+        if run >= least:
+            return True
+    return False
+
+
+def test_the_prose_rule_finds_a_sentence_and_nothing_else():
+    src = """// a comment with many words in it is not prose\n/* nor is this block comment, however long */
+const a = `Layer ${l}, head ${h} of ${H}. The article's analogy`, r = /"[^"]+"/g, q = x / 2 / y;
+el("td", { class: "r n", title: `dim ${d}: ${exact(x)}` }, say("scores.none"), `${ok ? `the keys it weighs most` : ""}`);"""
+    lits = literals(src)
+    assert [t for _, t in lits if prose(t)] == ["Layer , head  of . The article's analogy", "the keys it weighs most"]
+    assert ("r n" in [t for _, t in lits]) and not any(prose(t) for t in ("r n", "dim : ", "scores.none", "K (key)", "− ∞ 0 1 2"))
+
+
+def test_the_page_scripts_hold_no_prose_literal():
+    """Every sentence or phrase the pages show is tracer/render/words.py's, the script calls say(key, {slots}) (issue 21)."""
+    said = [f"{name}:{line}: {text!r}" for name, src in SCRIPTS.items() for line, text in literals(src) if prose(text)]
+    assert not said, "prose in the page's script (a WORDS entry and say() instead):\n" + "\n".join(said)
+
+
 def test_the_old_twins_are_gone_from_the_script():
     """Sentences the script used to word itself, beside the terminal's (issue 21)."""
     for old in ("queries the embedding matrix", "can see the keys and values of", "the causal mask hides nothing",
@@ -110,7 +202,16 @@ def test_every_key_the_script_says_is_in_the_words_with_the_slots_it_fills():
                 wanted = set(SLOT.findall(WORDS[key]))
                 assert (slots or set()) == wanted, f"{name}: say({key!r}) fills {sorted(slots or ())}, it names {sorted(wanted)}"
                 seen += 1
-    assert seen >= 60  # the script says the terminal's sentences (a parser that found none would pass vacuously)
+    assert seen >= 150  # the script says the sentences (a parser that found none would pass vacuously)
+
+
+def test_every_script_says_its_words_and_every_template_is_said():
+    said = {name: {key for keys, _ in say_calls(src) for key in keys} for name, src in SCRIPTS.items()}
+    assert all(said.values()), {name: len(keys) for name, keys in said.items()}  # the compare page's, the panel's, …
+    python = "\n".join(p.read_text(encoding="utf-8") for p in Path(tracer.__file__).parent.rglob("*.py") if p.name != "words.py")
+    unsaid = [key for key in WORDS if not any(key in keys for keys in said.values())
+              and f'"{key}"' not in python and f"'{key}'" not in python]
+    assert not unsaid, f"templates neither the page's scripts nor the terminal say: {unsaid}"
 
 
 def test_say_fills_every_slot_and_refuses_a_missing_one():
@@ -156,7 +257,7 @@ def test_the_sentences_sent_finished_are_the_terminals(run, render_text):
     m, gen, d = run
     text = flat(render_text(lambda console: show_generation(gen, m.tokenizer, View(), console=console), width=200))
     assert d["kv_notes"] and d["passes"][0]["lens"]["notes"]
-    for words in d["kv_notes"] + d["passes"][0]["lens"]["notes"] + [d["generated"], d["model"]["line"]]:
+    for words in d["kv_notes"] + d["passes"][0]["lens"]["notes"] + [d["generated"], d["model"]["line"], d["run"]]:
         assert flat(words) in text, words
     cfg = m.config
     per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head  # grouped-query attention: the key/value heads, not the query heads
@@ -171,7 +272,8 @@ def test_a_sampled_runs_draw_is_said_in_the_terminals_words(render_text):
     drawn = d["passes"][0]["sampling"]
     assert drawn["stages"].startswith("logits → ÷ temperature 0.80") and "draw u (seed 3)" in drawn["stages"]
     assert any(n.startswith("draw: numpy's PCG64 generator seeded with 3") for n in drawn["notes"])
-    for words in [drawn["stages"], *drawn["notes"]]:
+    assert d["run"] == "temperature 0.8, top-k 5, top-p 0.9, seed 3, KV cache on, 2 new tokens"  # the header's second line
+    for words in [drawn["stages"], *drawn["notes"], d["run"]]:
         assert flat(words) in text, words
     greedy = m.generate("the cat sat", max_new_tokens=1)
     assert all(q["sampling"] is None for q in page_data(greedy, m.tokenizer)["passes"])  # greedy: the terminal shows no draw
@@ -183,7 +285,7 @@ WORD = re.compile(r"\(?[A-Za-z][A-Za-z'’-]*[,.;:!?)]*")  # a plain word, with 
 SENTENCE = 6  # this many plain words in a row in a string literal: a sentence (a screen's title or a column has fewer)
 
 
-def literals(path: Path):
+def py_literals(path: Path):
     """(line, text) of every string literal of a module but its docstrings; an f-string's text with each
     {slot} as a break between words."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -210,7 +312,7 @@ def words_in_a_row(text: str) -> int:
 
 def sentences(folder_files) -> list[str]:
     """The string literals of these modules that are sentences: `SENTENCE` plain words in a row."""
-    return [f"{p.name}:{line}: {text[:80]!r}" for p in folder_files for line, text in literals(p)
+    return [f"{p.name}:{line}: {text[:80]!r}" for p in folder_files for line, text in py_literals(p)
             if words_in_a_row(text) >= SENTENCE]
 
 

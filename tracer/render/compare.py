@@ -4,7 +4,7 @@ Reads what `tracer.interventions.activation_patching` measured (plain numbers): 
 tokens and where they differ, both predictions and the logit difference between A's and B's top
 tokens, how far the residual streams are apart, and the fraction of that difference A's residual
 stream recovers when it is patched into B's run at one layer and position. The renderer never runs
-the model. The sentences are functions here, so that the page of `compare --export FILE.html`
+the model. The sentences are `words.WORDS`' (the fixed ones) and functions here (those with a run's numbers), so that the page of `compare --export FILE.html`
 (`render.page.compare`) says what the terminal says.
 """
 
@@ -21,12 +21,7 @@ from ..tokens import label, show_token
 from .fmt import num
 from .heatmap import color
 from .text import line, section
-
-
-PATCHING_TITLE = "Activation patching: where does A's answer live?"
-PATCHING_WORDS = ("Each cell: B's run with A's residual stream (blocks.L.hook_resid_pre) put in at that layer's input and "
-                  "that position alone, and the fraction of the difference it gives back, (ld_patched − ld_B) ÷ "
-                  "(ld_A − ld_B): 1 is A's answer, 0 is B's.")
+from .words import say
 
 
 def answers_words(result: dict, tok) -> str:
@@ -51,7 +46,7 @@ def distance_words(result: dict) -> str:
 @group()
 def compare_view(result: dict, tok, a_ids, b_ids):
     name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731
-    yield section("Two prompts, one answer each")
+    yield section(say("compare.prompts"))
     t = Table(box=None, padding=(0, 1))
     t.add_column("")
     for p in range(len(a_ids)):
@@ -61,8 +56,8 @@ def compare_view(result: dict, tok, a_ids, b_ids):
     t.add_row("", *["≠" if d else "" for d in result["differs"]])
     yield t
     yield line(answers_words(result, tok))
-    yield section(PATCHING_TITLE)
-    yield line(PATCHING_WORDS)
+    yield section(say("compare.title"))
+    yield line(say("compare.patching"))
     grid = Table(box=None, padding=(0, 1))
     grid.add_column("into layer", justify="right")
     for p in range(len(a_ids)):

@@ -1,6 +1,6 @@
 """What the walkthrough's header says about the model and the run, in words the terminal, the demo
 and the page share: the block (`block_words`), how it was trained (`training_line`), where the
-weights came from (`weights_warning`), an ablation's effect (`ablation_words`), and what training
+weights came from (`weights_warning`), how the run was sampled (`settings_words`), an ablation's effect (`ablation_words`), and what training
 made of the heads (`head_roles_line`). Plain functions of the config and the trace's meta: no Rich."""
 
 from __future__ import annotations
@@ -36,6 +36,21 @@ def model_words(meta: dict, cfg) -> str:
     """The header's model line: "model abc: 4 layers, d_model 64, 4 heads (d_head 16), float32; learned positions, …"."""
     return say("header.model", name=str(meta.get("model", "?")), layers=count(cfg.n_layers, "layer"), d_model=str(cfg.d_model),
                heads=count(cfg.n_heads, "head"), d_head=str(cfg.d_head), dtype=cfg.dtype, block=block_words(cfg))
+
+
+def settings_words(gen) -> str | None:
+    """How the run was sampled, as the header's second line: "temperature 0 (greedy), seed 0, KV cache on, 3 new tokens"
+    (None: a trace without settings)."""
+    s = gen.settings
+    if s is None:
+        return None
+    bits = ["temperature 0 (greedy)" if s.temperature == 0 else f"temperature {s.temperature:g}"]
+    if s.top_k is not None:
+        bits.append(f"top-k {s.top_k}")
+    if s.top_p is not None:
+        bits.append(f"top-p {s.top_p:g}")
+    bits += [f"seed {s.seed}", "KV cache on" if s.cache else "KV cache off", count(len(gen.generated_ids), "new token")]
+    return ", ".join(bits)
 
 
 def block_words(cfg) -> str:

@@ -36,7 +36,7 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     """Which rows each pass reused from the KV cache and which it computed, and the work saved."""
     on = gen.settings.cache if gen.settings is not None else True
     rows = cache_rows(gen)
-    t = Table(title=f"KV cache ({'on' if on else 'off: --no-cache'}): rows reused and computed per pass",
+    t = Table(title=say("loop.table", state="on" if on else say("loop.cache_off")),
               title_justify="left")
     for c, j in (("pass", "right"), ("reused | computed", "left"), ("rows", "right"), ("multiply-adds", "right"),
                  ("recompute all", "right"), ("saved", "right")):

@@ -41,7 +41,7 @@ def _overview_table(ctx: Ctx, first_col: str) -> Table:
         for h in range(H):  # the sentence above says what the cell is: the most-attended token and its weight
             tab.add_column(f"head {h}", justify="left", no_wrap=True)
     else:
-        tab.add_column(f"most-attended token, heads 0–{H - 1}", no_wrap=False)
+        tab.add_column(say("layers.most", last=str(H - 1)), no_wrap=False)
     return tab
 
 

@@ -28,7 +28,7 @@ from ..sections import LAYER, NUMBERED
 from .checks import check_line
 from .context import Ctx
 from .fmt import count, integer
-from .header import ablation_words, head_roles_line, model_words, training_line, weights_warning
+from .header import ablation_words, head_roles_line, model_words, settings_words, training_line, weights_warning
 from .heatmap import heatmaps
 from .layer import layer_section
 from .lens import logit_lens_view
@@ -44,19 +44,10 @@ from .words import say
 @group()
 def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
-    s = ctx.gen.settings
     yield line(("tracer", "bold"), " · " + model_words(meta, cfg))
-    if s is not None:
-        t = s.temperature
-        bits = ["temperature 0 (greedy)" if t == 0 else f"temperature {t:g}"]
-        if s.top_k is not None:
-            bits.append(f"top-k {s.top_k}")
-        if s.top_p is not None:
-            bits.append(f"top-p {s.top_p:g}")
-        bits.append(f"seed {s.seed}")
-        bits.append("KV cache on" if s.cache else "KV cache off")
-        bits.append(f"{len(ctx.gen.generated_ids)} new token{'s' if len(ctx.gen.generated_ids) != 1 else ''}")
-        yield Text(", ".join(bits), style="dim")
+    run = settings_words(ctx.gen)
+    if run is not None:
+        yield Text(run, style="dim")
     if isinstance(meta.get("training"), dict):
         yield Text(training_line(meta["training"]), style="dim")
     stored = storage_words(meta)

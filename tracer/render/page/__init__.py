@@ -23,7 +23,7 @@ from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..sampling import draw_stages, sampling_notes
 from ..storage import example_words, storage_words
-from ..header import block_words, model_words, training_line, weights_warning
+from ..header import block_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS
@@ -122,6 +122,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
         "settings": None if s is None else {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
                                             "seed": s.seed, "cache": s.cache, "max_new_tokens": s.max_new_tokens},
+        "run": settings_words(gen),  # the terminal header's second line: how the run was sampled
         "stopped": stop_words(gen), "text": show_invisible(gen.text),
         "precision": int(precision), "top_k": int(top_k),
         "n_prompt": rows.n_prompt, "n_rows": rows.n_rows,

@@ -2,7 +2,7 @@
 // prediction after the prompt's last token with that head's z set to zeros (tracer.interventions.head_ablations),
 // and the terminal's sentence for it; a button per head shows it (the sentence is Python's, never re-worded here).
 
-const HA = D.head_ablations || { done: false, words: "head ablations not precomputed for this page", heads: null };
+const HA = D.head_ablations || { done: false, words: say("ablate.none"), heads: null };
 
 function ablated(l, h) { return HA.done && HA.heads[l] ? HA.heads[l][h] || null : null; }
 
@@ -18,12 +18,12 @@ function probBars(title, ids, ps, mark) {  // a small table of top tokens with t
 function ablationResult(l, h) {           // the sentence and the bars of the chosen head's ablation
   const a = ablated(l, h);
   const box = el("div", { id: "ablation", class: "ablation", "aria-live": "polite" });
-  if (!a) { box.append(el("p", { class: "note" }, HA.words || `no ablation of head ${l}:${h} in this page`)); return box; }
+  if (!a) { box.append(el("p", { class: "note" }, HA.words || say("ablate.missing", { layer: l, h }))); return box; }
   const top = HA.clean.ids[0];
   box.append(el("p", { class: "ablation-words" }, b(a.words)),
-    el("div", { class: "two" }, probBars("the run as recorded", HA.clean.ids, HA.clean.p, top),
-      probBars(`without head ${l}:${h}`, a.ids, a.p, top)));
-  if (!a.ids.includes(top)) box.append(el("p", { class: "note" }, `without it, `, idEl(top), ` has p ${prob(a.p_clean_top)}, below its top ${a.ids.length}`));
+    el("div", { class: "two" }, probBars(say("ablate.recorded"), HA.clean.ids, HA.clean.p, top),
+      probBars(say("ablate.without", { layer: l, h }), a.ids, a.p, top)));
+  if (!a.ids.includes(top)) box.append(el("p", { class: "note" }, say("ablate.below_top", { token: idEl(top), p: prob(a.p_clean_top), n: a.ids.length })));
   return box;
 }
 
@@ -36,22 +36,20 @@ function ablationGrid() {                 // a button per head: its layer:head a
   const body = HA.heads.map((row, l) => el("tr", null, el("th", { class: "r" }, l), row.map((a, h) => {
     const on = l === S.layer && h === S.head;
     return el("td", null, el("button", { type: "button", class: `abl${a.changed ? " changed" : ""}`, "data-ablate": `${l}:${h}`,
-      "aria-pressed": on ? "true" : "false", "aria-label": `head ${l}:${h}: the prediction without it`,
+      "aria-pressed": on ? "true" : "false", "aria-label": say("ablate.button", { layer: l, h }),
       style: tint((a.p_clean_top ?? 0) - clean, scale), title: a.words }, compact ? null : `${l}:${h} `,
       el("small", null, `${compact ? cprob(a.p_clean_top ?? 0) : prob(a.p_clean_top)}${a.changed ? " ✗" : ""}`)));
   })));
-  return el("table", { class: "grid ablate", "aria-label": "heads to knock out" }, el("thead", null, head), el("tbody", null, body),
-    el("caption", null, "p(", idEl(top), `) without each head (clean ${prob(clean)}); ✗ the top-1 changes`,
-      compact ? "; a row per layer, a column per head" : ""));
+  return el("table", { class: "grid ablate", "aria-label": say("ablate.grid") }, el("thead", null, head), el("tbody", null, body),
+    el("caption", null, say("ablate.caption", { token: idEl(top), p: prob(clean), compact: compact ? say("ablate.compact") : "" })));
 }
 
 function ablationSection() {              // the heads step's part: knock a head out, see the prediction
   if (!CFG.n_layers) return null;
   const at = label(HA.position);
-  const out = [el("h3", null, `Knock one head out: what ${at} predicts without it`)];
+  const out = [el("h3", null, say("ablate.title", { L: at }))];
   if (!HA.done) return out.concat(el("p", { class: "note ablation-missing" }, HA.words));
-  out.push(p(`Each button runs the prompt again with one head's z set to zeros where the heads are combined (what `,
-    el("code", null, "tracer trace --ablate L:H"), " does); click one, or choose a layer and a head above."));
+  out.push(p(say("ablate.how", { command: el("code", null, "tracer trace --ablate L:H") })));
   out.push(el("div", { class: "two" }, el("div", { class: "ablate-box" }, ablationGrid()), ablationResult(S.layer, S.head)));
   return out;
 }

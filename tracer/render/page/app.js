@@ -6,7 +6,7 @@ const SLIDES = { tokens: slideTokens, embed: slideEmbed, qkv: slideQKV, scores: 
   checks: slideChecks };
 
 function cells(v) {                       // a vector as up to 6 table cells: all, or the first 3, …, the last 2
-  if (!v) return [el("td", { colspan: 6, class: "missing" }, "— not in this page")];
+  if (!v) return [el("td", { colspan: 6, class: "missing" }, `— ${say("page.absent")}`)];
   const scale = Math.max(...v.vals.map(x => Math.abs(x || 0)), 1e-12);
   const td = (x, d) => el("td", { class: "n", style: tint(x, scale), title: `dim ${d}: ${exact(x)}` }, num(x));
   if (v.whole && v.vals.length <= 6) return v.vals.map((x, d) => td(x, d)).concat(v.vals.length < 6 ? [el("td", { colspan: 6 - v.vals.length })] : []);
@@ -36,11 +36,11 @@ function detailRows() {                   // [step, name, vector or words] for t
     if (CFG.mlp) rows.push(["mlp", "mlp_out", vecOf(Y.mlp_out, t)]);
     rows.push(["mlp", `out ${l}`, vecOf(Y.out, t)]);
     const first = vecOf(D.layers[0].x, t), last = vecOf(D.layers[CFG.n_layers - 1].out, t);
-    if (first && last) rows.push(["layers", "‖x‖", `${num(first.norm)} into layer 0 → ${num(last.norm)} out of layer ${CFG.n_layers - 1}`]);
+    if (first && last) rows.push(["layers", "‖x‖", say("detail.norms", { first: num(first.norm), last: num(last.norm), layer: CFG.n_layers - 1 })]);
   }
   rows.push(["predict", "f", vecOf(D.inputs.final, t)]);
   const q = D.positions[t];
-  if (q) rows.push(["positions", "predicts", [idEl(q.top), ` ${prob(q.top_p)}; next is `, idEl(q.next), ` ${prob(q.next_p)}; loss ${num(q.loss)}`]]);
+  if (q) rows.push(["positions", "predicts", say("detail.predicts", { top: idEl(q.top), p: prob(q.top_p), next: idEl(q.next), next_p: prob(q.next_p), loss: num(q.loss) })]);
   return rows;
 }
 
@@ -50,14 +50,14 @@ function drawDetail() {
   const box = document.getElementById("detail");
   const rows = detailRows().map(([step, name, v]) => el("tr", { class: step === id ? "now" : null, "data-for": step },
     el("th", null, name), Array.isArray(v) || typeof v === "string" ? el("td", { colspan: 6, class: "words" }, v) : cells(v)));
-  const heading = el("h2", null, `Following ${L} `, el("span", { class: "tt" }, tk.text));
-  const sub = el("p", { class: "sub" }, `position ${t}, id ${tk.id}${where}` + (CFG.n_layers ? ` · layer ${S.layer}, head ${S.head}` : ""));
+  const heading = el("h2", null, say("detail.following", { L, text: el("span", { class: "tt" }, tk.text) }));
+  const sub = el("p", { class: "sub" }, say("detail.where", { t, id: tk.id, generated: where,
+    at: CFG.n_layers ? say("detail.at", { layer: S.layer, h: S.head }) : "" }));
   const chosen = D.passes.find(q => q.reads === t);
-  const predicts = chosen && chosen.chosen !== null ? el("p", { class: "sub" }, `${L} is the last token of pass ${D.passes.indexOf(chosen)}: it chooses `, idEl(chosen.chosen)) : null;
-  const legend = el("p", { class: "note" }, `${L}'s vectors, step by step (▶ this step's; hover a number for 6 digits): E embedding row, P position, `,
-    `x in the layer's input, ${SW.norm.short} its ${SW.norm.title}, Q K V of the head, z the weighted sum, attn_out after W_O, out the layer's output, f the final vector.`);
+  const predicts = chosen && chosen.chosen !== null ? el("p", { class: "sub" }, say("detail.last", { L, k: D.passes.indexOf(chosen), token: idEl(chosen.chosen) })) : null;
+  const legend = el("p", { class: "note" }, say("detail.legend", { L, norm: SW.norm.short, norm_title: SW.norm.title }));
   box.replaceChildren(...[heading, sub, predicts, el("table", { class: "card" }, el("tbody", null, rows)), legend,
-    D.left_out.length ? el("p", { class: "note" }, "Left out of this page: ", D.left_out.join("; "), ".") : null].filter(x => x));
+    D.left_out.length ? el("p", { class: "note" }, say("detail.left_out", { what: D.left_out.join("; ") })) : null].filter(x => x));
 }
 
 function button(attrs, words, on) { return el("button", Object.assign({ type: "button", "aria-pressed": on ? "true" : "false" }, attrs), words); }
@@ -72,21 +72,21 @@ function drawControls() {
   D.tokens.forEach((tk, t) => {
     const runnable = t < N && CI.has(t);
     if (many && !runnable && t < N) return;
-    const why = t >= N ? "appended after the last pass: never run" : runnable ? `follow ${tk.label}` : "not in this page";
+    const why = t >= N ? say("tokens.never_run") : runnable ? `follow ${tk.label}` : say("page.absent");
     chips.push(button({ class: `tok${t >= D.n_prompt ? " gen" : ""}`, "data-token": runnable ? t : null, disabled: !runnable, title: `${tk.label} · id ${tk.id} · ${why}` },
       [el("b", null, tk.label), " ", el("span", { class: "tt" }, tk.text)], t === S.token));
   });
-  if (many) chips.unshift(el("span", { class: "note" }, `(${integer(N - D.carried.length)} tokens not in this page)`));
+  if (many) chips.unshift(el("span", { class: "note" }, say("tokens.absent", { tokens: count(N - D.carried.length, "token") })));
   toks.replaceChildren(...chips);
   const on = toks.querySelector('[aria-pressed="true"]');
   if (on && toks.scrollHeight > toks.clientHeight) toks.scrollTop = on.offsetTop - toks.offsetTop - 4;  // the followed chip in view
   document.getElementById("controls").classList.toggle("no-layers", !CFG.n_layers);
   document.getElementById("layers").replaceChildren(...D.layers.map((_, l) => button({ "data-layer": l, title: `layer ${l}` }, String(l), l === S.layer)));
   document.getElementById("heads").replaceChildren(...Array.from({ length: CFG.n_layers ? CFG.n_heads : 0 },
-    (_, h) => button({ "data-head": h, title: `head ${h}`, "aria-label": `head ${h}` + (ablated(S.layer, h) ? `: choose it; the card says the prediction without head ${S.layer}:${h}` : "") },
+    (_, h) => button({ "data-head": h, title: `head ${h}`, "aria-label": `head ${h}` + (ablated(S.layer, h) ? say("heads.card", { layer: S.layer, h }) : "") },
       String(h), h === S.head)));
   document.getElementById("passes").replaceChildren(...D.passes.map((q, k) => button({ "data-pass": k,
-    title: k === 0 ? `pass 0 reads the prompt ${span(0, q.n)}` : `pass ${k} reads ${label(q.n - 1)}` }, String(k), k === S.pass)));
+    title: k === 0 ? `pass 0 ${say("loop.reads_prompt", { span: span(0, q.n) })}` : `pass ${k} ${say("loop.reads", { named: label(q.n - 1) })}` }, String(k), k === S.pass)));
   document.getElementById("where").textContent = `${S.step + 1} / ${STEPS.length}`;
 }
 

@@ -1,6 +1,7 @@
 // tracer compare page (after core.js): two prompts of one length, both predictions, and activation patching
-// as a heatmap of layers × positions (tracer.interventions.activation_patching's numbers; the sentences are
-// the terminal's, from tracer/render/compare.py). Every cell holds its number; hover or focus shows it whole.
+// as a heatmap of layers × positions (tracer.interventions.activation_patching's numbers). The sentences are
+// tracer/render/words.py's, filled with say(), and the terminal's finished ones (D.said, tracer/render/compare.py).
+// Every cell holds its number; hover or focus shows it whole.
 
 function fraction(x) { return typeof x === "string" ? NaN : x; }   // "nan" (as --json writes it) → NaN
 function twoPlaces(x) { return Number.isNaN(x) ? "nan" : num(x, 2); }
@@ -13,8 +14,9 @@ function promptsTable() {                 // A's and B's tokens, column by colum
     toks.map((t, i) => el("td", { class: mark(i), title: `${name} ${t.label}: id ${t.id}` }, el("span", { class: "tt" }, t.text))));
   const marks = el("tr", { class: "marks" }, el("th", null, ""), diff.map((d, i) => el("td", { class: mark(i) }, d ? "≠" : "")));
   const n = diff.filter(d => d).length;
-  document.getElementById("prompts-words").replaceChildren(el("h2", null, "Two prompts, one answer each"),
-    p(b("A"), ` “${D.prompts[0]}”  ·  `, b("B"), ` “${D.prompts[1]}”: ${count(A.length, "token")} each, ${count(n, "position")} ${n === 1 ? "differs" : "differ"} (≠, bold).`));
+  document.getElementById("prompts-words").replaceChildren(el("h2", null, say("compare.prompts")),
+    p(say("compare.line", { A: b("A"), a: D.prompts[0], B: b("B"), b: D.prompts[1], tokens: count(A.length, "token"),
+      positions: `${count(n, "position")} ${n === 1 ? "differs" : "differ"}` })));
   return [el("table", { class: "grid prompts", id: "prompt-tokens" }, el("thead", null, head), el("tbody", null, row("A", A), row("B", B), marks))];
 }
 
@@ -22,32 +24,32 @@ function predictionBars(name, pred, answer) {  // the run's top tokens, its answ
   const body = pred.ids.map((id, i) => el("tr", { class: id === answer ? "on" : null }, el("td", null, idEl(id)),
     el("td", { class: "r n", title: exact(pred.p[i]) }, prob(pred.p[i])),
     el("td", null, el("span", { class: "barbox" }, el("span", { class: "bar", style: `width: ${(100 * Math.min(Math.max(pred.p[i] || 0, 0), 1)).toFixed(1)}%` })))));
-  return el("table", { class: "grid bars", id: `prediction-${name}` }, el("caption", null, `${name}'s run predicts`), el("tbody", null, body));
+  return el("table", { class: "grid bars", id: `prediction-${name}` }, el("caption", null, say("compare.run_predicts", { name })), el("tbody", null, body));
 }
 
 function predictions() {
   const [a, b_] = D.answers;
   return [el("div", { class: "two" }, predictionBars("A", D.predictions[0], a),
-    predictionBars("B", D.predictions[1], b_)), p(D.words.answers)];
+    predictionBars("B", D.predictions[1], b_)), p(D.said.answers)];
 }
 
 function scaleLegend() {                       // the colour scale: viridis from 0 (B's answer) to 1 (A's)
   const stops = VIRIDIS.map((c, i) => `rgb(${c}) ${(100 * i / (VIRIDIS.length - 1)).toFixed(0)}%`).join(", ");
-  return el("div", { class: "legend", id: "legend", role: "img", "aria-label": "colour scale: 0 (B's answer) dark purple to 1 (A's answer) yellow" },
+  return el("div", { class: "legend", id: "legend", role: "img", "aria-label": say("compare.scale") },
     el("span", null, "0 · B's answer"), el("span", { class: "scale", style: `background: linear-gradient(to right, ${stops})` }),
     el("span", null, "1 · A's answer"),
-    el("span", { class: "note" }, " (below 0 and above 1 take the end colours, nan is grey; each cell holds its number)"));
+    el("span", { class: "note" }, say("compare.scale_note")));
 }
 
 function cellWords(l, t, v) {
   const [A, B] = D.tokens;
-  return `B's run with A's blocks.${l}.hook_resid_pre at position ${A[t].label} (A ${A[t].text}, B ${B[t].text}): ` +
-    (Number.isNaN(v) ? "nan, nothing to recover (A's and B's logit differences are equal)" : `recovers ${exact(v)} of the logit difference`);
+  return say("compare.cell", { layer: l, pos: A[t].label, a: A[t].text, b: B[t].text,
+    what: Number.isNaN(v) ? say("compare.nan") : say("compare.recovers", { v: exact(v) }) });
 }
 
 function patchingMap() {                  // rows: the layer whose input is patched; columns: the position
   const [A, B] = D.tokens;
-  const readout = el("p", { class: "readout", id: "patch-readout", "aria-live": "polite" }, "Hover or focus a cell for its whole number.");
+  const readout = el("p", { class: "readout", id: "patch-readout", "aria-live": "polite" }, say("compare.hover"));
   const head = el("tr", null, el("th", null, "into layer"), A.map((t, i) => el("th", { class: D.differs[i] ? "differs" : null, scope: "col",
     title: `${t.label}: A ${t.text}, B ${B[i].text}` }, t.label, el("br"), el("span", { class: "tt" }, t.text), D.differs[i] ? el("br") : null,
     D.differs[i] ? el("span", { class: "tt" }, B[i].text) : null)));
@@ -61,7 +63,7 @@ function patchingMap() {                  // rows: the layer whose input is patc
   const show = e => { const td = e.target.closest("td.cell"); if (td) readout.textContent = td.getAttribute("aria-label"); };
   map.addEventListener("mouseover", show);
   map.addEventListener("focusin", show);
-  return [el("h2", null, D.words.title), p(D.words.patching), scaleLegend(), el("div", { class: "mapwrap" }, map), readout, p(D.words.distance)];
+  return [el("h2", null, say("compare.title")), p(say("compare.patching")), scaleLegend(), el("div", { class: "mapwrap" }, map), readout, p(D.said.distance)];
 }
 
 function drawCompare() {

@@ -3,7 +3,7 @@ both runs' predictions, and the activation-patching heatmap (layers × positions
 logit difference A's residual stream gives back to B's run), one self-contained file.
 
 `compare_data` gathers what `tracer.interventions.activation_patching` measured (plain numbers) and
-the terminal's sentences (`render.compare`); `html.compare_html` writes the file with the trace
+the sentences: `words.PAGE_WORDS`' templates, which `compare.js` fills as the trace page's script does, and the terminal's finished ones (`render.compare`: `said`); `html.compare_html` writes the file with the trace
 page's styles and its shared script, `core.js`, before `compare.js`. Never runs the model.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ...files import atomic_write
 from ...tokens import label, show_invisible, show_token
-from ..compare import PATCHING_TITLE, PATCHING_WORDS, answers_words, distance_words
+from ..compare import answers_words, distance_words
+from ..words import PAGE_WORDS
 from .data import r6
 
 FORMAT = "tracer-compare"
@@ -43,8 +44,8 @@ def compare_data(result: dict, tok, a_ids, b_ids, *, prompts=("", ""), model: st
         "answers": [int(a_top), int(b_top)],
         "ld": [r6(x) for x in result["ld"]],
         "predictions": preds,
-        "words": {"answers": answers_words(result, tok), "title": PATCHING_TITLE, "patching": PATCHING_WORDS,
-                  "distance": distance_words(result)},
+        "words": PAGE_WORDS,  # the sentences' templates (render/words.py), as the trace page's: compare.js fills them
+        "said": {"answers": answers_words(result, tok), "distance": distance_words(result)},  # the terminal's, finished
         "recovered": [[_value(v) for v in row] for row in result["recovered"]],
         "distance": [[r6(v) for v in row] for row in result["distance"]],
         "texts": {str(i): show_token(tok.token_str(i)) for i in sorted(ids)},

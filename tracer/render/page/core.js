@@ -40,14 +40,18 @@ function cprob(x) {                       // at most 4 characters: .45, 1.00, 3e
 // ------------------------------------------------------------------ words (tracer/render/words.py's, never this script's)
 
 function fill(template, slots) {          // a template's {slots} filled; a slot it names and is not given is an error
-  return template.replace(/\{(\w+)\}/g, (_, k) => {
-    if (!(k in slots)) throw new Error(`no value for {${k}} in “${template}”`);
-    return String(slots[k]);
+  const parts = template.split(/\{(\w+)\}/).map((s, i) => {   // odd parts: the slots' names
+    if (i % 2 === 0) return s;
+    if (!(s in slots)) throw new Error(`fill: {${s}} of “${template}”`);
+    const v = slots[s];
+    return v instanceof Node || Array.isArray(v) ? v : String(v);
   });
+  // a slot holding an element (a token's text, a button) gives the parts for el(), else the sentence as text
+  return parts.some(x => typeof x !== "string") ? parts.filter(x => x !== "") : parts.join("");
 }
 
 function say(key, slots = {}) {           // a step's sentence, as the terminal says it (D.words: tracer/render/words.py)
-  if (!D.words || !(key in D.words)) throw new Error(`no words “${key}” in the page's data`);
+  if (!D.words || !(key in D.words)) throw new Error(`say: D.words[“${key}”]`);
   return fill(D.words[key], slots);
 }
 
@@ -125,7 +129,7 @@ function tint(x, scale) {                 // sign and size as a background; the 
 }
 
 function vecEl(v) {                       // [0.800, -0.200, …] with the exact value of each on hover
-  if (!v) return el("span", { class: "missing" }, "not in this page");
+  if (!v) return el("span", { class: "missing" }, say("page.absent"));
   const { head, tail } = shown(v);
   const scale = Math.max(...v.vals.map(x => Math.abs(x || 0)), 1e-12);
   const nums = (xs, from) => xs.map((x, i) => [i ? ", " : "", el("span", { class: "n", style: tint(x, scale), title: `dim ${from + i}: ${exact(x)}` }, num(x))]);
@@ -179,7 +183,7 @@ function checksHere(section) {            // this step's checks for what is show
   const shows = c => (c.pos === null || c.pos === S.token) && (c.layer === null || c.layer === S.layer) && (c.head === null || c.head === S.head);
   const mine = here.filter(shows), others = here.filter(c => !shows(c));
   if (!here.length) return null;
-  const box = el("div", { class: "checks" }, el("h3", null, "Stated values checked here"));
+  const box = el("div", { class: "checks" }, el("h3", null, say("checks.here")));
   mine.forEach(c => box.append(checkEl(c)));
   if (others.length) {
     const where = [...new Map(others.map(c => {
@@ -187,8 +191,8 @@ function checksHere(section) {            // this step's checks for what is show
         : c.head !== null && c.head !== S.head ? ["data-pick-head", c.head, `head ${c.head}`] : ["data-follow", c.pos, label(c.pos)];
       return [what.join(" "), what];
     })).values()];
-    box.append(el("p", { class: "note" }, `${count(others.length, "more stated value")} here, for `,
-      where.map(([attr, v, words], i) => [i ? ", " : "", el("button", { class: "link", type: "button", [attr]: v }, words)]), " (click to see)"));
+    box.append(el("p", { class: "note" }, say("checks.more", { n: count(others.length, "more stated value"),
+      where: where.map(([attr, v, words], i) => [i ? ", " : "", el("button", { class: "link", type: "button", [attr]: v }, words)]) })));
   }
   return box;
 }

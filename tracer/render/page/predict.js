@@ -40,9 +40,8 @@ const TEMP = (() => {                     // the temperature control, made once 
   const value = el("output", { id: "temperature-value", for: "temperature" });
   const set = T => { S.T = T; input.value = String(T); updateProbs(); };
   const reset = el("button", { type: "button", id: "temperature-reset" },
-    recorded > 0 ? `back to the run's ${num(recorded, 2)}` : "T = 1 (softmax)");
-  const argmax = el("button", { type: "button", id: "temperature-zero" },
-    recorded > 0 ? "T = 0 (argmax)" : "T = 0 (argmax: this run)");
+    recorded > 0 ? say("temperature.reset", { T: num(recorded, 2) }) : say("temperature.one"));
+  const argmax = el("button", { type: "button", id: "temperature-zero" }, say(recorded > 0 ? "temperature.zero" : "temperature.zero_run"));
   const note = el("p", { class: "note", id: "temperature-note" });
   const scale = el("p", { class: "note" });
   const probs = el("div", { id: "probs", "aria-live": "polite" });
@@ -58,21 +57,18 @@ const TEMP = (() => {                     // the temperature control, made once 
 function updateProbs() {
   const k = S.pass, pass = D.passes[k], T = S.T;
   TEMP.value.textContent = num(T, 2);
-  if (!pass.top) { TEMP.probs.replaceChildren(p("no sampling recorded in this pass")); TEMP.topk.replaceChildren(); return; }
+  if (!pass.top) { TEMP.probs.replaceChildren(p(say("predict.none"))); TEMP.topk.replaceChildren(); return; }
   const at = softmaxAt(k, T), ids = pass.top.ids;
   const ps = ids.map((id, i) => (at ? at.p(id) : pass.top.probs[i]));
   const rec = TEMP.recorded;
-  TEMP.note.textContent = at && at.argmax
-    ? `T = 0: argmax over all ${integer(at.n)} recorded logits of pass ${k}: the largest logit gets probability 1, every other 0 (greedy decoding; no softmax, no draw).`
-    : at ? `softmax(logits ÷ ${num(T, 2)}) over all ${integer(at.n)} recorded logits of pass ${k}, computed in this page: below 1 sharpens, above 1 flattens; ` +
-      "moving T draws nothing again."
-    : `pass ${k}'s logits are not in this page (see "left out"): the recorded probabilities, at the run's temperature.`;
+  TEMP.note.textContent = at && at.argmax ? say("temperature.argmax", { n: integer(at.n), k })
+    : at ? say("temperature.softmax", { T: num(T, 2), n: integer(at.n), k }) : say("temperature.absent", { k });
   TEMP.input.disabled = !at;
   TEMP.probs.replaceChildren(...ids.map((id, i) => el("div", { class: `pcol${id === pass.chosen ? " chosen" : ""}`, "data-id": id, "data-p": String(ps[i]),
     title: `${text(id)} (id ${id}): ${exact(ps[i])}` },
     el("span", { class: "n" }, prob(ps[i])), el("span", { class: "fill", style: `height:${(80 * Math.min(Math.max(ps[i], 0), 1)).toFixed(1)}%` }),
     el("span", { class: "ptok" }, id === pass.chosen ? "▶" : "", el("span", { class: "tt" }, short(text(id), 8))))));
-  TEMP.scale.textContent = `the top ${ids.length} at T ${num(at ? T : rec, 2)}; each bar's height is its probability, on one 0–1 scale`;
+  TEMP.scale.textContent = say("temperature.scale", { n: ids.length, T: num(at ? T : rec, 2) });
   const cuts = pass.top.final && rec > 0;
   TEMP.topk.replaceChildren(el("thead", null, el("tr", null, ["rank", "token (id)", "logit", T === 0 ? "÷ T (T = 0: argmax)" : `÷ ${num(T, 2)}`, "p", `recorded (T ${num(rec > 0 ? rec : 1, 2)})`,
     cuts ? "after cuts" : null, ""].filter(x => x !== null).map(h => el("th", null, h)))),
@@ -121,8 +117,7 @@ function slidePredict() {
 
 function slideLoop() {
   const k = S.pass, pass = D.passes[k], n = pass.n, start = pass.start;
-  const out = [p("The article's loop: add the chosen token to the sequence and run the layers again, until the end token. ",
-    "Choose a pass with the pass buttons (or a row below).")];
+  const out = [p(say("loop.intro"))];
   const head = p(b(`pass ${k}: `), k === 0 ? say("loop.reads_prompt", { span: span(0, n) }) : say("loop.reads", { named: pass.reads_named }));
   if (start > 0) head.append(say("loop.computes", { new: span(start, n), old: span(0, start) }));
   else if (k > 0) head.append(say("loop.recomputes", { n }));
@@ -130,13 +125,13 @@ function slideLoop() {
   const chips = el("div", { class: "cache" });
   for (let j = 0; j < n; j++) {
     const cached = j < start;
-    chips.append(el("span", { class: `slot ${cached ? "cached" : "new"}`, title: `${label(j)}: ${cached ? `keys and values from pass ${passOf(j)}` : "computed in this pass"}` },
+    chips.append(el("span", { class: `slot ${cached ? "cached" : "new"}`, title: `${label(j)}: ${cached ? say("loop.cached", { k: passOf(j) }) : say("loop.computed")}` },
       b(label(j)), el("small", null, cached ? `cache ${passOf(j)}` : "computed")));
   }
   if (pass.chosen !== null && pass.appended) chips.append(el("span", { class: "slot next" }, b(label(n)), el("small", null, "predicted")));
   out.push(chips);
   const saved = pass.full ? Math.round(100 * (pass.full - pass.macs) / pass.full) : 0;
-  out.push(p(`multiply-adds: ${integer(pass.macs)} in this pass; ${integer(pass.full)} to recompute every row (${saved}% saved).`));
+  out.push(p(say("loop.macs", { macs: integer(pass.macs), full: integer(pass.full), saved })));
   if (pass.top && pass.chosen !== null) {
     const alts = pass.top.ids.slice(0, 3).map((id, i) => `${text(id)} ${cprob(pass.top.probs[i])}`).join(", ");
     const i = pass.top.ids.indexOf(pass.chosen);
@@ -148,7 +143,7 @@ function slideLoop() {
     el("td", null, q.start ? `${seq(0, q.start)} | ${seq(q.start, q.n)}` : `| ${seq(0, q.n)}`), el("td", { class: "r" }, `${q.start} + ${q.n - q.start}`),
     el("td", { class: "r n" }, integer(q.macs)), el("td", { class: "r n" }, integer(q.full)),
     el("td", { class: "r" }, `${q.full ? Math.round(100 * (q.full - q.macs) / q.full) : 0}%`)));
-  out.push(el("table", { class: "grid" }, el("caption", null, `KV cache (${D.settings && !D.settings.cache ? "off: --no-cache" : "on"}): rows reused | computed per pass`),
+  out.push(el("table", { class: "grid" }, el("caption", null, say("loop.table", { state: D.settings && !D.settings.cache ? say("loop.cache_off") : "on" })),
     el("thead", null, el("tr", null, ["pass", "reused | computed", "rows", "multiply-adds", "recompute all", "saved"].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)
@@ -158,7 +153,7 @@ function slideLoop() {
 }
 
 function slidePositions() {
-  const out = [p(say("positions.rows"), " Generation reads only the last row of each pass (◀). Click a row to follow its token.")];
+  const out = [p(say("positions.rows"), say("positions.click"))];
   const ends = new Set(D.passes.map(q => q.reads));
   const body = [];
   D.positions.forEach((q, t) => {
@@ -176,9 +171,9 @@ function slidePositions() {
 
 function slideLens() {
   const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
-  const out = [p(say("lens.title", { norm: SW.norm.lens }), ", as if the model stopped there: when does the prediction appear?")];
-  if (!lens) return out.concat(p("no logit lens recorded in this run"));
-  if (!own) out.push(el("p", { class: "note" }, `pass ${S.pass} has no lens of its own; pass 0's:`));
+  const out = [p(say("lens.title", { norm: SW.norm.lens }), say("lens.question"))];
+  if (!lens) return out.concat(p(say("lens.none")));
+  if (!own) out.push(el("p", { class: "note" }, say("lens.borrowed", { k: S.pass })));
   let cols = lens.positions.map((t, c) => c).slice(-7);
   const mine = lens.positions.indexOf(S.token);
   if (mine >= 0 && !cols.includes(mine)) cols = [mine].concat(cols.slice(1));
@@ -192,7 +187,7 @@ function slideLens() {
         el("span", { class: "tt" }, short(text(row[c]), 8)), ` ${cprob(pr)}${hit ? " ✓" : ""}`);
     })));
   out.push(el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body)));
-  if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, `the last ${cols.length} of the ${lens.positions.length} positions the lens covers`));
+  if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, say("lens.last", { n: cols.length, total: lens.positions.length })));
   out.push(...lens.notes.map(words => p(words)));  // the terminal's sentences (render/lens.py)
   return out;
 }
@@ -201,9 +196,9 @@ function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
   const bad = D.checks.filter(c => !c.ok);  // the errors are the lesson: first, in view
   const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, say("checks.agree", { ok, n }), ok < n ? say("checks.disagree", { bad: n - ok }) : ""),
-    bad.length ? [el("h3", null, "The stated values that disagree"), bad.map(checkEl)] : null,
+    bad.length ? [el("h3", null, say("checks.bad")), bad.map(checkEl)] : null,
     D.about.filter(a => a.startsWith("Note")).map(a => el("p", { class: "about" }, a)),
-    bad.length ? el("h3", null, "Every stated value, by step") : null];
+    bad.length ? el("h3", null, say("checks.all")) : null];
   for (const [id, , title] of STEPS) {
     const here = id === "checks" ? [] : D.checks.filter(c => c.section === id);
     if (!here.length) continue;

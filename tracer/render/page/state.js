@@ -8,19 +8,20 @@ const CI = new Map(D.carried.map((t, i) => [t, i]));  // position → its index 
 const HAS_CHECKS = D.checks.length > 0;
 
 const STEPS = [
-  ["tokens", "Tokens", "1 · Tokens"],
-  ["embed", "Embedding", "2 · Embedding + position"],
-  ["qkv", "Q · K · V", "3 · Q, K, V per head"],
-  ["scores", "Scores", "4 · Scores, the causal mask, softmax"],
-  ["sum", "Sum", "5 · The weighted sum"],
-  ["heads", "Heads", "6 · The heads and W_O"],
-  ["mlp", "MLP", "7 · Residual, layer norm, MLP"],
-  ["layers", "Layers", "8 · All layers"],
-  ["predict", "Logits", "9 · Logits, temperature, top-k, the choice"],
-  ["loop", "Loop", "10 · The loop and the KV cache"],
-  ["positions", "Positions", "11 · Every position predicts"],
-  ["lens", "Lens", "12 · The logit lens"],
-].concat(HAS_CHECKS ? [["checks", "Checks", "13 · The stated values, checked"]] : []);
+  ["tokens", "Tokens", say("title.tokens")],
+  ["embed", "Embedding", say("title.embed")],
+  ["qkv", "Q · K · V", say("title.qkv")],
+  ["scores", "Scores", say("title.scores")],
+  ["sum", "Sum", say("title.sum")],
+  ["heads", "Heads", say("title.heads")],
+  ["mlp", "MLP", say("title.mlp")],
+  ["layers", "Layers", say("title.layers")],
+  ["predict", "Logits", say("title.predict")],
+  ["loop", "Loop", say("title.loop")],
+  ["positions", "Positions", say("title.positions")],
+  ["lens", "Lens", say("title.lens")],
+].concat(HAS_CHECKS ? [["checks", "Checks", say("title.checks")]] : []);
+STEPS.forEach((s, i) => { s[2] = `${i + 1} · ${s[2]}`; });  // [id, the path's label, the numbered title]
 
 function initialTemperature() {
   const t = D.settings ? D.settings.temperature : 0;

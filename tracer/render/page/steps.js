@@ -10,39 +10,29 @@ function followBtn(t, kids) { return el("button", { class: "link", type: "button
 function slideTokens() {
   const n = D.n_prompt;
   const out = [p(say("tokens.intro", { tokens: count(n, "token"), first: n > 1 ? `${label(0)}–${label(n - 1)}` : "A",
-    vocab: CFG.vocab, n_vocab: integer(CFG.n_vocab) }), " Click a token to follow it through every step.")];
+    vocab: CFG.vocab, n_vocab: integer(CFG.n_vocab) }), say("tokens.click"))];
   if (D.warning) out.push(el("div", { class: "warn", role: "note" }, b("⚠ "), D.warning));
   const rows = D.tokens.map((tk, t) => el("tr", { class: t === S.token ? "on" : null, "data-follow": t < N && CI.has(t) ? t : null },
     el("td", null, b(tk.label)), el("td", null, el("span", { class: "tt" }, tk.text)), el("td", { class: "r" }, tk.id),
     el("td", { class: "r" }, t),
-    el("td", null, t < n ? "the prompt" : tk.pass !== null ? `generated; pass ${tk.pass} read it`
-      : CFG.end_ids.includes(tk.id) ? "generated: the end token, so generation stops" : "generated, appended after the last pass")));
+    el("td", null, t < n ? say("tokens.in_prompt") : tk.pass !== null ? say("tokens.read", { k: tk.pass })
+      : say(CFG.end_ids.includes(tk.id) ? "tokens.end" : "tokens.after"))));
   out.push(el("table", { class: "grid" }, el("thead", null, el("tr", null, ["token", "text", "id", "position", ""].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.about.map(a => el("p", { class: "about" }, a)));
   out.push(el("p", { class: "note" }, modelWords()));
   if (D.training) out.push(p(D.training));
-  if (D.left_out.length) out.push(el("p", { class: "note" }, "Left out of this page (its size): ", D.left_out.join("; "), "."));
+  if (D.left_out.length) out.push(el("p", { class: "note" }, say("page.left_out", { what: D.left_out.join("; ") })));
   return out;
 }
 
 function modelWords() {                   // the terminal's header: the model and how the run was sampled
-  const s = D.settings;
-  let words = `${CFG.line}.`;
-  if (s) {
-    const bits = [s.temperature === 0 ? "temperature 0 (greedy)" : `temperature ${s.temperature}`];
-    if (s.top_k !== null) bits.push(`top-k ${s.top_k}`);
-    if (s.top_p !== null) bits.push(`top-p ${s.top_p}`);
-    bits.push(`seed ${s.seed}`, s.cache ? "KV cache on" : "KV cache off", count(D.tokens.length - D.n_prompt, "new token"));
-    words += ` The run: ${bits.join(", ")}.`;
-  }
-  return words;
+  return D.run ? say("header.run", { line: CFG.line, settings: D.run }) : `${CFG.line}.`;
 }
 
 function slideEmbed() {
   const t = S.token, L = L_(), I = D.inputs;
-  const out = [p(`Each token becomes a vector of ${CFG.d_model} numbers: its row of the embedding matrix`,
-    has("positions_added") ? ", plus the vector of its position." : ".")];
+  const out = [p(say("embed.intro", { d_model: CFG.d_model, plus: has("positions_added") ? say("embed.plus") : "" }))];
   out.push(eq(say("embed.row", { L, shape: shape(CFG.d_vocab, CFG.d_model), id: D.tokens[t].id }), `E_${L}`, vecOf(I.E, t)));
   if (has("positions_added")) {
     out.push(eq(say("embed.position", { t, kind: SW.positions.short }), `P_${L}`, vecOf(I.P, t)));
@@ -53,7 +43,7 @@ function slideEmbed() {
       `x_${L}`, vecOf(D.layers[0].x, t)));
   }
   if (CFG.n_layers && D.layers[0].x && D.layers[0].x.whole && CFG.d_model <= 16 && D.carried.length <= 40) {
-    out.push(el("h3", null, "Every token's input to layer 0 (a row each)"), matrix(D.layers[0].x, D.carried));
+    out.push(el("h3", null, say("embed.table")), matrix(D.layers[0].x, D.carried));
   }
   return out;
 }
@@ -80,15 +70,13 @@ function visibility(t, l) {               // what token t sees in layer l: the c
 
 function inputEq(l, t) {
   const L = label(t), x = vecOf(D.layers[l].x, t);
-  const first = SW.positions.source;
-  return l === 0 ? eq(`${L}'s input to layer 0 (${first})`, `x_${L}`, x) : eq(say("layer.input", { L, prev: l - 1 }), `x_${L}`, x);
+  return l === 0 ? eq(say("layer.input0", { L, source: SW.positions.source }), `x_${L}`, x) : eq(say("layer.input", { L, prev: l - 1 }), `x_${L}`, x);
 }
 
 function slideQKV() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads;
-  const out = [p(`Layer ${l}, head ${h} of ${H}. The article's analogy: the query is what ${L} searches for, `,
-    "each key is what a token can be found by, each value is the content it hands over.")];
+  const out = [p(say("qkv.intro", { layer: l, h, H, L }))];
   out.push(inputEq(l, t));
   if (CFG.layer_norm && has("norms_before")) out.push(eq(fill(SW.norm.ln1, { x: `x_${L}` }), `${SW.norm.short}(x_${L})`, vecOf(Y.ln1, t)));
   const KV = CFG.n_kv_heads || H, per = H / KV, g = Math.floor(h / per);
@@ -97,8 +85,7 @@ function slideQKV() {
     : H > 1 ? p(b(`head ${h}`), say("head.of", { H, shape: w })) : p(say("head.one", { shape: w })));
   if (l === 0) for (const words of D.storage_example || []) out.push(p(words));  // how the file stores W_Q, one number worked
   const src = CFG.layer_norm && has("norms_before") ? `ln1(x_${L})` : `x_${L}`, sl = H > 1 ? `[${h}]` : "", kl = H > 1 ? `[${g}]` : "";
-  if (has("rotary")) out.push(p(b(say("rope.title")), fill(D.layer_words[l].rope, { L, t }), say("rope.then"),
-    " Q and K below are before the rotation (tracer trace shows them after)."));
+  if (has("rotary")) out.push(p(b(say("rope.title")), fill(D.layer_words[l].rope, { L, t }), say("rope.then"), say("rope.before")));
   for (const m of ["Q", "K", "V"]) out.push(eq("", say("head.vector", { L, m, src, slice: m === "Q" ? sl : kl }), vecOf(Y[m.toLowerCase()], t, h)));
   out.push(visibility(t, l));
   const row = attRow(l, h, t), start = stepStart(t);
@@ -112,15 +99,15 @@ function slideQKV() {
     start > 0 ? el("td", null, j < start ? `cache ${passOf(j)}` : "new") : null,
     el("td", null, vecEl(vecOf(Y.k, j, h))), el("td", null, vecEl(vecOf(Y.v, j, h)))));
   out.push(el("table", { class: "grid kv" }, el("thead", null, el("tr", null, el("th", null, "key"), start > 0 ? el("th", null, "from") : null,
-    el("th", null, has("rotary") ? "K (key, before the rotation)" : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
-  if (more) out.push(el("p", { class: "note" }, `the ${keys.length} keys ${L} weighs most; ${more} more visible keys are not listed`));
-  if (absent > 0) out.push(el("p", { class: "note" }, `the keys and values of ${count(absent, "earlier position")} are not in this page (see “left out”)`));
+    el("th", null, has("rotary") ? say("qkv.key_before") : "K (key)"), el("th", null, "V (value)"))), el("tbody", null, body)));
+  if (more) out.push(el("p", { class: "note" }, say("qkv.strongest", { n: keys.length, L, more })));
+  if (absent > 0) out.push(el("p", { class: "note" }, say("qkv.absent", { positions: count(absent, "earlier position") })));
   return out;
 }
 
 function scoreTable(l, h, t) {
   const row = attRow(l, h, t), L = label(t);
-  if (!row || (!row.w && !row.s && !row.d)) return el("p", { class: "missing" }, "no attention recorded for this token here");
+  if (!row || (!row.w && !row.s && !row.d)) return el("p", { class: "missing" }, say("scores.none"));
   const scaled = CFG.scale_scores && row.s;
   const head = el("tr", null, el("th", null, "key"), row.d ? el("th", { class: "r" }, `${L}_Q·K`) : null,
     scaled ? el("th", { class: "r" }, `÷ √${CFG.d_head}`) : null, row.w ? el("th", { class: "r" }, "weight") : null, row.w ? el("th", null, "") : null);
@@ -140,9 +127,9 @@ function scoreTable(l, h, t) {
   const st = D.passes[passOf(t)];
   if (t + 1 < st.n) body.push(el("tr", { class: "masked" }, el("th", null, span(t + 1, st.n)),
     el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r nowrap" }, "−∞ (masked)"), row.w ? el("td", { class: "r" }, "0") : null,
-    row.w ? el("td", null, "hidden by the causal mask") : null));
+    row.w ? el("td", null, say("mask.hidden")) : null));
   const more = t + 1 - shownKeys.length;
-  if (more > 0) body.push(el("tr", { class: "masked", title: row.rest ? "some of them are not in this page" : null }, el("th", null, "others"),
+  if (more > 0) body.push(el("tr", { class: "masked", title: row.rest ? say("scores.some_absent") : null }, el("th", null, "others"),
     el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r" }, `${integer(more)} more`), el("td", { class: "r n" }, prob(rest)), el("td", null, "")));
   const foot = row.w ? el("tfoot", null, el("tr", null, el("th", null, "sum"), row.d ? el("td", null, "") : null, scaled ? el("td", null, "") : null,
     el("td", { class: "r n" }, num(row.w.reduce((a, c) => a + c, 0) + (row.rest || 0))), el("td", null, ""))) : null;
@@ -153,7 +140,7 @@ function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: 
   const pos = D.carried.slice(-64);
   const room = mini ? (CFG.n_heads <= 4 ? 150 : CFG.n_heads <= 16 ? 104 : 80) : 310;
   const cell = Math.max(mini ? 2 : 8, Math.min(mini ? 22 : 34, Math.floor(room / pos.length)));
-  const table = el("table", { class: `heat${mini ? " mini" : ""}${cell < 18 ? " small" : ""}`, "aria-label": `attention weights, layer ${l}, head ${h}` });
+  const table = el("table", { class: `heat${mini ? " mini" : ""}${cell < 18 ? " small" : ""}`, "aria-label": say("heatmap.label", { layer: l, h }) });
   const show = cell >= 16 && !mini;
   const narrow = cell < 18 ? " narrow" : "";  // column labels turned on their side when the cells are narrow
   if (!mini) table.append(el("tr", null, el("th", null, ""), pos.map(j => el("th", { class: `k${narrow}`, title: `${label(j)}: ${tokText(j)}` }, label(j)))));
@@ -176,18 +163,18 @@ function heatmap(l, h, size, mini) {      // rows: tokens that attend; columns: 
 
 function hoverText(td, l, h) {
   const t = Number(td.dataset.q), j = Number(td.dataset.k);
-  if (td.classList.contains("masked")) return `${label(t)} → ${label(j)}: hidden by the causal mask (score −∞, weight 0)`;
-  const s = td.dataset.s === "" ? "" : `, score ${exact(Number(td.dataset.s))}`;
-  return `layer ${l}, head ${h}: ${label(t)} (${tokText(t)}) → ${label(j)} (${tokText(j)}): weight ${exact(Number(td.dataset.w))}${s}`;
+  if (td.classList.contains("masked")) return say("heatmap.masked", { q: label(t), k: label(j) });
+  const score = td.dataset.s === "" ? "" : say("heatmap.score", { s: exact(Number(td.dataset.s)) });
+  return say("heatmap.cell", { layer: l, h, q: label(t), q_text: tokText(t), k: label(j), k_text: tokText(j), w: exact(Number(td.dataset.w)), score });
 }
 
 function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
-  const scaled = !CFG.scale_scores ? "This model does not scale the scores, as in the article"
-    : "Each score is divided by " + (CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }))
-      + (CFG.attn_softcap ? `, then soft-capped, ${CFG.attn_softcap} · tanh(s / ${CFG.attn_softcap}) (Gemma 2), before the mask` : "");
-  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), ` ${scaled}; softmax turns them into weights that sum to 1.`)];
+  const scaled = !CFG.scale_scores ? say("scores.unscaled")
+    : say("scores.divided", { by: CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }) })
+      + (CFG.attn_softcap ? say("scores.softcapped", { cap: CFG.attn_softcap }) : "");
+  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), say("scores.then", { scaled }))];
   const row = attRow(l, h, t);
   if (CFG.attn_softcap && CFG.scale_scores && row && row.d && row.s && row.d.length) {  // the largest raw score, capped
     let i = -1;  // among the keys the mask leaves visible
@@ -197,7 +184,7 @@ function slideScores() {
       out.push(p(fill(SW.softcap.scores, { before: before.toFixed(3), after: row.s[i].toFixed(3) }), say("scores.capped_key", { key: label(row.keys[i]) })));
     }
   }
-  const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, "Hover a cell for its numbers; click a row to follow that token.");
+  const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, say("heatmap.hover"));
   const map = heatmap(l, h);
   map.addEventListener("mouseover", e => { const td = e.target.closest("td[data-q]"); if (td) readout.textContent = hoverText(td, l, h); });
   const side = el("div", { class: "side" }, scoreTable(l, h, t));
@@ -205,19 +192,19 @@ function slideScores() {
     const sc = row.s || row.d;
     side.append(p(say("softmax", { scores: sc.map(x => num(x)).join(", "), weights: row.w.map(x => num(x)).join(", ") })));
   }
-  out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, `Layer ${l}, head ${h}: all the weights`), map,
-    el("p", { class: "note" }, "Row: the token that attends; column: the key it reads; ", say("heatmap.legend"), "."),
+  out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, say("heatmap.title", { layer: l, h })), map,
+    el("p", { class: "note" }, say("heatmap.rows", { legend: say("heatmap.legend") })),
     readout, ablationWords(l, h) ? el("p", { class: "note ablation-here" }, ablationWords(l, h), " (",
-      el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": `step 6: every head knocked out` }, "every head"), ")") : null)));
-  if (D.carried.length > 64) out.push(el("p", { class: "note" }, `the map shows the last 64 of the ${D.carried.length} positions in this page`));
+      el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": say("ablate.every_head") }, "every head"), ")") : null)));
+  if (D.carried.length > 64) out.push(el("p", { class: "note" }, say("heatmap.last", { n: 64, total: D.carried.length })));
   return out;
 }
 
 function slideSum() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
-  const out = [p(`${say("sum.new", { L })} is the values of the tokens it sees, each weighed by its attention weight, added up.`)];
-  if (!row || !row.w) return out.concat(p("no attention weights recorded here"));
+  const out = [p(say("sum.intro", { new: say("sum.new", { L }) }))];
+  if (!row || !row.w) return out.concat(p(say("sum.none")));
   let keys = row.keys.map((j, i) => [j, row.w[i]]);
   let rest = row.rest || 0;
   if (keys.length > 8) {
@@ -237,13 +224,12 @@ function slideSum() {
 function slideHeads() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
-  const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }),
-    " Click a map to choose its head; below, knock a head out and see the prediction without it.")];
+  const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }), say("heads.click"))];
   const grid = el("div", { class: "minis" });
   for (let h = 0; h < H; h++) {
     grid.append(el("figure", { class: h === S.head ? "on" : null, "data-pick-head": h }, heatmap(l, h, 0, true),
       el("figcaption", null, el("button", { type: "button", class: "link", "data-pick-head": h, "aria-pressed": h === S.head ? "true" : "false",
-        "aria-label": `head ${l}:${h}: choose it${HA.done ? " and see the prediction without it" : ""}` }, `head ${h}`))));
+        "aria-label": say("heads.choose", { layer: l, h, more: HA.done ? say("heads.see_without") : "" }) }, `head ${h}`))));
   }
   out.push(grid);
   if (H > 1) {
@@ -254,7 +240,7 @@ function slideHeads() {
     out.push(whole ? eq(words, `z_${L}`, v) : p(words));
   }
   const wo = say("heads.wo", { shape: shape(H * dh, dm), d_model: dm });
-  if (CFG.layer_norm && has("norms_after")) out.push(p(`${wo}, then ${SW.norm_place.attn}:`));
+  if (CFG.layer_norm && has("norms_after")) out.push(p(say("norm.after", { product: wo, norm: SW.norm_place.attn })));
   out.push(eq(has("norms_after") ? "" : wo, `attn_out_${L}`, vecOf(Y.attn_out, t)));
   out.push(ablationSection());
   return out;
@@ -269,10 +255,10 @@ function slideMLP() {
     if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
     for (const [key, name, words] of SW.mlp.steps) out.push(eq(fill(words, { shape: shape(dm, CFG.d_mlp) }), name, vecOf(Y[key], t)));
     const wout = say("mlp.wout", { shape: shape(CFG.d_mlp, dm) });
-    if (CFG.layer_norm && has("norms_after")) out.push(p(`${wout}, then ${SW.norm_place.mlp}:`));
+    if (CFG.layer_norm && has("norms_after")) out.push(p(say("norm.after", { product: wout, norm: SW.norm_place.mlp })));
     out.push(eq(has("norms_after") ? "" : wout, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
-    out.push(p("This model has no MLP (mlp = false), as in the article's simplified block."));
+    out.push(p(say("mlp.none")));
   }
   const how = CFG.mlp ? say(CFG.residual ? "out.mlp" : "out.mlp_alone") : say(CFG.residual ? "out.attn" : "out.attn_alone", { L });
   const nxt = l + 1 < CFG.n_layers ? say("out.next", { next: l + 1 }) : say("out.final");
@@ -290,9 +276,9 @@ function mostAttended(l, h, t) {
 function slideLayers() {
   if (!CFG.n_layers) return noLayers();
   const t = S.token, L = L_(), H = CFG.n_heads;
-  const out = [p(say("layers.intro", { L, t }), " Click a row to choose that layer.")];
+  const out = [p(say("layers.intro", { L, t }), say("layers.click"))];
   if (D.pass_through) out.push(p(D.pass_through));  // words from tracer/render/predict.py, before a long table
-  const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, `most-attended token, heads 0–${H - 1}`)];
+  const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, say("layers.most", { last: H - 1 }))];
   const body = D.layers.map((Y, l) => {
     const xi = vecOf(Y.x, t), xo = vecOf(Y.out, t);
     const most = Array.from({ length: H }, (_, h) => mostAttended(l, h, t));
