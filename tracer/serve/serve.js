@@ -9,7 +9,8 @@
     seed: $("gen-seed"), max_new_tokens: $("gen-max-new-tokens") };
   const NAMES = ["prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat"];
   let runs = 0, inflight = null, again = null;
-  const RETRIES = 6;                    // a busy server (503, 429) is asked again after its Retry-After, this many times
+  const PATIENCE = 180;                 // seconds a busy server (503, 429) is asked again, after each Retry-After: a class
+                                        // sharing one worker waits its turn rather than seeing an error after a few tries
 
   function numberOf(input) {     // "" → null; anything else as typed (the server says what is wrong)
     const s = input.value.trim();
@@ -67,7 +68,7 @@
     window.document.body.dataset.serve = kind || "done";
   }
 
-  async function run(req = read(), attempt = 0) {
+  async function run(req = read(), attempt = 0, since = Date.now()) {
     clearTimeout(again);
     if (!req.prompt.trim()) { say("type a prompt first", "error"); F.prompt.focus(); return; }
     if (inflight) inflight.abort();
@@ -80,9 +81,9 @@
       const body = await r.json().catch(() => null);
       if (ctl !== inflight) return;
       const wait = Number(r.headers.get("Retry-After"));
-      if ((r.status === 503 || r.status === 429) && wait > 0 && attempt < RETRIES) {
+      if ((r.status === 503 || r.status === 429) && wait > 0 && Date.now() + wait * 1000 - since < PATIENCE * 1000) {
         say(`the server is busy with other prompts: trying again in ${wait} s`, "waiting");
-        again = setTimeout(() => run(req, attempt + 1), wait * 1000);
+        again = setTimeout(() => run(req, attempt + 1, since), wait * 1000);
         return;
       }
       if (!r.ok || !body || !body.page) {
