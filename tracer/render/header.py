@@ -71,7 +71,7 @@ def block_words(cfg) -> str:
     if cfg.embed_scale:
         parts.insert(0, f"embedding × √{cfg.d_model}")
     if cfg.kv_heads < cfg.n_heads:
-        parts.append(f"{cfg.kv_heads} key/value heads shared by {cfg.n_heads} query heads")
+        parts.append(f"{count(cfg.kv_heads, 'key/value head')} shared by {cfg.n_heads} query heads")
     if cfg.sliding_window is not None:
         where = "" if cfg.windowed is None else f" on layer{'s' if len(cfg.windowed) > 1 else ''} {', '.join(map(str, cfg.windowed))}"
         base = f" (RoPE base {cfg.rope_local_theta:g} there)" if cfg.rope_local_theta is not None else ""
