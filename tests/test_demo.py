@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 import subprocess
 
 import numpy as np
@@ -599,3 +600,14 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     plain = _demo_run(None, "A B C D E F", "abc")
     assert "Copying: the induction head" not in [s.name for s in demo.build_steps(plain)]
 
+
+
+@pytest.mark.parametrize("model", ["abc", "tests/data/llama-tiny", "tests/data/gemma3-tiny", "tests/data/qwen3-tiny"])
+def test_no_number_is_cut_short_at_80_columns(runner, model):
+    """A vector shows fewer of its numbers on a narrow screen (FirstThatFits) rather than cutting a score
+    or a vector's last number to 'xx.…': llama-tiny's scores table printed '-10.6…' at 80 columns."""
+    r = runner.invoke(app, ["demo", "--model", str(Path(__file__).parent.parent / model) if "/" in model else model],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    cut = [line for line in r.output.splitlines() if re.search(r"\d…", line)]
+    assert not cut, cut

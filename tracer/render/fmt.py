@@ -103,14 +103,15 @@ def bar(w: float, width: int = 10) -> str:
     return "█" * full + ("" if part == 0 else " ▏▎▍▌▋▊▉"[part])
 
 
-def column_vec(v, p: int = 3, dims: int = 8) -> str:
+def column_vec(v, p: int = 3, dims: int = 8, lead: int = 4) -> str:
     """'[ 0.900, -0.100, …]' with every number right-aligned, for vectors stacked in a column; longer
-    than `dims`: the first 4 … the last 2 numbers."""
+    than `dims`: the first `lead` … the last 2 numbers."""
     a = np.asarray(v, dtype=float).reshape(-1)  # [n]
-    w = max(p + 3, max((len(num(x, p)) for x in a), default=1))
+    shown = a if len(a) <= dims else np.concatenate([a[:lead], a[-2:]])  # [≤ dims]
+    w = max(p + 3, max((len(num(x, p)) for x in shown), default=1))  # the numbers shown set the width
     if len(a) <= dims:
         return "[" + ", ".join(num(x, p).rjust(w) for x in a) + "]"
-    head = ", ".join(num(x, p).rjust(w) for x in a[:4])
+    head = ", ".join(num(x, p).rjust(w) for x in a[:lead])
     tail = ", ".join(num(x, p).rjust(w) for x in a[-2:])
     return f"[{head}, …, {tail}]"
 

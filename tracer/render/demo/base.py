@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rich.console import RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -92,9 +93,9 @@ class Demo:
     def num(self, x) -> str:
         return fmt.num(x, self.precision)
 
-    def vec(self, v, dims: int = 8) -> str:
-        """[ 0.900, -0.100, …] aligned for stacking; long vectors as the first 4 … last 2 numbers."""
-        return fmt.column_vec(v, self.precision, dims)
+    def vec(self, v, dims: int = 8, lead: int = 4) -> str:
+        """[ 0.900, -0.100, …] aligned for stacking; long vectors as the first `lead` … last 2 numbers."""
+        return fmt.column_vec(v, self.precision, dims, lead)
 
     def prob(self, p) -> str:
         return fmt.prob(p, self.precision)
@@ -197,3 +198,16 @@ def pairs(rows: list[tuple]) -> Table:
 
 def sentence(*parts: tuple[str, str] | str) -> Text:
     return Text.assemble(*parts)
+
+
+class FirstThatFits:
+    """The first of `choices` (widest first) whose width fits the width rich gives it, else the last:
+    a table that drops a number from each vector rather than cut a score short on an 80-column screen."""
+
+    def __init__(self, *choices: RenderableType):
+        self.choices = choices
+
+    def __rich_console__(self, console, options):
+        wide = options.update(max_width=1 << 16)  # measured unclamped: how wide each would be
+        yield next((c for c in self.choices[:-1] if Measurement.get(console, wide, c).maximum <= options.max_width),
+                   self.choices[-1])

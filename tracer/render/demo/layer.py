@@ -13,7 +13,7 @@ from .. import fmt
 from ..storage import example_words
 from ..summary import overflow_note
 from ..words import say
-from .base import MARK, Demo, Step, mark, pairs, row_style, sentence, table
+from .base import MARK, Demo, FirstThatFits, Step, mark, pairs, row_style, sentence, table
 
 
 HAND_DIMS = 8  # a vector the screen shows whole (`Demo.vec`): its dot products can be worked out by hand
@@ -101,7 +101,8 @@ def _rotary_position(d: Demo) -> Step:
         n_q = d.block("attn.q_norm.hook_normalized")[f].reshape(-1, cfg.d_head)[h]  # [d_head]
         rms = float(scale[h, 0] if qk.per_head else scale[0])
         rows.append((f"÷ {rms:.3f}", d.vec(n_q)))
-        normed = say("demo.rope.normed", how=qk.words.format(m="Q", scale=f"{rms:.3f}", gain="× attn.q_norm.w"))
+        gain = cfg.norm_kind.gain_form.format(name="attn.q_norm")  # Gemma's: × (1 + w)
+        normed = say("demo.rope.normed", how=qk.words.format(m="Q", scale=f"{rms:.3f}", gain=gain))
     eq = pairs([*rows, (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold"))])
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
@@ -141,7 +142,12 @@ def step_qkv(d: Demo) -> Step:
     return Step("Query, Key and Value", say("demo.qkv", norm=ln), Group(*parts))
 
 
-def _scores_table(d: Demo, hide: bool) -> Table:
+def _scores_table(d: Demo, hide: bool) -> FirstThatFits:
+    """The keys and their scores; on a narrow screen each K shows fewer of its numbers, not a cut score."""
+    return FirstThatFits(*(_scores_rows(d, hide, lead) for lead in (4, 3, 2)))
+
+
+def _scores_rows(d: Demo, hide: bool, lead: int) -> Table:
     cfg, f, h = d.cfg, d.focus, d.head
     dots = d.block("attn.hook_dots")[h, f]  # [key_pos] raw Q·K
     scores = d.block("attn.hook_attn_scores")[h, f]  # [key_pos] scaled and masked
@@ -158,7 +164,7 @@ def _scores_table(d: Demo, hide: bool) -> Table:
             t.add_row("", "⋮", *([""] * (len(cols) - 2)), style="dim")
             continue
         visible = pos <= f and (cfg.sliding_window is None or pos > f - cfg.sliding_window)
-        row = [mark(pos == f), d.who(pos, 0), d.vec(k[pos]) if visible else "hidden by the mask"]
+        row = [mark(pos == f), d.who(pos, 0), d.vec(k[pos], lead=lead) if visible else "hidden by the mask"]
         if not hide:
             row.append(d.num(dots[pos]) if visible else "masked")
             if cfg.scale_scores:

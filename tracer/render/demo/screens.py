@@ -14,7 +14,7 @@ from rich.text import Text
 from ... import hooks
 from ..checks import CheckBook
 from ..words import say
-from .base import Demo, Page, Step, sentence
+from .base import Demo, FirstThatFits, Page, Step, sentence
 from .copying import step_copying
 from .layer import (step_embedding, step_multihead, step_position, step_qkv, step_scores, step_softmax, step_tokens,
                     step_weighted_sum)
@@ -163,21 +163,13 @@ def _check_blocks(d: Demo, checks: list, compact: bool = False) -> list:
                          recorded=_checked_value(d, c.computed), off=off)
             if compact:
                 t.add_row("", detail)
-                out.append(_OneLineIfFits(Text.assemble(("✗ ", "bold red"), (name, "bold"), "  ", detail), t))
+                out.append(FirstThatFits(Text.assemble(("✗ ", "bold red"), (name, "bold"), "  ", detail), t))  # one line, else two
                 continue
             t.add_row("", detail)
         out.append(t)
     return out
 
 
-class _OneLineIfFits:
-    """`one` where it fits the width it is given in one line, else `two` (rich asks at render time)."""
-
-    def __init__(self, one: Text, two: Table):  # one: a line; two: the same in two rows
-        self.one, self.two = one, two
-
-    def __rich_console__(self, console, options):
-        yield self.one if self.one.cell_len <= options.max_width else self.two
 
 
 
