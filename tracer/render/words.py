@@ -13,7 +13,8 @@ page's scripts hold no sentence at all; the compare page's (`compare.*`) come af
 
 The demo (`render/demo/`) says its screens from here too: its own longer narration, questions and
 frame under "demo.*", screen by screen, and the keys above where it says what the walkthrough says.
-The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo screen).
+The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo screen) and the prompt
+box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`).
 
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
@@ -254,6 +255,23 @@ WORDS: dict[str, str] = {
     "compare.nan": "nan, nothing to recover (A's and B's logit differences are equal)",
     "compare.recovers": "recovers {v} of the logit difference",
     "compare.hover": "Hover or focus a cell for its whole number.",
+    # ------------------------------------------------------------------ tracer serve's prompt box (serve/page.py, serve.js)
+    "serve.prompt": "type a prompt and press Enter",
+    "serve.temperature": "0 is greedy: the most likely token",
+    "serve.top_k": "keep the k most likely tokens before the draw (empty: all)",
+    "serve.top_p": "keep the most likely tokens whose probabilities add up to p (empty: 1)",
+    "serve.seed": "the sampling draw's seed",
+    "serve.new": "tokens to generate after the prompt (at most {n} here)",
+    "serve.chat": "apply the model's chat template to the prompt",
+    "serve.no_chat": "{model} has no chat template",
+    "serve.empty": "type a prompt first",
+    "serve.running": "running {model}…",
+    "serve.running_again": "running {model} (try {n})…",
+    "serve.busy": "the server is busy with other prompts: trying again in {wait} s",
+    "serve.answered": "the server answered {status}",
+    "serve.retry_in": " (retry in {wait} s)",
+    "serve.unreachable": "the server cannot be reached: is tracer serve still running?",
+    "serve.done": "{prompt} prompt tokens, {new} in {seconds} s",
     "scores.capped_key": " (key {key}), before the mask and softmax",
     "predict.softcapped": "{unembed}, then soft-capped: {formula}",
     # ------------------------------------------------------------------ the demo (render/demo/), screen by screen
@@ -427,7 +445,8 @@ WORDS: dict[str, str] = {
 }
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
-PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if not key.startswith("demo.")}
+PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if not key.startswith(("demo.", "serve."))}
+SERVE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if key.startswith("serve.")}  # serve.js's
 
 
 def say(key: str, /, **slots: str) -> str:

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from ..render.page.html import json_for_script, page_html, page_script
+from ..render.words import SERVE_WORDS, say
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,19 +55,22 @@ def form(models: list[dict], limits: dict, request: dict) -> str:
     """The prompt box and the settings, above the page's header; the served models and limits as JSON."""
     options = "".join(f'<option value="{html.escape(m["name"])}" data-chat="{str(m["chat"]).lower()}">'
                       f'{html.escape(m["name"])}</option>' for m in models)
-    serve = json_for_script({"models": models, "limits": limits, "request": request})
+    serve = json_for_script({"models": models, "limits": limits, "request": request, "words": SERVE_WORDS})
     n = limits["max_new_tokens"]
+    w = {key.split(".", 1)[1]: html.escape(say(key, n=str(n)) if key == "serve.new" else say(key), quote=True)
+         for key in ("serve.prompt", "serve.temperature", "serve.top_k", "serve.top_p", "serve.seed", "serve.new",
+                     "serve.chat")}
     return f"""<form id="run-form" autocomplete="off" novalidate aria-label="run a prompt">
   <label class="ctl-name" for="prompt">prompt</label>
   <input id="prompt" name="prompt" type="text" maxlength="{limits['prompt_chars']}" spellcheck="false"
-         placeholder="type a prompt and press Enter" aria-describedby="status">
+         placeholder="{w['prompt']}" aria-describedby="status">
   <label>model <select id="model" name="model">{options}</select></label>
-  <label title="0 is greedy: the most likely token">T <input id="gen-temperature" name="temperature" type="number" min="0" max="100" step="0.1" value="0"></label>
-  <label title="keep the k most likely tokens before the draw (empty: all)">top-k <input id="gen-top-k" name="top_k" type="number" min="1" step="1" placeholder="all"></label>
-  <label title="keep the most likely tokens whose probabilities add up to p (empty: 1)">top-p <input id="gen-top-p" name="top_p" type="number" min="0.01" max="1" step="0.05" placeholder="1"></label>
-  <label title="the sampling draw's seed">seed <input id="gen-seed" name="seed" type="number" min="0" step="1" value="0"></label>
-  <label title="tokens to generate after the prompt (at most {n} here)">new <input id="gen-max-new-tokens" name="max_new_tokens" type="number" min="0" max="{n}" step="1" value="2"></label>
-  <label id="chat-label" title="apply the model's chat template to the prompt"><input id="chat" name="chat" type="checkbox"> chat</label>
+  <label title="{w['temperature']}">T <input id="gen-temperature" name="temperature" type="number" min="0" max="100" step="0.1" value="0"></label>
+  <label title="{w['top_k']}">top-k <input id="gen-top-k" name="top_k" type="number" min="1" step="1" placeholder="all"></label>
+  <label title="{w['top_p']}">top-p <input id="gen-top-p" name="top_p" type="number" min="0.01" max="1" step="0.05" placeholder="1"></label>
+  <label title="{w['seed']}">seed <input id="gen-seed" name="seed" type="number" min="0" step="1" value="0"></label>
+  <label title="{w['new']}">new <input id="gen-max-new-tokens" name="max_new_tokens" type="number" min="0" max="{n}" step="1" value="2"></label>
+  <label id="chat-label" title="{w['chat']}"><input id="chat" name="chat" type="checkbox"> chat</label>
   <button id="run" type="submit">Run ▶</button>
   <span id="status" role="status" aria-live="polite"></span>
   <script type="application/json" id="serve-data">{serve}</script>

@@ -4,6 +4,7 @@
 (() => {
   const $ = id => window.document.getElementById(id);
   const SERVE = JSON.parse($("serve-data").textContent);
+  const say = (key, slots = {}) => SERVE.words[key].replace(/\{(\w+)\}/g, (_, k) => String(slots[k]));  // render/words.py's
   const form = $("run-form"), status = $("status"), model = $("model"), chat = $("chat");
   const F = { prompt: $("prompt"), temperature: $("gen-temperature"), top_k: $("gen-top-k"), top_p: $("gen-top-p"),
     seed: $("gen-seed"), max_new_tokens: $("gen-max-new-tokens") };
@@ -38,7 +39,7 @@
     const has = !!opt && opt.dataset.chat === "true";
     chat.disabled = !has;
     if (!has) chat.checked = false;
-    $("chat-label").title = has ? "apply the model's chat template to the prompt" : `${model.value} has no chat template`;
+    $("chat-label").title = has ? say("serve.chat") : say("serve.no_chat", { model: model.value });
   }
 
   function query(req) {                 // the settings that differ from the defaults, as ?a=b&…
@@ -62,7 +63,7 @@
     return req;
   }
 
-  function say(words, kind) {
+  function tell(words, kind) {          // the status line
     status.textContent = words;
     status.className = kind || "";
     window.document.body.dataset.serve = kind || "done";
@@ -70,10 +71,10 @@
 
   async function run(req = read(), attempt = 0, since = Date.now()) {
     clearTimeout(again);
-    if (!req.prompt.trim()) { say("type a prompt first", "error"); F.prompt.focus(); return; }
+    if (!req.prompt.trim()) { tell(say("serve.empty"), "error"); F.prompt.focus(); return; }
     if (inflight) inflight.abort();
     const ctl = inflight = new AbortController();
-    say(attempt ? `running ${req.model} (try ${attempt + 1})…` : `running ${req.model}…`, "running");
+    tell(attempt ? say("serve.running_again", { model: req.model, n: attempt + 1 }) : say("serve.running", { model: req.model }), "running");
     form.setAttribute("aria-busy", "true");
     try {
       const r = await fetch("/api/trace", { method: "POST", headers: { "Content-Type": "application/json" },
@@ -82,17 +83,17 @@
       if (ctl !== inflight) return;
       const wait = Number(r.headers.get("Retry-After"));
       if ((r.status === 503 || r.status === 429) && wait > 0 && Date.now() + wait * 1000 - since < PATIENCE * 1000) {
-        say(`the server is busy with other prompts: trying again in ${wait} s`, "waiting");
+        tell(say("serve.busy", { wait: wait }), "waiting");
         again = setTimeout(() => run(req, attempt + 1, since), wait * 1000);
         return;
       }
       if (!r.ok || !body || !body.page) {
-        say(((body && body.error) || `the server answered ${r.status}`) + (wait ? ` (retry in ${wait} s)` : ""), "error");
+        tell(((body && body.error) || say("serve.answered", { status: r.status })) + (wait ? say("serve.retry_in", { wait: wait }) : ""), "error");
         return;
       }
       show(body, req);
     } catch (e) {
-      if (e.name !== "AbortError") say("the server cannot be reached: is tracer serve still running?", "error");
+      if (e.name !== "AbortError") tell(say("serve.unreachable"), "error");
     } finally {
       if (ctl === inflight) { inflight = null; form.removeAttribute("aria-busy"); }
     }
@@ -107,7 +108,7 @@
     runs += 1;
     window.document.body.dataset.runs = String(runs);
     const n = body.generated_ids.length;
-    say(`${body.prompt_ids.length} prompt tokens, ${n} new token${n === 1 ? "" : "s"} in ${body.seconds.toFixed(2)} s`, "done");
+    tell(say("serve.done", { prompt: body.prompt_ids.length, new: `${n} new token${n === 1 ? "" : "s"}`, seconds: body.seconds.toFixed(2) }), "done");
   }
 
   form.addEventListener("submit", e => { e.preventDefault(); run(read()); });
@@ -116,5 +117,5 @@
   write(asked || SERVE.request);
   window.document.body.dataset.runs = "0";
   if (asked && query(asked) !== query(SERVE.request)) run(read());
-  else say("type a prompt and press Enter", "done");
+  else tell(say("serve.prompt"), "done");
 })();
