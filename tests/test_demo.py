@@ -611,3 +611,20 @@ def test_no_number_is_cut_short_at_80_columns(runner, model):
     assert r.exit_code == 0, r.output
     cut = [line for line in r.output.splitlines() if re.search(r"\d…", line)]
     assert not cut, cut
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope", "none"])
+def test_a_model_without_layers_gets_the_screens_it_has(word_model, render_text, positional):
+    """No layer screens (they read layer 0's recording; the demo raised KeyError), the position screen
+    says where the vector goes, and nothing counts "all 0 layers"."""
+    from tracer.render.demo import build_steps
+    from tracer.render.demo.base import Demo
+
+    m = word_model(n_layers=0, positional=positional)
+    d = Demo(m.generate("w1 w2 w3", max_new_tokens=1), m.tokenizer, title="no layers")
+    steps = build_steps(d)
+    assert [s.name for s in steps] == ["Tokens", "Embedding lookup", "Position vector", "Unembedding: one score per token",
+                                       "Softmax and temperature", "The chosen token", "Append and repeat"]
+    text = re.sub(r"\s+", " ", " ".join(render_text(s.body, 80) + " " + s.narration for s in steps))
+    assert "normalized, meets W_U" in text and "all 0 layers" not in text and "limit of 1 new tokens" not in text
+    assert ("+ P_" in text) == (positional == "learned") and ("rotary" in text) == (positional == "rope")

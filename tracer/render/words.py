@@ -304,6 +304,9 @@ WORDS: dict[str, str] = {
     "demo.position.none": "Some models add no position vector and let attention work order out from the mask alone. "
                           "This one is such a model.",
     "demo.position.none_body": "This model adds no position vector: the first layer's input is the embedding itself.",
+    "demo.position.no_layers": "Without layers no token looks at another: {what}, normalized, meets W_U{rotary} (the "
+                               "screens of a layer are left out).",
+    "demo.position.no_turn": "; rotary positions, which turn Q and K inside a layer, change nothing here",
     "demo.rope": "This model adds no position vector. Instead, in every layer, each query and key is rotated by its "
                  "position (rotary position embedding, RoPE): the numbers come in pairs (q_i, q_(i+{half})), and each "
                  "pair turns by position × θ_i, fast for the first pairs and slow for the last. Two rotated vectors' "
@@ -405,10 +408,10 @@ WORDS: dict[str, str] = {
     # Append and repeat (step_append)
     "demo.append": "The chosen token is appended to the sequence, and the whole stack runs again to predict the one "
                    "after it — {prompt} → {longer} → … — until the end token or the length limit. Each new token needs "
-                   "another pass through all {layers} layers.",
+                   "another pass through {layers}.",
     "demo.stopped.end_token": "it produced the end token",
     "demo.stopped.stop_string": "it produced a stop string",
-    "demo.stopped.max_new_tokens": "it reached the limit of {n} new tokens",
+    "demo.stopped.max_new_tokens": "it reached the limit of {n}",
     # The KV cache (step_cache)
     "demo.cache": "Must every pass redo all the earlier tokens? The seed Q&A says so, but no: earlier tokens cannot "
                   "see later ones, so their keys and values never change. Generation keeps them in a cache and "

@@ -64,6 +64,8 @@ def step_embedding(d: Demo) -> Step:
 
 def step_position(d: Demo) -> Step:
     cfg = d.cfg
+    if not cfg.n_layers:
+        return _no_layers_position(d)
     x = d.block("hook_resid_pre", 0)  # [pos, d_model] the input to the first layer
     f = d.focus
     how = cfg.position_kind.plain
@@ -86,6 +88,17 @@ def step_position(d: Demo) -> Step:
             continue
         t.add_row(mark(pos == f), d.who(pos, 0), d.vec(x[pos]), style=row_style(pos == f))
     return Step("Position vector", say("demo.position", how=how), Group(eq, Text(), where, Text(), t))
+
+
+def _no_layers_position(d: Demo) -> Step:
+    """A model without layers: E (+ P, where positions are added) goes straight to the final norm and W_U."""
+    f, added = d.focus, d.cfg.has_positions and not d.rotary
+    rows = [(f"  E_{label(f)}", d.vec(d.trace["hook_embed"][f]))]
+    if added:
+        rows.append((f"+ P_{label(f)}", d.vec(d.trace["hook_pos_embed"][f])))
+    note = say("demo.position.no_layers", what=f"E_{label(f)} + P_{label(f)}" if added else f"E_{label(f)}",
+               rotary=say("demo.position.no_turn") if d.rotary else "")
+    return Step("Position vector", say("layers.none"), Group(pairs(rows), Text(), Text(note)))
 
 
 def _rotary_position(d: Demo) -> Step:

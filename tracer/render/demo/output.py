@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...equations import largest_first, tempered_softmax
 from ...tokens import label
+from .. import fmt
 from ..predict import pass_through_words, unchanged_layers
 from ..words import say
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
@@ -174,13 +175,13 @@ def step_append(d: Demo) -> Step:
         t.add_row(str(n), reads, d.letters(seen), nxt, d.prob(s["sample.probs"][tok]))
     limit = d.settings.max_new_tokens if d.settings else len(g.generated_ids)
     stopped = {"end_token": say("demo.stopped.end_token"), "stop_string": say("demo.stopped.stop_string"),
-               "max_new_tokens": say("demo.stopped.max_new_tokens", n=str(limit))}.get(g.stopped, "")
+               "max_new_tokens": say("demo.stopped.max_new_tokens", n=fmt.count(limit, "new token"))}.get(g.stopped, "")
     words = " ".join(d.token_name(i) for i in g.generated_ids) or "(nothing)"
     body = Group(t, Text(), sentence(("generated: ", "bold"), words),
                  sentence(("stopped because ", "bold"), stopped) if stopped else Text())
     n_total = len(g.tokens)
     narration = say("demo.append", prompt=d.letters(d.n), longer=d.letters(min(n_total, d.n + 1)),
-                    layers=str(d.cfg.n_layers))
+                    layers=f"all {d.cfg.n_layers} layers" if d.cfg.n_layers > 1 else fmt.count(d.cfg.n_layers, "layer"))
     return Step("Append and repeat", narration, body)
 
 

@@ -25,6 +25,8 @@ from .output import step_append, step_cache, step_chosen, step_layers, step_temp
 STEPS = (step_tokens, step_embedding, step_position, step_qkv, step_scores, step_softmax, step_weighted_sum,
          step_multihead, step_layers, step_copying, step_unembed, step_temperature, step_chosen, step_append, step_cache)
 # step_copying is shown only when the last token has appeared before (it returns None otherwise)
+LAYER_SCREENS = (step_qkv, step_scores, step_softmax, step_weighted_sum, step_multihead, step_layers, step_copying,
+                 step_cache)  # a model without layers keeps no keys and values
 
 
 SHOWS = {  # a screen → the steps (`tracer.hooks.STEPS`) whose stated values it shows, of layer 0 or outside the layers
@@ -47,6 +49,8 @@ def screen_of(name: str):
 def build_steps(d: Demo) -> list[Step]:
     steps = []
     for make in STEPS:
+        if not d.cfg.n_layers and make in LAYER_SCREENS:  # a model without layers: nothing of a layer to show
+            continue
         s = make(d)
         if s is not None:  # a screen this run has nothing for (step_copying on a prompt that repeats nothing)
             s.remake = make
