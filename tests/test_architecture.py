@@ -9,6 +9,7 @@ tiktoken installs, only for a tokenizer.json's Split regexes: patterns; jinja2 o
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -325,3 +326,12 @@ def test_the_package_metadata_is_current():
         assert name in listed and name in data, f"{name}: add it to packages and package-data in pyproject.toml"
         shipped = {f.suffix for f in model.iterdir() if f.is_file()}
         assert shipped <= {"." + pattern.split(".")[-1] for pattern in data[name]}, (name, shipped)
+
+
+def test_no_merge_conflict_is_left_in_a_file():
+    """A merge's conflict markers once reached docs/architecture.md in a commit."""
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
+    left = [str(p.relative_to(ROOT)) for suffix in ("py", "md", "js", "css", "toml", "txt", "html")
+            for p in ROOT.rglob(f"*.{suffix}") if not {".venv", ".git", "node_modules"} & set(p.parts)
+            and marker.search(p.read_text(encoding="utf-8", errors="replace"))]
+    assert not left, left
