@@ -109,12 +109,18 @@ def missing(step, names) -> Text | None:
     return Text(f"(not recorded in this trace: {', '.join(gone)})", style="dim")
 
 
-def compact_rows(n: int, brief: bool, limit: int = BRIEF_ROWS) -> list[int | None]:
-    """Row indices to show; None marks an elision."""
-    if not brief or n <= limit:
+def folded(n: int, rows: int, at_least: int = 1) -> list[int | None]:
+    """Indices 0 … n−1 when they fit in `rows`; else the first half (at least `at_least` of them), None
+    for the ⋮ row, and the last ones, `rows` entries in all: every long table's fold, written once."""
+    if n <= rows:
         return list(range(n))
-    head = limit // 2
-    return list(range(head)) + [None] + list(range(n - (limit - head), n))
+    first = max(rows // 2, at_least)
+    return list(range(first)) + [None] + list(range(n - (rows - first - 1), n))
+
+
+def compact_rows(n: int, brief: bool, limit: int = BRIEF_ROWS) -> list[int | None]:
+    """Row indices to show in brief mode, `limit` of them and None for the ⋮ between."""
+    return folded(n, limit + 1) if brief else list(range(n))
 
 
 class Fit:

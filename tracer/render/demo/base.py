@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ...tokens import label, named, show_token
 from .. import fmt
+from ..text import folded
 
 MAX_WIDTH = 100  # columns: legible on a projector
 
@@ -121,15 +122,6 @@ class Demo:
         position under RoPE; and the mark their names carry (↻ for rotated)."""
         pre = "attn.hook_rot_" if self.rotary else "attn.hook_"
         return self.block(pre + "q")[:, self.head], self.block(pre + "k")[:, self.kv_head], "↻" if self.rotary else ""
-
-
-def folded(n: int, rows: int, at_least: int = 1) -> list[int | None]:
-    """Indices 0 … n−1 when they fit in `rows`; else the first half (at least `at_least` of them), None
-    for the ⋮ row, and the last ones, `rows` entries in all."""
-    if n <= rows:
-        return list(range(n))
-    first = max(rows // 2, at_least)
-    return list(range(first)) + [None] + list(range(n - (rows - first - 1), n))
 
 
 @dataclass

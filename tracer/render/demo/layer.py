@@ -13,6 +13,7 @@ from .. import fmt
 from ..storage import example_words
 from ..summary import overflow_note
 from ..words import say
+from ..text import folded
 from .base import MARK, Demo, FirstThatFits, Step, mark, pairs, row_style, sentence, table
 
 
@@ -171,7 +172,7 @@ def _scores_rows(d: Demo, hide: bool, lead: int) -> Table:
         cols.append(div)
     t = table(*cols, right=("Q·K", div))
     hidden = list(range(f + 1, d.n))
-    rows = list(range(f + 1)) + (hidden if len(hidden) <= 3 else hidden[:1] + [None] + hidden[-1:])
+    rows = list(range(f + 1)) + [None if i is None else hidden[i] for i in folded(len(hidden), 3)]
     for pos in rows:
         if pos is None:
             t.add_row("", "⋮", *([""] * (len(cols) - 2)), style="dim")

@@ -13,7 +13,8 @@ from ...tokens import label
 from .. import fmt
 from ..predict import pass_through_words, unchanged_layers
 from ..words import say
-from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, folded, mark, pairs, row_style, sentence, table
+from ..text import folded
+from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, mark, pairs, row_style, sentence, table
 
 
 def step_layers(d: Demo) -> Step:
