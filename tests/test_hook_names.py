@@ -125,3 +125,16 @@ def test_the_names_other_modules_read_are_the_tables():
         assert leaf in hooks.LAYER, leaf
     for glob in REACHED_NAMES + [f"*{n}" for n in NOT_FLOWING]:
         assert fnmatch.filter(every, glob), glob
+
+
+def test_the_page_steps_a_stated_value_may_go_to_are_the_pages_steps():
+    """page_step's answers (PAGE_STEP's values, the layer's input's two, "checks") are ids of state.js's STEPS."""
+    import re
+
+    import tracer.render.page as page_module
+
+    state = (Path(page_module.__file__).parent / "state.js").read_text(encoding="utf-8")
+    table = state[state.index("const STEPS = ["):state.index("function initialTemperature")]
+    ids = set(re.findall(r'\[\s*"(\w+)",', table))
+    assert {"tokens", "embed", "lens", "checks"} <= ids
+    assert set(PAGE_STEP.values()) | {"embed", "mlp", "checks"} <= ids
