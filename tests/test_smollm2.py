@@ -13,6 +13,8 @@ import json
 import numpy as np
 import pytest
 
+from .conftest import same_as_reference
+
 pytestmark = pytest.mark.slow  # loads a 135M-parameter model (a few seconds)
 
 LOGIT_TOL = 3e-4  # float32 sums over 576–1536 terms, in another order than torch's
@@ -62,19 +64,7 @@ def test_q_and_k_equal_the_gguf_packages_dequantization_put_back_in_transformers
 
 @pytest.mark.parametrize("i", range(6))
 def test_ids_logits_and_greedy_tokens_equal_transformers(smollm2, smollm2_reference, i):
-    ref = {k.split(".", 1)[1]: v for k, v in smollm2_reference.items() if k.startswith(f"p{i}.")}
-    prompt = smollm2_reference["meta"]["prompts"][i]
-    assert smollm2.tokenize(prompt) == ref["ids"].tolist()
-    trace = smollm2.run(ref["ids"].tolist())
-    logits = trace["logits"].astype(np.float64)  # [pos, d_vocab]
-    assert logits.argmax(-1).tolist() == ref["top1"].tolist()
-    np.testing.assert_allclose(logits[-1, ref["top_ids"]], ref["top_logits"], rtol=0, atol=LOGIT_TOL)
-    lse = np.log(np.exp(logits[-1] - logits[-1].max()).sum()) + logits[-1].max()
-    np.testing.assert_allclose(lse, float(ref["logsumexp"]), rtol=0, atol=LOGIT_TOL)
-    gen = smollm2.generate(ref["ids"].tolist(), max_new_tokens=len(ref["greedy"]))
-    n = len(gen.generated_ids)  # transformers generates past the end token; tracer stops at it
-    assert gen.generated_ids == ref["greedy"].tolist()[:n]
-    assert n == len(ref["greedy"]) or gen.stopped == "end_token"
+    same_as_reference(smollm2, smollm2_reference, i, LOGIT_TOL)
 
 
 def test_the_article_on_a_real_llm_G_after_A_to_F_and_the_lens_finds_it_late(smollm2, smollm2_reference):
