@@ -165,19 +165,19 @@ def write_folder(folder: Path, seed: int = 0, name: str = "smollm2-135m", layers
 
 
 def torch_worker(folder: str, threads: int) -> None:
-    """The folder in transformers' LlamaForCausalLM, float32, one model whose attention
+    """The folder (or GGUF file) in transformers' AutoModelForCausalLM, float32, one model whose attention
     implementation (sdpa or eager) is switched per request, served by bench.bench.serve."""
     torch_setup(threads)
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
 
     if folder.endswith(".gguf"):  # a real model from its GGUF file, through transformers' own GGUF reader
         path = Path(folder)
-        model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
-                                                 attn_implementation="sdpa").eval()
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                                     attn_implementation="sdpa").eval()
     else:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
 
@@ -287,7 +287,8 @@ def case_generate(model, torch_w, prompt: list[int], new: int, rounds: int, resu
 def main() -> int:
     ap = arguments(__doc__)
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,generate")
-    ap.add_argument("--gguf", default=None, help="a real model's GGUF file for both sides (SmolLM2-135M-Instruct.Q4_1.gguf)")
+    ap.add_argument("--gguf", default=None, help="a real model's GGUF file for both sides (SmolLM2-135M-Instruct.Q4_1.gguf, "
+                    "gemma-3-270m-q4_k_m.gguf with --shape gemma3-270m: the shape gives the vocabulary the prompts come from)")
     ap.add_argument("--shape", default="smollm2-135m", choices=sorted(SHAPES), help="the random model's shape")
     ap.add_argument("--layers", type=int, default=None, help="that shape with this many layers (a smoke test)")
     args = ap.parse_args()
@@ -321,7 +322,7 @@ def main() -> int:
         model = tracer.load(str(source))
         results["model"]["tracer_load_s"] = time.perf_counter() - t0
         what = f"{source.name} (GGUF)" if args.gguf else "random weights, float32 safetensors"
-        print(f"model: {args.shape if not args.gguf else 'SmolLM2-135M'} shape, {what}, {size / 1e6:.0f} MB; {model!r}")
+        print(f"model: {args.shape + ' shape' if not args.gguf else source.name}, {what}, {size / 1e6:.0f} MB; {model!r}")
         py = None if args.no_torch else find_torch_python(args.torch_python)
         if py:
             torch_w = Torch(py, source, threads, script=__file__)
