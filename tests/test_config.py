@@ -24,3 +24,16 @@ def test_pass_macs_counts_like_a_loop(mlp, macs_by_loop):
     for n_seen in range(1, 8):
         for n_new in range(1, n_seen + 1):
             assert cfg.pass_macs(n_new, n_seen) == macs_by_loop(cfg, n_new, n_seen)
+
+
+def test_the_entries_a_config_keeps_are_its_tables_and_it_pickles_as_its_fields():
+    import pickle
+
+    from tracer import blocks
+
+    cfg = Config(n_layers=2, d_model=8, n_heads=2, mlp="gelu", norm="rms", positional="rope")
+    assert (cfg.mlp_kind, cfg.norm_kind, cfg.position_kind) == (blocks.MLPS["gelu"], blocks.NORMS["rms"],
+                                                                 blocks.POSITIONS["rope"])
+    assert {"mlp_kind", "norm_kind", "position_kind"} <= set(vars(cfg))  # kept: read again without a lookup
+    again = pickle.loads(pickle.dumps(cfg))  # the gelu entry's backward is a lambda: it must not be pickled
+    assert again == cfg and "mlp_kind" not in vars(again) and again.mlp_kind is blocks.MLPS["gelu"]

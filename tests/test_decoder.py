@@ -7,6 +7,7 @@ import pytest
 
 from tracer.config import Config
 from tracer.decoder import KVCache, forward, hook_names
+from tracer.fast import layout
 from tracer.record import Recorder
 from tracer.params import init_weights
 
@@ -157,3 +158,59 @@ def test_float32_pass_stays_float32_and_close_to_float64(small_config):
     l32 = forward(cfg32, {k: v.astype(np.float32) for k, v in params.items()}, tokens, r32)
     assert {a.dtype for a in r32.store.values()} == {np.dtype("float32")}
     np.testing.assert_allclose(l32, l64, rtol=1e-4, atol=1e-5)  # float32 rounding through 2 layers
+
+
+# --------------------------------------------------------------------------- a step's Python overhead
+
+GEMMA3_LIKE = dict(positional="rope", norm="gemma_rms", mlp="geglu", norm_place="both", qk_norm="per_head",
+                   sliding_window=2, windowed=(0,), rope_local_theta=10.0, attn_softcap=50.0, final_softcap=30.0,
+                   embed_scale=True, n_kv_heads=1)
+# The tracer functions one decode step of a GPT-2 block called per layer at 9d2e41b, the commit before
+# the redesign (the table of block switches): everything recorded 127, nothing 75 (BENCHMARKS.md, issue 21).
+CALLS_PER_LAYER_BEFORE = {"everything": 127, "nothing": 75}
+
+
+def tracer_calls_in_a_step(cfg, names) -> dict:
+    """{"file:function": calls} of the tracer functions one one-token decode step calls, after a
+    first step (whatever is looked up once per config has been by then)."""
+    import collections
+    import sys
+    from pathlib import Path
+
+    w = layout(cfg, init_weights(cfg, 0))
+    kv = KVCache(cfg, 8)
+    forward(cfg, w, [0, 1], Recorder([], cfg), cache=kv)
+    forward(cfg, w, [2], Recorder(names, cfg), cache=kv)
+    rec = Recorder(names, cfg)
+    seen = collections.Counter()
+
+    def count(frame, event, arg):
+        path = Path(frame.f_code.co_filename)
+        if event == "call" and "tracer" in path.parts:
+            seen[f"{path.name}:{frame.f_code.co_name}"] += 1
+
+    sys.setprofile(count)
+    try:
+        forward(cfg, w, [3], rec, cache=kv)
+    finally:
+        sys.setprofile(None)
+    return dict(seen)
+
+
+@pytest.mark.parametrize("switches", [dict(), SWITCHES[-1], GEMMA3_LIKE], ids=["gpt2", "llama", "gemma3"])
+@pytest.mark.parametrize("names", [None, []], ids=["everything", "nothing"])
+def test_a_decode_step_looks_nothing_up_in_the_config_and_an_idle_recorder_builds_no_scope(small_config, switches,
+                                                                                              names):
+    calls = tracer_calls_in_a_step(small_config(n_ctx=32, **switches), names)
+    assert not [c for c in calls if c.startswith("config.py:")]  # the table's entries are kept, the layers' windows laid out
+    if names == []:  # nothing recorded, nothing hooked: no name is built, nothing reaches the store
+        assert not [c for c in calls if c.startswith("store.py:") or c == "record.py:__init__"]
+    else:
+        assert calls["record.py:__init__"] == calls["record.py:scope"] > 0  # a scope per prefix
+
+
+@pytest.mark.parametrize("names, label", [(None, "everything"), ([], "nothing")])
+def test_a_gpt2_layers_decode_step_makes_no_more_python_calls_than_before_the_redesign(small_config, names, label):
+    two, four = (sum(tracer_calls_in_a_step(small_config(n_layers=n, n_ctx=32), names).values()) for n in (2, 4))
+    per_layer = (four - two) / 2
+    assert per_layer <= CALLS_PER_LAYER_BEFORE[label], (per_layer, label)

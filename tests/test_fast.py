@@ -117,3 +117,15 @@ def test_fused_qkv_gives_each_heads_query_key_and_value():
     for got, Wm in zip((q, k, v), W):
         for h in range(3):
             np.testing.assert_allclose(got[:, h], x @ Wm[h], rtol=1e-12, atol=1e-12)
+
+
+def test_each_layer_holds_what_a_step_would_look_up_in_the_config():
+    cfg = Config(n_layers=3, d_model=8, n_heads=2, d_head=4, d_mlp=16, d_vocab=20, n_ctx=16, positional="rope",
+                 norm="rms", mlp="swiglu", sliding_window=2, windowed=(1,), rope_local_theta=10.0)
+    w = layout(cfg, init_weights(cfg, 0))
+    assert [(layer.window, layer.local) for layer in w.layers] == [(cfg.window_of(l), cfg.is_local(l)) for l in range(3)]
+    assert [layer.window for layer in w.layers] == [None, 2, None]
+    for layer in w.layers:  # the MLP's products in the table's order, each the layer's own Affine
+        assert [(hook, product) for hook, product in layer.mlp_inputs] == [
+            (i.hook, getattr(layer, i.affine)) for i in cfg.mlp_kind.inputs]
+        assert [hook for hook, _ in layer.mlp_inputs] == ["hook_pre", "hook_pre_linear"]

@@ -27,3 +27,14 @@ def test_split_and_fuse_are_inverses_and_agree_with_each_heads_product(H, KV):
             np.testing.assert_allclose(got[:, h], x @ Wm[h], rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(fuse_qkv(q, k, v), x @ fused)
     assert [c.stop - c.start for c in qkv_columns(H, KV, dh)] == [H * dh, KV * dh, KV * dh]
+
+
+@pytest.mark.parametrize("H, KV", [(4, 4), (4, 2)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_splitting_gives_the_columns_qkv_columns_names_as_views_in_either_memory_order(H, KV, order):
+    dh = 3
+    fused = np.asarray(np.arange(5 * (H + 2 * KV) * dh, dtype=np.float64).reshape(5, -1), order=order)  # [pos, cols]
+    parts = split_qkv(fused, H, KV)
+    for part, cols, heads in zip(parts, qkv_columns(H, KV, dh), (H, KV, KV)):
+        np.testing.assert_array_equal(part, fused[:, cols].reshape(5, heads, dh))
+        assert np.shares_memory(part, fused)  # a view: a mapped file's matrix is never copied

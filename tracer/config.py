@@ -9,6 +9,7 @@ says which. Core module: imports numpy only.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 
 from typing import TYPE_CHECKING
 
@@ -140,7 +141,7 @@ class Config:
         """The sliding window of layer `layer`, or None when it sees every earlier key."""
         return self.sliding_window if self.is_local(layer) else None
 
-    @property
+    @cached_property
     def scores_scale(self) -> float | None:
         """What Q·K is multiplied by: 1/√d_head (Gemma: 1/√query_pre_attn_scalar), or None unscaled."""
         import math
@@ -175,6 +176,9 @@ class Config:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def __getstate__(self) -> dict:  # pickled as its fields: the entries kept below are looked up again
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
         known = {f.name for f in fields(cls)}
@@ -183,54 +187,58 @@ class Config:
             raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
         return cls(**d)
 
-    @property
+    # The table's entries (and the numbers computed from the fields) are looked up once per config and
+    # kept (`cached_property`: an attribute after the first read), since a decode step reads them per
+    # layer; the fields are frozen, so what is kept cannot go stale.
+
+    @cached_property
     def softcap_kind(self) -> blocks.SoftCap:
         """The soft-cap's entry in the table of block switches (used where attn_softcap / final_softcap are set)."""
         from . import blocks
 
         return blocks.SOFTCAP
 
-    @property
+    @cached_property
     def norm_kind(self) -> blocks.Norm:
         """The norm's entry in the table of block switches (whether or not the model has a norm)."""
         from . import blocks
 
         return blocks.NORMS[self.norm]
 
-    @property
+    @cached_property
     def mlp_kind(self) -> blocks.Mlp | None:
         """The MLP's entry in the table of block switches; None without an MLP."""
         from . import blocks
 
         return blocks.MLPS[self.mlp] if self.mlp else None
 
-    @property
+    @cached_property
     def position_kind(self) -> blocks.Positions:
         """The positional scheme's entry in the table of block switches."""
         from . import blocks
 
         return blocks.POSITIONS[self.positional]
 
-    @property
+    @cached_property
     def norm_place_kind(self) -> blocks.NormPlace:
         """Where the block's norms sit (before the sublayers, or after them: OLMo 2)."""
         from . import blocks
 
         return blocks.NORM_PLACES[self.norm_place]
 
-    @property
+    @cached_property
     def qk_norm_kind(self) -> blocks.QkNorm:
         """The Q/K norm's entry in the table of block switches (`none`: Q and K are not normalized)."""
         from . import blocks
 
         return blocks.QK_NORMS[self.qk_norm]
 
-    @property
+    @cached_property
     def has_positions(self) -> bool:
         """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
         return self.position_kind.adds
 
-    @property
+    @cached_property
     def kv_heads(self) -> int:
         """Key/value heads: n_kv_heads under grouped-query attention, else one per query head."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads

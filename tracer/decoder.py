@@ -62,9 +62,11 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if w.rope_local is not None:  # Gemma 3: the sliding-window layers turn by a local base's angles
         angle = rec("rope.hook_angle_local", rope_angles(w.rope_local, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
         turn_local = np.cos(angle), np.sin(angle)
-    for l in range(len(w.layers)):  # by index: no loop variable keeps layer l alive while l + 1 is expanded (`tracer.streamed`)
-        x = block(cfg, w.layers[l], x, rec.scope(f"blocks.{l}"), cache.layer(l) if cache is not None else None,
-                  turn_local if cfg.is_local(l) else turn, cfg.window_of(l))
+    for l in range(len(w.layers)):  # by index, and `layer` let go: nothing keeps layer l alive while l + 1 is expanded (`tracer.streamed`)
+        layer = w.layers[l]
+        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), cache.layers[l] if cache is not None else None,
+                  turn_local if layer.local else turn)
+        del layer
     if cache is not None:
         cache.length = start + n
     x = rec("unembed.hook_in", norm(cfg, x, w.ln_final, rec.scope("ln_final")))  # [pos, d_model]
@@ -74,16 +76,18 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     return rec("logits", logits)  # [pos, d_vocab]
 
 
-def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """One layer: attention, then the MLP, each added back to its input. `window`: this layer's sliding window."""
+def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """One layer: attention, then the MLP, each added back to its input."""
     x = rec("hook_resid_pre", x)
-    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn, window)  # [pos, d_model]
-    attn_out = norm(cfg, attn_out, w.ln1_post, rec.scope("ln1_post"))  # OLMo 2: the output normalized instead
+    attn_out = attention(cfg, w, norm(cfg, x, w.ln1, rec.scope("ln1")), rec.scope("attn"), kv, turn)  # [pos, d_model]
+    if w.ln1_post is not None:  # OLMo 2, Gemma: the output normalized (instead, or too)
+        attn_out = norm(cfg, attn_out, w.ln1_post, rec.scope("ln1_post"))
     x = residual(cfg, x, rec("hook_attn_out", attn_out))  # x + attention(ln1(x))
     if cfg.mlp:
         x = rec("hook_resid_mid", x)
         mlp_out = mlp(cfg, w, norm(cfg, x, w.ln2, rec.scope("ln2")), rec.scope("mlp"))  # [pos, d_model]
-        mlp_out = norm(cfg, mlp_out, w.ln2_post, rec.scope("ln2_post"))
+        if w.ln2_post is not None:
+            mlp_out = norm(cfg, mlp_out, w.ln2_post, rec.scope("ln2_post"))
         x = residual(cfg, x, rec("hook_mlp_out", mlp_out))  # x + mlp(ln2(x))
     return rec("hook_resid_post", x)
 
@@ -110,9 +114,10 @@ def qk_norm(cfg: Config, x: np.ndarray, ln: tuple, rec: Recorder = NOTHING) -> n
     return norm(cfg, cfg.qk_norm_kind.flat(x), ln, rec).reshape(x.shape)
 
 
-def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None, window=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """Causal self-attention, every head at once: each query weighs the keys it may see, takes
-    that blend of their values, and W_O merges the heads. `turn`: RoPE's (cos, sin) for these positions."""
+def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn=None) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+    """Causal self-attention, every head at once: each query weighs the keys it may see (all the
+    earlier ones, or the layer's sliding window: `w.window`), takes that blend of their values, and
+    W_O merges the heads. `turn`: RoPE's (cos, sin) for these positions."""
     q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
     q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
     if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
@@ -123,7 +128,7 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
     if kv is not None:
         k, v = kv.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
     dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, window, cfg.attn_softcap))
+    scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
     pattern = rec("hook_pattern", causal_softmax(scores))  # [head, query_pos, key_pos]
     z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
     rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
@@ -133,9 +138,8 @@ def attention(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, kv=None, turn
 def mlp(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
     """Two affine maps with GELU between them, on each position alone; or SwiGLU's three:
     SiLU(x·W_gate) ⊙ (x·W_in), then W_out (`cfg.mlp_kind` says which)."""
-    kind = cfg.mlp_kind
-    inputs = [rec(i.hook, getattr(w, i.affine)(x)) for i in kind.inputs]  # [pos, d_mlp] each: x·W_in (SwiGLU: x·W_gate first)
-    post = rec("hook_post", kind.forward(*inputs))  # [pos, d_mlp]
+    inputs = [rec(hook, product(x)) for hook, product in w.mlp_inputs]  # [pos, d_mlp] each: x·W_in (SwiGLU: x·W_gate first)
+    post = rec("hook_post", cfg.mlp_kind.forward(*inputs))  # [pos, d_mlp]
     return w.mlp_out(post)  # [pos, d_model]
 
 
@@ -147,13 +151,14 @@ class KVCache:
         self.k = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, kv_head, d_head] (rotated, with RoPE)
         self.v = np.empty(shape, dtype=cfg.dtype)  # [layer, pos, kv_head, d_head]
         self.length = 0  # positions filled
+        self.layers = [LayerCache(self, l) for l in range(cfg.n_layers)]  # each layer's part, made once
 
     @property
     def capacity(self) -> int:
         return self.k.shape[1]
 
     def layer(self, l: int) -> "LayerCache":
-        return LayerCache(self, l)
+        return self.layers[l]
 
 
 class LayerCache:

@@ -103,6 +103,10 @@ class Layer:
     k_norm: tuple | None = None
     ln1_post: tuple | None = None  # OLMo 2's norms of attention's and the MLP's outputs (`cfg.norm_place_kind.after`)
     ln2_post: tuple | None = None
+    # What a step would otherwise look up per layer, from the config and its table entries, once:
+    mlp_inputs: tuple = ()  # ((hook, Affine), …): the MLP's input products in `cfg.mlp_kind.inputs`' order
+    window: int | None = None  # this layer's sliding window (`cfg.window_of`), None: every earlier key
+    local: bool = False  # the layer turns by the local RoPE base's angles (`cfg.is_local`: Gemma 3)
 
 
 @dataclass
@@ -151,7 +155,7 @@ def layout_layer(cfg: Config, params: Params, l: int, W: np.ndarray | None = Non
     b = qkv.fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
     W_O = params[a + "W_O"]  # [head, d_head, d_model]
     gate = params.get(p + "mlp.W_gate") if cfg.mlp and cfg.mlp_kind.gated else None
-    return Layer(
+    layer = Layer(
         ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
         qkv=Affine(W, b),
         W_O=W_O,
@@ -164,7 +168,12 @@ def layout_layer(cfg: Config, params: Params, l: int, W: np.ndarray | None = Non
         k_norm=qk_norm_weights(cfg, params, a + "k_norm"),
         ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
         ln2_post=norm_weights(cfg, params, p + "ln2_post") if cfg.mlp and place.after else None,
+        window=cfg.window_of(l),
+        local=cfg.is_local(l),
     )
+    if cfg.mlp:
+        layer.mlp_inputs = tuple((i.hook, getattr(layer, i.affine)) for i in cfg.mlp_kind.inputs)
+    return layer
 
 
 def layout_top(cfg: Config, params: Params, layers, W_U, unembed=None) -> Weights:

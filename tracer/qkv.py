@@ -21,12 +21,18 @@ def qkv_columns(n_heads: int, n_kv_heads: int, d_head: int) -> tuple[slice, slic
 
 
 def split_qkv(fused: np.ndarray, n_heads: int, n_kv_heads: int | None = None):  # [..., (head + 2·kv_head)·d_head] → [..., head, d_head], 2 × [..., kv_head, d_head]
-    """The fused last axis cut into Q's, K's and V's heads (views)."""
+    """The fused last axis cut into Q's, K's and V's heads (views). Called per layer in every pass,
+    so it cuts directly (the columns of `qkv_columns`), with no call it can do without."""
     kv = n_heads if n_kv_heads is None else n_kv_heads
     d_head = fused.shape[-1] // (n_heads + 2 * kv)
     lead = fused.shape[:-1]
-    return tuple(fused[..., cols].reshape(*lead, heads, d_head)  # [..., heads, d_head]
-                 for cols, heads in zip(qkv_columns(n_heads, kv, d_head), (n_heads, kv, kv)))
+    if kv == n_heads and fused.shape[-1] == 3 * n_heads * d_head:  # three equal blocks: one reshape, [..., 3, head, d_head]
+        parts = fused.reshape(*lead, 3, n_heads, d_head)
+        return parts[..., 0, :, :], parts[..., 1, :, :], parts[..., 2, :, :]  # [..., head, d_head] each
+    q_end, k_end = n_heads * d_head, (n_heads + kv) * d_head
+    return (fused[..., :q_end].reshape(*lead, n_heads, d_head),  # [..., head, d_head]
+            fused[..., q_end:k_end].reshape(*lead, kv, d_head),  # [..., kv_head, d_head]
+            fused[..., k_end:k_end + kv * d_head].reshape(*lead, kv, d_head))  # [..., kv_head, d_head]
 
 
 def fuse_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:  # [..., head, d_head], 2 × [..., kv_head, d_head] → [..., (head + 2·kv_head)·d_head]

@@ -98,19 +98,30 @@ def _checked(out, value, name: str) -> np.ndarray:
 
 
 class Recorder:
+    """`rec(name, value)` records and passes on. `_wanted`: True (everything), False (nothing) or a
+    function of the full name; the first two are answered without a call, and a recorder that records
+    and hooks nothing builds no names at all (its scopes are itself): a decode step makes a few hundred
+    of these calls, so each is kept to what it must do."""
+
+    __slots__ = ("prefix", "store", "_wanted", "hooks", "_idle")
+
     def __init__(self, names=None, config=None, *, prefix: str = "", store: Store | None = None, _wanted=None,
                  hooks: Hooks | None = None):
         self.prefix = prefix
         self.store: Store = Store(config) if store is None else store
         self._wanted = _wanted if _wanted is not None else _compile(names)
         self.hooks = hooks
+        self._idle = self._wanted is False and hooks is None  # records nothing, replaces nothing
 
     def __call__(self, name: str, value):
         """Record `value` under this scope's `name` (when wanted) and return it (a hook's replacement, if one applies)."""
+        if self._idle:
+            return value
         full = self.prefix + name
         if self.hooks is not None:
             value = self.hooks(full, value)
-        if self._wanted(full):
+        wanted = self._wanted
+        if wanted is True or (wanted is not False and wanted(full)):
             self.store.put(full, value)
         return value
 
@@ -118,26 +129,30 @@ class Recorder:
         """Record `fn(*sources)` (of `shape`, in the first source's dtype) without computing it: the
         store computes it when it is first read. For a value the forward pass never needs on its
         own (each head's share of W_O)."""
-        full = self.prefix + name
-        if self._wanted(full):
+        wanted, full = self._wanted, self.prefix + name
+        if wanted is True or (wanted is not False and wanted(full)):
             self.store.later(full, fn, sources, shape, sources[0].dtype)
 
     def wants(self, name: str) -> bool:
         """Whether `name` (in this scope) is recorded: for values that cost work only to record."""
-        return self._wanted(self.prefix + name)
+        wanted = self._wanted
+        return wanted is True or (wanted is not False and wanted(self.prefix + name))
 
     def scope(self, prefix: str) -> "Recorder":
+        if self._idle:  # no name is ever built
+            return self
         return Recorder(prefix=self.prefix + prefix + ".", store=self.store, _wanted=self._wanted, hooks=self.hooks)
 
 
 def _compile(names):
+    """True for everything (names None), False for nothing, else a function of a full name (cached per name)."""
     if names is None:
-        return lambda name: True
+        return True
     if isinstance(names, str):
         names = [names]
     names = list(names)
     if not names:
-        return lambda name: False
+        return False
     pattern = re.compile("|".join(fnmatch.translate(n) for n in names))
     cache: dict[str, bool] = {}
 

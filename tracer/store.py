@@ -184,6 +184,19 @@ def _leaf(name: str) -> str:
     return name.split(".", 2)[2] if name.count(".") >= 2 else ""
 
 
+_WAYS: dict = {}  # name → HOLD's ways for it (None: held whole): every pass records the same names
+_WAYS_MAX = 200_000  # names remembered (a model of 1,024 layers records about 30,000)
+
+
+def _ways(name: str):
+    ways = _WAYS.get(name, False)
+    if ways is False:
+        ways = HOLD.get(_leaf(name))
+        if len(_WAYS) < _WAYS_MAX:
+            _WAYS[name] = ways
+    return ways
+
+
 # --------------------------------------------------------------------------- the store
 
 
@@ -199,7 +212,7 @@ class Store(MutableMapping):
 
     def put(self, name: str, value, trusted: bool = True) -> None:
         """Hold `value` under `name` as the table allows (see the module docstring)."""
-        ways = HOLD.get(_leaf(name)) if self.config is not None else None
+        ways = _ways(name) if self.config is not None else None
         held = value
         if ways and isinstance(value, np.ndarray) and value.dtype.kind == "f":
             for way in ways:
@@ -213,7 +226,7 @@ class Store(MutableMapping):
         if isinstance(held, np.ndarray):
             held.flags.writeable = False  # a trace records what was computed: copy an array to change it
         self._d[name] = held
-        if held is value:
+        if held is value and self._rebuilt:
             self._rebuilt.pop(name, None)
 
     def later(self, name: str, fn, sources: tuple, shape: tuple, dtype) -> None:
