@@ -92,3 +92,18 @@ def test_the_cli_traces_the_real_gemma_and_says_where_it_departs(runner, gemma3_
                             "--section", "predict"])
     assert r.exit_code == 0, r.output
     assert "√640" in r.output and "(1 + w)" in r.output
+
+
+def test_the_demo_of_the_real_gemma_cuts_no_number_at_80_columns(runner, gemma3_gguf):
+    """Gemma's residual stream grows to tens of thousands: its vectors show fewer numbers, never a cut one."""
+    import re
+
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["demo", "--model", str(gemma3_gguf), "--prompt", "The capital of France is"],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert re.findall(r"^Step (\d+) of 14 · ", r.output, flags=re.M) == [str(i) for i in range(1, 15)]
+    cut = [line for line in r.output.splitlines() if re.search(r"\d…", line)]
+    assert not cut, cut
+    assert "× (1 + w), w = attn.q_norm.w" in re.sub(r"\s+", " ", r.output)

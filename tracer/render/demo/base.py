@@ -94,6 +94,10 @@ class Demo:
     def num(self, x) -> str:
         return fmt.num(x, self.precision)
 
+    def vector(self, v, style: str = "") -> "Vec":
+        """A vector for `pairs`, shown at the width the screen allows."""
+        return Vec(v, self.precision, style)
+
     def vec(self, v, dims: int = 8, lead: int = 4) -> str:
         """[ 0.900, -0.100, …] aligned for stacking; long vectors as the first `lead` … last 2 numbers."""
         return fmt.column_vec(v, self.precision, dims, lead)
@@ -178,14 +182,34 @@ def focus_style(style: str):
         FOCUS_STYLES.pop()
 
 
-def pairs(rows: list[tuple]) -> Table:
-    """Label → value lines, aligned, each value on one line (vectors are never split)."""
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(no_wrap=True)
-    for r in rows:
-        t.add_row(*r)
-    return t
+@dataclass(frozen=True)
+class Vec:
+    """A vector a line shows at the width the screen allows (`Demo.vector`): its first `lead` numbers, …, its
+    last two."""
+
+    values: object  # [n]
+    precision: int
+    style: str = ""
+
+    def text(self, lead: int) -> Text:
+        return Text(fmt.column_vec(self.values, self.precision, 8, lead), style=self.style)
+
+
+def pairs(rows: list[tuple]) -> Table | FirstThatFits:
+    """Label → value lines, aligned, each value on one line (vectors are never split); where a value is
+    a `Vec`, the lines show fewer of each vector's numbers on a narrow screen rather than cut one."""
+
+    def laid_out(lead: int) -> Table:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold", no_wrap=True)
+        t.add_column(no_wrap=True)
+        for label_, value in rows:
+            t.add_row(label_, value.text(lead) if isinstance(value, Vec) else value)
+        return t
+
+    if not any(isinstance(value, Vec) for _, value in rows):
+        return laid_out(4)
+    return FirstThatFits(*(laid_out(lead) for lead in (4, 3, 2)))
 
 
 def sentence(*parts: tuple[str, str] | str) -> Text:

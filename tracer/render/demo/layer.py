@@ -77,9 +77,9 @@ def step_position(d: Demo) -> Step:
     P = d.trace["hook_pos_embed"]  # [pos, d_model]
     E = d.trace["hook_embed"]  # [pos, d_model]
     eq = pairs([
-        (f"  E_{label(f)}", d.vec(E[f])),
-        (f"+ P_{label(f)}", d.vec(P[f])),
-        (f"= x_{label(f)}", Text(d.vec(x[f]), style="bold")),
+        (f"  E_{label(f)}", d.vector(E[f])),
+        (f"+ P_{label(f)}", d.vector(P[f])),
+        (f"= x_{label(f)}", d.vector(x[f], "bold")),
     ])
     where = Text(say("demo.position.where", L=label(f), id=str(int(d.trace.tokens[f])), t=str(f), place=str(f + 1)))
     t = table("", "token", "x = E + P  (every token)")
@@ -94,9 +94,9 @@ def step_position(d: Demo) -> Step:
 def _no_layers_position(d: Demo) -> Step:
     """A model without layers: E (+ P, where positions are added) goes straight to the final norm and W_U."""
     f, added = d.focus, d.cfg.has_positions and not d.rotary
-    rows = [(f"  E_{label(f)}", d.vec(d.trace["hook_embed"][f]))]
+    rows = [(f"  E_{label(f)}", d.vector(d.trace["hook_embed"][f]))]
     if added:
-        rows.append((f"+ P_{label(f)}", d.vec(d.trace["hook_pos_embed"][f])))
+        rows.append((f"+ P_{label(f)}", d.vector(d.trace["hook_pos_embed"][f])))
     note = say("demo.position.no_layers", what=f"E_{label(f)} + P_{label(f)}" if added else f"E_{label(f)}",
                rotary=say("demo.position.no_turn") if d.rotary else "")
     return Step("Position vector", say("layers.none"), Group(pairs(rows), Text(), Text(note)))
@@ -108,16 +108,16 @@ def _rotary_position(d: Demo) -> Step:
     angle = d.trace["rope.hook_angle"]  # [pos, d_head / 2]
     q, q_rot = d.block("attn.hook_q")[f, h], d.block("attn.hook_rot_q")[f, h]  # [d_head] each
     half = cfg.d_head // 2
-    rows, normed = [(f"  {label(f)}_Q", d.vec(q))], ""
+    rows, normed = [(f"  {label(f)}_Q", d.vector(q))], ""
     qk = cfg.qk_norm_kind
     if qk.on:  # Qwen3 / OLMo 2: Q is normalized (and its gain applied) before it turns
         scale = d.block("attn.q_norm.hook_scale")[f]  # [head, 1] or [1]
         n_q = d.block("attn.q_norm.hook_normalized")[f].reshape(-1, cfg.d_head)[h]  # [d_head]
         rms = float(scale[h, 0] if qk.per_head else scale[0])
-        rows.append((f"÷ {rms:.3f}", d.vec(n_q)))
+        rows.append((f"÷ {rms:.3f}", d.vector(n_q)))
         gain = cfg.norm_kind.gain_form.format(name="attn.q_norm")  # Gemma's: × (1 + w)
         normed = say("demo.rope.normed", how=qk.words.format(m="Q", scale=f"{rms:.3f}", gain=gain))
-    eq = pairs([*rows, (f"↻ {label(f)}_Q↻", Text(d.vec(q_rot), style="bold"))])
+    eq = pairs([*rows, (f"↻ {label(f)}_Q↻", d.vector(q_rot, "bold"))])
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
         t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
@@ -283,7 +283,7 @@ def step_weighted_sum(d: Demo) -> Step:
         t.add_row(mark(j == f), d.who(j, 0), d.num(w[j]), d.vec(v[j]), style=row_style(j == f))
     t.add_row("", "sum", d.num(w[: f + 1].sum()), Text(d.vec(z), style="bold"))
     new = say("demo.sum.vector", L=label(f))
-    body = Group(sentence((f"{new} = ", "bold"), formula), Text(), t, Text(), pairs([(f"= {new}", d.vec(z))]))
+    body = Group(sentence((f"{new} = ", "bold"), formula), Text(), t, Text(), pairs([(f"= {new}", d.vector(z))]))
     return Step("Weighted sum of values", say("demo.sum", L=label(f)), body)
 
 
@@ -302,15 +302,15 @@ def step_multihead(d: Demo) -> Step:
     concat = z.reshape(-1)  # [head * d_head]
     out = d.block("hook_attn_out")[f]  # [d_model]
     rows = [
-        (f"concat {H}×{cfg.d_head}", d.vec(concat)),
-        (f"× W_O [{H * cfg.d_head}×{cfg.d_model}]", d.vec(out)),
+        (f"concat {H}×{cfg.d_head}", d.vector(concat)),
+        (f"× W_O [{H * cfg.d_head}×{cfg.d_model}]", d.vector(out)),
     ]
     if cfg.residual:
-        rows.append(("+ x (residual)", d.vec(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
+        rows.append(("+ x (residual)", d.vector(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
     if cfg.mlp:
         kind = cfg.mlp_kind.name
-        rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vec(d.block("hook_resid_post")[f])))
-    rows.append((f"out of layer {l}", Text(d.vec(d.block("hook_resid_post")[f]), style="bold")))
+        rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vector(d.block("hook_resid_post")[f])))
+    rows.append((f"out of layer {l}", d.vector(d.block("hook_resid_post")[f], "bold")))
     eq = pairs(rows)
     multi = (say("heads.one") if H == 1 else say("heads.many", H=str(H))) + " "
     rest = []

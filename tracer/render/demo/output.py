@@ -37,7 +37,7 @@ def step_layers(d: Demo) -> Step:
     out = say("demo.layers.last", L=label(last), layer=str(cfg.n_layers - 1)) if cfg.n_layers else \
         say("demo.layers.embedded", L=label(last))
     body = Group(sentence((say("demo.layers.heading", L=label(last), more=more), "bold")),
-                 Text(say("demo.layers.columns")), Text(), t, Text(), pairs([(out, d.vec(final))]))
+                 Text(say("demo.layers.columns")), Text(), t, Text(), pairs([(out, d.vector(final))]))
     same = pass_through_words(unchanged_layers(d.trace.get, cfg.n_layers), cfg.n_layers)
     why = [n["text"] for n in d.notes if n.get("section") == "layers"]
     doing = f"{same} {' '.join(why)}".rstrip() if same else say("demo.layers.mixes")
@@ -71,7 +71,7 @@ def step_unembed(d: Demo) -> Step:
                       style=row_style(p == last))
     ln = f" ({cfg.norm_kind.plain_final})" if cfg.layer_norm else ""
     tied = say("demo.unembed.tied") if cfg.tied_unembed else ""
-    final = [(say("predict.final", L=label(last)), d.vec(x)),
+    final = [(say("predict.final", L=label(last)), d.vector(x)),
              ("× W_U", say("demo.unembed.logits", d_model=str(cfg.d_model), d_vocab=f"{cfg.d_vocab:,}"))]
     body = Group(pairs(final), Text(), t, Text(), every)
     question = pairs(final)
