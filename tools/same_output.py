@@ -5,8 +5,8 @@
     python tools/same_output.py --rev 187c506 --only replay   # the commands whose name holds 'replay'
 
 Each command's stdout, stderr and exit code are written to `OUT/{old,new}/NAME.{out,err,rc}` and
-compared byte for byte (a speed in tokens/s masked); saved `.npz` traces and exported files are
-compared by sha256. The old commit is checked out with `git worktree` under OUT and installed into
+compared byte for byte (a speed in tokens/s and the default memory budget masked); saved `.npz` traces
+(their arrays and metadata, but the memory budget) and exported files are compared by sha256. The old commit is checked out with `git worktree` under OUT and installed into
 its own venv (once: reused by later runs with the same OUT). Used to show that a change of structure changes no output
 (issue 13); a difference is printed as a unified diff of the first lines that differ.
 """
@@ -110,6 +110,7 @@ def run_all(python: str, root: Path, out: Path, only: str | None, columns: int) 
                            stdin=subprocess.DEVNULL, timeout=600)
         def clean(b: bytes) -> bytes:
             b = re.sub(rb"[0-9][0-9,.]* tokens/s", b"N tokens/s", b)  # train's speed: not output, it varies run to run
+            b = re.sub(rb'"budget": [0-9]+', b'"budget": N', b)  # --memory's default: half the memory free at the time
             return b.replace(str(files).encode(), b"{dir}").replace(str(root).encode(), b"{root}").replace(str(ROOT).encode(), b"{root}")
 
         (out / f"{name}.out").write_bytes(clean(r.stdout))
@@ -119,7 +120,26 @@ def run_all(python: str, root: Path, out: Path, only: str | None, columns: int) 
 
 
 def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "(missing)"
+    """The file's sha256; of a saved trace, of its arrays and its metadata but the memory budget (half the
+    memory free when it ran: `expansion.budget`), which no run repeats."""
+    if not path.exists():
+        return "(missing)"
+    if path.suffix != ".npz":
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    import json
+
+    import numpy as np
+
+    h = hashlib.sha256()
+    with np.load(path, allow_pickle=False) as z:
+        for k in sorted(z.files):
+            a = z[k]
+            if k == "meta" or k.endswith(".meta"):
+                meta = json.loads(str(a))
+                meta.get("expansion", {}).pop("budget", None)
+                a = np.array(json.dumps(meta, sort_keys=True))
+            h.update(k.encode() + str(a.dtype).encode() + str(a.shape).encode() + np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 def compare(old: Path, new: Path, only: str | None) -> int:
