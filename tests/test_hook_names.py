@@ -74,6 +74,7 @@ def test_split_and_find():
     assert hooks.split("logits") == (None, "logits")
     assert hooks.split("blocks.x.attn.hook_z")[0] is None and hooks.find("blocks.x.attn.hook_z") is None
     assert hooks.split("blocks.٣.attn.hook_z")[0] is None  # a digit that is not 0-9
+    assert hooks.find("blocks." + "9" * 5000 + ".attn.hook_z") is None  # too long for int(): not a layer
     assert hooks.find("hook_resid_pre") is None  # a layer's name outside the layers
     assert hooks.find("blocks.0.logits") is None
     assert hooks.axis_of("blocks.0.attn.hook_pattern", "pos") == 1

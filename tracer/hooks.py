@@ -4,7 +4,7 @@ whether it holds whole numbers (token ids, counts) rather than floats.
 The decoder records the layers' names under `blocks.{l}.` (`LAYER`), the embedding's, the final
 norm's, the sampler's, the predictions' and the logit lens's outside them (`TOP`), in TransformerLens's
 axis order without the batch axis. This table is what a saved trace is checked against
-(`trace.expected_shape`), what a scenario's `[[expect]]` may name besides the decoder's own
+(`shape`, in `trace`'s loading), what a scenario's `[[expect]]` may name besides the decoder's own
 (`CHECKABLE`), and where the demo's screens and the page's steps put a stated value (`step_of`).
 `tests/test_hook_names.py` runs every block switch and checks that each name recorded is here, with
 these axes' sizes, and that every name here is recorded by some configuration.
@@ -110,7 +110,7 @@ def split(name: str) -> tuple[int | None, str]:
     """(layer, leaf) of a recorded name: (3, 'attn.hook_z') of 'blocks.3.attn.hook_z', (None, name) outside."""
     if name.startswith("blocks."):
         layer, _, leaf = name[len("blocks."):].partition(".")
-        if layer.isascii() and layer.isdigit() and leaf:
+        if layer.isascii() and layer.isdigit() and len(layer) <= 9 and leaf:  # a hostile file's 5,000 digits: no int
             return int(layer), leaf
     return None, name
 
