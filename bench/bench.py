@@ -106,9 +106,9 @@ def machine() -> dict:
 
 
 def gpt2_small():
-    from tracer.config import GPT2_SHAPES, Config
-    from tracer.fast import layout
-    from tracer.params import init_weights
+    from tracer.core.config import GPT2_SHAPES, Config
+    from tracer.core.fast import layout
+    from tracer.core.params import init_weights
 
     cfg = Config(**GPT2_SHAPES["gpt2"], dtype="float32")
     params = init_weights(cfg, 0)
@@ -171,7 +171,7 @@ def bandwidth_probes(nbytes: int):
 
 def to_hf_state(cfg, params) -> dict:
     """tracer (TransformerLens) names → GPT2LMHeadModel's state dict names, as numpy arrays."""
-    from tracer.fast import fuse_qkv
+    from tracer.core.fast import fuse_qkv
 
     H, dm = cfg.n_heads, cfg.d_model
     sd = {"transformer.wte.weight": params["W_E"], "transformer.wpe.weight": params["W_pos"],
@@ -194,7 +194,7 @@ def torch_worker(weights: str, threads: int) -> None:
     torch = torch_setup(threads)
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tracer.files import load_weights_file
+    from tracer.formats.files import load_weights_file
 
     arrays, cfg = load_weights_file(weights)
     hf_cfg = GPT2Config(vocab_size=cfg.d_vocab, n_positions=cfg.n_ctx, n_embd=cfg.d_model, n_layer=cfg.n_layers,
@@ -220,7 +220,7 @@ def torch_setup(threads: int):
 
     torch.set_num_threads(threads)
     if os.environ.get("TRACER_BENCH_MALLOC", "retain") == "retain":
-        from tracer.memory import retain_freed_memory
+        from tracer.core.memory import retain_freed_memory
 
         retain_freed_memory()  # the same malloc settings as the tracer side
     return torch
@@ -312,8 +312,8 @@ def find_torch_python(arg: str | None) -> str | None:
 
 
 def case_prefill(cfg, params, laid, torch_w, rounds: int, per: int, T: int, results: dict) -> None:
-    from tracer.decoder import forward
-    from tracer.record import Recorder
+    from tracer.core.decoder import forward
+    from tracer.core.record import Recorder
 
     tokens = np.random.default_rng(5).integers(0, cfg.d_vocab, T)  # [pos]
     flops = 2 * cfg.pass_macs(T, T)
@@ -356,11 +356,11 @@ def case_prefill(cfg, params, laid, torch_w, rounds: int, per: int, T: int, resu
 FIRST_PASS = """
 import sys, time, numpy as np
 if sys.argv[3] == "retain":
-    from tracer.memory import retain_freed_memory
+    from tracer.core.memory import retain_freed_memory
     retain_freed_memory()
 import tracer
-from tracer.decoder import forward
-from tracer.record import Recorder
+from tracer.core.decoder import forward
+from tracer.core.record import Recorder
 m = tracer.load(sys.argv[1])
 tokens = np.random.default_rng(5).integers(0, m.config.d_vocab, 128)
 t0 = time.perf_counter()
@@ -392,9 +392,9 @@ def case_decode(cfg, params, laid, rounds: int, steps: int, prompt_len: int, res
     """One-token steps with the KV cache, each followed by the bandwidth probe: the ratio is taken
     step by step (step time / the probe's time just after it), so a change in the machine's memory
     bandwidth during the run (other tenants of the host) moves both sides of each ratio alike."""
-    from tracer.decoder import KVCache, forward
-    from tracer.fast import add_out_rows, layout
-    from tracer.record import Recorder
+    from tracer.core.decoder import KVCache, forward
+    from tracer.core.fast import add_out_rows, layout
+    from tracer.core.record import Recorder
 
     wbytes = weight_bytes_per_token(cfg, params)
     by_sum, by_gemv, big = bandwidth_probes(wbytes)
@@ -460,14 +460,14 @@ def tokens_per_s(run, got: dict) -> float:
 
 def case_generate(cfg, params, laid, torch_w, rounds: int, new: int, prompt_len: int, results: dict) -> None:
     from tracer.model import Model
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     model = Model(cfg, params, get_tokenizer("gpt2"), "bench-gpt2-small", 0, weights=laid)
     prompt = np.random.default_rng(7).integers(0, cfg.d_vocab - 1, prompt_len).tolist()
     got = {}
 
-    from tracer.generate import generate
-    from tracer.settings import GenerationSettings
+    from tracer.run.generate import generate
+    from tracer.run.settings import GenerationSettings
 
     settings = GenerationSettings(max_new_tokens=new)
 
@@ -513,9 +513,9 @@ def distinct_bytes(arrays) -> int:
 
 
 def case_capture(cfg, params, laid, T: int, tmp: Path, results: dict) -> None:
-    from tracer.decoder import forward
-    from tracer.record import Recorder
-    from tracer.trace import Generation, Trace
+    from tracer.core.decoder import forward
+    from tracer.core.record import Recorder
+    from tracer.run.trace import Generation, Trace
 
     tokens = np.random.default_rng(8).integers(0, cfg.d_vocab, T)  # [pos]
     rec = Recorder(None, cfg)
@@ -606,7 +606,7 @@ def tracer_cmd(arg: str | None) -> list[str]:
 
 
 def case_cli_memory(weights: Path, T: int, cmd: list[str], tmp: Path, results: dict) -> None:
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     tok = get_tokenizer("gpt2")
     text = " hello" * (T - 1)
@@ -629,7 +629,7 @@ def case_cli_memory(weights: Path, T: int, cmd: list[str], tmp: Path, results: d
 
 def case_load(cfg, params, tmp: Path, rounds: int, results: dict) -> Path:
     import tracer
-    from tracer.files import load_weights_file, save_weights
+    from tracer.formats.files import load_weights_file, save_weights
 
     path = tmp / "bench-gpt2-small.safetensors"
     save_weights(path, cfg, params, seed=0)
@@ -728,12 +728,12 @@ def case_render(results: dict, runs: int) -> None:
     try:
         from rich.console import Console
 
-        from tracer.config import Config
+        from tracer.core.config import Config
         from tracer.model import Model
         from tracer.render import show_generation
         from tracer.render.view import View
-        from tracer.tokens import get_tokenizer
-        from tracer.params import init_weights
+        from tracer.tokenizers.tokens import get_tokenizer
+        from tracer.core.params import init_weights
     except ImportError as e:
         results["render"] = {"error": str(e)}
         print(f"\nrender: not available ({e})")
@@ -781,7 +781,7 @@ def main() -> int:
     ap.add_argument("--tracer-cmd", help="the tracer command for the whole-process cases (default: the installed entry point)")
     ap.add_argument("--only", default="", help="comma-separated cases: prefill,decode,generate,capture,load,cli,render")
     ap.add_argument("--malloc", choices=("retain", "default"), default="retain",
-                    help="retain: keep freed memory for reuse, as the tracer command does (tracer.memory.retain_freed_memory), in both tracer's and torch's process; default: glibc's defaults")
+                    help="retain: keep freed memory for reuse, as the tracer command does (tracer.core.memory.retain_freed_memory), in both tracer's and torch's process; default: glibc's defaults")
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:
@@ -791,7 +791,7 @@ def main() -> int:
     q = args.quick
     os.environ["TRACER_BENCH_MALLOC"] = args.malloc  # read by the torch worker
     if args.malloc == "retain":
-        from tracer.memory import retain_freed_memory
+        from tracer.core.memory import retain_freed_memory
 
         retain_freed_memory()
     only = set(filter(None, args.only.split(",")))

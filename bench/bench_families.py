@@ -148,7 +148,7 @@ def layer_types(n_layers: int) -> list[str]:
 def write_folder(folder: Path, seed: int = 0, name: str = "smollm2-135m", layers: int | None = None) -> int:
     """config.json, model.safetensors (float32) and tokenizer.json: a folder both sides load, of the
     shape `name` (SHAPES), with `layers` layers if given. Returns the weights file's size in bytes."""
-    from tracer.files import save_safetensors
+    from tracer.formats.files import save_safetensors
 
     family, cls, shape = SHAPES[name]
     shape = {**shape, **({"num_hidden_layers": layers} if layers else {})}
@@ -298,7 +298,7 @@ def main() -> int:
         return 0
 
     import tracer
-    from tracer.memory import retain_freed_memory
+    from tracer.core.memory import retain_freed_memory
 
     retain_freed_memory()  # as the tracer command runs (bench.bench's default; the worker does the same)
     q = args.quick

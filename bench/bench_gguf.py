@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: tracer.quants.dequantize against gguf-py's gguf.quants.dequantize.
+"""Benchmark: tracer.formats.quants.dequantize against gguf-py's gguf.quants.dequantize.
 
     .venv/bin/python bench/bench_gguf.py                 # every type, 10,485,760 numbers each
     .venv/bin/python bench/bench_gguf.py Q4_1 Q4_K --numbers 4194304 --rounds 3

@@ -18,7 +18,7 @@ Three child processes, so that each one's peak resident memory is its own:
    bytes, gguf.quants.dequantize for the numbers, llama.cpp's own rotary convention on the rows as
    stored, so neither tracer's de-quantization nor its un-permuting is used), whose logits the
    trace's are compared with (the largest difference, against the logits' scale).
-Then the de-quantization throughput (numbers per second) of tracer (`tracer.stored.Quantized.expand`,
+Then the de-quantization throughput (numbers per second) of tracer (`tracer.formats.stored.Quantized.expand`,
 what a streamed layer runs) and of gguf.quants.dequantize on the same blocks (layer 0's ffn_up), and
 for every type `bench/bench_gguf.py` measures, with `--types`. The last line is `JSON: {...}`.
 """
@@ -161,7 +161,7 @@ def write_bf16(folder: Path, n_layers: int) -> dict:
 
 def trace(path: Path, memory: str | None, out: Path) -> dict:
     import tracer
-    from tracer.memory import retain_freed_memory
+    from tracer.core.memory import retain_freed_memory
 
     retain_freed_memory()  # as the `tracer` command does
     t0 = time.perf_counter()
@@ -238,8 +238,8 @@ def throughput(path: Path, rounds: int = 3) -> dict:
     """Numbers per second, tracer (a streamed layer's expansion) and gguf-py, on layer 0's ffn_up."""
     import gguf
 
-    from tracer.gguf_file import open_gguf
-    from tracer.stored import Quantized
+    from tracer.formats.gguf_file import open_gguf
+    from tracer.formats.stored import Quantized
 
     f = open_gguf(path)
     s = Quantized(f, "blk.0.ffn_up.weight")

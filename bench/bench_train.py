@@ -4,7 +4,7 @@
     python bench/bench_train.py                      # the default size of `tracer train`
     python bench/bench_train.py --rounds 5 --steps 10
 
-tracer's step (tracer.train: forward, loss, backward, clipping, AdamW) and torch's step
+tracer's step (tracer.run.train: forward, loss, backward, clipping, AdamW) and torch's step
 (transformers' GPT2LMHeadModel with the same config, `labels=ids` loss, backward, clipping,
 torch.optim.AdamW) take turns, `--steps` steps each per round, so that the machine's speed drifting
 within a run hits both alike; the report gives the median per-step time of each and the ratio.
@@ -73,8 +73,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from tracer.memory import retain_freed_memory
-    from tracer.train import TrainSettings, train
+    from tracer.core.memory import retain_freed_memory
+    from tracer.run.train import TrainSettings, train
 
     retain_freed_memory()  # as the tracer command does
 

@@ -23,11 +23,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tracer.config import Config
-from tracer.files import save_weights
+from tracer.core.config import Config
+from tracer.formats.files import save_weights
 from tracer.model import Model
-from tracer.params import init_weights, param_shapes
-from tracer.tokens import WordTokenizer
+from tracer.core.params import init_weights, param_shapes
+from tracer.tokenizers.tokens import WordTokenizer
 
 
 # --------------------------------------------------------------------------- configs and weights
@@ -178,7 +178,7 @@ def shard_in_two():
     `model.safetensors.index.json` that lists them, as sharded Hugging Face checkpoints come."""
     import json
 
-    from tracer.files import load_safetensors, save_safetensors
+    from tracer.formats.files import load_safetensors, save_safetensors
 
     def make(weights: Path, folder: Path) -> None:
         arrays, _ = load_safetensors(weights, mmap=False)

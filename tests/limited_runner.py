@@ -54,7 +54,7 @@ def main() -> None:
     import tracer.cli  # noqa: F401  everything a command imports at its start, once
     import tracer.loaders  # noqa: F401
     import tracer.render.walkthrough  # noqa: F401
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     get_tokenizer("gpt2")  # the BPE tables, built once and shared with every child
     for line in sys.stdin:

@@ -1,6 +1,6 @@
 """A naive decoder written from the equations: loops over positions, heads and keys.
 
-The reference the vectorized `tracer.decoder` must agree with. It shares nothing with the
+The reference the vectorized `tracer.core.decoder` must agree with. It shares nothing with the
 decoder but the parameter names: no einsum, no fused matrices, no masks — a query simply
 never looks at later keys (nor, with a sliding window, at keys `window` or more places back).
 The Llama switches are written from transformers' modeling_llama.py, one number at a time:
@@ -166,8 +166,8 @@ def naive_forward(cfg, params, tokens):
 
 def next_token_loss(cfg, params: dict, tokens) -> float:
     """The mean next-token loss written out from tracer's logits one row at a time, independently of
-    `tracer.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""
-    from tracer.decoder import forward
+    `tracer.core.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""
+    from tracer.core.decoder import forward
 
     logits = forward(cfg, params, tokens)  # [..., pos, d_vocab]
     t = np.asarray(tokens)

@@ -61,14 +61,14 @@ def test_a_generation_shows_itself_in_a_notebook_through_the_renderers():
 
 
 def test_the_recording_plan_is_what_the_cli_records():
-    """`tracer.generate.recording_plan`: a saved trace or a walkthrough records everything; the JSON
+    """`tracer.run.generate.recording_plan`: a saved trace or a walkthrough records everything; the JSON
     record alone only what places an overflow (the residual stream, the norms' scales), without the
     logit lens; a walkthrough without the lens section skips the lens."""
     import fnmatch
 
     import tracer
-    from tracer.generate import recording_plan
-    from tracer.overflow import REACHED_NAMES
+    from tracer.run.generate import recording_plan
+    from tracer.run.overflow import REACHED_NAMES
 
     assert recording_plan() == {"names": None, "lens": None}
     assert recording_plan(json=True, save=True) == recording_plan(save=True, lens_shown=False) == recording_plan()

@@ -9,6 +9,7 @@ tiktoken installs, only for a tokenizer.json's Split regexes: patterns; jinja2 o
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -19,41 +20,48 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tracer"
 MAX_LINES = 500
 
-# Each module's layer; a module imports modules of its own layer or below, never above.
+# Each package's (or top-level module's) layer; a module imports modules of its own layer or below, never above.
+# The folder listing is the map: tracer/core, tracer/formats, tracer/tokenizers, tracer/run, tracer/readers, …
 LAYERS = {
-    0: ["errors", "version", "qkv", "blocks", "derivatives", "config", "settings", "equations", "memory",
-        "showing", "sections", "hooks"],  # foundations (showing: who shows a trace, filled from above; sections: their names; hooks: every recorded name)
-    1: ["params", "reading", "files", "folders", "gguf_file", "quants", "stored", "tokens", "bpe", "patterns", "hf_tokenizer", "sp_tokenizer",
-        "gguf_tokenizer", "chat", "checks", "store", "record", "trace", "heads",
-        "overflow", "corpus"],  # data, its holding and reading (corpus: the training text `tracer corpus` writes)
-    2: ["fast", "streamed", "expansion", "decoder", "lens", "generate", "backward", "train", "interventions"],  # the computation, forward and backward
-    3: ["model"],  # the Python API's model
-    4: ["readers", "hub", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
-    5: ["loaders", "replay"],  # every Model is built here
-    6: ["render"],  # renderers: read a trace, never compute the model
-    7: ["serve"],  # the web server of `tracer serve`: loads models, runs them, serves the page
-    8: ["cli", "__init__", "__main__"],
+    0: ["errors", "version", "showing", "sections"],  # foundations (showing: who shows a trace, filled from above; sections: the walkthrough's steps)
+    1: ["core"],  # the decoder's arithmetic: config, block table, equations, parameters, recording, forward, backward
+    2: ["formats"],  # files: reading, writing, GGUF and its storage types, tensors as stored
+    3: ["tokenizers"],  # text to token ids and back
+    4: ["run"],  # running a model: settings, generation, lens, interventions, the trace file, training
+    5: ["model"],  # the Python API's model
+    6: ["readers", "scenario"],  # readers of other formats: a Checkpoint (config, arrays, tokenizer), never a Model
+    7: ["loaders", "replay"],  # every Model is built here
+    8: ["render"],  # renderers: read a trace, never compute the model
+    9: ["serve"],  # the web server of `tracer serve`: loads models, runs them, serves the page
+    10: ["cli", "__init__", "__main__"],
 }
+TOP_LEVEL_MAX = 10  # modules directly in tracer/ (besides __init__ and __main__)
 # No upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) through
 # `tracer.showing`, where `tracer/__init__.py` enters the renderers (test below).
-RENDER_MAY_IMPORT = {"errors", "version", "config", "settings", "equations", "tokens", "checks", "files", "trace", "heads", "sections", "hooks",
-                     "overflow"}
+RENDER_MAY_IMPORT = {"errors", "version", "core.config", "run.settings", "core.equations", "tokenizers.tokens", "run.checks",
+                     "formats.files", "run.trace", "run.heads", "sections", "core.hooks", "run.overflow"}
 THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
     "numpy": "everything but the CLI's own startup path",
     "rich": "render",
     "typer": "cli",
     "starlette": "serve",
     "uvicorn": "serve",
-    "tiktoken": "tokens, bpe, patterns, hf_tokenizer",
-    "regex": "patterns (a tokenizer.json's Split regexes, on an engine a signal and a time limit stop)",
-    "jinja2": "chat",
+    "tiktoken": "tokenizers.tokens, .bpe, .patterns, .hf_tokenizer",
+    "regex": "tokenizers.patterns (a tokenizer.json's Split regexes, on an engine a signal and a time limit stop)",
+    "jinja2": "tokenizers.chat",
     "gguf": "no module: llama.cpp's gguf-py is the tests' reference for gguf_file and quants, never imported by tracer",
 }
-TOKENIZING = {"tokens", "bpe", "patterns", "hf_tokenizer"}
-SPLITTING = {"patterns"}  # the one module that may import regex  # the modules that may import tiktoken
-TEMPLATING = {"chat"}  # the one module that may import jinja2 (chat templates)
+TOKENIZING = {"tokenizers.tokens", "tokenizers.bpe", "tokenizers.patterns", "tokenizers.hf_tokenizer"}  # may import tiktoken
+SPLITTING = {"tokenizers.patterns"}  # the one module that may import regex
+TEMPLATING = {"tokenizers.chat"}  # the one module that may import jinja2 (chat templates)
 
 
+def within(module: str, allowed) -> bool:
+    """Whether `module` is one of `allowed` or inside a package of it."""
+    return any(module == a or module.startswith(a + ".") for a in allowed)
+
+
+@functools.lru_cache(maxsize=1)
 def modules() -> dict[str, Path]:
     """Dotted module name (without `tracer.`) → file, for every module of the package."""
     out = {}
@@ -81,9 +89,12 @@ def _resolve(module: str, node: ast.ImportFrom | ast.Import, is_package: bool) -
             pkg = []
         pkg = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else pkg
         base = ".".join(["tracer", *pkg] + ([node.module] if node.module else []))
-    found = [base]
+    found = []
     for alias in node.names:  # `from . import fmt` imports the submodule tracer.render.fmt
         found.append(f"{base}.{alias.name}")
+    mods = modules()
+    if not all(f.removeprefix("tracer.") in mods for f in found):  # some name is the package's own attribute
+        found.append(base)
     return found
 
 
@@ -138,6 +149,15 @@ def test_every_module_has_a_layer():
         layer_of(name)
 
 
+def test_the_folder_listing_is_the_layer_map():
+    """At most TOP_LEVEL_MAX modules sit directly in tracer/; the rest are in the layers' packages."""
+    top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= TOP_LEVEL_MAX, top
+    for layer in LAYERS.values():
+        for name in layer:
+            assert (PACKAGE / f"{name}.py").exists() or (PACKAGE / name / "__init__.py").exists(), name
+
+
 def test_no_import_cycle_counting_imports_inside_functions():
     edges = tracer_edges()
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -177,7 +197,7 @@ def test_the_trace_hands_itself_to_the_renderers_without_importing_them():
     below = [m for m in edges if layer_of(m) < layer_of("render")]
     wrong = sorted(f"tracer.{m} imports tracer.{d}" for m in below for d in edges[m] if d.split(".")[0] == "render")
     assert not wrong, "\n".join(wrong)
-    assert "render.notebook" in edges["__init__"] and "showing" in edges["trace"]
+    assert "render.notebook" in edges["__init__"] and "showing" in edges["run.trace"]
 
 
 def test_renderers_read_traces_and_never_run_the_model():
@@ -187,7 +207,7 @@ def test_renderers_read_traces_and_never_run_the_model():
             continue
         for d in deps:
             top = d.split(".")[0]
-            if top != "render" and top not in RENDER_MAY_IMPORT:
+            if top != "render" and d not in RENDER_MAY_IMPORT:
                 wrong.append(f"tracer.{m} imports tracer.{d}")
     assert not wrong, "\n".join(sorted(wrong))
 
@@ -197,7 +217,7 @@ def test_renderers_read_traces_and_never_run_the_model():
                                               ("uvicorn", {"serve"})])
 def test_third_party_packages_stay_in_their_layer(package, allowed):
     wrong = sorted(f"tracer.{m}" for m, names in imports().items()
-                   if any(n == package or n.startswith(package + ".") for n in names) and m.split(".")[0] not in allowed)
+                   if any(n == package or n.startswith(package + ".") for n in names) and not within(m, allowed))
     assert not wrong, f"{package} is imported by {wrong}; only {sorted(allowed)} may"
 
 
@@ -227,14 +247,14 @@ def test_every_package_folder_is_installed():
 
 
 # What reads weights from a file: only the readers (and the modules that define the formats).
-WEIGHT_READERS = {"files.load_safetensors", "files.load_weights_file", "gguf_file.open_gguf"}
-MAY_READ_WEIGHTS = {"files", "gguf_file", "readers", "scenario", "tokens", "hub"}  # tokens: a GGUF's tokenizer, header only
+WEIGHT_READERS = {"formats.files.load_safetensors", "formats.files.load_weights_file", "formats.gguf_file.open_gguf"}
+MAY_READ_WEIGHTS = {"formats", "readers", "scenario", "tokenizers.tokens"}  # tokens: a GGUF's tokenizer, header only
 
 
 def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
     wrong = []
     for m, names in imports().items():
-        if m.split(".")[0] in MAY_READ_WEIGHTS:
+        if within(m, MAY_READ_WEIGHTS):
             continue
         for n in names:
             if n.removeprefix("tracer.") in WEIGHT_READERS:
@@ -246,14 +266,14 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
 
 # --------------------------------------------------------------------------- the table of block switches
 
-SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place"}  # Config's switches; their values are tracer.blocks' keys
+SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place"}  # Config's switches; their values are tracer.core.blocks' keys
 # The table's own module, and the readers, which build a config from what a file says it is.
-MAY_COMPARE_SWITCHES = {"blocks", "scenario", "readers"}
+MAY_COMPARE_SWITCHES = {"core.blocks", "scenario", "readers"}
 JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*\]"""
 
 
 def _switch_values() -> set[str]:
-    from tracer.blocks import MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
+    from tracer.core.blocks import MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
 
     return set(NORMS) | set(MLPS) | set(POSITIONS) | set(QK_NORMS) | set(NORM_PLACES)
 
@@ -286,14 +306,14 @@ def switch_comparisons(tree: ast.AST, values: set[str]) -> list[int]:
 
 
 def test_switch_values_are_compared_only_in_the_table_and_the_readers():
-    """`cfg.mlp == "swiglu"` and its kin live in tracer.blocks (and the readers that build a config);
+    """`cfg.mlp == "swiglu"` and its kin live in tracer.core.blocks (and the readers that build a config);
     every other module reads the entry (`cfg.norm_kind`, `cfg.mlp_kind`, `cfg.position_kind`)."""
     import re
 
     values = _switch_values()
     wrong = []
     for name, path in modules().items():
-        if name.split(".")[0] in MAY_COMPARE_SWITCHES:
+        if within(name, MAY_COMPARE_SWITCHES):
             continue
         for line in switch_comparisons(ast.parse(path.read_text(encoding="utf-8")), values):
             wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{line}")
@@ -301,7 +321,7 @@ def test_switch_values_are_compared_only_in_the_table_and_the_readers():
         for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if re.search(JS_COMPARISON, text):
                 wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{i}")
-    assert not wrong, "switch values compared outside tracer.blocks and the readers:\n" + "\n".join(wrong)
+    assert not wrong, "switch values compared outside tracer.core.blocks and the readers:\n" + "\n".join(wrong)
 
 
 def test_the_switch_check_finds_a_comparison():

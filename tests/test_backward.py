@@ -1,4 +1,4 @@
-"""The backward pass (`tracer.backward`) against central finite differences in float64, for every
+"""The backward pass (`tracer.core.backward`) against central finite differences in float64, for every
 kind of parameter under several block switches and head counts, and against PyTorch autograd on the
 GPT-2 fixture (`tests/data/gpt2-tiny/grads.npz`, made once by tools/make_grad_fixture.py)."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.backward import cross_entropy, loss_and_grads, next_token_targets
-from tracer.config import Config
-from tracer.params import param_shapes
+from tracer.core.backward import cross_entropy, loss_and_grads, next_token_targets
+from tracer.core.config import Config
+from tracer.core.params import param_shapes
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
 from .reference import next_token_loss

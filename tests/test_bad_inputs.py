@@ -25,10 +25,10 @@ import pytest
 
 import tracer
 from tracer.cli import app
-from tracer.config import Config
-from tracer.files import save_weights
-from tracer.params import init_weights
-from tracer.tokens import get_tokenizer
+from tracer.core.config import Config
+from tracer.formats.files import save_weights
+from tracer.core.params import init_weights
+from tracer.tokenizers.tokens import get_tokenizer
 
 SUB = "sub"  # also run as a real subprocess
 

@@ -1,4 +1,4 @@
-"""The table of block switches (`tracer.blocks`): every entry is whole (forward and backward
+"""The table of block switches (`tracer.core.blocks`): every entry is whole (forward and backward
 functions, parameter shapes, words), each backward half is its forward half's derivative (central
 differences in float64, tolerance beside it), and Config gives the entries its strings name."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer.blocks import MLPS, NORMS, POSITIONS, mlp_key
-from tracer.config import MLPS as CONFIG_MLPS, NORMS as CONFIG_NORMS, POSITIONAL, Config
-from tracer.equations import rope_angles, rope_frequencies
+from tracer.core.blocks import MLPS, NORMS, POSITIONS, mlp_key
+from tracer.core.config import MLPS as CONFIG_MLPS, NORMS as CONFIG_NORMS, POSITIONAL, Config
+from tracer.core.equations import rope_angles, rope_frequencies
 
 EPS = 1e-6  # central-difference step
 TOL = dict(rtol=1e-6, atol=1e-8)  # float64 central differences of smooth functions

@@ -1,4 +1,4 @@
-"""Chat templates (tracer.chat): the text and ids transformers' `apply_chat_template` gives.
+"""Chat templates (tracer.tokenizers.chat): the text and ids transformers' `apply_chat_template` gives.
 
 tests/data/tokenizers/chat/tokenizer_config.json holds a ChatML template (Qwen2.5's shape: a default system
 prompt, tools through `tojson`, `namespace`, `raise_exception`, `strftime_now`, reasoning) as a list of
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tracer.chat import chat_ids, load_chat_template, pick_template, render_chat
+from tracer.tokenizers.chat import chat_ids, load_chat_template, pick_template, render_chat
 from tracer.errors import TracerError
-from tracer.hf_tokenizer import HFTokenizer
+from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data" / "tokenizers"
 CHATS = [
@@ -111,7 +111,7 @@ def test_a_failing_template_is_one_line(case):
 
 def test_a_gguf_llama_template_equals_transformers():
     gguf = pytest.importorskip("gguf")
-    from tracer.gguf_tokenizer import tokenizer_from_gguf
+    from tracer.tokenizers.gguf_tokenizer import tokenizer_from_gguf
 
     path = DATA / "sentencepiece" / "sp-llama.gguf"
     reader = gguf.GGUFReader(str(path))
@@ -126,7 +126,7 @@ def test_a_gguf_llama_template_equals_transformers():
 def test_smollm2_template_equals_transformers(smollm2_gguf):
     SMOLLM2 = str(smollm2_gguf)
     gguf = pytest.importorskip("gguf")
-    from tracer.gguf_tokenizer import tokenizer_from_gguf
+    from tracer.tokenizers.gguf_tokenizer import tokenizer_from_gguf
 
     reader = gguf.GGUFReader(SMOLLM2)
     meta = {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.")}

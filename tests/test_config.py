@@ -1,4 +1,4 @@
-"""The config (`tracer.config`): its closed-form counts against counting one thing at a time."""
+"""The config (`tracer.core.config`): its closed-form counts against counting one thing at a time."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from tracer.config import Config
-from tracer.params import param_shapes
+from tracer.core.config import Config
+from tracer.core.params import param_shapes
 
 
 @pytest.mark.parametrize("shape", [dict(), dict(n_layers=3, d_model=8, n_heads=2, tied_unembed=False, d_vocab=11, n_ctx=5),
@@ -29,7 +29,7 @@ def test_pass_macs_counts_like_a_loop(mlp, macs_by_loop):
 def test_the_entries_a_config_keeps_are_its_tables_and_it_pickles_as_its_fields():
     import pickle
 
-    from tracer import blocks
+    from tracer.core import blocks
 
     cfg = Config(n_layers=2, d_model=8, n_heads=2, mlp="gelu", norm="rms", positional="rope")
     assert (cfg.mlp_kind, cfg.norm_kind, cfg.position_kind) == (blocks.MLPS["gelu"], blocks.NORMS["rms"],

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer.config import Config
-from tracer.decoder import KVCache, forward, hook_names
-from tracer.fast import layout
-from tracer.record import Recorder
-from tracer.params import init_weights
+from tracer.core.config import Config
+from tracer.core.decoder import KVCache, forward, hook_names
+from tracer.core.fast import layout
+from tracer.core.record import Recorder
+from tracer.core.params import init_weights
 
 from .reference import naive_forward
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from tracer.cli import app
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.model import Model
 from tracer.render import demo
 
 LESSON = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
-from tracer.trace import Generation
+from tracer.run.trace import Generation
 
 VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
 E_ROWS = [  # the article's E_A and E_B (the article gives both the same numbers), then made-up C–F
@@ -207,15 +207,15 @@ def test_cache_screen_without_the_cache_recomputes_everything(page_text, article
 
 
 def test_screens_never_run_the_model(run, monkeypatch, render_text):
-    import tracer.decoder
-    import tracer.generate
+    import tracer.core.decoder
+    import tracer.run.generate
     import tracer.model
 
     def boom(*a, **k):
         raise AssertionError("the demo ran the model")
 
-    monkeypatch.setattr(tracer.decoder, "forward", boom)
-    monkeypatch.setattr(tracer.generate, "forward", boom)
+    monkeypatch.setattr(tracer.core.decoder, "forward", boom)
+    monkeypatch.setattr(tracer.run.generate, "forward", boom)
     monkeypatch.setattr(tracer.model, "forward", boom)
     monkeypatch.setattr(Model, "generate", boom)
     d, _ = run
@@ -574,7 +574,7 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     after its earlier occurrence, read from the recorded patterns (recomputed here from the trace), training's
     induction scores beside them, and the --ablate to try; with --ablate, the removed heads are marked."""
     from tracer.cli.teach import _demo_run
-    from tracer.heads import induction_targets
+    from tracer.run.heads import induction_targets
 
     d = _demo_run(None, LESSON, "abc")
     steps = demo.build_steps(d)

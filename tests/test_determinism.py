@@ -2,7 +2,7 @@
 
 - `tracer trace … --save a.npz` run twice, in separate processes with different hash seeds and
   a different wall clock, writes byte-identical `.npz` files and prints identical text.
-- Output files go through `tracer.files.atomic_write` (a temporary name, then a rename): a
+- Output files go through `tracer.formats.files.atomic_write` (a temporary name, then a rename): a
   writer that fails half-way (disk full, Ctrl-C) leaves neither a partial file nor the temporary
   one, and an older file of the same name is kept whole.
 """
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import files
+from tracer.formats import files
 from tracer.cli import app
 from tracer.errors import TracerError
 

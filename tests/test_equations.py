@@ -1,4 +1,4 @@
-"""The equations (`tracer.equations`) against the formulas written element by element, in float64
+"""The equations (`tracer.core.equations`) against the formulas written element by element, in float64
 and float32, with the tolerance beside each comparison."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tracer.equations import (attend, attention_scores, causal_softmax, gelu_new, head_results, merge_heads, normalize,
+from tracer.core.equations import (attend, attention_scores, causal_softmax, gelu_new, head_results, merge_heads, normalize,
                               scale_and_mask, tempered_softmax)
 
 

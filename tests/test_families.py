@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.config import Config
-from tracer.equations import rope_frequencies, rotate
+from tracer.core.config import Config
+from tracer.core.equations import rope_frequencies, rotate
 from tracer.errors import TracerError
-from tracer.files import load_npz
+from tracer.formats.files import load_npz
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]
@@ -202,7 +202,7 @@ def test_a_folder_without_tokenizer_json_says_so(tmp_path, family_copy):
 
 def test_gradients_of_a_llama_block_match_central_differences():
     """The backward pass on a loaded Qwen2 (float64 copy): a few entries of each kind of parameter."""
-    from tracer.backward import loss_and_grads
+    from tracer.core.backward import loss_and_grads
 
     m = tracer.load(str(DATA / "qwen2-tiny"))
     cfg = Config(**{**m.config.to_dict(), "dtype": "float64", "n_layers": 1})
@@ -279,7 +279,7 @@ def _fake_hub(tmp_path: Path, monkeypatch, source: Path, shard_in_two=None):
 
 @pytest.mark.parametrize("sharded", [False, True])
 def test_download_then_load_by_repo_id(tmp_path, monkeypatch, shard_in_two, sharded):
-    from tracer import hub
+    from tracer.readers import hub
 
     fetch, asked = _fake_hub(tmp_path, monkeypatch, DATA / "qwen2-tiny", shard_in_two if sharded else None)
     with pytest.raises(TracerError, match="weights not found in the local Hugging Face cache.*tracer download Qwen/Tiny"):

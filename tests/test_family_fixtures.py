@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracer.files import load_npz, load_safetensors, read_safetensors_header
-from tracer.hf_tokenizer import HFTokenizer
+from tracer.formats.files import load_npz, load_safetensors, read_safetensors_header
+from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]

@@ -1,4 +1,4 @@
-"""The fast layouts (`tracer.fast`) give the sums the equations write: the one-position product on
+"""The fast layouts (`tracer.core.fast`) give the sums the equations write: the one-position product on
 transposed rows, a few positions' product on a weight held as rows, the unembedding computed from
 W_E's rows, the fused Q|K|V, and generations that use the transposed W_out keep their tokens. No
 timing here (BENCHMARKS.md has the speeds)."""
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import fast
-from tracer import generate as gen
-from tracer.config import Config
-from tracer.decoder import KVCache, forward
-from tracer.equations import split_heads
-from tracer.fast import Affine, add_out_rows, fuse_qkv, layout, transposed
-from tracer.params import init_weights
-from tracer.record import Recorder
+from tracer.core import fast
+from tracer.run import generate as gen
+from tracer.core.config import Config
+from tracer.core.decoder import KVCache, forward
+from tracer.core.equations import split_heads
+from tracer.core.fast import Affine, add_out_rows, fuse_qkv, layout, transposed
+from tracer.core.params import init_weights
+from tracer.core.record import Recorder
 
 
 @pytest.mark.parametrize("shape", [(3072, 768), (5, 3), (130, 257)])

@@ -1,4 +1,4 @@
-"""Weights files (`tracer.files`): .npz and safetensors round trips, our safetensors reader and
+"""Weights files (`tracer.formats.files`): .npz and safetensors round trips, our safetensors reader and
 writer against the safetensors library, truncated files, and pickled checkpoints refused."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.errors import TracerError
-from tracer.files import load_safetensors, load_weights_file, save_safetensors, save_weights
-from tracer.params import init_weights, param_shapes
+from tracer.formats.files import load_safetensors, load_weights_file, save_safetensors, save_weights
+from tracer.core.params import init_weights, param_shapes
 
 CFG = Config(d_vocab=11, n_ctx=6, d_model=4, n_heads=2, n_layers=2, dtype="float64")
 

@@ -27,9 +27,9 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.config import Config
-from tracer.files import save_weights
-from tracer.params import init_weights
+from tracer.core.config import Config
+from tracer.formats.files import save_weights
+from tracer.core.params import init_weights
 
 pytestmark = pytest.mark.slow
 

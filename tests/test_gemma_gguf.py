@@ -17,7 +17,7 @@ import pytest
 
 import tracer
 from tracer.errors import TracerError
-from tracer.files import load_npz
+from tracer.formats.files import load_npz
 
 DATA = Path(__file__).parent / "data"
 pytest.importorskip("gguf")
@@ -140,7 +140,7 @@ def test_gemma_metadata_tracer_cannot_compute_is_one_line_before_any_weight(gguf
     with pytest.raises(TracerError, match=says) as e:
         tracer.load(str(path))
     assert "\n" not in str(e.value)
-    from tracer.gguf_file import open_gguf
+    from tracer.formats.gguf_file import open_gguf
 
     start = open_gguf(path).data_start  # the same header, every tensor's bytes NaN: refused the same way, so none read
     damaged = tmp_path / "nan.gguf"
@@ -208,7 +208,7 @@ def test_gemma3s_linear_rope_scaling_stretches_the_global_layers_only(gguf_of_fo
 
 
 def test_the_header_says_the_linear_scaling():
-    from tracer.config import Config
+    from tracer.core.config import Config
     from tracer.render.header import block_words
 
     cfg = tracer.load(str(DATA / "gemma3-tiny")).config

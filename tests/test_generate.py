@@ -1,4 +1,4 @@
-"""The generation loop (`tracer.generate`): the KV cache against full recompute, the sampler, stopping.
+"""The generation loop (`tracer.run.generate`): the KV cache against full recompute, the sampler, stopping.
 
 References are independent of the code under test: the naive per-number decoder in
 `tests/reference.py`, a chi-square test of the sampler against the distribution it should follow,
@@ -18,8 +18,8 @@ import pytest
 
 import tracer
 from tracer.errors import TracerError
-from tracer.generate import sample, verify_cache
-from tracer.record import Recorder
+from tracer.run.generate import sample, verify_cache
+from tracer.core.record import Recorder
 
 from .reference import naive_forward
 

@@ -166,7 +166,7 @@ def test_lm_studio_files_are_found_by_name_and_models_lists_them(tmp_path, monke
 def test_rope_factors_that_cannot_be_are_one_line(factors, says):
     from types import SimpleNamespace
 
-    from tracer.config import Config
+    from tracer.core.config import Config
     from tracer.readers.gguf import ROPE_FREQS, with_rope_factors
 
     arr = np.array(factors, dtype=np.float32)
@@ -180,10 +180,10 @@ def test_rope_factors_that_cannot_be_are_one_line(factors, says):
 def test_a_model_whose_float32_layer_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
     """A model bigger than memory runs layer by layer; one whose single layer would not fit in what the
     process may take is one line, before any copy (issue 23)."""
-    import tracer.memory
+    import tracer.core.memory
 
     path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
-    monkeypatch.setattr(tracer.memory, "memory_room", lambda: 100_000)
+    monkeypatch.setattr(tracer.core.memory, "memory_room", lambda: 100_000)
     with pytest.raises(TracerError, match=r"qwen2-tiny.Q8_0.gguf: one layer needs 122\.9 KB expanded to float32 \(F32, "
                                           r"Q8_0 in the file\), more than this process can take 100 KB \(the whole model needs 892\.9 KB\)$"):
         tracer.load(str(path))

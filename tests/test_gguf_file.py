@@ -1,4 +1,4 @@
-"""tracer.gguf_file and tracer.quants against llama.cpp's own gguf-py (the `gguf`
+"""tracer.formats.gguf_file and tracer.formats.quants against llama.cpp's own gguf-py (the `gguf`
 package): the metadata and tensor table equal what `gguf.GGUFReader` reports, every type de-quantizes
 to what `gguf.quants.dequantize` gives (bit for bit: the same float32 operations), `explain` agrees
 with `dequantize`, and every damaged or hostile header is one TracerError line, refused at once and
@@ -20,7 +20,7 @@ gguf = pytest.importorskip("gguf", reason="gguf (llama.cpp's gguf-py) is the ref
 
 from tracer.errors import TracerError  # noqa: E402
 from tracer import quants  # noqa: E402
-from tracer.gguf_file import open_gguf  # noqa: E402
+from tracer.formats.gguf_file import open_gguf  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 FAST = 1.0  # seconds a refusal may take (it takes milliseconds)

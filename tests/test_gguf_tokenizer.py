@@ -1,4 +1,4 @@
-"""Tokenizers from GGUF metadata (tracer.gguf_tokenizer): the ids transformers' GGUF loading gives.
+"""Tokenizers from GGUF metadata (tracer.tokenizers.gguf_tokenizer): the ids transformers' GGUF loading gives.
 
 GGUF files are read here with the `gguf` package (tracer's own reader is elsewhere; the function takes
 plain values) and written with its GGUFWriter: the committed sentencepiece/sp-llama.gguf (a `llama`
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracer.errors import TracerError
-from tracer.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
+from tracer.tokenizers.gguf_tokenizer import PRE_TOKENIZERS, tokenizer_from_gguf, tokenizer_json_from_gguf
 
 from .conftest import add_gguf_value
 
@@ -237,7 +237,7 @@ def test_smollm2_equals_tokenizers_and_transformers(smollm2_tok, smollm2_gguf):
 
 
 def test_stop_ids_and_specs_across_tokenizers():
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     gpt2 = get_tokenizer("gpt2")
     assert gpt2.eos_ids == (50256,) and gpt2.special_tokens == {"<|endoftext|>": 50256} and gpt2.dropped("x") == []

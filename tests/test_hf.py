@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import hub
+from tracer.readers import hub
 from tracer.readers import folder as hf_folder, gpt2
 from tracer.cli import app
 from tracer.errors import TracerError
-from tracer.files import load_safetensors, save_safetensors
+from tracer.formats.files import load_safetensors, save_safetensors
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
 LAYOUTS = ("transformers", "hub")

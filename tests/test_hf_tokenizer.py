@@ -1,4 +1,4 @@
-"""Hugging Face tokenizer.json files (tracer.hf_tokenizer): the ids `tokenizers` gives, on awkward text.
+"""Hugging Face tokenizer.json files (tracer.tokenizers.hf_tokenizer): the ids `tokenizers` gives, on awkward text.
 
 The fixtures in tests/data/tokenizers/ come from tools/make_tokenizer_fixtures.py (each mimics one
 family's file). Tests that compare with the `tokenizers` library skip when it is not installed; the
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracer.errors import TracerError
-from tracer.hf_tokenizer import HFTokenizer, byte_aliases, find_tokenizer_json
-from tracer.tokens import get_tokenizer
+from tracer.tokenizers.hf_tokenizer import HFTokenizer, byte_aliases, find_tokenizer_json
+from tracer.tokenizers.tokens import get_tokenizer
 
 DATA = Path(__file__).parent / "data" / "tokenizers"
 FIXTURES = sorted(DATA.glob("*.json"))
@@ -266,7 +266,7 @@ def _real_text() -> list[str]:
 def test_real_gpt2_vocabulary(tmp_path):
     """GPT-2's own 50,257-token files, written as tokenizer.json by `tokenizers` (as the Hub's gpt2 has it)."""
     tokenizers = pytest.importorskip("tokenizers")
-    from tracer.tokens import _gpt2_files
+    from tracer.tokenizers.tokens import _gpt2_files
 
     files = _gpt2_files()
     vocab = json.loads(files["encoder.json"].read_text(encoding="utf-8"))

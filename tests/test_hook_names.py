@@ -1,4 +1,4 @@
-"""`tracer/hooks.py`, the one table of recorded names, against what runs really record: every name a
+"""`tracer/core/hooks.py`, the one table of recorded names, against what runs really record: every name a
 pass of every block switch records is in the table with the shape its axes give, whole numbers
 where the table says so, and every name in the table is recorded by some model; the demo's screens
 and the page's steps place every step of the table; a trace file is checked against it."""
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer import hooks
+from tracer.core import hooks
 from tracer.errors import TracerError
 from tracer.render.demo.screens import SHOWS, screen_of, step_layers
 from tracer.render.page.passes import PAGE_STEP, page_step
-from tracer.trace import Generation
+from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
@@ -43,7 +43,7 @@ def test_every_recorded_name_is_in_the_table_with_its_shape(runs, model):
     assert gen.steps[1].start > 0  # a cached pass: its new positions are fewer than its keys
     for name, arr, step in recorded(gen):
         hook = hooks.find(name)
-        assert hook is not None, f"{name} is recorded but not in tracer/hooks.py"
+        assert hook is not None, f"{name} is recorded but not in tracer/core/hooks.py"
         n_lens = step["lens.positions"].shape[0] if "lens.positions" in step else None
         want = hooks.shape(name, step.config, len(step.tokens) - step.start, len(step.tokens), n_lens)
         assert arr.shape == want, (name, arr.shape, want)
@@ -116,10 +116,10 @@ def test_the_names_other_modules_read_are_the_tables():
     names that no hook may change, and the page's wanted names are all names of the table."""
     import fnmatch
 
-    from tracer.overflow import REACHED_NAMES
-    from tracer.record import NOT_FLOWING
+    from tracer.run.overflow import REACHED_NAMES
+    from tracer.core.record import NOT_FLOWING
     from tracer.render.page.data import ATTENTION, VECTORS
-    from tracer.store import HOLD
+    from tracer.core.store import HOLD
 
     every = list(hooks.TOP) + [f"blocks.0.{n}" for n in hooks.LAYER]
     for leaf in [h for _, h, _ in VECTORS] + [h for _, h in ATTENTION] + list(HOLD):

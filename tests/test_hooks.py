@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from tracer.errors import TracerError
-from tracer.interventions import ablate_head, ablate_mlp, add_to_residual, combine, patch
+from tracer.run.interventions import ablate_head, ablate_mlp, add_to_residual, combine, patch
 from tracer.model import Model
 
 
 @pytest.fixture(scope="module")
 def model(small_config):
-    from tracer.params import init_weights
-    from tracer.tokens import WordTokenizer
+    from tracer.core.params import init_weights
+    from tracer.tokenizers.tokens import WordTokenizer
 
     cfg = small_config(n_layers=2, n_heads=2, d_head=4, d_model=8, d_mlp=16, d_vocab=40)
     params = init_weights(cfg, 7)
@@ -139,8 +139,8 @@ def test_an_ablation_that_does_not_fit_is_one_line_before_anything_runs(runner, 
 def test_attribution_is_the_central_difference_of_the_logit_along_each_inputs_own_vector(small_config):
     """gradient × input at position p = d/dε logit(x + ε·x_p at p) at ε = 0, taken here through the hooks
     API by central differences in float64 (an independent way to the backward pass's number)."""
-    from tracer.params import init_weights
-    from tracer.tokens import WordTokenizer
+    from tracer.core.params import init_weights
+    from tracer.tokenizers.tokens import WordTokenizer
 
     cfg = small_config(dtype="float64", n_layers=2)
     rng = np.random.default_rng(11)
@@ -177,7 +177,7 @@ def test_attribute_on_the_command_line_gives_the_apis_numbers(runner):
 
 
 def test_patching_at_layer_0_recovers_exactly_all_at_the_differing_position_and_nothing_elsewhere(model):
-    from tracer.interventions import activation_patching
+    from tracer.run.interventions import activation_patching
 
     top = lambda ids: int(np.argmax(model.run(ids, names=["logits"])["logits"][-1]))  # noqa: E731
     a = IDS
@@ -228,7 +228,7 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
                                         ("hooked", [3])])
 def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_path, key, value):
     import tracer
-    from tracer.trace import Generation, damage
+    from tracer.run.trace import Generation, damage
 
     gen = tracer.load("abc").generate("A B C", max_new_tokens=1)
     gen.meta[key] = value
@@ -237,7 +237,7 @@ def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_pat
 
 def test_removed_heads_are_the_pairs_the_specs_name_once_and_no_mlp():
     import tracer
-    from tracer.interventions import removed_heads
+    from tracer.run.interventions import removed_heads
 
     cfg = tracer.load("abc").config
     assert removed_heads(["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"], cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]

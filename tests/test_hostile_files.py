@@ -25,8 +25,8 @@ import pytest
 
 import tracer
 from tracer.cli import app
-from tracer.files import save_safetensors, save_weights
-from tracer.params import init_weights
+from tracer.formats.files import save_safetensors, save_weights
+from tracer.core.params import init_weights
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny" / "hub"
 ESCAPES = "\x1b]52;c;aGk=\x07\x1b[2J\x9b31m\u202e"  # write the clipboard, clear the screen, C1 CSI, RLO
@@ -142,10 +142,10 @@ def test_a_weights_file_is_checked_against_its_config_before_an_array_is_read(tm
     params["W_E"] = np.zeros((2, 4), np.float32)  # the file holds a W_E its config does not allow
     path = tmp_path / "w.npz"
     save_weights(path, cfg, params)
-    import tracer.reading
+    import tracer.formats.reading
 
     read = []
-    monkeypatch.setattr(tracer.reading.Npz, "read", lambda self, name, real=tracer.reading.Npz.read:
+    monkeypatch.setattr(tracer.formats.reading.Npz, "read", lambda self, name, real=tracer.formats.reading.Npz.read:
                         read.append(name) or real(self, name))
     one_line(runner.invoke(app, ["trace", "hi", "--model", str(path)]), "'W_E': expected [50257, 4], got [2, 4]")
     assert set(read) == {"__meta__"}, read  # only the config was read
@@ -377,7 +377,7 @@ def test_a_model_built_to_overflow_shows_its_overflow_step_by_step(overflow, tmp
     assert np.isneginf(dots[0, 0, 0])  # the first overflow: a's query meets a's key
     assert np.isnan(gen.steps[0]["blocks.0.attn.hook_pattern"][0, 0, 0])  # softmax of a row with −∞ − (−∞)
     assert np.isfinite(gen.steps[0]["hook_embed"]).all()  # the weights themselves are finite
-    from tracer.overflow import non_finite
+    from tracer.run.overflow import non_finite
 
     found = non_finite(gen)
     assert (found.step, found.name, found.index) == (0, "blocks.0.attn.hook_dots", [0, 0, 0])
@@ -567,8 +567,8 @@ TOKENIZERS = Path(__file__).parent / "data" / "tokenizers"
 def test_one_long_vocabulary_token_loads_in_linear_time(tmp_path, kind, grows_linearly):
     """The test of every split of every token into two tokens was quadratic in a token's length: a token
     of 400,000 characters took 22 s to load, of 1.6 MB 11 minutes (tokenizer.json's limit is 16 MB)."""
-    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
-    from tracer.hf_tokenizer import HFTokenizer
+    from tracer.tokenizers.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
     base = json.loads((TOKENIZERS / "llama3-like.json").read_text(encoding="utf-8"))  # ignore_merges: tiktoken's rule
 
@@ -611,8 +611,8 @@ def test_every_token_id_of_a_tokenizer_json_is_a_row_of_the_embedding(tmp_path, 
 
 def test_sentencepiece_and_gguf_tokenizer_ids_are_checked_alike(tmp_path):
     from tracer.errors import TracerError
-    from tracer.gguf_tokenizer import tokenizer_json_from_gguf
-    from tracer.sp_tokenizer import SPTokenizer
+    from tracer.tokenizers.gguf_tokenizer import tokenizer_json_from_gguf
+    from tracer.tokenizers.sp_tokenizer import SPTokenizer
 
     base = json.loads((TOKENIZERS / "sentencepiece" / "sp-llama.json").read_text(encoding="utf-8"))
     for change, why in [(lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1"),
@@ -651,7 +651,7 @@ def test_ids_tiktoken_would_panic_on_are_one_line(tmp_path, runner, case):
 def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, capfd):
     """fancy-regex gives up after 10⁶ backtracking steps and tiktoken panics (a BaseException, and Rust's own
     message and backtrace on stderr): the piece runs on the other engine, which gives the same ids."""
-    from tracer.hf_tokenizer import HFTokenizer
+    from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
     folder = qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+"), LLAMA)
     tok, bpe = HFTokenizer(folder), HFTokenizer(folder, engine="bpe")
@@ -663,7 +663,7 @@ def test_a_regex_beyond_tiktokens_backtracking_limit_is_not_a_panic(tmp_path, ca
 
 def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path, grows_linearly):
     """Each lstrip/rstrip token copied the whole text before or after it: a 400 KB prompt took 5.6 s."""
-    from tracer.hf_tokenizer import HFTokenizer
+    from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
     def strip(d):
         d["added_tokens"][1].update(lstrip=True, rstrip=True)
@@ -676,12 +676,12 @@ def test_added_tokens_that_strip_white_space_encode_in_linear_time(tmp_path, gro
 
 def test_a_split_that_outlasts_its_time_limit_is_one_line(tmp_path, monkeypatch):
     """A pattern of an allowed shape can still backtrack polynomially; the regex engine stops at the limit."""
-    import tracer.patterns
+    import tracer.tokenizers.patterns
     from tracer.errors import TracerError
-    from tracer.hf_tokenizer import HFTokenizer
+    from tracer.tokenizers.hf_tokenizer import HFTokenizer
 
     tok = HFTokenizer(qwen2_folder(tmp_path, split_regex(r"\p{L}*\p{L}*\p{L}*(?=\d)|\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+")))
-    monkeypatch.setattr(tracer.patterns, "budget", lambda text: 0.05)
+    monkeypatch.setattr(tracer.tokenizers.patterns, "budget", lambda text: 0.05)
     with pytest.raises(TracerError, match=r"its Split regex took more than 0 s on a text of 3,002 characters") as e:
         tok.encode("a" * 3000 + " x")
     assert "\n" not in str(e.value)

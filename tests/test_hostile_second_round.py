@@ -129,7 +129,7 @@ def test_a_sparse_corpus_is_refused_from_its_first_chunk_not_read_whole(tmp_path
     import tracemalloc
 
     from tracer.errors import TracerError
-    from tracer.train import read_corpus
+    from tracer.run.train import read_corpus
 
     sparse = tmp_path / "sparse.txt"
     with open(sparse, "wb") as f:
@@ -145,12 +145,12 @@ def test_a_sparse_corpus_is_refused_from_its_first_chunk_not_read_whole(tmp_path
 
 
 def test_a_corpus_larger_than_memory_is_refused_before_it_is_read(runner, tmp_path, monkeypatch):
-    import tracer.memory
+    import tracer.core.memory
 
     huge = tmp_path / "huge.txt"
     with open(huge, "wb") as f:
         f.truncate(40 * 10**9)  # 40 GB that take no disk
-    monkeypatch.setattr(tracer.memory, "memory_room", lambda: 8 * 10**9)
+    monkeypatch.setattr(tracer.core.memory, "memory_room", lambda: 8 * 10**9)
     r = runner.invoke(app, ["train", str(huge), "--out", str(tmp_path / "m"), "--steps", "2", *TINY])
     one_line(r, "40.00 GB", "this process can take 8.0 GB more")
 
@@ -250,7 +250,7 @@ def test_demo_auto_takes_a_number_of_seconds_a_timer_can_wait(runner, seconds):
 
 
 def test_whole_numbers_above_2_53_are_kept_exactly(runner, tmp_path, gpt2_weights):
-    from tracer.settings import GenerationSettings
+    from tracer.run.settings import GenerationSettings
 
     big = 2**53 + 1
     s = GenerationSettings(seed=big, top_k=big, max_new_tokens=np.int64(2**62 + 1))
@@ -317,8 +317,8 @@ def test_the_next_write_removes_what_a_killed_write_left_and_nothing_else(tmp_pa
     import subprocess
     import sys
 
-    from tracer.files import atomic_write
-    from tracer.folders import atomic_folder
+    from tracer.formats.files import atomic_write
+    from tracer.formats.folders import atomic_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a process that no longer exists
@@ -345,7 +345,7 @@ def test_a_model_moved_aside_by_a_killed_train_goes_back_to_its_place(tmp_path):
     import subprocess
     import sys
 
-    from tracer.files import sweep_leftovers
+    from tracer.formats.files import sweep_leftovers
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -363,7 +363,7 @@ def test_each_message_names_what_is_wrong_once_and_rightly(tmp_path, runner, mon
     import errno
     import shutil
 
-    import tracer.files as files
+    import tracer.formats.files as files
 
     folder = tmp_path / "m"
     shutil.copytree(Path(__file__).parent / "data" / "llama-tiny", folder)

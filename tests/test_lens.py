@@ -1,4 +1,4 @@
-"""What the residual stream predicts (`tracer.lens`): every position's next-token prediction and loss
+"""What the residual stream predicts (`tracer.run.lens`): every position's next-token prediction and loss
 (teacher forcing), and the logit lens after every layer.
 
 References are independent of the code under test: log-softmax written with `math`, the final
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.lens import record_logit_lens
+from tracer.run.lens import record_logit_lens
 
 from .reference import naive_forward
 
@@ -93,7 +93,7 @@ def test_logit_lens_on_a_model_without_layers(word_model):
 
 
 def test_logit_lens_keeps_to_its_budget_on_large_vocabularies(monkeypatch, word_model):
-    import tracer.lens as lens
+    import tracer.run.lens as lens
 
     m = word_model()
     per_position = (m.config.n_layers + 1) * m.config.d_model * m.config.d_vocab
@@ -127,7 +127,7 @@ def test_saved_generation_keeps_every_step_with_lens_and_loss(tmp_path, word_mod
         names = set(z.files)
     assert {"lens.top_token", "loss.per_position", "steps.1.lens.top_token", "steps.2.loss.per_position",
             "steps.2.sample.uniform"} <= names
-    back = tracer.trace.Generation.load(path)
+    back = tracer.run.trace.Generation.load(path)
     for a, b in zip(g.steps, back.steps):
         np.testing.assert_array_equal(a["lens.top_token"], b["lens.top_token"])
         np.testing.assert_array_equal(a["loss.per_position"], b["loss.per_position"])
@@ -135,7 +135,7 @@ def test_saved_generation_keeps_every_step_with_lens_and_loss(tmp_path, word_mod
 
 
 def test_logit_lens_in_chunks_and_without_recorded_logits_agrees(monkeypatch, word_model):
-    import tracer.lens as lens
+    import tracer.run.lens as lens
 
     m = word_model(seed=5, n_layers=3)
     whole = m.generate([1, 2, 3, 4], max_new_tokens=2).steps[0]
@@ -152,7 +152,7 @@ def test_logit_lens_in_chunks_and_without_recorded_logits_agrees(monkeypatch, wo
 
 
 def test_top_and_target_without_log_probabilities_matches_float64_log_softmax():
-    from tracer.lens import top_and_target
+    from tracer.run.lens import top_and_target
 
     rng = np.random.default_rng(8)
     logits = (rng.standard_normal((4, 50257)) * 6).astype(np.float32)  # [rows, d_vocab] GPT-2's width

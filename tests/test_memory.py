@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import tracer
-import tracer.fast
+import tracer.core.fast
 from tracer.errors import TracerError
-from tracer.memory import parse_size
+from tracer.core.memory import parse_size
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny",
@@ -29,7 +29,7 @@ PROMPT = [1, 5, 9, 2, 7]
 def small_blocks(monkeypatch):
     """Unembedding blocks of 64 KB (256 rows at d_model 64), so that a 1,024-token vocabulary is cut in
     four: the same blocks in both runs, which is what makes them equal."""
-    monkeypatch.setattr(tracer.fast, "UNEMBED_BLOCK_BYTES", 2**16)
+    monkeypatch.setattr(tracer.core.fast, "UNEMBED_BLOCK_BYTES", 2**16)
 
 
 def one_layer_budget(path) -> tuple:
@@ -157,16 +157,16 @@ def test_q_k_v_are_expanded_into_the_fused_matrix_a_few_heads_at_a_time(gguf_of_
     a streamed layer's W_Q, W_K and W_V are views of its fused Q|K|V, filled a block of rows at a time,
     equal to the whole read's; every tensor's pages in the file are given back once it is expanded."""
     pytest.importorskip("gguf")
-    import tracer.stored
+    import tracer.formats.stored
 
-    monkeypatch.setattr(tracer.stored, "FILL_BLOCK_BYTES", 2**10)  # 4 rows of 64 numbers: rounded to a head, 16
+    monkeypatch.setattr(tracer.formats.stored, "FILL_BLOCK_BYTES", 2**10)  # 4 rows of 64 numbers: rounded to a head, 16
     path = gguf_of_folder(DATA / "llama-tiny", "llama-bpe", "Q8_0")
-    given = tracer.stored.GIVEN_BACK
+    given = tracer.formats.stored.GIVEN_BACK
     streamed = tracer.load(str(path), memory=150_000)  # one layer (147.5 KB), not two
     trace = streamed.run(PROMPT)
     whole_reads = []
-    expand = tracer.stored.Stored.expand
-    monkeypatch.setattr(tracer.stored.Stored, "expand", lambda s: whole_reads.append(s.name) or expand(s))
+    expand = tracer.formats.stored.Stored.expand
+    monkeypatch.setattr(tracer.formats.stored.Stored, "expand", lambda s: whole_reads.append(s.name) or expand(s))
     layer, params = streamed.weights.layers.build(0)
     assert sorted(whole_reads) == sorted(f"blk.0.{n}.weight" for n in ("attn_norm", "attn_output", "ffn_norm", "ffn_gate",
                                                                      "ffn_up", "ffn_down"))  # not attn_q, _k, _v
@@ -175,11 +175,11 @@ def test_q_k_v_are_expanded_into_the_fused_matrix_a_few_heads_at_a_time(gguf_of_
     whole = tracer.load(str(path))
     assert np.array_equal(layer.qkv.W, whole.weights.layers[0].qkv.W)
     assert_same_arrays(whole.run(PROMPT), trace)
-    from tracer.gguf_file import open_gguf
+    from tracer.formats.gguf_file import open_gguf
 
     f = open_gguf(path)
     quantized = sum(t.nbytes for t in f.tensors.values() if t.type_name != "F32")
-    assert tracer.stored.GIVEN_BACK - given >= quantized  # whole pages around each: at least its bytes
+    assert tracer.formats.stored.GIVEN_BACK - given >= quantized  # whole pages around each: at least its bytes
 
 
 def mapped_rss(path) -> int:
@@ -201,8 +201,8 @@ def test_an_expanded_tensors_pages_in_the_file_stop_counting_in_resident_memory(
     gguf = pytest.importorskip("gguf")
     if not Path("/proc/self/smaps").exists():
         pytest.skip("no /proc/self/smaps here")
-    from tracer.gguf_file import open_gguf
-    from tracer.stored import Quantized
+    from tracer.formats.gguf_file import open_gguf
+    from tracer.formats.stored import Quantized
 
     rng = np.random.default_rng(3)
     rows, cols = 1024, 2048
@@ -353,9 +353,9 @@ def test_rows_of_a_stored_gguf_tensor_are_its_expansion_rows(tmp_path, kind):
     """What the embedding's lookup and the unembedding's blocks read: rows lo..hi de-quantized alone equal
     those rows of the whole tensor (and the gguf package's de-quantization of it)."""
     gguf = pytest.importorskip("gguf")
-    from tracer import quants
-    from tracer.gguf_file import open_gguf
-    from tracer.stored import Quantized
+    from tracer.formats import quants
+    from tracer.formats.gguf_file import open_gguf
+    from tracer.formats.stored import Quantized
 
     rng = np.random.default_rng(7)
     t = quants.TYPES[kind]

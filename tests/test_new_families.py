@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.blocks import NORMS, QK_NORMS
-from tracer.config import Config
+from tracer.core.blocks import NORMS, QK_NORMS
+from tracer.core.config import Config
 from tracer.errors import TracerError
-from tracer.files import load_npz
+from tracer.formats.files import load_npz
 
 DATA = Path(__file__).parent / "data"
 from .reference import next_token_loss
@@ -31,7 +31,7 @@ def _ids(name: str, k: int = 1) -> list[int]:
 def central_differences(name: str, params_to_check: list[str], n_tokens: int = 10) -> None:
     """The backward pass on a loaded fixture's first layer (a float64 copy): three entries of each
     named parameter against central differences of the loss."""
-    from tracer.backward import loss_and_grads
+    from tracer.core.backward import loss_and_grads
 
     m = tracer.load(str(DATA / name))
     local = m.config.windowed
@@ -60,8 +60,8 @@ def central_differences(name: str, params_to_check: list[str], n_tokens: int = 1
 
 @pytest.mark.parametrize("key", [k for k in QK_NORMS if QK_NORMS[k].on])
 def test_every_qk_norm_is_whole_and_its_backward_is_its_forwards_derivative(key):
-    from tracer.backward import d_qk_norm
-    from tracer.decoder import qk_norm
+    from tracer.core.backward import d_qk_norm
+    from tracer.core.decoder import qk_norm
 
     kind = QK_NORMS[key]
     cfg = Config(d_model=8, n_heads=2, n_kv_heads=1, d_head=4, positional="rope", norm="rms", qk_norm=key,
@@ -72,7 +72,7 @@ def test_every_qk_norm_is_whole_and_its_backward_is_its_forwards_derivative(key)
     rng = np.random.default_rng(0)
     x, r = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 2, 4))  # [pos, head, d_head]
     w = rng.standard_normal(shapes["q_norm.w"])
-    from tracer.record import Recorder
+    from tracer.core.record import Recorder
 
     rec = Recorder()
     out = qk_norm(cfg, x, (w, None), rec)
@@ -165,8 +165,8 @@ def test_qwen3_walkthrough_says_where_q_and_k_are_normalized(run_tracer):
 
 
 def test_where_the_norms_sit_is_a_table_entry():
-    from tracer.blocks import NORM_PLACES
-    from tracer.params import param_shapes
+    from tracer.core.blocks import NORM_PLACES
+    from tracer.core.params import param_shapes
 
     assert NORM_PLACES["before"].names("ln1") == ("ln1",) and NORM_PLACES["after"].names("ln2") == ("ln2_post",)
     after = Config(d_model=8, n_heads=2, positional="rope", norm="rms", mlp="swiglu", norm_place="after", n_layers=1)
@@ -420,7 +420,7 @@ def test_gemma2_without_layer_types_windows_every_other_layer_from_0(tmp_path, f
 
 
 def test_softcap_is_a_table_entry_with_words_and_a_derivative():
-    from tracer.blocks import SOFTCAP
+    from tracer.core.blocks import SOFTCAP
     assert SOFTCAP.words("scores", 50, 3.217, float(SOFTCAP.forward(np.float64(3.217), 50))) == \
         "scores soft-capped: 50 · tanh(s / 50): 3.217 → 3.213"
     x = np.array([[-7.0, -0.3, 0.0, 2.5, 40.0]])

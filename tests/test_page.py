@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tracer.cli import app
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.render.page import page, page_data
 from tracer.replay import replay
-from tracer.tokens import show_token
+from tracer.tokenizers.tokens import show_token
 
 README_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices on the automotive "
                  "industry.")

@@ -1,5 +1,5 @@
 """The page's interventions (issue 25): every single-head ablation of the prompt precomputed for the page
-(`tracer.interventions.head_ablations`, checked against `model.run(…, hooks=ablate_head(…))` and against a
+(`tracer.run.interventions.head_ablations`, checked against `model.run(…, hooks=ablate_head(…))` and against a
 model whose W_O slice is zero), the sentence the page carries for each (the terminal's), what a page over
 the limit says instead, and `tracer compare A B --export FILE.html`'s page (its heatmap's numbers are
 --json's). What the pages do in a browser is in tests/test_page_browser.py."""
@@ -12,13 +12,13 @@ import re
 import numpy as np
 import pytest
 
-from tracer import interventions
+from tracer.run import interventions
 from tracer.cli import app
-from tracer.interventions import ablate_head, head_ablations
+from tracer.run.interventions import ablate_head, head_ablations
 from tracer.render.page import page_data
 from tracer.render.header import ablation_words
 from tracer.render.words import PAGE_WORDS as TEMPLATES
-from tracer.tokens import show_token
+from tracer.tokenizers.tokens import show_token
 
 WORDS = ["w1", "w2", "w3", "w4", "w5", "w1", "w2"]
 WIDE = {"COLUMNS": "400", "NO_COLOR": "1"}

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from tracer.cli import app
-from tracer.equations import tempered_softmax
+from tracer.core.equations import tempered_softmax
 from tracer.render.fmt import num
-from tracer.trace import Generation
+from tracer.run.trace import Generation
 
 pytestmark = pytest.mark.slow
 
@@ -399,7 +399,7 @@ def intervention_pages(tmp_path_factory, runner):
     """The default model's page with every head's ablation, one over the limit, and a compare page (with --json)."""
     import json
 
-    from tracer import interventions
+    from tracer.run import interventions
 
     out = tmp_path_factory.mktemp("interventions")
     env = {"COLUMNS": "100", "NO_COLOR": "1"}

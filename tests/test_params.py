@@ -1,4 +1,4 @@
-"""Parameters (`tracer.params`): GPT-2's seeded initialisation, given matrices, sinusoidal positions,
+"""Parameters (`tracer.core.params`): GPT-2's seeded initialisation, given matrices, sinusoidal positions,
 and the checks every parameter passes (shape, dtype, NaN and infinities)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import zlib
 import numpy as np
 import pytest
 
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.errors import TracerError
-from tracer.params import all_finite, check_param, init_weights
+from tracer.core.params import all_finite, check_param, init_weights
 
 CFG = Config(d_vocab=11, n_ctx=6, d_model=4, n_heads=2, n_layers=2, dtype="float64")
 

@@ -1,5 +1,5 @@
 """Process-level behaviour: `import tracer.cli` stays free of numpy (fast `--help`), and glibc keeps
-freed memory for reuse once `tracer.memory.retain_freed_memory` asked it to."""
+freed memory for reuse once `tracer.core.memory.retain_freed_memory` asked it to."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_importing_the_cli_does_not_import_numpy():
 _RSS_AFTER_FREE = """
 import sys, numpy as np
 if sys.argv[1] == "retain":
-    from tracer.memory import retain_freed_memory
+    from tracer.core.memory import retain_freed_memory
     assert retain_freed_memory()
 def rss():
     with open("/proc/self/statm") as f:

@@ -26,14 +26,14 @@ from tracer import scenario as scenario_mod
 from tracer.render.jsonout import dumps, replay_json
 from tracer.replay import replay as run_replay
 from tracer.scenario import schema as scenario_schema
-from tracer.config import POSITIONAL, Config
+from tracer.core.config import POSITIONAL, Config
 from tracer.errors import TracerError
 from tracer.model import Model
-from tracer.tokens import WordTokenizer, show_invisible, show_token
+from tracer.tokenizers.tokens import WordTokenizer, show_invisible, show_token
 from tracer.cli import app
-from tracer.files import load_npz, load_safetensors, load_weights_file, save_weights
-from tracer.params import init_weights
-from tracer.trace import Generation
+from tracer.formats.files import load_npz, load_safetensors, load_weights_file, save_weights
+from tracer.core.params import init_weights
+from tracer.run.trace import Generation
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-12  # float64 throughout: exact up to rounding

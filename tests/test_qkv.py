@@ -1,4 +1,4 @@
-"""The fused Q|K|V order (`tracer.qkv`): split and fuse are inverses, with fewer key/value heads
+"""The fused Q|K|V order (`tracer.core.qkv`): split and fuse are inverses, with fewer key/value heads
 than query heads too, splitting gives views, and the matrix form agrees with the activations'
 (x·[W_Q | W_K | W_V] split is x·W_Q, x·W_K, x·W_V: a naive per-head loop as the reference)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer.qkv import fuse_qkv, fuse_qkv_weights, qkv_columns, split_qkv, split_qkv_weights
+from tracer.core.qkv import fuse_qkv, fuse_qkv_weights, qkv_columns, split_qkv, split_qkv_weights
 
 
 @pytest.mark.parametrize("H, KV", [(4, 4), (4, 2), (4, 1)])

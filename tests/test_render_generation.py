@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.render import lens as L
 from tracer.render import loop as LP
 from tracer.render import predict as P
@@ -182,7 +182,7 @@ def test_kv_cache_view_rows_and_work_saved(word_model, render_text, macs_by_loop
 def test_kv_cache_view_without_the_cache_and_with_verify(word_model, render_text):
     m = word_model()
     gen = m.generate([1, 2, 3], max_new_tokens=3, cache=False)
-    from tracer.generate import verify_cache
+    from tracer.run.generate import verify_cache
 
     gen.meta["verify_cache"] = verify_cache(m, gen)
     text = render_text(LP.kv_cache_view(gen, m.tokenizer, View()), 80)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from tracer.config import Config
+from tracer.core.config import Config
 from tracer.render import progress as PR
 
 

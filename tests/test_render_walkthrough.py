@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from tracer.checks import Check
-from tracer.config import Config
+from tracer.run.checks import Check
+from tracer.core.config import Config
 from tracer.errors import TracerError
 from tracer.render import show_generation
 from tracer.render.heatmap import glyph

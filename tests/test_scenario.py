@@ -334,9 +334,9 @@ W_E = [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
 
 
 def test_weights_file_relative_to_the_scenario(tmp_path):
-    from tracer.config import Config
-    from tracer.files import save_weights
-    from tracer.params import init_weights
+    from tracer.core.config import Config
+    from tracer.formats.files import save_weights
+    from tracer.core.params import init_weights
 
     cfg = Config(d_vocab=3, n_ctx=4, d_model=2, n_heads=1, n_layers=1, dtype="float64", positional="none",
                  layer_norm=False, mlp=False, residual=False, scale_scores=False, tied_unembed=False)

@@ -19,8 +19,8 @@ import pytest
 import tracer
 from tracer.cli import app
 from tracer.errors import TracerError
-from tracer.files import load_npz, load_weights_file
-from tracer.trace import Generation
+from tracer.formats.files import load_npz, load_weights_file
+from tracer.run.trace import Generation
 
 SMALL = dict(n_ctx=8, n_heads=1, n_layers=1)  # changes to `gpt2_config`: GPT-2's vocabulary, one layer of one head
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.equations import tempered_softmax
-from tracer.files import load_npz, read_safetensors_header
-from tracer.heads import head_scores
+from tracer.core.equations import tempered_softmax
+from tracer.formats.files import load_npz, read_safetensors_header
+from tracer.run.heads import head_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "tracer" / "models" / "abc"
@@ -84,7 +84,7 @@ def test_induction_heads_in_a_later_layer_and_the_heads_training_json_names(abc)
     on make_model.py's own cases (seed 5) the scores training.json records; on others (seed 9) induction
     heads above 0.5 in a layer after the strongest previous-token head, which beats a head spreading its
     weight evenly."""
-    from tracer.corpus import copy_cases
+    from tracer.run.corpus import copy_cases
 
     def measured(seed: int):
         prev, ind, even = [], [], []
@@ -146,8 +146,8 @@ def test_corpus_regenerates_and_three_steps_retrain_the_same(tmp_path, run_trace
         outs.append(tmp_path / name)
     assert (outs[0] / "model.safetensors").read_bytes() == (outs[1] / "model.safetensors").read_bytes()
     # The shipped run's first steps again: its settings (6,000 steps: the same warm-up), stopped after 3.
-    from tracer.tokens import get_tokenizer
-    from tracer.train import TrainSettings, train
+    from tracer.tokenizers.tokens import get_tokenizer
+    from tracer.run.train import TrainSettings, train
 
     ids = np.asarray(get_tokenizer("gpt2").encode(text), dtype=np.int64)
     s = {k: v for k, v in TRAINING["settings"].items() if k != "betas"}
@@ -171,7 +171,7 @@ def test_it_copies_phrases_of_everyday_words_it_never_saw_together(abc, seed, n,
     """Issue 25: "the X Y Z and the V W. the X Y" → " Z" with five different everyday words, a phrase the
     corpus never holds (tests/test_train.py checks that): at least 80% copied, on the cases make_model.py
     checks (seed 1) and on others (seed 7)."""
-    from tracer.corpus import copy_cases
+    from tracer.run.corpus import copy_cases
 
     assert _copies(abc, copy_cases(seed=seed, n=n)) >= at_least
 
@@ -180,8 +180,8 @@ def test_knocking_out_the_induction_heads_breaks_the_copy_and_other_heads_do_not
     """The lesson: the heads training.json calls induction heads do the copying. Without them (zeroed) the
     model copies at most half as many phrases; without as many heads that are neither induction nor
     previous-token heads, it still copies at least three quarters as many."""
-    from tracer.corpus import copy_cases
-    from tracer.interventions import ablate_head, combine
+    from tracer.run.corpus import copy_cases
+    from tracer.run.interventions import ablate_head, combine
     from tracer.render.header import ROLE_AT_LEAST
 
     cases = copy_cases(seed=3, n=40)

@@ -1,4 +1,4 @@
-"""SentencePiece-style tokenizer.json files (tracer.sp_tokenizer): the ids `tokenizers` gives, on awkward text.
+"""SentencePiece-style tokenizer.json files (tracer.tokenizers.sp_tokenizer): the ids `tokenizers` gives, on awkward text.
 
 The fixtures in tests/data/tokenizers/sentencepiece/ come from tools/make_sp_fixtures.py: a BPE model
 trained by the real `sentencepiece` trainer (byte_fallback), converted to tokenizer.json by transformers
@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracer.errors import TracerError
-from tracer.sp_tokenizer import SPTokenizer
-from tracer.tokens import get_tokenizer
+from tracer.tokenizers.sp_tokenizer import SPTokenizer
+from tracer.tokenizers.tokens import get_tokenizer
 
 DATA = Path(__file__).parent / "data" / "tokenizers" / "sentencepiece"
 FIXTURES = [DATA / "sp-llama.json", DATA / "sp-legacy.json"]
@@ -184,7 +184,7 @@ def test_split_merged_with_previous_equals_tokenizers():
     import itertools
 
     tokenizers = pytest.importorskip("tokenizers")
-    from tracer.sp_tokenizer import merged_with_previous
+    from tracer.tokenizers.sp_tokenizer import merged_with_previous
 
     for delim in (" ", "ab"):
         pt = tokenizers.pre_tokenizers.Split(delim, behavior="merged_with_previous")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracer import store as policy
-from tracer.decoder import KVCache, forward
-from tracer.record import Recorder
-from tracer.store import CausalHalf, Derived, Store
-from tracer.trace import Generation, Trace
-from tracer.params import init_weights
+from tracer.core import store as policy
+from tracer.core.decoder import KVCache, forward
+from tracer.core.record import Recorder
+from tracer.core.store import CausalHalf, Derived, Store
+from tracer.run.trace import Generation, Trace
+from tracer.core.params import init_weights
 
 
 def passes(cfg, T, names=None):
@@ -101,7 +101,7 @@ def test_rebuilt_arrays_are_read_only_and_only_a_few_are_kept():
 
 
 def test_a_recipe_needs_its_sources_in_the_same_block_and_the_same_bits(small_config):
-    from tracer.equations import gelu_new
+    from tracer.core.equations import gelu_new
 
     T = policy.PACK_MIN_QUERIES  # long enough for the GELU's recipe
     pre = np.random.default_rng(5).standard_normal((T, 16))  # [pos, d_mlp]

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from tracer import tokens as tk
+from tracer.tokenizers import tokens as tk
 from tracer.errors import TracerError
-from tracer.tokens import WordTokenizer, _gpt2_files, get_tokenizer, gpt2_mergeable_ranks, label, show_token
+from tracer.tokenizers.tokens import WordTokenizer, _gpt2_files, get_tokenizer, gpt2_mergeable_ranks, label, show_token
 
 ARTICLE = "You are a business consultant, please analyze the impact of rising oil prices on the automotive industry."
 
@@ -69,7 +69,7 @@ def test_word_tokenizer():
 
 
 def test_without_a_home_folder_the_ranks_are_built_not_cached(monkeypatch):
-    import tracer.tokens as tk
+    import tracer.tokenizers.tokens as tk
 
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 

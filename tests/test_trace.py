@@ -9,7 +9,7 @@ import pytest
 
 import tracer
 from tracer.errors import TracerError
-from tracer.trace import Generation, Trace
+from tracer.run.trace import Generation, Trace
 
 
 @pytest.fixture(scope="module")

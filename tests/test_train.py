@@ -1,4 +1,4 @@
-"""`tracer train` and `tracer.train`: a seeded AdamW loop that learns, saves transformers' GPT-2 layout,
+"""`tracer train` and `tracer.run.train`: a seeded AdamW loop that learns, saves transformers' GPT-2 layout,
 stops cleanly, and refuses what it cannot use with one line."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 import tracer
 from tracer.cli import app
 from tracer.readers.gpt2 import gpt2_tensors
-from tracer.params import init_weights
-from tracer.train import TrainSettings, train
+from tracer.core.params import init_weights
+from tracer.run.train import TrainSettings, train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch", "4"]
 TEXT = "\n".join(["A B C D E F G H I J K", "one two three four five six", "Monday Tuesday Wednesday Thursday"] * 40)
@@ -88,7 +88,7 @@ def test_cli_trains_saves_gpt2_layout_and_trace_runs_it(runner, corpus, tmp_path
 
 def test_saved_tensors_are_transformers_gpt2_names_and_shapes():
     fixture = Path(__file__).parent / "data" / "gpt2-tiny" / "transformers"
-    from tracer.files import read_safetensors_header
+    from tracer.formats.files import read_safetensors_header
 
     header, _ = read_safetensors_header(fixture / "model.safetensors")
     want = {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
@@ -97,7 +97,7 @@ def test_saved_tensors_are_transformers_gpt2_names_and_shapes():
     assert got == want  # the layout transformers' save_pretrained writes
     for k, v in gpt2_tensors(m.config, m.params).items():  # and the same numbers, read back
         ours = np.asarray(v)
-        from tracer.files import load_safetensors
+        from tracer.formats.files import load_safetensors
 
         theirs = load_safetensors(fixture / "model.safetensors")[0][k]
         assert np.array_equal(ours, theirs), k
@@ -142,7 +142,7 @@ def test_bad_options_and_outputs_are_refused_before_training(runner, corpus, tmp
 
 
 def test_a_loss_that_stops_being_finite_keeps_the_last_good_weights(runner, corpus, tmp_path, monkeypatch):
-    import tracer.train as tr
+    import tracer.run.train as tr
 
     real = tr.loss_and_grads
     calls = {"n": 0}
@@ -209,7 +209,7 @@ def test_tracer_corpus_writes_the_shipped_models_corpus_as_the_tool_does(runner,
     r = runner.invoke(app, ["corpus", "--check", str(tmp_path / "c.txt"), "--seed", "4", "--size", "500"])
     assert r.exit_code == 1 and "first at line 1" in r.stderr
     shipped = json.loads((root / "tracer" / "models" / "abc" / "training.json").read_text())
-    from tracer.corpus import corpus
+    from tracer.run.corpus import corpus
 
     assert hashlib.sha256(corpus().encode("ascii")).hexdigest() == shipped["corpus_sha256"]  # the default: abc's corpus
     assert "tracer corpus" in shipped["corpus_about"]
@@ -232,14 +232,14 @@ def test_the_corpus_words_are_gpt2s_most_frequent_word_tokens_and_the_copy_test_
     import importlib.util
     from pathlib import Path
 
-    from tracer.corpus import EVERYDAY, common_words, copy_cases, corpus
-    from tracer.tokens import get_tokenizer
+    from tracer.run.corpus import EVERYDAY, common_words, copy_cases, corpus
+    from tracer.tokenizers.tokens import get_tokenizer
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("make_words", root / "tools" / "make_words.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    assert (root / "tracer" / "common_words.txt").read_text(encoding="ascii") == tool.words()
+    assert (root / "tracer" / "run" / "common_words.txt").read_text(encoding="ascii") == tool.words()
     words = common_words()
     enc = get_tokenizer("gpt2")
     assert len(words) == len(set(words)) == 5000 and all(len(enc.encode(" " + w)) == 1 for w in words)

@@ -89,8 +89,8 @@ def layer0(W_E: np.ndarray, W_pos: np.ndarray) -> dict:
 
 def params_for(weights: dict):
     """A tracer config and parameters for these weights (unembedding defaults to zeros)."""
-    from tracer.config import Config
-    from tracer.params import init_weights
+    from tracer.core.config import Config
+    from tracer.core.params import init_weights
 
     cfg = Config(d_vocab=len(VOCAB), n_ctx=N_CTX, d_model=D_MODEL, n_heads=1, d_head=D_MODEL, n_layers=N_LAYERS,
                  dtype="float64", positional="explicit", layer_norm=False, mlp=False, residual=False,
@@ -102,8 +102,8 @@ def params_for(weights: dict):
 
 def recorded(weights: dict, names: list[str]) -> dict:
     """Teacher-forced pass over A…H with tracer's decoder: the named recordings."""
-    from tracer.decoder import forward
-    from tracer.record import Recorder
+    from tracer.core.decoder import forward
+    from tracer.core.record import Recorder
 
     cfg, params = params_for(weights)
     rec = Recorder(names)

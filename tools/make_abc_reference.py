@@ -27,7 +27,7 @@ def main() -> int:
     from transformers import GPT2LMHeadModel
 
     sys.path.insert(0, str(ROOT))
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     tok = get_tokenizer("gpt2")
     model = GPT2LMHeadModel.from_pretrained(ROOT / "tracer" / "models" / "abc", dtype=torch.float32).eval()

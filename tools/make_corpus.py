@@ -6,7 +6,7 @@
     python tools/make_corpus.py --check corpus.txt    # exit 0 if it has exactly the expected bytes
 
 A thin wrapper for a checkout: the corpus itself (its categories, word lists and seeded draws) is
-`tracer.corpus`, which an installed tracer runs as `tracer corpus` with the same options and bytes.
+`tracer.run.corpus`, which an installed tracer runs as `tracer corpus` with the same options and bytes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's tracer, installed or not
 
-from tracer.corpus import CATEGORIES, DEFAULT_LINES, DEFAULT_SEED, corpus  # noqa: E402,F401  (the tool's old names)
+from tracer.run.corpus import CATEGORIES, DEFAULT_LINES, DEFAULT_SEED, corpus  # noqa: E402,F401  (the tool's old names)
 
 
 # ---------------------------------------------------------------- command line
@@ -53,7 +53,7 @@ def _check(path: Path, expected: bytes) -> int:
     if actual == expected:
         print(f"{path}: same bytes (sha256 {hashlib.sha256(actual).hexdigest()})")
         return 0
-    from tracer.corpus import first_difference
+    from tracer.run.corpus import first_difference
 
     print(f"{path}: differs from the expected corpus first at line {first_difference(actual, expected)}")
     return 1

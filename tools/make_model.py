@@ -68,7 +68,7 @@ def main() -> int:
 
         import tracer
         from tracer.readers.gpt2 import write_folder
-        from tracer.train import record_json
+        from tracer.run.train import record_json
 
         m = tracer.load(str(build))
         info = json.loads((build / "training.json").read_text())
@@ -88,7 +88,7 @@ def main() -> int:
             print(f"  {prompt!r} → {got!r}" + ("" if got == want else f"  (wanted {want!r})"))
             if got != want:
                 bad.append(prompt)
-        from tracer.corpus import copy_cases
+        from tracer.run.corpus import copy_cases
 
         cases = copy_cases()
         copied = sum(greedy(shipped, prompt) == want for prompt, want in cases)
@@ -111,14 +111,14 @@ HEAD_CASES = 5  # copy_cases(seed=…) the heads are measured on: not make_model
 
 
 def copy_heads(model) -> dict:
-    """Each head's previous-token and induction scores ([layer][head], `tracer.heads`), the mean over the
+    """Each head's previous-token and induction scores ([layer][head], `tracer.run.heads`), the mean over the
     40 phrases of copy_cases(seed=HEAD_CASES) with their answers: what the heatmap and the card name.
     (`tracer train`'s own probe, a random order of common corpus tokens shown twice, finds this model's
     copying heads weak: they copy a phrase after a full stop, which that probe never has.)"""
     import numpy as np
 
-    from tracer.corpus import copy_cases
-    from tracer.heads import head_scores
+    from tracer.run.corpus import copy_cases
+    from tracer.run.heads import head_scores
 
     found = []
     for prompt, answer in copy_cases(seed=HEAD_CASES, n=40):
@@ -152,7 +152,7 @@ It learned from `tools/make_corpus.py`'s corpus (seed 0; sha256 `{info['corpus_s
 short sentences written for it, phrases that repeat an earlier phrase, and phrases of random
 common words (GPT-2's 5,000 most frequent lower-case word tokens) said twice, which it can only
 predict by copying from the context (an induction head). It copies {info.get("copies", "?")} of the
-40 phrases of everyday words of `tracer.corpus.copy_cases()` ("the river window garden and the
+40 phrases of everyday words of `tracer.run.corpus.copy_cases()` ("the river window garden and the
 doctor village. the river window" → " garden"), none of which the corpus holds.
 
 {heads_text(info.get("heads"))}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write `tracer/common_words.txt`: the 5,000 most frequent lower-case word tokens of GPT-2's vocabulary.
+"""Write `tracer/run/common_words.txt`: the 5,000 most frequent lower-case word tokens of GPT-2's vocabulary.
 
     python tools/make_words.py            # rewrite the file
     python tools/make_words.py --check    # exit 1 if the file is not what this makes
@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "tracer" / "common_words.txt"
+OUT = ROOT / "tracer" / "run" / "common_words.txt"
 COUNT = 5000
 
 
 def words() -> str:
     sys.path.insert(0, str(ROOT))
-    from tracer.tokens import get_tokenizer
+    from tracer.tokenizers.tokens import get_tokenizer
 
     enc = get_tokenizer("gpt2").enc
     found = []

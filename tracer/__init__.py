@@ -8,15 +8,15 @@ The names below numpy (`Model`, `load`, `Trace`, `Generation`) are imported on f
 for importing numpy.
 """
 
-from .config import Config
+from .core.config import Config
 from .errors import TracerError
 from .showing import register as _register
 from .version import __version__
 
 __all__ = ["Config", "Generation", "GenerationSettings", "Model", "Trace", "TracerError", "load", "__version__"]
 
-_LAZY = {"Model": ".model", "load": ".loaders", "Generation": ".trace", "Trace": ".trace",
-         "GenerationSettings": ".settings"}
+_LAZY = {"Model": ".model", "load": ".loaders", "Generation": ".run.trace", "Trace": ".run.trace",
+         "GenerationSettings": ".run.settings"}
 
 
 def _show(gen, **options) -> None:

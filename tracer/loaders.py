@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import DEFAULT_MODEL, GPT2_SHAPES, TINY
+from .core.config import DEFAULT_MODEL, GPT2_SHAPES, TINY
 from .errors import TracerError, near
-from .fast import layout
+from .core.fast import layout
 from .model import Model
-from .params import init_weights
-from .settings import check_seed
-from .tokens import get_tokenizer
+from .core.params import init_weights
+from .run.settings import check_seed
+from .tokenizers.tokens import get_tokenizer
 
 SHIPPED = Path(__file__).resolve().parent / "models"  # trained models that come with tracer, one folder each
 BUILTIN = {
@@ -35,8 +35,8 @@ def load(name_or_path: str = DEFAULT_MODEL, seed: int = 0, progress=None, memory
     """A model by name or path; see the module docstring for what is understood. `seed`: the seed of
     weights not given (the untrained models'). `progress`: see `tracer.readers.folder.read_checked`.
     `memory`: the budget for weights expanded to float32, in bytes or as a size ("6GB", "500MB");
-    default: half the memory available (`tracer.memory.default_budget`). A Hugging Face folder or a
-    GGUF file that needs more is expanded layer by layer as passes reach each layer (`tracer.streamed`)."""
+    default: half the memory available (`tracer.core.memory.default_budget`). A Hugging Face folder or a
+    GGUF file that needs more is expanded layer by layer as passes reach each layer (`tracer.core.streamed`)."""
     name = str(name_or_path)
     seed = check_seed(seed)
     budget = memory_budget(memory)
@@ -57,7 +57,7 @@ def memory_budget(memory) -> int | None:
     if memory is None:
         return None
     if isinstance(memory, str):
-        from .memory import parse_size
+        from .core.memory import parse_size
 
         try:
             return parse_size(memory)
@@ -80,7 +80,7 @@ def _load_path(name: str, path: Path, seed: int, progress, budget: int | None = 
     found_here = read_path(path, None, seed, progress, lazy=True)  # a folder, a .gguf, a .toml, a weights file
     if found_here is not None:
         return model_of(found_here, budget)
-    from .hub import cached_folder, hub_repos, is_repo_id
+    from .readers.hub import cached_folder, hub_repos, is_repo_id
 
     if name in GPT2_SHAPES or name.startswith(("openai-community/", "distilbert/")):
         return hf_model(cached_folder(name), name=hub_repos(name)[0], progress=progress, memory=budget)
@@ -106,10 +106,10 @@ def model_of(ck, memory: int | None = None) -> Model:
     """The `Model` of a `tracer.readers.Checkpoint`: its weights laid out for the products once
     (with the reader's fused Q|K|V matrices where it holds them: no copy). A lazy checkpoint (its
     `lazy` source) is expanded whole when it fits the budget `memory` (bytes; None: the default),
-    else layer by layer (`tracer.expansion.streamed_weights`)."""
+    else layer by layer (`tracer.core.expansion.streamed_weights`)."""
     params, fused, weights, expansion = ck.params, ck.fused_qkv, None, None
     if ck.lazy is not None:
-        from .expansion import expand
+        from .core.expansion import expand
 
         params, fused, weights, expansion = expand(ck.lazy, memory)
     if weights is None and fused is not None:

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backward import attribution, loss_and_grads
-from .config import Config
-from .decoder import forward, hook_names
+from .core.backward import attribution, loss_and_grads
+from .core.config import Config
+from .core.decoder import forward, hook_names
 from .errors import TracerError
-from .fast import Weights, layout
-from .generate import generate
-from .params import Params
-from .record import Hooks, Recorder
-from .settings import GenerationSettings
-from .tokens import Prompt, Tokenizer, encode_prompt
-from .trace import Generation, Trace
+from .core.fast import Weights, layout
+from .run.generate import generate
+from .core.params import Params
+from .core.record import Hooks, Recorder
+from .run.settings import GenerationSettings
+from .tokenizers.tokens import Prompt, Tokenizer, encode_prompt
+from .run.trace import Generation, Trace
 from .version import __version__
 
 
@@ -67,11 +67,11 @@ class Model:
         self.storage_examples = dict(storage_examples or {})  # storage type → one number worked from its bytes
         self._hook_names: list[str] | None = None  # every name forward records, found when a hook is first given
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
-        self.expansion = expansion  # how a read model's weights became float32 (`tracer.expansion`), if it was read
+        self.expansion = expansion  # how a read model's weights became float32 (`tracer.core.expansion`), if it was read
 
     @property
     def streamed(self) -> bool:
-        """Whether its layers are expanded layer by layer as passes reach them (`tracer.streamed`)."""
+        """Whether its layers are expanded layer by layer as passes reach them (`tracer.core.streamed`)."""
         return not isinstance(self.weights.layers, list)
 
     def _whole(self, what: str) -> None:
@@ -123,9 +123,9 @@ class Model:
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
         """The model's chat template applied to `messages` ([{"role": "user", "content": "…"}, …], or
         one user message as a string), rendered as transformers' `apply_chat_template` renders it
-        (`tracer.chat`). The text holds the template's special tokens (`<|im_start|>`), which
+        (`tracer.tokenizers.chat`). The text holds the template's special tokens (`<|im_start|>`), which
         tokenize as the single tokens they are."""
-        from .chat import render_chat
+        from .tokenizers.chat import render_chat
 
         if self.chat_template is None:
             raise TracerError(f"model {self.name}: has no chat template (it is not an instruct/chat model, or its "
@@ -138,12 +138,12 @@ class Model:
 
     def chat_ids(self, messages, add_generation_prompt: bool = True) -> list[int]:
         """The ids of `chat_prompt(messages)`: what `apply_chat_template(messages, add_generation_prompt=True)` gives."""
-        from .chat import chat_ids
+        from .tokenizers.chat import chat_ids
 
         return chat_ids(self.tokenizer, self.chat_prompt(messages, add_generation_prompt))
 
     def hooks(self, hooks: dict | None) -> Hooks | None:
-        """`{hook name or glob: fn}` checked against the names this model records (`tracer.record.Hooks`)."""
+        """`{hook name or glob: fn}` checked against the names this model records (`tracer.core.record.Hooks`)."""
         if hooks is None:
             return None
         if self._hook_names is None:
@@ -189,7 +189,7 @@ class Model:
     def attribute(self, prompt_or_ids, target: int | None = None) -> dict:
         """Which input position mattered to the next token: gradient × input at each prompt position for
         the last position's logit of `target` (default: the most likely next token), from tracer's own
-        backward pass (`tracer.backward.attribution`). {"target_id", "per_position"}."""
+        backward pass (`tracer.core.backward.attribution`). {"target_id", "per_position"}."""
         self._whole("attribution (the backward pass)")
         ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
         if target is None:
@@ -202,7 +202,7 @@ class Model:
     def loss_and_grads(self, prompt_or_ids) -> tuple[float, dict]:
         """The mean next-token cross-entropy of the prompt (position i predicts token i + 1, as
         transformers' `GPT2LMHeadModel(ids, labels=ids).loss`) and every parameter's gradient, by
-        TransformerLens name (`tracer.backward`)."""
+        TransformerLens name (`tracer.core.backward`)."""
         self._whole("loss_and_grads (the backward pass)")
         ids = np.asarray(self.prompt(prompt_or_ids).ids, dtype=np.int64)
         return loss_and_grads(self.config, self.weights, ids)

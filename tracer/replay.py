@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .loaders import scenario_model
 from .model import Model
 from .scenario import Scenario, check_all, load_scenario, resolve
-from .trace import Generation
+from .run.trace import Generation
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Replay:
     scenario: Scenario
     model: Model
     gen: Generation
-    checks: list  # [tracer.checks.Check], in the file's order
+    checks: list  # [tracer.run.checks.Check], in the file's order
 
 
 def run_scenario(scn: Scenario, model: Model | None = None, on_step=None) -> Generation:

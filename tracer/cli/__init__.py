@@ -32,7 +32,7 @@ def main() -> None:
             except (ValueError, OSError):
                 pass
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h", "tokens", "scenarios"):
-        from ..memory import retain_freed_memory
+        from ..core.memory import retain_freed_memory
 
         retain_freed_memory()  # reuse freed arrays instead of faulting fresh pages in (BENCHMARKS.md)
     app()

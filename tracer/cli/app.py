@@ -10,7 +10,7 @@ Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129 (a file being written is removed fi
 pipe (`tracer … | head`) exits 141 quietly. Output goes through a console that shows control
 characters from prompts and files (␛) instead of sending them to the terminal, and so does every
 error message (`echo_err`), which may quote a file's text (a key name, a shard's name); a Python
-warning is one such line too, never a source line. A trace file that loads but cannot be shown is examined (`tracer.trace.damage`): if it
+warning is one such line too, never a source line. A trace file that loads but cannot be shown is examined (`tracer.run.trace.damage`): if it
 is damaged, that is bad input (2); if it looks sound, a bug of ours (1). Heavy modules are
 imported inside the commands so that `tracer --help` stays fast.
 
@@ -62,7 +62,7 @@ class _Group(TyperGroup):
                 traceback.print_exc()
             echo_err(str(e))
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.files.Stopped)
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.formats.files.Stopped)
             signum = getattr(e, "signum", 2)
             said = str(e) if type(e).__name__ == "LayerStop" else ""  # a streamed pass stopped between layers
             echo_err(said or ("interrupted" if signum == 2 else f"stopped by signal {signum}"))
@@ -161,7 +161,7 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show Python trace
 def echo_err(message: str) -> None:
     """One line on stderr, 'tracer: …', with every control character of `message` shown (␛, ↵,
     ⟨U+202E⟩), never obeyed: a message may quote a file's text."""
-    from ..tokens import show_token
+    from ..tokenizers.tokens import show_token
 
     shown = " ".join(show_token(part) for part in str(message).split(" "))  # spaces stay spaces
     typer.echo(f"tracer: {shown}", err=True)
@@ -185,7 +185,7 @@ def memory_bytes(memory: str | None) -> int | None:
     if memory is None:
         return None
     from ..errors import TracerError
-    from ..memory import parse_size
+    from ..core.memory import parse_size
 
     try:
         return parse_size(memory)
@@ -197,7 +197,7 @@ def ablations(model, specs) -> tuple[list[str], dict | None]:
     """--ablate's specs checked against the model: their words and one dict of hooks (None: none)."""
     if not specs:
         return [], None
-    from ..interventions import combine, parse_ablation
+    from ..run.interventions import combine, parse_ablation
 
     parsed = [parse_ablation(s, model.config) for s in specs]
     return [w for w, _ in parsed], combine(*(h for _, h in parsed))
@@ -206,7 +206,7 @@ def ablations(model, specs) -> tuple[list[str], dict | None]:
 def ablation_record(model, ids, specs, removed: list[str], hooks: dict) -> dict:
     """What --ablate did, as `gen.meta["ablation"]` and --json keep it: the words, the heads removed
     ([layer, head] pairs) and the next-token prediction without and with the hooks."""
-    from ..interventions import prediction_change, removed_heads
+    from ..run.interventions import prediction_change, removed_heads
 
     return {"ablated": removed, "heads": removed_heads(specs, model.config), **prediction_change(model, ids, hooks)}
 

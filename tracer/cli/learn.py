@@ -27,10 +27,10 @@ def corpus(
     """
     import hashlib
 
-    from ..corpus import corpus as make, first_difference
+    from ..run.corpus import corpus as make, first_difference
     from ..errors import TracerError
-    from ..files import atomic_write
-    from ..reading import read_small
+    from ..formats.files import atomic_write
+    from ..formats.reading import read_small
 
     data = make(seed, size).encode("ascii")
     if check is not None:
@@ -71,11 +71,11 @@ def train(
 
     Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model && tracer trace --model my-model "A B C D E F"
     """
-    from ..files import stop_signals
-    from ..folders import check_output_folder
+    from ..formats.files import stop_signals
+    from ..formats.folders import check_output_folder
     from ..render.progress import training_progress
-    from ..tokens import get_tokenizer
-    from ..train import TrainSettings, not_saved_by_train, read_corpus
+    from ..tokenizers.tokens import get_tokenizer
+    from ..run.train import TrainSettings, not_saved_by_train, read_corpus
 
     settings = TrainSettings(steps=steps, layers=layers, d_model=d_model, heads=heads, context=context, batch=batch,
                              lr=lr, seed=seed)
@@ -91,7 +91,7 @@ def train(
 
 
 def _train(ids, settings, on_step, stopping):
-    from ..train import train as run
+    from ..run.train import train as run
 
     return run(ids, settings, on_step=on_step, should_stop=stopping)
 
@@ -101,10 +101,10 @@ def _save_training(result, settings, corpus: str, sha: str, ids, out: str, seen=
     from pathlib import Path
 
     from ..errors import TracerError
-    from ..folders import atomic_folder
+    from ..formats.folders import atomic_folder
     from ..readers.gpt2 import write_folder
     from ..render.progress import sparkline
-    from ..train import head_roles, record_json, training_record
+    from ..run.train import head_roles, record_json, training_record
     from ..version import __version__
 
     import numpy as np
@@ -155,7 +155,7 @@ def download(
     Example: tracer download HuggingFaceTB/SmolLM2-135M && tracer trace "Hello" --model HuggingFaceTB/SmolLM2-135M
     """
     from ..errors import TracerError
-    from ..hub import download as fetch_files, hub_repos
+    from ..readers.hub import download as fetch_files, hub_repos
     from ..loaders import hf_model
     from ..render.progress import reading_progress
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import DEFAULT_MODEL
+from ..core.config import DEFAULT_MODEL
 from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
                   PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablation_record, ablations, app, check_export,
                   echo_err, make_console, memory_bytes, passes, say_notes, view_of)
@@ -47,12 +47,12 @@ def trace(
 
     Example: tracer trace "A B C D E F"   (the default model, trained by tracer, predicts G)
     """
-    from ..files import check_output_path
-    from ..generate import recording_plan
+    from ..formats.files import check_output_path
+    from ..run.generate import recording_plan
     from ..loaders import load
     from ..render.progress import generation_progress, layers_progress, reading_progress
-    from ..settings import GenerationSettings
-    from ..tokens import check_prompt
+    from ..run.settings import GenerationSettings
+    from ..tokenizers.tokens import check_prompt
 
     settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
     budget = memory_bytes(memory)
@@ -84,7 +84,7 @@ def trace(
         echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
                   f"kept its {kept}, {note['kept']:,} tokens (--truncate {side}), dropped {note['dropped']:,}")
     if verify_cache:
-        from ..generate import verify_cache as verify
+        from ..run.generate import verify_cache as verify
 
         with layers_progress(m, not json_out), generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
             gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
@@ -95,11 +95,11 @@ def trace(
 
         typer.echo(dumps(trace_json(gen, m.tokenizer)))
         return
-    from ..interventions import head_ablations  # each head of the clean run knocked out, for the page to click
+    from ..run.interventions import head_ablations  # each head of the clean run knocked out, for the page to click
 
     shown(gen, m.tokenizer, resolved, out, pager, export, heads=None if hooks else lambda: head_ablations(m, text.ids))
     if save:
-        from ..tokens import show_invisible
+        from ..tokenizers.tokens import show_invisible
 
         typer.echo(f"saved {show_invisible(save)}", err=True)
 
@@ -124,8 +124,8 @@ def show(
     """
     from ..errors import TracerError
     from ..render import resolved_for
-    from ..tokens import get_tokenizer
-    from ..trace import Generation, damage as trace_damage
+    from ..tokenizers.tokens import get_tokenizer
+    from ..run.trace import Generation, damage as trace_damage
 
     view = view_of(token, layer, head, dims, precision, brief, section, max_lines)
     check_export(export)
@@ -189,7 +189,7 @@ def replay(
         typer.echo(dumps(replay_json(done)))
         return
     resolved = resolved.with_checks(done.checks).for_run(done.gen)
-    from ..interventions import head_ablations
+    from ..run.interventions import head_ablations
 
     shown(done.gen, done.model.tokenizer, resolved, out, pager, export, before=before, scenario=scn,
           heads=lambda: head_ablations(done.model, scn.prompt.ids))
@@ -215,7 +215,7 @@ def said_export(path: str, page: bool, what: str | None = None) -> None:
     """What --export wrote, on stderr (as --save says "saved …" and demo --export "wrote …")."""
     import os
 
-    from ..tokens import show_invisible
+    from ..tokenizers.tokens import show_invisible
 
     what = what or ("the classroom page, one self-contained file: open it in a browser" if page
                     else "the record of what the terminal printed")
@@ -251,7 +251,7 @@ def tokens(
     """
     from ..errors import TracerError
     from ..render.summary import token_table
-    from ..tokens import check_prompt, get_tokenizer
+    from ..tokenizers.tokens import check_prompt, get_tokenizer
 
     budget = memory_bytes(memory)
     check_prompt(prompt)
@@ -285,16 +285,16 @@ def compare(
 
     Example: tracer compare "A B C D E F" "A B C D E Q"
     """
-    from ..interventions import activation_patching
+    from ..run.interventions import activation_patching
     from ..loaders import load
     from ..render.progress import reading_progress
-    from ..tokens import check_prompt
+    from ..tokenizers.tokens import check_prompt
 
     budget = memory_bytes(memory)
     check_prompt(a)
     check_prompt(b)
     if export:
-        from ..files import check_output_path
+        from ..formats.files import check_output_path
 
         check_output_path(export, "--export", (".html",))
     m = load(model, progress=reading_progress, memory=budget)

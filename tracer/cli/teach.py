@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import DEFAULT_MODEL, DEFAULT_PROMPT
+from ..core.config import DEFAULT_MODEL, DEFAULT_PROMPT
 from .app import ChatOpt, MemoryOpt, ModelOpt, ablation_record, ablations, app, make_console, memory_bytes
 
 

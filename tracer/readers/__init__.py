@@ -16,7 +16,7 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
     gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's,
                     and what llama.cpp decides by rule where a Gemma file says nothing (`gguf.gemma_settings`)
-                    (the container itself is `tracer.gguf_file`, its storage types `tracer.quants`: data readers)
+                    (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers)
     tracer_files.py tracer's own weights files and scenarios
     places.py       where people keep models: Ollama's manifests, LM Studio's folders
     inventory.py    `tracer models`: what this machine has, from headers only
@@ -92,7 +92,7 @@ def read_path(path, name: str | None = None, seed: int = 0, progress=None, lazy:
         from ..scenario import load_scenario
 
         return scenario_checkpoint(load_scenario(path))
-    from ..files import PICKLED_SUFFIXES
+    from ..formats.files import PICKLED_SUFFIXES
 
     if suffix in (".npz", ".safetensors") + PICKLED_SUFFIXES:
         from .tracer_files import weights_file

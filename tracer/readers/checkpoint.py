@@ -1,7 +1,7 @@
 """The one value every reader returns: a `Checkpoint` (what a model file holds, in tracer's terms).
 
 Whatever the source — a Hugging Face folder of one family or another, a GGUF file, a tracer weights
-file, a scenario — a reader gives the config (`tracer.config.Config`), the parameters under
+file, a scenario — a reader gives the config (`tracer.core.config.Config`), the parameters under
 TransformerLens's names, the tokenizer, how each parameter is stored in the file (`Stored`), where it
 came from and how it was trained. `tracer.loaders` turns a Checkpoint into a `Model`; nothing in a
 reader knows what a Model is. Core module: the standard library.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import Config
-from ..tokens import Tokenizer
+from ..core.config import Config
+from ..tokenizers.tokens import Tokenizer
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError, is_whole, near
-from ..files import load_safetensors, read_safetensors_header
-from ..params import first_non_finite
-from ..reading import inside, parse_json, read_small
+from ..formats.files import load_safetensors, read_safetensors_header
+from ..core.params import first_non_finite
+from ..formats.reading import inside, parse_json, read_small
 from .checkpoint import Stored
 
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
@@ -126,7 +126,7 @@ def check_sizes(cfg: Config, files: list[Path], where: Path, stored: int) -> Non
 
 def read_tensors(files: list[Path], raw_bf16: bool = False) -> tuple[dict[str, np.ndarray], dict[str, Path], dict[str, str]]:
     """Every tensor of the files, memory-mapped; the file each came from; its stored dtype ("BF16", …).
-    `raw_bf16`: bfloat16 tensors as their mapped bits, not widened (a lazy read: `tracer.stored`)."""
+    `raw_bf16`: bfloat16 tensors as their mapped bits, not widened (a lazy read: `tracer.formats.stored`)."""
     tensors: dict[str, np.ndarray] = {}
     origin: dict[str, Path] = {}
     dtypes: dict[str, str] = {}
@@ -154,7 +154,7 @@ def check_room(need: int, where: Path, stored: str) -> None:
     float32, and the fused Q|K|V matrices) would not fit in what this process may take, before any
     is made: one line, not an out-of-memory kill. A reader asked for every weight expanded (not
     `lazy`) calls it; `tracer.load` reads lazily and weighs layers against its budget instead."""
-    from ..memory import memory_room
+    from ..core.memory import memory_room
 
     room = memory_room()
     if need > room:

@@ -1,7 +1,7 @@
 """Gemma 3 text folders (`model_type` gemma3_text) → a `Checkpoint`: the Llama block
 (`tracer.readers.llama`) with Gemma's switches.
 
-Where Gemma 3's block departs from Llama's (each a switch of `tracer.config.Config`, an entry of
+Where Gemma 3's block departs from Llama's (each a switch of `tracer.core.config.Config`, an entry of
 the table of block switches):
   - the embedding is multiplied by √d_model before layer 0 (`embed_scale`);
   - its RMS norm multiplies by (1 + w) (`norm = "gemma_rms"`): the file stores the gain minus 1;
@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError
 from . import llama
 from .checkpoint import Checkpoint

@@ -2,7 +2,7 @@
 
 A GGUF file holds its own config as metadata (`llama.block_count`, `llama.embedding_length`, …),
 its tokenizer (`tokenizer.ggml.*`), its chat template, and tensors under llama.cpp's names, stored
-as F32/F16/BF16 or in quantized blocks (`tracer.quants`). Nothing here is a second
+as F32/F16/BF16 or in quantized blocks (`tracer.formats.quants`). Nothing here is a second
 decoder: the metadata becomes the config.json object the family's reader already checks
 (`tracer.readers.llama.config_of`), llama.cpp's tensor names become transformers' (`TENSOR_NAMES`),
 and the family's `translate` gives TransformerLens names:
@@ -41,7 +41,7 @@ llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, and refuse
 layers only.
 
 Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped), or, read
-`lazy`, kept as its blocks and de-quantized layer by layer (`tracer.readers.source`, `tracer.streamed`).
+`lazy`, kept as its blocks and de-quantized layer by layer (`tracer.readers.source`, `tracer.core.streamed`).
 Core module: numpy and the standard library.
 """
 
@@ -267,7 +267,7 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
     """A GGUF file of an architecture in ARCHITECTURES: its metadata checked into a config, every
     tensor checked against it and de-quantized (driving `progress(total_bytes, label)`); `lazy`:
     none de-quantized, the Checkpoint's `lazy` source keeps them as blocks (`tracer.readers.source`)."""
-    from ..gguf_file import open_gguf
+    from ..formats.gguf_file import open_gguf
 
     path = Path(path).expanduser()
     f = open_gguf(path)
@@ -332,7 +332,7 @@ def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, nam
     """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
     storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
                                       for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
-    from ..gguf_tokenizer import tokenizer_from_gguf
+    from ..tokenizers.gguf_tokenizer import tokenizer_from_gguf
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
     template = f.metadata.get("tokenizer.chat_template")
@@ -348,7 +348,7 @@ def storage_examples(f, storage: dict) -> dict:
     """For each storage type, the first number the walkthrough multiplies by that is stored in it,
     worked from its block's bytes (`GGUFFile.explain`): W_Q of layer 0 first, then the others in
     order. Plain JSON values, for the trace's meta."""
-    from ..quants import TYPES
+    from ..formats.quants import TYPES
 
     out: dict = {}
     order = sorted(storage, key=lambda k: (k != "blocks.0.attn.W_Q", list(storage).index(k)))

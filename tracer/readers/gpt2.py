@@ -19,7 +19,7 @@ GPT-2's Conv1D weights are stored [in, out], so `x @ W` needs no transpose. The 
     W_U = W_E.T (tied), b_U = 0
 Every translated array is a view of the memory-mapped file when it is float32 (no copy of a
 1.4 GB gpt2-medium), and `c_attn` itself is handed on as the fused Q|K|V matrix the decoder reads
-(`tracer.fast`). Core module: numpy and the standard library.
+(`tracer.core.fast`). Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import qkv
-from ..config import Config
+from ..core import qkv
+from ..core.config import Config
 from ..errors import TracerError
-from ..tokens import get_tokenizer
+from ..tokenizers.tokens import get_tokenizer
 from .checkpoint import Checkpoint
 from .source import mapped_source
 from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
@@ -245,7 +245,7 @@ def gpt2_config(cfg: Config) -> dict:
 def write_folder(folder, cfg: Config, params: dict, dtype: str = "float32", extra: dict | None = None) -> None:
     """config.json and model.safetensors in transformers' GPT-2 layout (`from_pretrained` reads them),
     each written atomically, and `extra` files (name → a dict, written as JSON, or the file's text) beside them."""
-    from ..files import atomic_write, save_safetensors
+    from ..formats.files import atomic_write, save_safetensors
 
     folder = Path(folder)
     tensors = {k: np.ascontiguousarray(v, dtype=dtype) for k, v in gpt2_tensors(cfg, params).items()}

@@ -25,7 +25,7 @@ class Found:
 
 def _folder(folder: Path) -> tuple[str, int, str]:
     """(family, bytes, storage type) of a Hugging Face folder, from config.json and the safetensors headers."""
-    from ..files import read_safetensors_header
+    from ..formats.files import read_safetensors_header
     from .folder import config_json, model_type, weight_files
 
     family = model_type(config_json(folder))
@@ -44,7 +44,7 @@ def _folder(folder: Path) -> tuple[str, int, str]:
 
 def _gguf(path: Path) -> tuple[str, int, str]:
     """(architecture, bytes, storage type most of its numbers use) of a GGUF file, from its header."""
-    from ..gguf_file import open_gguf
+    from ..formats.gguf_file import open_gguf
 
     f = open_gguf(path)
     counts: dict[str, int] = {}
@@ -81,7 +81,7 @@ def models_here(builtin: dict, shipped_dir: Path) -> list[Found]:
 
 def _hub_cache() -> list[Found]:
     """The repositories in the local Hugging Face cache that have a config.json and safetensors."""
-    from ..hub import cache_dirs
+    from .hub import cache_dirs
 
     out: list[Found] = []
     seen: set[str] = set()

@@ -2,7 +2,7 @@
 
 A Hugging Face folder holds `config.json`, `model.safetensors` (or shards listed in
 `model.safetensors.index.json`) and `tokenizer.json`. The block differs from GPT-2's in four places
-(`tracer.config`: positional "rope", norm "rms", mlp "swiglu", n_kv_heads), and its weights are
+(`tracer.core.config`: positional "rope", norm "rms", mlp "swiglu", n_kv_heads), and its weights are
 torch `Linear`s, stored [out, in], so each is transposed (a view, no copy) on the way in:
 
     model.embed_tokens → W_E [d_vocab, d_model]        (no W_pos: Q and K are rotated instead)
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..chat import load_chat_template
-from ..config import Config
+from ..tokenizers.chat import load_chat_template
+from ..core.config import Config
 from ..errors import TracerError, is_whole
-from ..qkv import fuse_qkv, joined, split_qkv_weights
-from ..tokens import get_tokenizer
+from ..core.qkv import fuse_qkv, joined, split_qkv_weights
+from ..tokenizers.tokens import get_tokenizer
 from .checkpoint import Checkpoint
 from .source import mapped_source
 from .folder import (check_present, check_room, check_sizes, config_error, expansion_bytes, flag, number, read_checked,
@@ -86,7 +86,7 @@ def check_layer_types(layer_types, n_layers: int, where: Path) -> None:
 def check_layer_count(n_layers: int, where: Path, key: str = "num_hidden_layers") -> None:
     """A layer count within `config.LIMITS`, checked before anything is built per layer (a list of
     layer types for 10¹² layers would never finish): the one-line error `Config` would give."""
-    from ..config import LIMITS
+    from ..core.config import LIMITS
 
     if n_layers > LIMITS["n_layers"]:
         raise TracerError(f"{where}: {key} {n_layers:,} is more than tracer reads (at most {LIMITS['n_layers']:,}; "
@@ -282,7 +282,7 @@ def split_marked(fam, cfg: Config, storage: dict) -> dict:
 
 
 def tokenizer_of(folder: Path):
-    """The folder's own tokenizer.json (and tokenizer_config.json), as `tracer.tokens` reads it."""
+    """The folder's own tokenizer.json (and tokenizer_config.json), as `tracer.tokenizers.tokens` reads it."""
     return get_tokenizer({"kind": "tokenizer.json", "path": str(folder)})
 
 

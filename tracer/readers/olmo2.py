@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config
+from ..core.config import Config
 from . import llama
 from .checkpoint import Checkpoint
 

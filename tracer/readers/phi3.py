@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError
 from . import llama
 from .checkpoint import Checkpoint

@@ -1,4 +1,4 @@
-"""Where people keep models: Ollama's store, LM Studio's folders (the Hugging Face cache is `tracer.hub`).
+"""Where people keep models: Ollama's store, LM Studio's folders (the Hugging Face cache is `tracer.readers.hub`).
 
 - `ollama:NAME[:TAG]` (`smollm2:135m`, `user/model:tag`): Ollama keeps a manifest per name and tag,
   `$OLLAMA_MODELS` (else `~/.ollama/models`) `/manifests/registry.ollama.ai/library/NAME/TAG`, a JSON
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from ..errors import TracerError
-from ..reading import parse_json, read_small
+from ..formats.reading import parse_json, read_small
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 OLLAMA_NAME = re.compile(r"^(?:([a-z0-9][a-z0-9._-]{0,79})/)?([a-z0-9][a-z0-9._-]{0,79})(?::([A-Za-z0-9][A-Za-z0-9._-]{0,79}))?$")

@@ -3,7 +3,7 @@ each head's Q and K normalized before the rotation.
 
 Qwen3 differs from Qwen2 in three places: Q/K/V have no biases (unless `attention_bias`), a
 `head_dim` that need not be hidden_size / num_attention_heads, and an RMS norm on each head's Q
-and K (`config.qk_norm = "per_head"`, `tracer.blocks.QK_NORMS`), whose gains are two more tensors
+and K (`config.qk_norm = "per_head"`, `tracer.core.blocks.QK_NORMS`), whose gains are two more tensors
 per layer:
 
     layers.{l}.self_attn.q_norm [head_dim] → blocks.{l}.attn.q_norm.w
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError
 from . import llama
 from .checkpoint import Checkpoint

@@ -1,8 +1,8 @@
 """A checkpoint's weights as its files store them, and how to expand them: all at once (what reading
-always did) or one layer at a time (`tracer.streamed`, for a model bigger than its memory budget).
+always did) or one layer at a time (`tracer.core.streamed`, for a model bigger than its memory budget).
 
 A reader that is asked for it (`lazy=True`) checks the file as always but expands nothing: it
-gives a `Source` — each tensor as a `tracer.stored.Stored` under the family's file names, and the
+gives a `Source` — each tensor as a `tracer.formats.stored.Stored` under the family's file names, and the
 family's `translate` (file names → TransformerLens names, each layer's fused Q|K|V). `expand_all`
 runs the reading that was (every tensor expanded, then `translate`). `layer(l)` gives layer l's
 parameters alone, by the same `translate` run on layer l's tensors renamed as layer 0 of a
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..memory import gb
-from ..qkv import qkv_columns
+from ..core.memory import gb
+from ..core.qkv import qkv_columns
 
 
 @contextmanager
@@ -208,10 +208,10 @@ class Source:
 
 
 def gguf_source(cfg, f, hf_of: dict, fixes: dict, fam, label: str, progress=None) -> Source:
-    """A lazy read of a GGUF file (`f`, a `tracer.gguf_file.GGUFFile`): each tensor its blocks, under
+    """A lazy read of a GGUF file (`f`, a `tracer.formats.gguf_file.GGUFFile`): each tensor its blocks, under
     transformers' name (`hf_of`: GGUF name → it); `fixes[g]` (or None) what is done to tensor g as it
     is expanded (`readers.gguf.fix_of`: llama's permuted Q/K rows put back, Gemma's 1 + w norms)."""
-    from ..stored import Quantized
+    from ..formats.stored import Quantized
 
     stored = {hf: Quantized(f, g, fixes.get(g)) for g, hf in hf_of.items()}
     return Source(cfg, stored, fam.translate, "model.layers.{l}.", fam.file_names(cfg), True, label, progress, f.path)
@@ -220,7 +220,7 @@ def gguf_source(cfg, f, hf_of: dict, fixes: dict, fam, label: str, progress=None
 def mapped_source(cfg, tensors: dict, origin: dict, dtypes: dict, names, translate, prefix: str,
                   file_names: dict, fused_copy: bool, label: str, progress=None, where=None):
     """A lazy read's `tracer.readers.source.Source`: the tensors `names`, mapped as they are stored."""
-    from ..stored import Mapped
+    from ..formats.stored import Mapped
 
     stored = {k: Mapped(k, origin[k], tensors[k], dtypes[k]) for k in names}
     return Source(cfg, stored, translate, prefix, file_names, fused_copy, label, progress, where)

@@ -1,4 +1,4 @@
-"""tracer's own sources of weights as checkpoints: a weights file (`tracer.files.save_weights`) and a
+"""tracer's own sources of weights as checkpoints: a weights file (`tracer.formats.files.save_weights`) and a
 scenario (`tracer.scenario`). Core module: numpy and the standard library.
 """
 
@@ -7,15 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import TracerError
-from ..params import init_weights, param_shapes
-from ..tokens import get_tokenizer
+from ..core.params import init_weights, param_shapes
+from ..tokenizers.tokens import get_tokenizer
 from .checkpoint import Checkpoint, Stored
 
 
 def weights_file(path: Path, seed: int = 0) -> Checkpoint:
     """A weights file written by tracer: its config and every parameter, each array's shape checked
     against the config before any array is read."""
-    from ..files import load_weights_file, weights_header
+    from ..formats.files import load_weights_file, weights_header
 
     head = weights_header(path)
     cfg = head.config

@@ -1,6 +1,6 @@
 """`tracer compare A B`: two prompts side by side, and activation patching as a terminal heatmap.
 
-Reads what `tracer.interventions.activation_patching` measured (plain numbers): the two prompts'
+Reads what `tracer.run.interventions.activation_patching` measured (plain numbers): the two prompts'
 tokens and where they differ, both predictions and the logit difference between A's and B's top
 tokens, how far the residual streams are apart, and the fraction of that difference A's residual
 stream recovers when it is patched into B's run at one layer and position. The renderer never runs
@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label, show_token
+from ..tokenizers.tokens import label, show_token
 from .fmt import num
 from .heatmap import color
 from .text import line, section

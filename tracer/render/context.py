@@ -7,7 +7,7 @@ from rich.console import RenderableType
 from rich.padding import Padding
 
 from ..errors import TracerError
-from ..tokens import label, show_token
+from ..tokenizers.tokens import label, show_token
 from .checks import CheckBook, check_line
 from .fmt import vec
 from .text import eq

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..files import atomic_write, check_output_path
+from ..formats.files import atomic_write, check_output_path
 
 FORMATS = (".html", ".svg", ".txt")
 TERMINAL_HTML = ".terminal.html"  # Rich's HTML record of the terminal text, as --export FILE.html wrote before the page
@@ -55,7 +55,7 @@ def export_page(gen, tokenizer, view, path: str, scenario=None, heads=None) -> N
     """Write the interactive page of `gen` to `path`, opening on the view's token, layer and head
     (a `View`, or one resolved against the model), with its checks (a replay's stated values) and
     the scenario's title, description and notes; `heads`: the prompt's single-head ablations
-    (`tracer.interventions.head_ablations`), which the page lets one click through."""
+    (`tracer.run.interventions.head_ablations`), which the page lets one click through."""
     import dataclasses
 
     from .page import page

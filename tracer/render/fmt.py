@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..tokens import label, show_token
+from ..tokenizers.tokens import label, show_token
 
 
 def num(x, p: int = 3) -> str:

@@ -13,7 +13,7 @@ from .words import say
 
 def ablation_words(change: dict, tok) -> str:
     """--ablate's effect on the next token, in one sentence: "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H"."""
-    from ..tokens import show_token
+    from ..tokenizers.tokens import show_token
 
     clean, new = change["clean"], change["changed"]
     name = lambda i: show_token(tok.token_str(int(i)))  # noqa: E731

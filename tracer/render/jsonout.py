@@ -50,7 +50,7 @@ def trace_json(gen, tokenizer) -> dict:
 
 def _non_finite(gen):
     """The first value that went NaN or ±∞ ({step, name, index, value}), or None for a finite run."""
-    from ..overflow import non_finite
+    from ..run.overflow import non_finite
 
     found = non_finite(gen)
     return found.to_dict() if found is not None else None

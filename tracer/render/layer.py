@@ -18,7 +18,7 @@ from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
 from .words import say
-from ..equations import largest_first
+from ..core.equations import largest_first
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
 BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, and "… N more"

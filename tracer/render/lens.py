@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label, show_token
+from ..tokenizers.tokens import label, show_token
 from .fmt import count, cprob, short, tok
 from .text import Fit, missing
 from .words import say

@@ -15,9 +15,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label, named
+from ..tokenizers.tokens import label, named
 from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
-from ..equations import largest_first
+from ..core.equations import largest_first
 from .words import say
 
 

@@ -12,7 +12,7 @@ SUMMARY = ("tokens", "predict", "loop")  # what a cell shows of a generation
 
 
 def _tokenizer(gen):
-    from ..tokens import get_tokenizer
+    from ..tokenizers.tokens import get_tokenizer
 
     return get_tokenizer(gen.meta.get("tokenizer"))
 

@@ -10,14 +10,14 @@ from rich.console import Group, group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label, named
+from ..tokenizers.tokens import label, named
 from .context import Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
 from .view import BRIEF_HEADS
 from .words import say
-from ..equations import largest_first
+from ..core.equations import largest_first
 
 
 def _head_cells(ctx: Ctx, rows) -> list[str]:

@@ -10,10 +10,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import show_token
+from ..tokenizers.tokens import show_token
 from .fmt import integer, num, prob, short, tok
 from .text import Fit, missing
-from ..equations import largest_first
+from ..core.equations import largest_first
 
 
 def candidate_rows(probs: np.ndarray, chosen: int, k: int) -> tuple[np.ndarray, list[int]]:

@@ -2,7 +2,7 @@
 its block's bytes where the walkthrough first multiplies by it.
 
 Reads the trace's meta only: `storage` (parameter → storage type, as the reader found it) and
-`storage_examples` (storage type → one element de-quantized step by step, `tracer.quants`
+`storage_examples` (storage type → one element de-quantized step by step, `tracer.formats.quants`
 via the GGUF reader): the renderer never opens the file. The words are the same for the terminal,
 the demo and the page (`storage_words`, `example_words`).
 """
@@ -56,7 +56,7 @@ def split_words(meta: dict, param: str) -> list[str]:
 
 def expansion_words(meta: dict) -> str | None:
     """One sentence for the header: how the weights became float32 — once, or layer by layer within a
-    memory budget (`tracer.expansion`'s summary) — or None when nothing was expanded (float32 files)."""
+    memory budget (`tracer.core.expansion`'s summary) — or None when nothing was expanded (float32 files)."""
     info = meta.get("expansion")
     if not isinstance(info, dict) or not info.get("text"):
         return None

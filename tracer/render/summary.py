@@ -8,7 +8,7 @@ from rich.console import group
 from rich.table import Table
 from rich.text import Text
 
-from ..tokens import label, show_token
+from ..tokenizers.tokens import label, show_token
 from .fmt import num
 
 
@@ -55,7 +55,7 @@ def scenario_header(scn):
 
 
 def overflow_words(found, dtype: str) -> str:
-    """Where a run's arithmetic first left the finite numbers (`tracer.trace.NonFinite`), in words."""
+    """Where a run's arithmetic first left the finite numbers (`tracer.run.trace.NonFinite`), in words."""
     import numpy as np
 
     where = f"{found.name}[{', '.join(str(i) for i in found.index)}]" if found.index else found.name
@@ -70,7 +70,7 @@ def overflow_note(gen):
     """A marked panel naming the first value of `gen` that went NaN or ±∞, or None for a finite run."""
     from rich.panel import Panel
 
-    from ..overflow import non_finite
+    from ..run.overflow import non_finite
 
     found = non_finite(gen)
     if found is None:

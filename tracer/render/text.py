@@ -15,7 +15,7 @@ from rich.rule import Rule
 from rich.segment import Segment
 from rich.text import Text
 
-from ..tokens import show_invisible
+from ..tokenizers.tokens import show_invisible
 
 BRIEF_ROWS = 16  # rows of a long table in brief mode (the first and last ones)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TracerError
 from ..sections import SECTIONS  # the walkthrough's sections (`--section`), in the article's order
-from ..tokens import label
+from ..tokenizers.tokens import label
 
 MAX_LINES = 20_000  # a view that would print more is refused with a hint (`--max-lines 0`: no limit)
 BRIEF_TOKENS = 4  # brief mode shows every token up to this many, else A, B and the last
@@ -26,7 +26,7 @@ class View:
     precision: int = 3  # decimals
     brief: bool = True  # brief: the token-by-token view for the chosen layer only; full: more of everything
     top_k: int = 10  # rows of the next-token table
-    checks: tuple = field(default_factory=tuple)  # tracer.checks.Check, shown beside their steps
+    checks: tuple = field(default_factory=tuple)  # tracer.run.checks.Check, shown beside their steps
     sections: tuple = ()  # names from SECTIONS to show; empty: all of them
     max_lines: int = MAX_LINES  # refuse a view that would print more lines than this (0: no limit)
 

@@ -7,7 +7,7 @@ norm, MLP), 3 the other layers at a glance, 4 "How to Predict G" (final vector, 
 softmax with temperature, top-k, the chosen token, ABCDEF → ABCDEFG), 5 every position's
 prediction, 6 attention heatmaps, then the generation loop and the checks of stated values.
 
-It reads recorded arrays only (a `tracer.trace.Generation`); it never recomputes the model.
+It reads recorded arrays only (a `tracer.run.trace.Generation`); it never recomputes the model.
 Weights are not in a trace, so matrices appear by their shapes (from the config). A trace
 recorded with a names filter renders what it holds and lists what is missing. Stated values
 (`view.checks`, from a scenario) appear beside the step that shows their hook, with ✓ or ✗;

@@ -2,7 +2,7 @@
 
 Each stated value names a recorded array (a hook, a `sample.*` name, `tokens` or `generated`),
 an index into it, the value as the source states it and a tolerance; `check_expect` compares it
-with what the generation recorded and gives a `tracer.checks.Check` (✓ or ✗ and the difference).
+with what the generation recorded and gives a `tracer.run.checks.Check` (✓ or ✗ and the difference).
 A check that fails is not an error: the disagreement is what a replay shows. Core module: numpy
 and the standard library only.
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import hooks
-from ..checks import Check
-from ..config import Config
-from ..decoder import hook_names
+from ..core import hooks
+from ..run.checks import Check
+from ..core.config import Config
+from ..core.decoder import hook_names
 from ..errors import TracerError, is_whole, near
 from .source import Source, Where, check_keys, non_number, tables, type_name, written_tolerance
 

@@ -4,7 +4,7 @@ settings, stated values and notes (`load_scenario` → `Scenario`).
 The format is documented key by key in `docs/scenarios.md`. In short:
 
     title = "…"            description = "…"
-    [model]      Config fields (tracer/config.py) plus `seed` for every weight not given
+    [model]      Config fields (tracer/core/config.py) plus `seed` for every weight not given
     [tokenizer]  vocab = [words…] (and `end`), or encoding = "gpt2"
     [weights]    TransformerLens names → nested lists; `file = "w.npz"`; `"blocks.*.attn.W_O"`
                  gives one value to every layer not named exactly
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError, is_whole, near
-from ..files import load_weights_file, weights_header
-from ..memory import memory_room
-from ..reading import reason
-from ..params import first_non_finite, init_weights, param_shapes
-from ..settings import GenerationSettings, SettingError
-from ..tokens import ENCODINGS, ContextOverflow, Prompt, Tokenizer, WordTokenizer, encode_prompt, get_tokenizer
+from ..formats.files import load_weights_file, weights_header
+from ..core.memory import memory_room
+from ..formats.reading import reason
+from ..core.params import first_non_finite, init_weights, param_shapes
+from ..run.settings import GenerationSettings, SettingError
+from ..tokenizers.tokens import ENCODINGS, ContextOverflow, Prompt, Tokenizer, WordTokenizer, encode_prompt, get_tokenizer
 from .expect import read_expects
 from .source import Where, check_keys, non_number, quoted, read_toml, tables, type_name, want_table
 

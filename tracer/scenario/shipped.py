@@ -9,7 +9,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from ..config import Config
+from ..core.config import Config
 from ..errors import TracerError, near
 
 

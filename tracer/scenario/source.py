@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TracerError, near
-from ..reading import MAX_DEPTH, check_depth, read_small
+from ..formats.reading import MAX_DEPTH, check_depth, read_small
 
 _KEY_LINE = re.compile(r"""^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.\-*]+)\s*=\s*(.*)$""")
 _HEADER = re.compile(r"""^\s*(\[\[?)([^\]]*)\]\]?\s*(#.*)?$""")  # one way to match a line: linear time

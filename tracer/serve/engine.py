@@ -24,8 +24,8 @@ from ..errors import TracerError
 from ..render.jsonout import json_safe, trace_json
 from ..render.page import page_data
 from ..render.page.html import json_for_script
-from ..settings import GenerationSettings
-from ..tokens import check_prompt
+from ..run.settings import GenerationSettings
+from ..tokenizers.tokens import check_prompt
 from .limits import Limits, RequestError, TraceRequest, check_context
 
 EXAMPLE = "A B C D E F"  # what the page shows before anyone types (the README's first prompt)

@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from ...tokens import label, named, show_token
+from ...tokenizers.tokens import label, named, show_token
 from .. import fmt
 from ..text import folded
 
@@ -39,10 +39,10 @@ WHO_CHARS = 10  # a token's text beside its letter, at most
 class Demo:
     """One recorded run and how to name its parts."""
 
-    gen: object  # tracer.trace.Generation
+    gen: object  # tracer.run.trace.Generation
     tokenizer: object
     title: str = ""
-    checks: list = field(default_factory=list)  # tracer.checks.Check, shown beside their steps
+    checks: list = field(default_factory=list)  # tracer.run.checks.Check, shown beside their steps
     notes: list = field(default_factory=list)  # a scenario's [[note]]s ({"text", "label", "section"}), beside their step
     precision: int = 3
     layer: int = 0  # the layer shown token by token

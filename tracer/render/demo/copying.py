@@ -1,5 +1,5 @@
 """The demo's copying screen, shown when the last token has appeared before: which heads look from it to
-the token that followed its earlier occurrence (induction heads, `tracer.heads`), how much weight each
+the token that followed its earlier occurrence (induction heads, `tracer.run.heads`), how much weight each
 puts there, what training measured of them, and the `--ablate` that removes the strongest. Weights are
 read from the recorded patterns; nothing is recomputed."""
 
@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Group
 from rich.text import Text
 
-from ...heads import induction_targets
+from ...run.heads import induction_targets
 from ..header import ROLE_AT_LEAST
 from ..words import say
 from .base import Demo, Step, sentence, table

@@ -8,7 +8,7 @@ import io
 
 import numpy as np
 
-from ...files import atomic_write, check_output_path
+from ...formats.files import atomic_write, check_output_path
 from ..text import safe_console
 from ..words import say
 from .base import DECK_FOCUS, MAX_WIDTH, Demo, focus_style

@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ...tokens import label
+from ...tokenizers.tokens import label
 from .. import fmt
 from ..storage import example_words
 from ..summary import overflow_note

@@ -8,8 +8,8 @@ import numpy as np
 from rich.console import Group
 from rich.text import Text
 
-from ...equations import largest_first, tempered_softmax
-from ...tokens import label
+from ...core.equations import largest_first, tempered_softmax
+from ...tokenizers.tokens import label
 from .. import fmt
 from ..predict import pass_through_words, unchanged_layers
 from ..words import say

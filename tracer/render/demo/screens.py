@@ -11,7 +11,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ... import hooks
+from ...core import hooks
 from ..checks import CheckBook
 from ..words import say
 from .base import Demo, FirstThatFits, Page, Step, sentence
@@ -29,7 +29,7 @@ LAYER_SCREENS = (step_qkv, step_scores, step_softmax, step_weighted_sum, step_mu
                  step_cache)  # a model without layers keeps no keys and values
 
 
-SHOWS = {  # a screen → the steps (`tracer.hooks.STEPS`) whose stated values it shows, of layer 0 or outside the layers
+SHOWS = {  # a screen → the steps (`tracer.core.hooks.STEPS`) whose stated values it shows, of layer 0 or outside the layers
     step_tokens: ("tokens",), step_embedding: ("embed",), step_position: ("position", "rotation", "input"), step_qkv: ("qkv",),
     step_scores: ("scores",), step_softmax: ("softmax",), step_weighted_sum: ("sum",), step_multihead: ("heads", "mlp"),
     step_unembed: ("unembed",), step_temperature: ("sample",), step_chosen: ("chosen",),

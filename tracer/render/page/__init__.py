@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...tokens import show_invisible
+from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..sampling import draw_stages, sampling_notes
@@ -71,7 +71,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     """Everything the page shows, as JSON-ready values. `token`, `layer`, `head`: what it shows first
     (default: the last prompt token, layer 0, head 0). `checks`: a scenario's stated values; `title`
     and `about` (paragraphs): what the page says it shows (a scenario's title, description, notes).
-    `heads`: what `tracer.interventions.head_ablations` ran for the prompt (None: not run; the page says so)."""
+    `heads`: what `tracer.run.interventions.head_ablations` ran for the prompt (None: not run; the page says so)."""
     cfg = gen.steps[0].config
     rows = Rows(gen)
     follow = rows.n_prompt - 1 if token is None or not 0 <= token < rows.n_rows else int(token)

@@ -1,5 +1,5 @@
 // tracer page, part 5 of 6: one head knocked out. D.head_ablations carries, for every (layer, head), the
-// prediction after the prompt's last token with that head's z set to zeros (tracer.interventions.head_ablations),
+// prediction after the prompt's last token with that head's z set to zeros (tracer.run.interventions.head_ablations),
 // and the terminal's sentence for it; a button per head shows it (the sentence is Python's, never re-worded here).
 
 const HA = D.head_ablations || { done: false, words: say("ablate.none"), heads: null };

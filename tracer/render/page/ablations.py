@@ -1,4 +1,4 @@
-"""What the page carries of the single-head ablations `tracer.interventions.head_ablations` ran: for
+"""What the page carries of the single-head ablations `tracer.run.interventions.head_ablations` ran: for
 each (layer, head), the prediction after the prompt's last token with that head zero-ablated, its top
 tokens beside the clean run's, and the terminal's sentence for it (`walkthrough.ablation_words`:
 "without head 1:0: p(␣G) 0.971 → 0.041; top-1 becomes ␣H (0.512)"), so that the script shows words

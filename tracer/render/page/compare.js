@@ -1,5 +1,5 @@
 // tracer compare page (after core.js): two prompts of one length, both predictions, and activation patching
-// as a heatmap of layers × positions (tracer.interventions.activation_patching's numbers). The sentences are
+// as a heatmap of layers × positions (tracer.run.interventions.activation_patching's numbers). The sentences are
 // tracer/render/words.py's, filled with say(), and the terminal's finished ones (D.said, tracer/render/compare.py).
 // Every cell holds its number; hover or focus shows it whole.
 

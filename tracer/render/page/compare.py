@@ -2,15 +2,15 @@
 both runs' predictions, and the activation-patching heatmap (layers × positions, the fraction of the
 logit difference A's residual stream gives back to B's run), one self-contained file.
 
-`compare_data` gathers what `tracer.interventions.activation_patching` measured (plain numbers) and
+`compare_data` gathers what `tracer.run.interventions.activation_patching` measured (plain numbers) and
 the sentences: `words.PAGE_WORDS`' templates, which `compare.js` fills as the trace page's script does, and the terminal's finished ones (`render.compare`: `said`); `html.compare_html` writes the file with the trace
 page's styles and its shared script, `core.js`, before `compare.js`. Never runs the model.
 """
 
 from __future__ import annotations
 
-from ...files import atomic_write
-from ...tokens import label, show_invisible, show_token
+from ...formats.files import atomic_write
+from ...tokenizers.tokens import label, show_invisible, show_token
 from ..compare import answers_words, distance_words
 from ..words import PAGE_WORDS
 from .data import r6

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..lens import final_norm_words
-from ...equations import largest_first
+from ...core.equations import largest_first
 
 ENDS = 8  # numbers kept at each end of a long vector
 WHOLE = (64, 16)  # vectors up to this many dims are carried whole; the second when the first does not fit
@@ -195,7 +195,7 @@ def input_data(rows: Rows, cfg, carried: list[int], whole: int) -> dict:
 
 
 def switches_data(cfg) -> dict:
-    """The table of block switches' words and flags for this model (`tracer.blocks`), so that the
+    """The table of block switches' words and flags for this model (`tracer.core.blocks`), so that the
     script lays out what it is given and compares no switch's value."""
     norm, mlp, pos = cfg.norm_kind, cfg.mlp_kind, cfg.position_kind
     place = cfg.norm_place_kind

@@ -14,13 +14,13 @@ import base64
 
 import numpy as np
 
-from ... import hooks
-from ...tokens import label, named, show_token
+from ...core import hooks
+from ...tokenizers.tokens import label, named, show_token
 from ..checks import check_line
 from ..lens import LENS_ROWS, lens_notes, lens_row_label
 from ..loop import cache_rows, stop_reason
 from .data import cut, r6, r6s
-from ...equations import largest_first
+from ...core.equations import largest_first
 
 LOGITS_BUDGET = 2_500_000  # bytes of base64 logits per page (GPT-2's 50,257 float32 logits: 268 kB a pass)
 
@@ -109,7 +109,7 @@ def positions_data(rows) -> list[dict | None]:
     return out
 
 
-PAGE_STEP = {  # a recorded name's step (`tracer.hooks.STEPS`) → the page's step that shows it
+PAGE_STEP = {  # a recorded name's step (`tracer.core.hooks.STEPS`) → the page's step that shows it
     "tokens": "tokens", "embed": "embed", "position": "embed", "rotation": "qkv", "qkv": "qkv", "scores": "scores", "softmax": "scores",
     "sum": "sum", "heads": "heads", "mlp": "mlp", "unembed": "predict", "sample": "predict", "chosen": "predict",
     "positions": "positions", "lens": "lens", "loop": "loop",
@@ -129,7 +129,7 @@ def page_step(name: str) -> str:
 
 def check_data(c, gen, precision: int, dims: int) -> dict:
     """A stated value, its words as the terminal writes them, and where the page shows it (the step,
-    and the layer, position and head its index names, by the name's axes in `tracer.hooks`)."""
+    and the layer, position and head its index names, by the name's axes in `tracer.core.hooks`)."""
     name = c.name
     layer, _ = hooks.split(name)
     step = int(c.step)

@@ -1,7 +1,7 @@
 // tracer page, part 2 of 6: the trace's model, its steps and the state the page shows (the compare page
 // has none of these: it does not load this file).
 const CFG = D.model;
-const SW = CFG.switches;                  // the table of block switches' words and flags (tracer/blocks.py)
+const SW = CFG.switches;                  // the table of block switches' words and flags (tracer/core/blocks.py)
 const has = flag => SW.flags.includes(flag);
 const N = D.n_rows;                       // positions that had a pass of their own
 const CI = new Map(D.carried.map((t, i) => [t, i]));  // position → its index in the carried rows

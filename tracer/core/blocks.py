@@ -1,0 +1,348 @@
+"""One table of block switches: each norm, MLP and positional scheme a config may name is an entry
+holding its forward and backward functions, its parameters' shapes, what the fast layout and the
+store need of it, the hooks it records and the words that describe it.
+
+`Config` keeps the switches as strings (saved traces and config files hold them) and gives the
+entries: `cfg.norm_kind` (`NORMS[cfg.norm]`), `cfg.mlp_kind` (`MLPS[cfg.mlp]`, None without an MLP),
+`cfg.position_kind` (`POSITIONS[cfg.positional]`). `decoder`, `backward`, `params`, `fast`, `store`
+and the renderers read the entry instead of comparing the strings; a new family's norm (Gemma's
+`(1 + w)` gain), MLP (GeGLU) or positions (local/global rotary) is a new entry, not a new branch in
+each of them. TransformerLens picks its components from the config in `transformer_block.py`; here
+the choice is this one table. The forward halves are `tracer.core.equations`', the backward halves
+`tracer.core.derivatives`'. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .derivatives import (d_geglu, d_gelu_new, d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize,
+                          d_rotate, d_scale_and_shift, d_softcap, d_swiglu)
+from .equations import (geglu, gelu_new, normalize, one_plus_gain, position_vectors, rms_normalize, rotate,
+                        scale_and_shift, sinusoidal_positions, softcap, swiglu)
+
+# --------------------------------------------------------------------------- norms
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A norm: `forward(x, eps)` → (normalized, scale), recorded as `hook_normalized` and `hook_scale`;
+    then `gain(normalized, w, b)` (b None without a bias). `backward(dn, normalized, scale)` → dx and
+    `d_gain(dy, normalized, w)` → (dn, dw, db) undo them."""
+
+    key: str  # the config's `norm`
+    forward: Callable
+    backward: Callable
+    params: tuple[str, ...]  # each a [d_model] vector, named `{norm}.{param}`: the gain w (and the bias b)
+    title: str  # "layer norm"
+    short: str  # the name in LN(x)
+    formula: str  # what `forward` computes, of {x}
+    detail: str  # said once, where the first norm is shown
+    plain: str  # the demo's words, where the norm is met first
+    plain_final: str  # the demo's words for the final norm, before W_U
+    gain: Callable = scale_and_shift
+    d_gain: Callable = d_scale_and_shift
+    hooks: tuple[str, ...] = ("hook_scale", "hook_normalized")
+    gain_form: str = "× {name}.w"  # how the gain is written, of {name} (Gemma's: × (1 + {name}.w))
+
+    @property
+    def bias(self) -> bool:
+        return "b" in self.params
+
+    def shapes(self, d_model: int) -> dict[str, tuple[int, ...]]:
+        return {p: (d_model,) for p in self.params}
+
+    def gain_words(self, name: str) -> str:
+        """× ln1.w + ln1.b, or × ln1.w for a norm without bias."""
+        return f"× {name}.w + {name}.b" if self.bias else self.gain_form.format(name=name)
+
+    def before_attention(self, x: str) -> str:
+        """The sentence for ln1, where the norm is met first (x: the input's name, as x_A)."""
+        return (f"{self.title}: {self.formula.format(x=x)}{self.detail}; then ln1({x}) = {self.short}({x}) "
+                f"{self.gain_words('ln1')}{'' if self.bias else ' (no bias)'} meets W_Q, W_K, W_V")
+
+    def before_mlp(self) -> str:
+        return f"{self.title}: {self.formula.format(x='x')}, later {self.gain_words('ln2')}, before the MLP"
+
+    def final(self) -> str:
+        return f"final {self.title}: {self.formula.format(x='x')}, later {self.gain_words('ln_final')}"
+
+    def after_final(self) -> str:
+        return f"after the final {self.title}: {self.formula.format(x='x')} {self.gain_words('ln_final')}"
+
+
+NORMS: dict[str, Norm] = {n.key: n for n in (
+    Norm("layer", normalize, d_normalize, ("w", "b"), "layer norm", "LN", "({x} − mean) ÷ std", "",
+         "GPT-2 first layer-normalizes x: it rescales each token's numbers to mean 0 and spread 1.",
+         "GPT-2 layer-normalizes it first."),
+    Norm("rms", rms_normalize, d_rms_normalize, ("w",), "RMS norm", "RMS", "{x} ÷ √(mean({x}²) + ε)",
+         ", no mean subtracted",
+         "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
+         "this model's RMS norm only divides them by their root mean square.",
+         "This model first divides it by its root mean square: the final RMS norm."),
+    Norm("gemma_rms", rms_normalize, d_rms_normalize, ("w",), "RMS norm with (1 + w) gain", "RMS",
+         "{x} ÷ √(mean({x}²) + ε)", ", no mean subtracted; Gemma's RMS norm multiplies by (1 + w), its weights stored as "
+         "the gain minus 1",
+         "First x is normalized: GPT-2's layer norm rescales each token's numbers to mean 0 and spread 1; "
+         "this model's RMS norm only divides them by their root mean square (and multiplies by 1 + w).",
+         "This model first divides it by its root mean square: the final RMS norm, times (1 + w).",
+         gain=one_plus_gain, d_gain=d_one_plus_gain, gain_form="× (1 + w), w = {name}.w"),
+)}
+
+# --------------------------------------------------------------------------- MLPs
+
+
+@dataclass(frozen=True)
+class MlpInput:
+    """One product of the MLP's input: x·W (+ b), recorded as `mlp.{hook}`."""
+
+    hook: str
+    affine: str  # the `fast.Layer` field that computes it
+    weight: str  # the parameter `blocks.{l}.mlp.{weight}` [d_model, d_mlp]
+    bias: str | None  # its bias [d_mlp], or None
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """An MLP: the `inputs` products of x, `forward(*inputs)` → the middle (`mlp.hook_post`), then W_out.
+    `backward(dpost, *inputs)` → each input's gradient, in order."""
+
+    key: str  # the config's `mlp`
+    forward: Callable
+    backward: Callable
+    inputs: tuple[MlpInput, ...]
+    title: str  # "GELU MLP"
+    name: str  # what the demo calls it
+    plain: str  # the demo's words: what it does to each token
+    steps: tuple[tuple[str, str, str], ...] = ()  # (hook within the block, its name, words with {shape}: [d_model × d_mlp])
+
+    @property
+    def gated(self) -> bool:
+        """Whether a W_gate product exists (`fast.Layer.mlp_gate`)."""
+        return any(i.affine == "mlp_gate" for i in self.inputs)
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """What the middle is made of, within a block (the store's recipe for `mlp.hook_post`)."""
+        return tuple("mlp." + i.hook for i in self.inputs)
+
+    @property
+    def matrices(self) -> int:
+        """[d_model, d_mlp]-sized products per position: the inputs and W_out."""
+        return len(self.inputs) + 1
+
+    def shapes(self, d_model: int, d_mlp: int) -> dict[str, tuple[int, ...]]:
+        """The parameters after `blocks.{l}.mlp.`, in order."""
+        out: dict[str, tuple[int, ...]] = {}
+        for i in self.inputs:
+            out[i.weight] = (d_model, d_mlp)
+            if i.bias:
+                out[i.bias] = (d_mlp,)
+        return {**out, "W_out": (d_mlp, d_model), "b_out": (d_model,)}
+
+    def n_params(self, d_model: int, d_mlp: int) -> int:
+        return sum(math.prod(s) for s in self.shapes(d_model, d_mlp).values())
+
+
+_IN = MlpInput("hook_pre", "mlp_in", "W_in", "b_in")
+MLPS: dict[str, Mlp] = {m.key: m for m in (
+    Mlp("gelu", gelu_new, lambda dpost, pre: (d_gelu_new(dpost, pre),), (_IN,), "GELU MLP", "MLP",
+        "a small two-layer network (the MLP) works on each token alone",
+        (("mlp.hook_pre", "pre", "MLP: × W_in ({shape}) + b_in"), ("mlp.hook_post", "post", "GELU"))),
+    Mlp("swiglu", swiglu, d_swiglu,
+        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
+        "SwiGLU MLP", "SwiGLU MLP",
+        "a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
+        (("mlp.hook_pre", "gate", "SwiGLU MLP: gate = ln2(x)·W_gate ({shape})"),
+         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
+         ("mlp.hook_post", "post", "SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes"))),
+    Mlp("geglu", geglu, d_geglu,
+        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
+        "GeGLU MLP", "GeGLU MLP",
+        "a small gated network (the GeGLU MLP: GELU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
+        (("mlp.hook_pre", "gate", "GeGLU MLP: gate = ln2(x)·W_gate ({shape})"),
+         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
+         ("mlp.hook_post", "post", "GELU(gate) ⊙ up, GELU with the tanh approximation (Gemma's gate, where Llama "
+                                   "uses SiLU): the gate decides how much of each up passes"))),
+)}
+DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
+
+
+def mlp_key(value):
+    """The config's `mlp` as a key of MLPS, or False: true is GPT-2's MLP, "none" and false none."""
+    if value is True:
+        return DEFAULT_MLP
+    if value is False or value == "none":
+        return False
+    return value
+
+# --------------------------------------------------------------------------- positions
+
+
+@dataclass(frozen=True)
+class Positions:
+    """How a token's position enters. Added vectors (`adds`): `forward(W_pos, start, n)` → the rows
+    added to the embeddings, `backward(dx, W_pos, start)` → W_pos's gradient. Rotary (`rotary`):
+    `forward(x, cos, sin)` turns Q and K, `backward(dout, cos, sin)` turns their gradients back.
+    None: nothing is added and nothing turns."""
+
+    key: str  # the config's `positional`
+    forward: Callable | None
+    backward: Callable | None
+    adds: bool = False  # a W_pos row is added to each embedding
+    rotary: bool = False  # Q and K are rotated by position (the fast layout's RoPE frequencies)
+    computed: Callable | None = None  # W_pos computed from its shape, never given
+    title: str = ""  # the model line's words
+    short: str = ""  # the kind of W_pos row
+    plain: str = ""  # the demo's words
+    instead: str = ""  # without a W_pos row: what layer 0's input is, of {L} (the token's label)
+    source: str = "embedding + position"  # the page's words for layer 0's input
+
+    @property
+    def meets(self) -> tuple[str, str]:
+        """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
+        return ("attn.hook_rot_q", "attn.hook_rot_k") if self.rotary else ("attn.hook_q", "attn.hook_k")
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        if self.rotary:
+            return ("rope.hook_angle", "attn.hook_rot_q", "attn.hook_rot_k")
+        return ("hook_pos_embed",) if self.adds else ()
+
+    def shapes(self, n_ctx: int, d_model: int) -> dict[str, tuple[int, ...]]:
+        return {"W_pos": (n_ctx, d_model)} if self.adds else {}
+
+
+def _added(key: str, title: str, short: str, plain: str, computed=None) -> Positions:
+    return Positions(key, position_vectors, d_position_vectors, adds=True, computed=computed, title=title,
+                     short=short, plain=plain)
+
+
+POSITIONS: dict[str, Positions] = {p.key: p for p in (
+    _added("learned", "learned positions", "learned",
+           "GPT-2 learns one position vector per place (the matrix W_pos)."),
+    _added("sinusoidal", "sin/cos positions", "sin/cos",
+           "Here they are made of sines and cosines of the position (the original Transformer's recipe).",
+           computed=sinusoidal_positions),
+    _added("explicit", "given position vectors", "given",
+           "Here they are given by hand, as the article's P1 = [0.1, 0.1, …]."),
+    Positions("none", None, None, title="no position vectors", source="the embedding",
+              instead="no position vectors (positional = none), so the input is E itself"),
+    Positions("rope", rotate, d_rotate, rotary=True, title="rotary positions",
+              source="the embedding; no position vector is added, Q and K are rotated by position",
+              instead="no position vector is added (rotary positions): {L}'s query and key are rotated by its "
+                      "position in every layer instead, so the input is E itself"),
+)}
+
+# --------------------------------------------------------------------------- Q/K norms
+
+
+@dataclass(frozen=True)
+class QkNorm:
+    """A norm on the projections' Q and K, before the rotation (Qwen3: each head's d_head numbers;
+    OLMo 2: all of a position's Q, or K, numbers at once): the config's norm (`Norm.forward`, then
+    its gain), recorded as `attn.q_norm.hook_scale` / `hook_normalized` (and `k_norm`), with the
+    gains `attn.q_norm.w` / `attn.k_norm.w`, as TransformerLens names them. `flat(x)` gives what
+    the norm works on ([pos, head, d_head], or [pos, head·d_head]); its result is reshaped back."""
+
+    key: str  # the config's `qk_norm`
+    on: bool = False
+    per_head: bool = True  # over each head's d_head numbers; False: over every head's numbers at once
+    title: str = ""  # the model line's words
+    words: str = ""  # what the walkthrough says, of {m} (Q or K), {scale} (its root mean square), {gain}
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        return tuple(f"attn.{m}_norm.{h}" for m in "qk" for h in ("hook_scale", "hook_normalized")) if self.on else ()
+
+    def width(self, heads: int, d_head: int) -> int:
+        """The length of the vector one norm divides: d_head, or every head's numbers."""
+        return d_head if self.per_head else heads * d_head
+
+    def shapes(self, norm: Norm, n_heads: int, kv_heads: int, d_head: int) -> dict[str, tuple[int, ...]]:
+        """The parameters after `blocks.{l}.attn.`: the gain (and bias) of each of Q's and K's norms."""
+        if not self.on:
+            return {}
+        return {f"{m}_norm.{p}": (self.width(heads, d_head),) for m, heads in (("q", n_heads), ("k", kv_heads))
+                for p in norm.params}
+
+    def flat(self, x):  # [..., heads, d_head] → [..., heads, d_head] or [..., heads·d_head]
+        return x if self.per_head else x.reshape(*x.shape[:-2], -1)
+
+
+QK_NORMS: dict[str, QkNorm] = {q.key: q for q in (
+    QkNorm("none"),
+    QkNorm("per_head", True, True, "Q and K normalized per head",
+           "{m} is normalized per head before the rotation: each head's {m} ÷ its root mean square "
+           "(here {scale}), then {gain} (Qwen3's and Gemma 3's Q/K norm)"),
+    QkNorm("whole", True, False, "Q and K normalized whole",
+           "{m} is normalized whole before it is cut into heads and rotated: all of this token's {m} numbers "
+           "÷ their root mean square (here {scale}), then {gain} (OLMo 2's Q/K norm)"),
+)}
+
+# --------------------------------------------------------------------------- where the norms are
+
+
+@dataclass(frozen=True)
+class NormPlace:
+    """Where a block's norms sit: before each sublayer (GPT-2, Llama: `ln1`, `ln2`), after it, on its
+    output before the residual adds it (OLMo 2: `ln1_post`, `ln2_post`, TransformerLens's names), or
+    both (Gemma 2 and 3). Each norm records `hook_scale` and `hook_normalized` under its name; the
+    output norms come before `hook_attn_out` / `hook_mlp_out`, which are what the residual adds."""
+
+    key: str  # the config's `norm_place`
+    before: bool
+    after: bool
+    title: str = ""  # the model line's words ("" for norms before the sublayers only)
+    words: str = ""  # what the walkthrough says at an output norm, of {out} (attn_out, mlp_out), {what}, {scale}, {gain}
+    plain: str = ""  # the demo's words, where the norm before attention would be met
+
+    def names(self, ln: str) -> tuple[str, ...]:
+        """The norms around one sublayer, of its `ln1` / `ln2`, in the order they are applied."""
+        return ((ln,) if self.before else ()) + ((ln + "_post",) if self.after else ())
+
+    @property
+    def per_sublayer(self) -> int:
+        return int(self.before) + int(self.after)
+
+
+NORM_PLACES: dict[str, NormPlace] = {n.key: n for n in (
+    NormPlace("before", True, False),
+    NormPlace("after", False, True, "norms after attention and the MLP, none before",
+              "normalized after the {what}, not before (OLMo 2): {out} ÷ its root mean square (here {scale}), "
+              "then {gain}, and only that is added to the residual stream",
+              "This model does not normalize x first: OLMo 2 normalizes the outputs of attention and of the MLP "
+              "instead (each divided by its root mean square), just before they are added back."),
+    NormPlace("both", True, True, "a norm before and after attention and the MLP",
+              "normalized again after the {what} (Gemma: a norm before and after each sublayer): {out} ÷ its root "
+              "mean square (here {scale}), then {gain}, and only that is added to the residual stream"),
+)}
+
+# --------------------------------------------------------------------------- soft-capping
+
+
+@dataclass(frozen=True)
+class SoftCap:
+    """Gemma 2's soft-cap of the attention scores (`Config.attn_softcap`: after the scale, before the
+    mask and softmax; `hook_attn_scores` holds the capped scores, as TransformerLens records them) and
+    of the final logits (`Config.final_softcap`: `logits` holds the capped ones). `forward(x, cap)` →
+    cap · tanh(x / cap); `backward(dy, y, cap)` → dx from the capped y."""
+
+    key: str
+    forward: Callable
+    backward: Callable
+    title: str  # the model line's words, of {where}, {cap}
+    formula: str  # of {cap}
+
+    def template(self, what: str, cap: float) -> str:
+        """"scores soft-capped: 50 · tanh(s / 50): {before} → {after}" (the page fills the two slots)."""
+        return f"{what} soft-capped: {self.formula.format(cap=f'{cap:g}')}: {{before}} → {{after}}"
+
+    def words(self, what: str, cap: float, before: float, after: float) -> str:
+        """"scores soft-capped: 50 · tanh(s / 50): 3.217 → 3.213"."""
+        return self.template(what, cap).format(before=f"{before:.3f}", after=f"{after:.3f}")
+
+
+SOFTCAP = SoftCap("tanh", softcap, d_softcap, "{where} soft-capped at {cap} (Gemma 2)", "{cap} · tanh(s / {cap})")

@@ -1,0 +1,322 @@
+"""The model's shape and the switches that choose its block (follows nanoGPT's `GPTConfig`).
+
+One decoder runs the seed article's simplified block (explicit positions, no layer norm, no MLP,
+no residual, unscaled scores), a real GPT-2 block, and the Llama / Qwen2 / Mistral block (rotary
+positions, RMS norm, the gated SwiGLU MLP, grouped-query attention, a sliding window); `Config`
+says which. Core module: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
+
+from typing import TYPE_CHECKING
+
+from ..errors import TracerError, is_whole, near
+
+if TYPE_CHECKING:
+    from . import blocks
+
+# POSITIONAL, NORMS and MLPS (the switches' values: the keys of the table of block switches,
+# `tracer.core.blocks`) and TINY are made on first use (`__getattr__` below): the table holds the
+# switches' functions, so it imports numpy, which `tracer --help` and the CLI's start never need.
+DTYPES = ("float32", "float64")
+ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+# The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
+# layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
+# billion layers or size arrays from an absurd width before anything is checked against the file.
+LIMITS = {"n_layers": 1_024, "n_heads": 1_024, "d_model": 131_072, "d_head": 131_072, "d_mlp": 524_288,
+          "n_ctx": 1_048_576, "d_vocab": 1_048_576}
+
+
+@dataclass(frozen=True)
+class Config:
+    d_vocab: int = 50257  # tokens in the vocabulary (GPT-2's 50,257: the article's "50,000")
+    n_ctx: int = 1024  # longest sequence; rows of W_pos
+    d_model: int = 768  # width of the residual stream (the article's 5, "in reality 2048")
+    n_heads: int = 12  # attention heads per layer (the article's "like 12")
+    d_head: int | None = None  # width of one head's Q, K, V; default d_model // n_heads
+    d_mlp: int | None = None  # hidden width of the MLP; default 4 * d_model
+    n_layers: int = 12  # blocks (the article's 24 is GPT-2 medium)
+    dtype: str = "float32"  # float64 for hand-checkable toys, float32 for real models
+    positional: str = "learned"  # learned | sinusoidal | explicit (given vectors) | none | rope (Q and K rotated)
+    layer_norm: bool = True  # a norm before attention and MLP, plus the final one (GPT-2, Llama)
+    mlp: bool | str = True  # the MLP after attention: "gelu" (GPT-2's, also `true`), "swiglu" (Llama's gated one), false
+    residual: bool = True  # add each sublayer's output to its input
+    scale_scores: bool = True  # divide Q·K by sqrt(d_head); the article does not
+    tied_unembed: bool = True  # W_U is W_E transposed (GPT-2); false: W_U is its own matrix
+    ln_eps: float = 1e-5  # the norm's epsilon (GPT-2's layer_norm_epsilon, Llama's rms_norm_eps)
+    norm: str = "layer"  # layer (mean and variance, gain and bias: GPT-2) | rms (root mean square, gain only: Llama)
+    n_kv_heads: int | None = None  # key/value heads (grouped-query attention); None: as many as query heads
+    rope_theta: float = 10000.0  # RoPE's base: pair i turns by position · rope_theta^(−2i/d_head)
+    rope_scaling: dict | None = field(default=None, hash=False)  # Llama 3's {"rope_type": "llama3", factor, …}
+    sliding_window: int | None = None  # a query sees only its last `sliding_window` keys (Mistral); None: all
+    norm_place: str = "before"  # before (GPT-2, Llama: ln1, ln2) | after (OLMo 2: ln1_post, ln2_post, on the sublayers' outputs)
+    embed_scale: bool = False  # Gemma: the embedding multiplied by √d_model before layer 0
+    attn_scalar: float | None = None  # Gemma's query_pre_attn_scalar: scores ÷ √attn_scalar instead of ÷ √d_head
+    windowed: tuple | None = field(default=None, hash=False)  # the layers the sliding window applies to (Gemma 3); None: all
+    rope_local_theta: float | None = None  # Gemma 3: RoPE's base on those local layers (rope_theta on the others)
+    attn_softcap: float | None = None  # Gemma 2: scores soft-capped, cap · tanh(s / cap), before the mask; None: not
+    final_softcap: float | None = None  # Gemma 2: the final logits soft-capped the same way; None: not
+    qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
+
+    def __post_init__(self) -> None:
+        from . import blocks
+
+        POSITIONAL, NORMS, MLPS = tuple(blocks.POSITIONS), tuple(blocks.NORMS), tuple(blocks.MLPS)
+        if self.d_head is None:
+            object.__setattr__(self, "d_head", self.d_model // max(self.n_heads, 1))
+        if self.d_mlp is None:
+            object.__setattr__(self, "d_mlp", 4 * self.d_model)
+        mlp = blocks.mlp_key(self.mlp) if isinstance(self.mlp, (bool, str)) else self.mlp
+        if mlp is not False and mlp not in MLPS:
+            raise TracerError(f"config: mlp must be one of {', '.join(MLPS)}, true, false, got {self.mlp!r}")
+        object.__setattr__(self, "mlp", mlp)
+        counts = ("d_vocab", "n_ctx", "d_model", "n_heads", "d_head", "d_mlp")
+        for name in counts + (("n_kv_heads",) if self.n_kv_heads is not None else ()):
+            value = getattr(self, name)
+            if not is_whole(value, 1):
+                raise TracerError(f"config: {name} must be a whole number ≥ 1, got {value!r}")
+        if not is_whole(self.n_layers, 0):
+            raise TracerError(f"config: n_layers must be a whole number ≥ 0, got {self.n_layers!r}")
+        for name, most in LIMITS.items():
+            if getattr(self, name) > most:
+                raise TracerError(f"config: {name} {getattr(self, name):,} is more than tracer reads (at most {most:,}; "
+                                  f"no published model comes near it)")
+        if self.dtype not in DTYPES:
+            raise TracerError(f"config: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.positional not in POSITIONAL:
+            raise TracerError(
+                f"config: positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}"
+            )
+        for name in ("layer_norm", "residual", "scale_scores", "tied_unembed"):
+            if not isinstance(getattr(self, name), bool):
+                raise TracerError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.ln_eps, (int, float)) or isinstance(self.ln_eps, bool) or not self.ln_eps > 0:
+            raise TracerError(f"config: ln_eps must be a number > 0, got {self.ln_eps!r}")
+        if self.norm not in NORMS:
+            raise TracerError(f"config: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        if self.n_heads % self.kv_heads:
+            raise TracerError(f"config: n_heads {self.n_heads} is not a multiple of n_kv_heads {self.kv_heads} "
+                              f"(each key/value head serves the same number of query heads)")
+        if not _positive(self.rope_theta):
+            raise TracerError(f"config: rope_theta must be a number > 0, got {self.rope_theta!r}")
+        if self.position_kind.rotary and self.d_head % 2:
+            raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
+        if self.rope_scaling is not None:
+            self._check_rope_scaling()
+        if self.norm_place not in blocks.NORM_PLACES:
+            raise TracerError(f"config: norm_place must be one of {', '.join(blocks.NORM_PLACES)}, got {self.norm_place!r}")
+        if self.qk_norm not in blocks.QK_NORMS:
+            raise TracerError(f"config: qk_norm must be one of {', '.join(blocks.QK_NORMS)}, got {self.qk_norm!r}")
+        if self.qk_norm_kind.on and not self.position_kind.rotary:
+            raise TracerError("config: a Q/K norm (qk_norm) is computed with rotary positions only (positional = rope)")
+        w = self.sliding_window
+        if w is not None and not is_whole(w, 1):
+            raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
+        self._check_windowed()
+
+    def _check_windowed(self) -> None:
+        if not isinstance(self.embed_scale, bool):
+            raise TracerError(f"config: embed_scale must be true or false, got {self.embed_scale!r}")
+        for name in ("attn_scalar", "rope_local_theta", "attn_softcap", "final_softcap"):
+            if getattr(self, name) is not None and not _positive(getattr(self, name)):
+                raise TracerError(f"config: {name} must be a number > 0 or absent, got {getattr(self, name)!r}")
+        if self.windowed is None:
+            return
+        layers = self.windowed
+        if not isinstance(layers, (list, tuple)) or not all(
+                isinstance(l, int) and not isinstance(l, bool) and 0 <= l < self.n_layers for l in layers):
+            raise TracerError(f"config: windowed must list layers 0–{self.n_layers - 1}, got {layers!r}")
+        object.__setattr__(self, "windowed", tuple(sorted(set(layers))))
+        if self.sliding_window is None:
+            raise TracerError("config: windowed names the sliding-window layers, but sliding_window is absent")
+
+    def is_local(self, layer: int) -> bool:
+        """Whether layer `layer` uses the sliding window (and, with rope_local_theta, the local RoPE base)."""
+        return self.sliding_window is not None and (self.windowed is None or layer in self.windowed)
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window of layer `layer`, or None when it sees every earlier key."""
+        return self.sliding_window if self.is_local(layer) else None
+
+    @cached_property
+    def scores_scale(self) -> float | None:
+        """What Q·K is multiplied by: 1/√d_head (Gemma: 1/√query_pre_attn_scalar), or None unscaled."""
+        import math
+
+        if not self.scale_scores:
+            return None
+        return 1.0 / math.sqrt(self.attn_scalar if self.attn_scalar is not None else self.d_head)
+
+    def _check_rope_scaling(self) -> None:
+        rs = self.rope_scaling
+        kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+        if kind == "factors":  # a divisor per pair of dimensions (a GGUF's rope_freqs)
+            factors = rs.get("factors")
+            if not isinstance(factors, list) or len(factors) != self.d_head // 2 or not all(
+                    _positive(f) and f < float("inf") for f in factors):
+                raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
+                                  f"(one per pair of a head's dimensions)")
+            return
+        if kind == "linear":  # every angle divided by one factor (Gemma 3's global layers)
+            if not (_positive(rs.get("factor")) and rs["factor"] < float("inf")):
+                raise TracerError(f"config: rope_scaling.factor must be a number > 0, got {rs.get('factor')!r}")
+            return
+        if kind != "llama3":
+            raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
+                              f"'llama3' scaling, 'linear', a GGUF's per-pair 'factors', or none)")
+        for key in ROPE_SCALING_KEYS:
+            if not _positive(rs.get(key)):
+                raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")
+        if not rs["high_freq_factor"] > rs["low_freq_factor"]:
+            raise TracerError("config: rope_scaling.high_freq_factor must be greater than low_freq_factor")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __getstate__(self) -> dict:  # pickled as its fields: the entries kept below are looked up again
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise TracerError(f"config: unknown field {unknown[0]!r}{near(unknown[0], known)}")
+        return cls(**d)
+
+    # The table's entries (and the numbers computed from the fields) are looked up once per config and
+    # kept (`cached_property`: an attribute after the first read), since a decode step reads them per
+    # layer; the fields are frozen, so what is kept cannot go stale.
+
+    @cached_property
+    def softcap_kind(self) -> blocks.SoftCap:
+        """The soft-cap's entry in the table of block switches (used where attn_softcap / final_softcap are set)."""
+        from . import blocks
+
+        return blocks.SOFTCAP
+
+    @cached_property
+    def norm_kind(self) -> blocks.Norm:
+        """The norm's entry in the table of block switches (whether or not the model has a norm)."""
+        from . import blocks
+
+        return blocks.NORMS[self.norm]
+
+    @cached_property
+    def mlp_kind(self) -> blocks.Mlp | None:
+        """The MLP's entry in the table of block switches; None without an MLP."""
+        from . import blocks
+
+        return blocks.MLPS[self.mlp] if self.mlp else None
+
+    @cached_property
+    def position_kind(self) -> blocks.Positions:
+        """The positional scheme's entry in the table of block switches."""
+        from . import blocks
+
+        return blocks.POSITIONS[self.positional]
+
+    @cached_property
+    def norm_place_kind(self) -> blocks.NormPlace:
+        """Where the block's norms sit (before the sublayers, or after them: OLMo 2)."""
+        from . import blocks
+
+        return blocks.NORM_PLACES[self.norm_place]
+
+    @cached_property
+    def qk_norm_kind(self) -> blocks.QkNorm:
+        """The Q/K norm's entry in the table of block switches (`none`: Q and K are not normalized)."""
+        from . import blocks
+
+        return blocks.QK_NORMS[self.qk_norm]
+
+    @cached_property
+    def has_positions(self) -> bool:
+        """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
+        return self.position_kind.adds
+
+    @cached_property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads under grouped-query attention, else one per query head."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def qkv_width(self) -> int:
+        """Columns of the fused [W_Q | W_K | W_V]: the query heads', then the key and value heads'."""
+        return (self.n_heads + 2 * self.kv_heads) * self.d_head
+
+    def n_params(self) -> int:
+        """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
+        that a huge config is cheap to refuse before anything is allocated."""
+        V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
+        ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
+        per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
+        per_layer += sum(s[0] for s in self.qk_norm_kind.shapes(self.norm_kind, H, self.kv_heads, dh).values())
+        if self.layer_norm:
+            per_layer += ln * self.norm_place_kind.per_sublayer
+        if self.mlp:
+            per_layer += self.mlp_kind.n_params(d, dm) + (ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0)
+        total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
+        total += ln if self.layer_norm else 0  # ln_final
+        total += d * V if not self.tied_unembed else 0  # W_U
+        return total
+
+    def pass_bytes(self, n_new: int, n_seen: int) -> int:
+        """Bytes one recorded pass holds at most (every value whole): per layer and computed position
+        about 27 vectors of d_model and 2 of d_mlp, the [head, query, key] arrays (Q·K, the scores,
+        the weights), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
+        per_layer = n_new * (27 * self.d_model + 2 * self.d_mlp + 4 * self.n_heads * self.d_head)
+        per_layer += 3 * self.n_heads * n_new * n_seen
+        values = self.n_layers * per_layer + (n_new + 4) * self.d_vocab
+        return values * (8 if self.dtype == "float64" else 4)
+
+    def pass_macs(self, n_new: int, n_seen: int) -> int:
+        """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys (or of
+        arrays of passes)."""
+        dm, H, dh = self.d_model, self.n_heads, self.d_head
+        per_layer = n_new * dm * self.qkv_width  # Q, K, V
+        keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
+        per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
+        per_layer += n_new * H * dh * dm  # W_O
+        if self.mlp:
+            per_layer += self.mlp_kind.matrices * n_new * dm * self.d_mlp
+        return self.n_layers * per_layer + n_new * dm * self.d_vocab
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+
+
+# GPT-2's published shapes. The article's "24 layers … 1024 dimensions" is gpt2-medium.
+GPT2_SHAPES = {
+    "gpt2": dict(n_layers=12, d_model=768, n_heads=12),
+    "gpt2-medium": dict(n_layers=24, d_model=1024, n_heads=16),
+    "gpt2-large": dict(n_layers=36, d_model=1280, n_heads=20),
+    "gpt2-xl": dict(n_layers=48, d_model=1600, n_heads=25),
+    "distilgpt2": dict(n_layers=6, d_model=768, n_heads=12),
+}
+
+# The untrained model `tracer trace --model tiny` runs (`TINY`): the GPT-2 block and tokenizer, the
+# article's 24 layers, and a width small enough to read every number. Its weights are seeded, untrained.
+TINY_SHAPE = dict(d_model=8, n_heads=2, n_layers=24, dtype="float64")
+
+
+def __getattr__(name: str):
+    """TINY and the table's keys, made when first asked for (PEP 562; importlib asks for `__path__`
+    and the like too, which must not import the table)."""
+    if name not in ("TINY", "POSITIONAL", "NORMS", "MLPS"):
+        raise AttributeError(f"module 'tracer.core.config' has no attribute {name!r}")
+    from . import blocks
+
+    made = {"TINY": lambda: Config(**TINY_SHAPE), "POSITIONAL": lambda: tuple(blocks.POSITIONS),
+            "NORMS": lambda: tuple(blocks.NORMS), "MLPS": lambda: tuple(blocks.MLPS)}
+    value = globals()[name] = made[name]()
+    return value
+
+# The model `tracer trace` and `tracer demo` use out of the box: tracer/models/abc, a small GPT-2
+# trained by `tracer train` (tools/make_model.py rebuilds it).
+DEFAULT_MODEL = "abc"
+DEFAULT_PROMPT = "A B C D E F"  # the seed article's tokens; the default model continues them with G
