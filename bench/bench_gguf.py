@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tracer import quants  # noqa: E402
+from tracer.formats import quants  # noqa: E402
 
 SCALES_AT = {"Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
 

@@ -19,7 +19,7 @@ import pytest
 gguf = pytest.importorskip("gguf", reason="gguf (llama.cpp's gguf-py) is the reference; pip install 'gguf>=0.17'")
 
 from tracer.errors import TracerError  # noqa: E402
-from tracer import quants  # noqa: E402
+from tracer.formats import quants  # noqa: E402
 from tracer.formats.gguf_file import open_gguf  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
