@@ -171,7 +171,7 @@ def bandwidth_probes(nbytes: int):
 
 def to_hf_state(cfg, params) -> dict:
     """tracer (TransformerLens) names → GPT2LMHeadModel's state dict names, as numpy arrays."""
-    from tracer.core.fast import fuse_qkv
+    from tracer.core.qkv import fuse_qkv_weights as fuse_qkv
 
     H, dm = cfg.n_heads, cfg.d_model
     sd = {"transformer.wte.weight": params["W_E"], "transformer.wpe.weight": params["W_pos"],

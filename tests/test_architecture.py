@@ -266,16 +266,18 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
 
 # --------------------------------------------------------------------------- the table of block switches
 
-SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place"}  # Config's switches; their values are tracer.core.blocks' keys
+SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place", "attention"}  # Config's switches; their values are tracer.core.blocks' keys
 # The table's own module, and the readers, which build a config from what a file says it is.
-MAY_COMPARE_SWITCHES = {"core.blocks", "scenario", "readers"}
-JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place)\s*\]"""
+# The sublayer kinds' own modules (each a block entry: `tracer.core.sublayer.Sublayer`) are the table too.
+KIND_MODULES = {"core.blocks", "core.sublayer", "core.attention", "core.mlps", "core.experts", "core.linear_attention"}
+MAY_COMPARE_SWITCHES = KIND_MODULES | {"scenario", "readers"}
+JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place|attention)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place|attention)\s*\]"""
 
 
 def _switch_values() -> set[str]:
-    from tracer.core.blocks import MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
+    from tracer.core.blocks import ATTENTIONS, MLPS, NORM_PLACES, NORMS, POSITIONS, QK_NORMS
 
-    return set(NORMS) | set(MLPS) | set(POSITIONS) | set(QK_NORMS) | set(NORM_PLACES)
+    return set(NORMS) | set(MLPS) | set(POSITIONS) | set(QK_NORMS) | set(NORM_PLACES) | set(ATTENTIONS)
 
 
 def _strings(node: ast.AST) -> set[str]:
@@ -355,3 +357,62 @@ def test_no_merge_conflict_is_left_in_a_file():
             for p in ROOT.rglob(f"*.{suffix}") if not {".venv", ".git", "node_modules"} & set(p.parts)
             and marker.search(p.read_text(encoding="utf-8", errors="replace"))]
     assert not left, left
+
+
+# --------------------------------------------------------------------------- block entries own their sublayers
+
+# What only a sublayer kind may know: its classes, its weights' fields, its recorded names and parameters.
+KIND_WORDS = re.compile(r"\b(SoftmaxAttention|DenseMlp|AttentionWeights|MlpWeights|LayerKV|qkv|W_O|W_Q|W_K|W_V|W_in|"
+                        r"W_out|W_gate|mlp_in|mlp_out|mlp_gate|hook_q|hook_k|hook_v|hook_z|hook_pattern|hook_attn_scores|"
+                        r"hook_dots|hook_pre|hook_post|hook_rot_q|hook_rot_k|q_norm|k_norm|split_heads|causal_softmax)\b")
+GENERIC_CORE = ("core/decoder.py", "core/backward.py", "core/fast.py", "core/store.py", "core/streamed.py",
+                "core/expansion.py", "core/params.py")
+
+
+def _code(path: Path) -> str:
+    """A module's code without its docstrings and comments (they may name kinds as examples)."""
+    import io
+    import tokenize
+
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+        if tok.type == tokenize.COMMENT or (tok.type == tokenize.STRING and tok.string.startswith(('"""', "'''"))):
+            continue
+        out.append(tok.string)
+    return " ".join(out)
+
+
+@pytest.mark.parametrize("module", GENERIC_CORE)
+def test_the_decoder_backward_layout_and_store_name_no_sublayer_kind(module):
+    """The decoder (two residual lines), the backward pass, the fast layout, the store, the streamed
+    layers and the parameters call each sublayer's entry and name no attention or MLP kind, none of a
+    kind's weights and none of its recorded names: a new kind is an entry, not a branch here."""
+    from tracer.core.blocks import ATTENTIONS, MLPS
+
+    code = _code(PACKAGE / module)
+    assert not KIND_WORDS.findall(code), sorted(set(KIND_WORDS.findall(code)))
+    named = sorted(v for v in set(ATTENTIONS) | set(MLPS) if re.search(rf"[\"']{re.escape(v)}[\"']", code))
+    assert not named, named
+
+
+def test_the_kind_check_finds_a_kind():
+    assert KIND_WORDS.findall("w.attn.qkv(x) + acts[p + 'mlp.hook_post']") == ["qkv", "hook_post"]
+    assert not KIND_WORDS.findall("kind.run(cfg, w, x, rec, span)")
+
+
+def test_no_module_outside_the_table_branches_on_a_sublayer_kind():
+    """No `isinstance(…, SoftmaxAttention)` or `kind.key == "softmax"` outside the kinds' own modules:
+    what differs between kinds is read from the entry, never decided by its name."""
+    wrong = []
+    kinds = {"SoftmaxAttention", "DenseMlp", "Sublayer", "AttentionWeights", "MlpWeights"}
+    for name, path in modules().items():
+        if within(name, KIND_MODULES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                    and len(node.args) == 2 and {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)} & kinds):
+                wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{node.lineno}")
+            if isinstance(node, ast.Compare) and any(isinstance(o, ast.Attribute) and o.attr == "key"
+                                                     for o in [node.left, *node.comparators]):
+                wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not wrong, wrong

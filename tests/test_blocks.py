@@ -63,22 +63,23 @@ def test_every_norms_backward_is_its_forwards_derivative(key):
         np.testing.assert_allclose(db, numeric(lambda v: n.gain(normalized, w, v), b, r), **TOL)
 
 
-@pytest.mark.parametrize("key", MLPS)
-def test_every_mlp_is_whole_and_its_backward_is_its_forwards_derivative(key):
+@pytest.mark.parametrize("key", [k for k in MLPS if hasattr(MLPS[k], "middle")])
+def test_every_dense_mlp_is_whole_and_its_middles_derivative_is_right(key):
     m = MLPS[key]
-    shapes = m.shapes(8, 32)
-    assert list(shapes)[-2:] == ["W_out", "b_out"] and m.n_params(8, 32) == sum(int(np.prod(s)) for s in shapes.values())
+    cfg = Config(d_model=8, d_mlp=32, n_heads=2, mlp=key)
+    shapes = m.shapes(cfg, 0)
+    assert list(shapes)[-2:] == ["W_out", "b_out"] and m.n_params(cfg) == sum(int(np.prod(s)) for s in shapes.values())
     assert all(i.weight in shapes and (i.bias is None or i.bias in shapes) for i in m.inputs)
     assert m.matrices == len(m.inputs) + 1 and m.gated == ("W_gate" in shapes)
-    assert m.title and m.name and m.plain and m.hooks == tuple("mlp." + i.hook for i in m.inputs)
-    assert [h for h, _, _ in m.steps] == [*m.hooks, "mlp.hook_post"] and all(words for _, _, words in m.steps)
+    assert m.title and m.name and m.plain and list(m.hooks) == [i.hook for i in m.inputs] + ["hook_post"]
+    assert [h for h, _, _ in m.steps] == [f"mlp.{h}" for h in m.hooks] and all(words for _, _, words in m.steps)
     rng = np.random.default_rng(1)
     inputs = [rng.standard_normal((2, 5)) for _ in m.inputs]  # [pos, d_mlp] each
     r = rng.standard_normal((2, 5))
-    grads = m.backward(r, *inputs)
+    grads = m.d_middle(r, *inputs)
     assert len(grads) == len(inputs)
     for i, g in enumerate(grads):
-        f = lambda v, i=i: m.forward(*[v if j == i else a for j, a in enumerate(inputs)])  # noqa: E731
+        f = lambda v, i=i: m.middle(*[v if j == i else a for j, a in enumerate(inputs)])  # noqa: E731
         np.testing.assert_allclose(g, numeric(f, inputs[i].copy(), r), **TOL)
 
 

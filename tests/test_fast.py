@@ -14,7 +14,8 @@ from tracer.run import generate as gen
 from tracer.core.config import Config
 from tracer.core.decoder import KVCache, forward
 from tracer.core.equations import split_heads
-from tracer.core.fast import Affine, add_out_rows, fuse_qkv, layout, transposed
+from tracer.core.fast import Affine, add_out_rows, layout, transposed
+from tracer.core.qkv import fuse_qkv_weights as fuse_qkv
 from tracer.core.params import init_weights
 from tracer.core.record import Recorder
 
@@ -56,8 +57,8 @@ def test_cached_steps_with_the_transposed_w_out_match_the_plain_product(dtype, t
     cfg = Config(n_layers=3, d_model=16, n_heads=4, d_head=4, d_mlp=64, d_vocab=50, n_ctx=16, dtype=dtype)
     params = init_weights(cfg, 3)
     plain, rows = layout(cfg, params), layout(cfg, params)
-    assert add_out_rows(cfg, rows) and all(layer.mlp_out.rows is not None for layer in rows.layers)
-    assert all(layer.mlp_out.rows is None for layer in plain.layers)
+    assert add_out_rows(cfg, rows) and all(layer.mlp.out.rows is not None for layer in rows.layers)
+    assert all(layer.mlp.out.rows is None for layer in plain.layers)
     prompt = [1, 5, 9, 2]
     caches = [KVCache(cfg, 10), KVCache(cfg, 10)]
     for w, kv in zip((plain, rows), caches):
@@ -79,19 +80,19 @@ def test_transposed_w_out_is_refused_over_its_memory_budget(monkeypatch):
     w = layout(cfg, params)
     need = 2 * 32 * 8 * np.dtype(cfg.dtype).itemsize  # two layers' [d_model, d_mlp]
     monkeypatch.setattr(fast, "ROWS_MAX_BYTES", need - 1)  # one byte short of the two copies
-    assert not add_out_rows(cfg, w) and all(layer.mlp_out.rows is None for layer in w.layers)
+    assert not add_out_rows(cfg, w) and all(layer.mlp.out.rows is None for layer in w.layers)
     monkeypatch.setattr(fast, "ROWS_MAX_BYTES", need)
-    assert add_out_rows(cfg, w) and all(layer.mlp_out.rows is not None for layer in w.layers)
+    assert add_out_rows(cfg, w) and all(layer.mlp.out.rows is not None for layer in w.layers)
 
 
 def test_long_generations_build_the_transposed_w_out_and_keep_the_tokens(monkeypatch):
     m = tracer.load("tiny")
     short = m.generate("A B C", max_new_tokens=6, names=[])
-    assert all(layer.mlp_out.rows is None for layer in m.weights.layers)  # below OUT_ROWS_MIN_NEW: no copies
+    assert all(layer.mlp.out.rows is None for layer in m.weights.layers)  # below OUT_ROWS_MIN_NEW: no copies
     monkeypatch.setattr(gen, "OUT_ROWS_MIN_NEW", 6)
     m2 = tracer.load("tiny")
     long = m2.generate("A B C", max_new_tokens=6, names=[])
-    assert all(layer.mlp_out.rows is not None for layer in m2.weights.layers)
+    assert all(layer.mlp.out.rows is not None for layer in m2.weights.layers)
     assert long.generated_ids == short.generated_ids
 
 
@@ -123,9 +124,9 @@ def test_each_layer_holds_what_a_step_would_look_up_in_the_config():
     cfg = Config(n_layers=3, d_model=8, n_heads=2, d_head=4, d_mlp=16, d_vocab=20, n_ctx=16, positional="rope",
                  norm="rms", mlp="swiglu", sliding_window=2, windowed=(1,), rope_local_theta=10.0)
     w = layout(cfg, init_weights(cfg, 0))
-    assert [(layer.window, layer.local) for layer in w.layers] == [(cfg.window_of(l), cfg.is_local(l)) for l in range(3)]
-    assert [layer.window for layer in w.layers] == [None, 2, None]
-    for layer in w.layers:  # the MLP's products in the table's order, each the layer's own Affine
-        assert [(hook, product) for hook, product in layer.mlp_inputs] == [
-            (i.hook, getattr(layer, i.affine)) for i in cfg.mlp_kind.inputs]
-        assert [hook for hook, _ in layer.mlp_inputs] == ["hook_pre", "hook_pre_linear"]
+    assert [(layer.attn.window, layer.local) for layer in w.layers] == [(cfg.window_of(l), cfg.is_local(l)) for l in range(3)]
+    assert [layer.attn.window for layer in w.layers] == [None, 2, None]
+    for layer in w.layers:  # the MLP's products in the kind's order, each the layer's own Affine
+        assert layer.mlp.kind is cfg.mlp_kind and layer.attn.kind is cfg.attention_kind
+        assert [hook for hook, _ in layer.mlp.inputs] == ["hook_pre", "hook_pre_linear"] == [i.hook for i in cfg.mlp_kind.inputs]
+        assert all(isinstance(product, Affine) for _, product in layer.mlp.inputs)

@@ -130,7 +130,7 @@ def test_weights_are_read_only_views_of_the_mapped_file():
     m = tracer.load(str(FIXTURE / "transformers"))
     for name in ("W_E", "blocks.0.attn.W_Q", "blocks.1.attn.W_O", "blocks.2.mlp.W_in"):
         assert not m.params[name].flags.writeable, name  # a copy would be writeable
-    assert np.shares_memory(m.params["blocks.0.attn.W_Q"], m.weights.layers[0].qkv.W)  # c_attn passed as the fused matrix
+    assert np.shares_memory(m.params["blocks.0.attn.W_Q"], m.weights.layers[0].attn.qkv.W)  # c_attn passed as the fused matrix
     assert np.shares_memory(m.weights.unembed.W, m.params["W_E"])  # tied: W_U is W_E.T
 
 

@@ -112,17 +112,17 @@ def test_a_saved_trace_is_checked_against_the_table(runs, tmp_path):
 
 
 def test_the_names_other_modules_read_are_the_tables():
-    """The page's vectors and patterns, the store's recipes, the JSON record's names, the recorder's
+    """The page's vectors and patterns, the store's recipes (each sublayer kind's `hold`), the JSON record's names, the recorder's
     names that no hook may change, and the page's wanted names are all names of the table."""
     import fnmatch
 
     from tracer.run.overflow import REACHED_NAMES
     from tracer.core.record import NOT_FLOWING
     from tracer.render.page.data import ATTENTION, VECTORS
-    from tracer.core.store import HOLD
+    from tracer.core.blocks import ATTENTIONS, MLPS
 
     every = list(hooks.TOP) + [f"blocks.0.{n}" for n in hooks.LAYER]
-    for leaf in [h for _, h, _ in VECTORS] + [h for _, h in ATTENTION] + list(HOLD):
+    for leaf in [h for _, h, _ in VECTORS] + [h for _, h in ATTENTION] + [n for kind in (*ATTENTIONS.values(), *MLPS.values()) for n in kind.hold]:
         assert leaf in hooks.LAYER, leaf
     for glob in REACHED_NAMES + [f"*{n}" for n in NOT_FLOWING]:
         assert fnmatch.filter(every, glob), glob

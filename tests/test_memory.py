@@ -171,9 +171,9 @@ def test_q_k_v_are_expanded_into_the_fused_matrix_a_few_heads_at_a_time(gguf_of_
     assert sorted(whole_reads) == sorted(f"blk.0.{n}.weight" for n in ("attn_norm", "attn_output", "ffn_norm", "ffn_gate",
                                                                      "ffn_up", "ffn_down"))  # not attn_q, _k, _v
     for m in "QKV":
-        assert np.shares_memory(params[f"blocks.0.attn.W_{m}"], layer.qkv.W)
+        assert np.shares_memory(params[f"blocks.0.attn.W_{m}"], layer.attn.qkv.W)
     whole = tracer.load(str(path))
-    assert np.array_equal(layer.qkv.W, whole.weights.layers[0].qkv.W)
+    assert np.array_equal(layer.attn.qkv.W, whole.weights.layers[0].attn.qkv.W)
     assert_same_arrays(whole.run(PROMPT), trace)
     from tracer.formats.gguf_file import open_gguf
 

@@ -60,8 +60,7 @@ def central_differences(name: str, params_to_check: list[str], n_tokens: int = 1
 
 @pytest.mark.parametrize("key", [k for k in QK_NORMS if QK_NORMS[k].on])
 def test_every_qk_norm_is_whole_and_its_backward_is_its_forwards_derivative(key):
-    from tracer.core.backward import d_qk_norm
-    from tracer.core.decoder import qk_norm
+    from tracer.core.attention import d_qk_norm, qk_norm
 
     kind = QK_NORMS[key]
     cfg = Config(d_model=8, n_heads=2, n_kv_heads=1, d_head=4, positional="rope", norm="rms", qk_norm=key,

@@ -1,13 +1,13 @@
 """The backward pass: the gradient of the next-token loss with respect to every parameter.
 
 One backward function per forward function, in reverse order, each reading the intermediates the
-forward pass recorded (the trace is the activation cache): `d_unembed` undoes `Affine` on the
-final vectors, `d_norm` the norm, `d_mlp` the MLP, `d_attention` the attention
-(`d_merge_heads`, `d_attend`, `d_causal_softmax`, `d_scale_and_mask`, `d_attention_scores`,
-`d_split_heads`), `d_block` a layer with its residuals, `d_embed` the lookup (`d_unembed` the
-unembedding); grouped-query attention in `d_attend` / `d_attention_scores`. The switchable parts
-(the norm and its gain, the MLP's middle, the rotation, the added position vectors) are undone by
-their entry's `backward` in the table of block switches (`tracer.core.blocks`, whose derivatives are
+forward pass recorded (the trace is the activation cache): `d_unembed` undoes the unembedding,
+`d_norm` the norm (`tracer.core.sublayer`), `d_sublayer` a sublayer with its norms and its residual,
+`d_block` a layer, `d_embed` the lookup. Each sublayer is undone by its kind's own backward
+(`Sublayer.backward`: softmax attention's in `tracer.core.attention`, with `d_attend`,
+`d_causal_softmax`, `d_attention_scores`, …; a dense MLP's in `tracer.core.mlps`), and the switchable
+parts (the norm and its gain, the rotation, the added position vectors) by their entry's `backward`
+in the table of block switches (`tracer.core.blocks`, whose derivatives are
 `tracer.core.derivatives`': `d_normalize`, `d_rms_normalize`, `d_gelu_new`, `d_swiglu`, `d_rotate`, …). The loss is the mean
 next-token cross-entropy over the positions (position i predicts token i + 1), as transformers'
 `GPT2LMHeadModel(ids, labels=ids).loss`.
@@ -24,10 +24,10 @@ import numpy as np
 
 from .config import Config
 from .decoder import forward
+from .derivatives import d_affine
 from .fast import Layer, Weights, layout
-from .qkv import fuse_qkv, split_qkv, split_qkv_weights
 from .record import Recorder
-from .store import meeting_qk
+from .sublayer import Span, d_norm, normed
 
 # --------------------------------------------------------------------------- the loss
 
@@ -98,13 +98,6 @@ def next_token_targets(tokens: np.ndarray) -> np.ndarray:  # [..., pos] → [...
 # --------------------------------------------------------------------------- one per forward function
 
 
-def d_affine(dy: np.ndarray, x: np.ndarray, W: np.ndarray):  # y = x·W + b: [..., d_out] → dx, dW, db
-    dy2 = dy.reshape(-1, dy.shape[-1])  # [rows, d_out]
-    x2 = x.reshape(-1, x.shape[-1])  # [rows, d_in]
-    dx = (dy2 @ W.T).reshape(*dy.shape[:-1], W.shape[0])  # [..., d_in]
-    return dx, x2.T @ dy2, dy2.sum(axis=0)  # [..., d_in], [d_in, d_out], [d_out]
-
-
 def d_unembed(dlogits: np.ndarray, x: np.ndarray, W_U: np.ndarray, tied: bool):  # → dx, dW_U (or W_E's share), db_U
     """logits = x·W_U + b_U. With W_U tied to W_E.T, the weight's gradient is given as W_E's share,
     dlogitsᵀ·x [d_vocab, d_model], in W_E's own layout (no transposed copy of a vocabulary-sized array)."""
@@ -116,57 +109,6 @@ def d_unembed(dlogits: np.ndarray, x: np.ndarray, W_U: np.ndarray, tied: bool): 
     return dx, dy2.T @ x2, dy2.sum(axis=0)  # [..., d_model], [d_vocab, d_model], [d_vocab]
 
 
-
-
-
-
-
-
-def d_merge_heads(dm: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, head·d_head] → [..., pos, head, d_head]
-    return dm.reshape(*dm.shape[:-1], n_heads, -1)
-
-
-def shared(x: np.ndarray, n_kv_heads: int) -> np.ndarray:  # [..., pos, head, d] → [..., pos, kv_head, d]
-    """Grouped-query attention: the query heads' shares summed onto the key/value head they read."""
-    H = x.shape[-2]
-    if H == n_kv_heads:
-        return x
-    return x.reshape(*x.shape[:-2], n_kv_heads, H // n_kv_heads, x.shape[-1]).sum(axis=-2)
-
-
-def each_head(x: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, kv_head, d] → [..., pos, head, d]
-    """Each key/value head repeated for the query heads that share it."""
-    return x if x.shape[-2] == n_heads else np.repeat(x, n_heads // x.shape[-2], axis=-2)
-
-
-def d_attend(dz: np.ndarray, pattern: np.ndarray, v: np.ndarray):  # z = pattern·V → dpattern, dv
-    dz_h = dz.swapaxes(-3, -2)  # [..., head, query_pos, d_head]
-    v_h = each_head(v, dz.shape[-2])  # [..., key_pos, head, d_head]
-    dpattern = dz_h @ v_h.swapaxes(-3, -2).swapaxes(-1, -2)  # [..., head, query_pos, key_pos]
-    dv = (pattern.swapaxes(-1, -2) @ dz_h).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
-    return dpattern, shared(dv, v.shape[-2])
-
-
-def d_causal_softmax(dpattern: np.ndarray, pattern: np.ndarray) -> np.ndarray:  # → [..., head, query_pos, key_pos]
-    """p = softmax(s): ds = p·(dp − Σ dp·p). Hidden keys have p = 0, so they get no gradient."""
-    return pattern * (dpattern - (dpattern * pattern).sum(axis=-1, keepdims=True))
-
-
-def d_scale_and_mask(dscores: np.ndarray, scale: float | None) -> np.ndarray:  # → dots' gradient
-    return dscores * scale if scale is not None else dscores
-
-
-def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots = Q·K → dq, dk
-    k_h = each_head(k, q.shape[-2])  # [..., key_pos, head, d_head]
-    dq = (ddots @ k_h.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., query_pos, head, d_head]
-    dk = (ddots.swapaxes(-1, -2) @ q.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
-    return dq, shared(dk, k.shape[-2])
-
-
-def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
-    return fuse_qkv(dq, dk, dv)
-
-
 def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # [..., pos, d_model] → [d_vocab, d_model]
     dW = np.zeros((d_vocab, dx.shape[-1]), dtype=dx.dtype)
     np.add.at(dW, tokens.reshape(-1), dx.reshape(-1, dx.shape[-1]))
@@ -176,84 +118,24 @@ def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # 
 # --------------------------------------------------------------------------- the decoder, backwards
 
 
-def d_norm(cfg: Config, dy: np.ndarray, ln: tuple | None, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
-    """Back through `decoder.norm` (nothing to do without layer norm)."""
-    if ln is None:
-        return dy
-    kind = cfg.norm_kind
-    normalized = acts[prefix + "hook_normalized"]
-    dn, grads[name + ".w"], db = kind.d_gain(dy, normalized, ln[0])
-    if kind.bias:
-        grads[name + ".b"] = db
-    return kind.backward(dn, normalized, acts[prefix + "hook_scale"])
-
-
-def d_qk_norm(cfg: Config, dy: np.ndarray, ln: tuple, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
-    """Back through `decoder.qk_norm`: [..., pos, heads, d_head] → the same, the norm's gain's gradient in `grads`."""
-    return d_norm(cfg, cfg.qk_norm_kind.flat(dy), ln, acts, prefix, grads, name).reshape(dy.shape)
-
-
-def d_mlp(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray) -> np.ndarray:
-    """Back through `decoder.mlp`: [..., pos, d_model] → the gradient of its input."""
-    kind = cfg.mlp_kind
-    dpost, grads[p + "mlp.W_out"], grads[p + "mlp.b_out"] = d_affine(dy, acts[p + "mlp.hook_post"], w.mlp_out.W)
-    dinputs = kind.backward(dpost, *(acts[p + "mlp." + i.hook] for i in kind.inputs))  # each input's gradient
-    dx = None
-    for i, d in zip(kind.inputs, dinputs):  # back through each x·W (+ b)
-        dx_i, grads[p + "mlp." + i.weight], db = d_affine(d, ln_out, getattr(w, i.affine).W)
-        if i.bias:
-            grads[p + "mlp." + i.bias] = db
-        dx = dx_i if dx is None else dx + dx_i
-    return dx
-
-
-def d_attention(cfg: Config, w: Layer, dy: np.ndarray, acts, p: str, grads: dict, ln_out: np.ndarray,
-                turn=None) -> np.ndarray:
-    """Back through `decoder.attention`: [..., pos, d_model] → the gradient of its input."""
-    H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
-    a = p + "attn."
-    z, pattern = acts[a + "hook_z"], acts[a + "hook_pattern"]
-    q_name, k_name = meeting_qk(cfg)  # under RoPE, the rotated Q and K
-    q, k, v = acts[p + q_name], acts[p + k_name], acts[a + "hook_v"]
-    dmerged, dW_O, grads[a + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
-    grads[a + "W_O"] = dW_O.reshape(H, dh, dm)
-    dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
-    dscores = d_causal_softmax(dpattern, pattern)
-    if cfg.attn_softcap is not None:  # Gemma 2: back through cap · tanh(s / cap), from the capped scores
-        dscores = cfg.softcap_kind.backward(dscores, acts[a + "hook_attn_scores"], cfg.attn_softcap)
-    ddots = d_scale_and_mask(dscores, cfg.scores_scale)
-    dq, dk = d_attention_scores(ddots, q, k)
-    if turn is not None:  # back through the rotation to the projections' Q and K
-        d_rotate = cfg.position_kind.backward
-        dq, dk = d_rotate(dq, *turn), d_rotate(dk, *turn)
-    if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
-        dq = d_qk_norm(cfg, dq, w.q_norm, acts, a + "q_norm.", grads, a + "q_norm")
-        dk = d_qk_norm(cfg, dk, w.k_norm, acts, a + "k_norm.", grads, a + "k_norm")
-    dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), ln_out, w.qkv.W)
-    for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
-        grads[a + f"W_{m}"], grads[a + f"b_{m}"] = dW, db
-    return dx
-
-
-def _normed(cfg: Config, x: np.ndarray, ln: tuple | None, acts, prefix: str) -> np.ndarray:
-    """What `decoder.norm` gave: the recorded normalized input times the gain (plus the bias), or x without a norm."""
-    return x if ln is None else cfg.norm_kind.gain(acts[prefix + "hook_normalized"], *ln)
-
-
-def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, turn=None) -> np.ndarray:
+def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, span: Span) -> np.ndarray:
     """Back through `decoder.block`: the residual stream's gradient after layer l → before it."""
     p = f"blocks.{l}."
-    if cfg.mlp:
-        mid = acts[p + "hook_resid_mid"]
-        d_out = d_norm(cfg, dy, w.ln2_post, acts, p + "ln2_post.", grads, p + "ln2_post")  # OLMo 2: its output's norm
-        dx_mlp = d_mlp(cfg, w, d_out, acts, p, grads, _normed(cfg, mid, w.ln2, acts, p + "ln2."))
-        d_mid = d_norm(cfg, dx_mlp, w.ln2, acts, p + "ln2.", grads, p + "ln2")
-        dy = dy + d_mid if cfg.residual else d_mid
-    pre = acts[p + "hook_resid_pre"]
-    d_out = d_norm(cfg, dy, w.ln1_post, acts, p + "ln1_post.", grads, p + "ln1_post")
-    dx_attn = d_attention(cfg, w, d_out, acts, p, grads, _normed(cfg, pre, w.ln1, acts, p + "ln1."), turn)
-    d_pre = d_norm(cfg, dx_attn, w.ln1, acts, p + "ln1.", grads, p + "ln1")
-    return dy + d_pre if cfg.residual else d_pre
+    if w.mlp is not None:
+        dy = d_sublayer(cfg, w.mlp, "ln2", w.ln2, w.ln2_post, dy, acts, p, p + "hook_resid_mid", grads, span)
+    return d_sublayer(cfg, w.attn, "ln1", w.ln1, w.ln1_post, dy, acts, p, p + "hook_resid_pre", grads, span)
+
+
+def d_sublayer(cfg: Config, w, ln_name: str, ln: tuple | None, ln_post: tuple | None, dy: np.ndarray, acts, p: str,
+               x_name: str, grads: dict, span: Span) -> np.ndarray:
+    """Back through `decoder.sublayer` and its residual: the gradient after `x + sublayer(x)` → before
+    it (`x_name`: the recorded input x). The kind's own backward (`w.kind.backward`) does its part."""
+    kind = w.kind
+    d_out = d_norm(cfg, dy, ln_post, acts, p + ln_name + "_post.", grads, p + ln_name + "_post")  # OLMo 2: its output's norm
+    x_in = normed(cfg, acts[x_name], ln, acts, p + ln_name + ".")  # what the sublayer was given
+    dx = kind.backward(cfg, w, d_out, acts, p + kind.scope + ".", grads, x_in, span)
+    d_x = d_norm(cfg, dx, ln, acts, p + ln_name + ".", grads, p + ln_name)
+    return dy + d_x if cfg.residual else d_x
 
 
 def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  # → [..., pos, d_model], dW_U
@@ -272,8 +154,9 @@ def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  
     if w.rope_local is not None:  # Gemma 3's local layers
         angle = acts["rope.hook_angle_local"]
         turn_local = np.cos(angle), np.sin(angle)
+    n = dx.shape[-2]
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, turn_local if cfg.is_local(l) else turn)
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, Span(0, n, turn_local if cfg.is_local(l) else turn))
     return dx, dW_U
 
 
@@ -294,16 +177,15 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
     return grads
 
 
-# Everything the backward pass reads, recorded by the forward pass (nothing else is kept).
-NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.attn.hook_[qkvz]",
-          "blocks.*.attn.hook_rot_[qk]", "blocks.*.attn.?_norm.hook_*", "blocks.*.ln?_post.hook_*", "blocks.*.attn.hook_pattern", "blocks.*.mlp.hook_pre",
-          "blocks.*.mlp.hook_pre_linear", "blocks.*.mlp.hook_post", "ln_final.hook_*",
-          "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
+# Everything the backward pass reads outside the sublayers, recorded by the forward pass (nothing else is
+# kept); each sublayer kind adds what its own backward reads (`Sublayer.needed`).
+NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.ln?_post.hook_*",
+          "ln_final.hook_*", "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
 
 
 def needed(cfg: Config) -> list[str]:
-    """NEEDED, and the capped scores under Gemma 2's soft-cap (its derivative is read from them)."""
-    return NEEDED + (["blocks.*.attn.hook_attn_scores"] if cfg.attn_softcap is not None else [])
+    """NEEDED, and what each sublayer kind's backward reads (under `blocks.*.{scope}.`)."""
+    return NEEDED + [f"blocks.*.{kind.scope}.{name}" for kind in cfg.sublayer_kinds for name in kind.needed(cfg)]
 
 
 def loss_and_grads(cfg: Config, weights, tokens) -> tuple[float, dict]:

@@ -1,10 +1,13 @@
-"""One table of block switches: each norm, MLP and positional scheme a config may name is an entry
-holding its forward and backward functions, its parameters' shapes, what the fast layout and the
-store need of it, the hooks it records and the words that describe it.
+"""One table of block switches: each norm, sublayer kind (attention, MLP) and positional scheme a
+config may name is an entry holding its forward and backward functions, its parameters' shapes,
+what the fast layout and the store need of it, the hooks it records and the words that describe it.
+A sublayer kind owns its whole sublayer (`tracer.core.sublayer.Sublayer`: softmax attention in
+`tracer.core.attention`, the dense MLPs in `tracer.core.mlps`) and is entered with `register`.
 
 `Config` keeps the switches as strings (saved traces and config files hold them) and gives the
-entries: `cfg.norm_kind` (`NORMS[cfg.norm]`), `cfg.mlp_kind` (`MLPS[cfg.mlp]`, None without an MLP),
-`cfg.position_kind` (`POSITIONS[cfg.positional]`). `decoder`, `backward`, `params`, `fast`, `store`
+entries: `cfg.norm_kind` (`NORMS[cfg.norm]`), `cfg.attention_of(l)` (`ATTENTIONS[cfg.attention]`),
+`cfg.mlp_of(l)` / `cfg.mlp_kind` (`MLPS[cfg.mlp]`, None without an MLP), `cfg.position_kind`
+(`POSITIONS[cfg.positional]`). `decoder`, `backward`, `params`, `fast`, `store`
 and the renderers read the entry instead of comparing the strings; a new family's norm (Gemma's
 `(1 + w)` gain), MLP (GeGLU) or positions (local/global rotary) is a new entry, not a new branch in
 each of them. TransformerLens picks its components from the config in `transformer_block.py`; here
@@ -18,10 +21,14 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from .derivatives import (d_geglu, d_gelu_new, d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize,
-                          d_rotate, d_scale_and_shift, d_softcap, d_swiglu)
-from .equations import (geglu, gelu_new, normalize, one_plus_gain, position_vectors, rms_normalize, rotate,
-                        scale_and_shift, sinusoidal_positions, softcap, swiglu)
+from . import hooks
+from .attention import SOFTMAX
+from .derivatives import (d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize, d_rotate, d_scale_and_shift,
+                          d_softcap)
+from .equations import (normalize, one_plus_gain, position_vectors, rms_normalize, rotate, scale_and_shift,
+                        sinusoidal_positions, softcap)
+from .mlps import GEGLU, GELU, SWIGLU
+from .sublayer import Sublayer
 
 # --------------------------------------------------------------------------- norms
 
@@ -91,83 +98,38 @@ NORMS: dict[str, Norm] = {n.key: n for n in (
          gain=one_plus_gain, d_gain=d_one_plus_gain, gain_form="× (1 + w), w = {name}.w"),
 )}
 
-# --------------------------------------------------------------------------- MLPs
+# --------------------------------------------------------------------------- sublayers: attention and MLP kinds
+
+ATTENTIONS: dict[str, Sublayer] = {}  # the config's `attention` → the kind (`tracer.core.attention`, …)
+MLPS: dict[str, Sublayer] = {}  # the config's `mlp` → the kind (`tracer.core.mlps`, `tracer.core.experts`)
+TABLES = {"attn": ATTENTIONS, "mlp": MLPS}
 
 
-@dataclass(frozen=True)
-class MlpInput:
-    """One product of the MLP's input: x·W (+ b), recorded as `mlp.{hook}`."""
-
-    hook: str
-    affine: str  # the `fast.Layer` field that computes it
-    weight: str  # the parameter `blocks.{l}.mlp.{weight}` [d_model, d_mlp]
-    bias: str | None  # its bias [d_mlp], or None
-
-
-@dataclass(frozen=True)
-class Mlp:
-    """An MLP: the `inputs` products of x, `forward(*inputs)` → the middle (`mlp.hook_post`), then W_out.
-    `backward(dpost, *inputs)` → each input's gradient, in order."""
-
-    key: str  # the config's `mlp`
-    forward: Callable
-    backward: Callable
-    inputs: tuple[MlpInput, ...]
-    title: str  # "GELU MLP"
-    name: str  # what the demo calls it
-    plain: str  # the demo's words: what it does to each token
-    steps: tuple[tuple[str, str, str], ...] = ()  # (hook within the block, its name, words with {shape}: [d_model × d_mlp])
-
-    @property
-    def gated(self) -> bool:
-        """Whether a W_gate product exists (`fast.Layer.mlp_gate`)."""
-        return any(i.affine == "mlp_gate" for i in self.inputs)
-
-    @property
-    def hooks(self) -> tuple[str, ...]:
-        """What the middle is made of, within a block (the store's recipe for `mlp.hook_post`)."""
-        return tuple("mlp." + i.hook for i in self.inputs)
-
-    @property
-    def matrices(self) -> int:
-        """[d_model, d_mlp]-sized products per position: the inputs and W_out."""
-        return len(self.inputs) + 1
-
-    def shapes(self, d_model: int, d_mlp: int) -> dict[str, tuple[int, ...]]:
-        """The parameters after `blocks.{l}.mlp.`, in order."""
-        out: dict[str, tuple[int, ...]] = {}
-        for i in self.inputs:
-            out[i.weight] = (d_model, d_mlp)
-            if i.bias:
-                out[i.bias] = (d_mlp,)
-        return {**out, "W_out": (d_mlp, d_model), "b_out": (d_model,)}
-
-    def n_params(self, d_model: int, d_mlp: int) -> int:
-        return sum(math.prod(s) for s in self.shapes(d_model, d_mlp).values())
+def register(kind: Sublayer) -> Sublayer:
+    """Enter a sublayer kind in its scope's table and its recorded names in the hook table
+    (`tracer.core.hooks.register`). A new kind — from a module of tracer or from a test — is one call."""
+    table = TABLES[kind.scope]
+    if kind.key in table and table[kind.key] is not kind:
+        raise ValueError(f"a {kind.scope} kind {kind.key!r} is registered already")
+    hooks.register(kind.scope, kind.hooks)
+    table[kind.key] = kind
+    return kind
 
 
-_IN = MlpInput("hook_pre", "mlp_in", "W_in", "b_in")
-MLPS: dict[str, Mlp] = {m.key: m for m in (
-    Mlp("gelu", gelu_new, lambda dpost, pre: (d_gelu_new(dpost, pre),), (_IN,), "GELU MLP", "MLP",
-        "a small two-layer network (the MLP) works on each token alone",
-        (("mlp.hook_pre", "pre", "MLP: × W_in ({shape}) + b_in"), ("mlp.hook_post", "post", "GELU"))),
-    Mlp("swiglu", swiglu, d_swiglu,
-        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
-        "SwiGLU MLP", "SwiGLU MLP",
-        "a small gated network (the SwiGLU MLP: SiLU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
-        (("mlp.hook_pre", "gate", "SwiGLU MLP: gate = ln2(x)·W_gate ({shape})"),
-         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
-         ("mlp.hook_post", "post", "SiLU(gate) ⊙ up, SiLU(g) = g·sigmoid(g): the gate decides how much of each up passes"))),
-    Mlp("geglu", geglu, d_geglu,
-        (MlpInput("hook_pre", "mlp_gate", "W_gate", None), MlpInput("hook_pre_linear", "mlp_in", "W_in", "b_in")),
-        "GeGLU MLP", "GeGLU MLP",
-        "a small gated network (the GeGLU MLP: GELU(x·W_gate) ⊙ x·W_in, then W_out) works on each token alone",
-        (("mlp.hook_pre", "gate", "GeGLU MLP: gate = ln2(x)·W_gate ({shape})"),
-         ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
-         ("mlp.hook_post", "post", "GELU(gate) ⊙ up, GELU with the tanh approximation (Gemma's gate, where Llama "
-                                   "uses SiLU): the gate decides how much of each up passes"))),
-)}
+def unregister(kind: Sublayer) -> None:
+    """Take a kind out of its table and its names out of the hook table (a test's toy, when its test is done)."""
+    table = TABLES[kind.scope]
+    if table.get(kind.key) is kind:
+        del table[kind.key]
+    hooks.SUBLAYERS[kind.scope].clear()
+    for other in list(table.values()):
+        hooks.register(other.scope, other.hooks)
+
+
+for _kind in (SOFTMAX, GELU, SWIGLU, GEGLU):
+    register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
+DEFAULT_ATTENTION = "softmax"
 
 
 def mlp_key(value):

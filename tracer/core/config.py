@@ -17,12 +17,16 @@ from ..errors import TracerError, is_whole, near
 
 if TYPE_CHECKING:
     from . import blocks
+    from .sublayer import Sublayer
 
 # POSITIONAL, NORMS and MLPS (the switches' values: the keys of the table of block switches,
 # `tracer.core.blocks`) and TINY are made on first use (`__getattr__` below): the table holds the
 # switches' functions, so it imports numpy, which `tracer --help` and the CLI's start never need.
 DTYPES = ("float32", "float64")
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+# Fields a config's JSON leaves out at their defaults (`Config.to_dict`): switches added after trace files
+# and weights files were first written, so that a file of a model that does not use one is as before.
+QUIET = {"attention": "softmax"}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -60,6 +64,7 @@ class Config:
     attn_softcap: float | None = None  # Gemma 2: scores soft-capped, cap · tanh(s / cap), before the mask; None: not
     final_softcap: float | None = None  # Gemma 2: the final logits soft-capped the same way; None: not
     qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
+    attention: str = "softmax"  # the attention kind (`tracer.core.blocks.ATTENTIONS`): softmax
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -95,6 +100,8 @@ class Config:
                 raise TracerError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.ln_eps, (int, float)) or isinstance(self.ln_eps, bool) or not self.ln_eps > 0:
             raise TracerError(f"config: ln_eps must be a number > 0, got {self.ln_eps!r}")
+        if self.attention not in blocks.ATTENTIONS:
+            raise TracerError(f"config: attention must be one of {', '.join(blocks.ATTENTIONS)}, got {self.attention!r}")
         if self.norm not in NORMS:
             raise TracerError(f"config: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
         if self.n_heads % self.kv_heads:
@@ -174,7 +181,13 @@ class Config:
             raise TracerError("config: rope_scaling.high_freq_factor must be greater than low_freq_factor")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as JSON values; those of QUIET left out at their defaults (a file written for a
+        model that does not use a newer switch reads as it did before the switch existed)."""
+        d = asdict(self)
+        for name, default in QUIET.items():
+            if d[name] == default:
+                del d[name]
+        return d
 
     def __getstate__(self) -> dict:  # pickled as its fields: the entries kept below are looked up again
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -211,6 +224,40 @@ class Config:
         from . import blocks
 
         return blocks.MLPS[self.mlp] if self.mlp else None
+
+    @cached_property
+    def attention_kind(self) -> "Sublayer":
+        """The attention's entry in the table of block switches (`tracer.core.attention`, …)."""
+        from . import blocks
+
+        return blocks.ATTENTIONS[self.attention]
+
+    def attention_of(self, layer: int) -> "Sublayer":
+        """Layer `layer`'s attention kind."""
+        return self.attention_kind
+
+    def mlp_of(self, layer: int) -> "Sublayer | None":
+        """Layer `layer`'s MLP kind; None without an MLP."""
+        return self.mlp_kind
+
+    @cached_property
+    def sublayer_kinds(self) -> tuple:
+        """Every sublayer kind some layer uses, each once (the hook table's axes, `needed`)."""
+        kinds = [self.attention_of(l) for l in range(self.n_layers)] + [self.mlp_of(l) for l in range(self.n_layers)]
+        kinds += [self.attention_kind] + ([self.mlp_kind] if self.mlp_kind is not None else [])
+        return tuple(dict.fromkeys(k for k in kinds if k is not None))
+
+    def hold(self, name: str):
+        """How the store may hold the recorded value `name` (`blocks.{l}.attn.hook_pattern`): the
+        ways its sublayer's kind declares (`Sublayer.hold`), or None (held whole)."""
+        if not name.startswith("blocks."):
+            return None
+        layer, _, leaf = name[len("blocks."):].partition(".")
+        if not (layer.isascii() and layer.isdigit() and len(layer) <= 9 and int(layer) < self.n_layers):
+            return None
+        scope = leaf.partition(".")[0]
+        kind = self.attention_of(int(layer)) if scope == "attn" else self.mlp_of(int(layer)) if scope == "mlp" else None
+        return kind.hold.get(leaf) if kind is not None else None
 
     @cached_property
     def position_kind(self) -> blocks.Positions:
@@ -251,39 +298,39 @@ class Config:
     def n_params(self) -> int:
         """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
         that a huge config is cheap to refuse before anything is allocated."""
-        V, C, d, H, dh, dm = self.d_vocab, self.n_ctx, self.d_model, self.n_heads, self.d_head, self.d_mlp
+        V, C, d = self.d_vocab, self.n_ctx, self.d_model
         ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
-        per_layer = d * self.qkv_width + self.qkv_width + H * dh * d + d  # W_Q/K/V, b_Q/K/V, W_O, b_O
-        per_layer += sum(s[0] for s in self.qk_norm_kind.shapes(self.norm_kind, H, self.kv_heads, dh).values())
-        if self.layer_norm:
-            per_layer += ln * self.norm_place_kind.per_sublayer
-        if self.mlp:
-            per_layer += self.mlp_kind.n_params(d, dm) + (ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0)
-        total = V * d + (C * d if self.has_positions else 0) + self.n_layers * per_layer + V  # W_E, W_pos, b_U
+        norms = ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0
+        total = V * d + (C * d if self.has_positions else 0) + V  # W_E, W_pos, b_U
+        for l in range(self.n_layers):
+            mlp = self.mlp_of(l)
+            total += self.attention_of(l).n_params(self, l) + norms
+            total += mlp.n_params(self, l) + norms if mlp is not None else 0
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
         return total
 
     def pass_bytes(self, n_new: int, n_seen: int) -> int:
         """Bytes one recorded pass holds at most (every value whole): per layer and computed position
-        about 27 vectors of d_model and 2 of d_mlp, the [head, query, key] arrays (Q·K, the scores,
-        the weights), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
-        per_layer = n_new * (27 * self.d_model + 2 * self.d_mlp + 4 * self.n_heads * self.d_head)
-        per_layer += 3 * self.n_heads * n_new * n_seen
-        values = self.n_layers * per_layer + (n_new + 4) * self.d_vocab
+        about 23 vectors of d_model (the residual stream, the norms, the sublayers' outputs), what each
+        sublayer kind records (`Sublayer.record_bytes`: Q, K, V, the [head, query, key] arrays, the
+        MLP's middle), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
+        values = (n_new + 4) * self.d_vocab
+        for l in range(self.n_layers):
+            mlp = self.mlp_of(l)
+            values += n_new * 27 * self.d_model + self.attention_of(l).record_bytes(self, n_new, n_seen)
+            values += mlp.record_bytes(self, n_new, n_seen) if mlp is not None else 0
         return values * (8 if self.dtype == "float64" else 4)
 
     def pass_macs(self, n_new: int, n_seen: int) -> int:
         """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys (or of
         arrays of passes)."""
-        dm, H, dh = self.d_model, self.n_heads, self.d_head
-        per_layer = n_new * dm * self.qkv_width  # Q, K, V
-        keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
-        per_layer += 2 * H * dh * keys  # Q·K and the weighted sum of V
-        per_layer += n_new * H * dh * dm  # W_O
-        if self.mlp:
-            per_layer += self.mlp_kind.matrices * n_new * dm * self.d_mlp
-        return self.n_layers * per_layer + n_new * dm * self.d_vocab
+        total = n_new * self.d_model * self.d_vocab
+        for l in range(self.n_layers):
+            mlp = self.mlp_of(l)
+            total += self.attention_of(l).macs(self, n_new, n_seen)
+            total += mlp.macs(self, n_new, n_seen) if mlp is not None else 0
+        return total
 
 
 def _positive(x) -> bool:

@@ -1,6 +1,8 @@
 """The switchable equations' derivatives, one beside each forward function of `tracer.core.equations`
 (llm.c pairs `layernorm_forward` with `layernorm_backward`): the two norms and their gain, the two
-MLP middles, a rotation, and the added position vectors. `tracer.core.blocks` pairs each with its
+MLP middles, a rotation, the added position vectors, an affine map, and softmax attention's steps
+(the weighted sum, the softmax, the scale, Q·K, the heads split and merged; grouped-query attention in
+`d_attend` / `d_attention_scores`). `tracer.core.blocks` pairs each with its
 forward function in the table of block switches; `tracer.core.backward` composes them, with the
 attention's own derivatives, into the backward pass. Arrays may carry a leading batch axis.
 Core module: imports numpy only.
@@ -13,6 +15,7 @@ import math
 import numpy as np
 
 from .equations import gelu_new, rotate, silu
+from .qkv import fuse_qkv
 
 
 def d_normalize(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:  # → [..., d_model]
@@ -75,3 +78,58 @@ def d_softcap(dy: np.ndarray, y: np.ndarray, cap: float) -> np.ndarray:  # y = c
 
 def d_geglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray):  # post = GELU(gate)·up → dgate, dup
     return d_gelu_new(dpost * up, gate), dpost * gelu_new(gate)
+
+
+# --------------------------------------------------------------------------- products and attention
+
+
+def d_affine(dy: np.ndarray, x: np.ndarray, W: np.ndarray):  # y = x·W + b: [..., d_out] → dx, dW, db
+    dy2 = dy.reshape(-1, dy.shape[-1])  # [rows, d_out]
+    x2 = x.reshape(-1, x.shape[-1])  # [rows, d_in]
+    dx = (dy2 @ W.T).reshape(*dy.shape[:-1], W.shape[0])  # [..., d_in]
+    return dx, x2.T @ dy2, dy2.sum(axis=0)  # [..., d_in], [d_in, d_out], [d_out]
+
+
+def d_merge_heads(dm: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, head·d_head] → [..., pos, head, d_head]
+    return dm.reshape(*dm.shape[:-1], n_heads, -1)
+
+
+def shared(x: np.ndarray, n_kv_heads: int) -> np.ndarray:  # [..., pos, head, d] → [..., pos, kv_head, d]
+    """Grouped-query attention: the query heads' shares summed onto the key/value head they read."""
+    H = x.shape[-2]
+    if H == n_kv_heads:
+        return x
+    return x.reshape(*x.shape[:-2], n_kv_heads, H // n_kv_heads, x.shape[-1]).sum(axis=-2)
+
+
+def each_head(x: np.ndarray, n_heads: int) -> np.ndarray:  # [..., pos, kv_head, d] → [..., pos, head, d]
+    """Each key/value head repeated for the query heads that share it."""
+    return x if x.shape[-2] == n_heads else np.repeat(x, n_heads // x.shape[-2], axis=-2)
+
+
+def d_attend(dz: np.ndarray, pattern: np.ndarray, v: np.ndarray):  # z = pattern·V → dpattern, dv
+    dz_h = dz.swapaxes(-3, -2)  # [..., head, query_pos, d_head]
+    v_h = each_head(v, dz.shape[-2])  # [..., key_pos, head, d_head]
+    dpattern = dz_h @ v_h.swapaxes(-3, -2).swapaxes(-1, -2)  # [..., head, query_pos, key_pos]
+    dv = (pattern.swapaxes(-1, -2) @ dz_h).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
+    return dpattern, shared(dv, v.shape[-2])
+
+
+def d_causal_softmax(dpattern: np.ndarray, pattern: np.ndarray) -> np.ndarray:  # → [..., head, query_pos, key_pos]
+    """p = softmax(s): ds = p·(dp − Σ dp·p). Hidden keys have p = 0, so they get no gradient."""
+    return pattern * (dpattern - (dpattern * pattern).sum(axis=-1, keepdims=True))
+
+
+def d_scale_and_mask(dscores: np.ndarray, scale: float | None) -> np.ndarray:  # → dots' gradient
+    return dscores * scale if scale is not None else dscores
+
+
+def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots = Q·K → dq, dk
+    k_h = each_head(k, q.shape[-2])  # [..., key_pos, head, d_head]
+    dq = (ddots @ k_h.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., query_pos, head, d_head]
+    dk = (ddots.swapaxes(-1, -2) @ q.swapaxes(-3, -2)).swapaxes(-3, -2)  # [..., key_pos, head, d_head]
+    return dq, shared(dk, k.shape[-2])
+
+
+def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
+    return fuse_qkv(dq, dk, dv)

@@ -1,7 +1,8 @@
 """Every name a run records, written once: its axes, the step of the walkthrough that shows it, and
 whether it holds whole numbers (token ids, counts) rather than floats.
 
-The decoder records the layers' names under `blocks.{l}.` (`LAYER`), the embedding's, the final
+The decoder records the layers' names under `blocks.{l}.` (`LAYER`: the block's own names around the
+names each sublayer kind declares, entered by `tracer.core.blocks.register`), the embedding's, the final
 norm's, the sampler's, the predictions' and the logit lens's outside them (`TOP`), in TransformerLens's
 axis order without the batch axis. This table is what a saved trace is checked against
 (`shape`, in `trace`'s loading), what a scenario's `[[expect]]` may name besides the decoder's own
@@ -14,7 +15,8 @@ key/value heads, `d_head`, `half` (d_head / 2: the rotation's pairs), `d_model`,
 `one` (a length-1 axis: a norm's scale), `layers+1` (the lens's rows: each layer's input, then the
 last layer's output), `lens` (the positions the logit lens covers); `q_rows` / `k_rows` are the
 Q/K norm's rows (`[head]` per head, none when it normalizes a position's numbers whole) and
-`q_width` / `k_width` the length it divides.
+`q_width` / `k_width` the length it divides; a sublayer kind may add axes of its own (`Sublayer.axes`:
+the experts of a routed MLP, …).
 
 Steps, in the article's order: tokens, embed (the token's row of W_E), position (the position vector
 added), rotation (rotary positions: the angles, Q and K turned), input (a layer's input: at layer 0, embedding + position), qkv, scores, softmax,
@@ -41,66 +43,82 @@ class Hook:
     ids: bool = False  # token ids (whole numbers that must name a vocabulary token)
 
 
-def _h(axes: str, step: str, whole: bool = False, ids: bool = False) -> Hook:
+def h(axes: str, step: str, whole: bool = False, ids: bool = False) -> Hook:
+    """A Hook from its axes written as one string (`"pos head d_head"`)."""
     return Hook(tuple(axes.split()), step, whole or ids, ids)
 
 
 _NORM = {"hook_scale": "pos one", "hook_normalized": "pos d_model"}  # a norm over the model's width
 
 TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
-    "hook_embed": _h("pos d_model", "embed"),
-    "hook_pos_embed": _h("pos d_model", "position"),
-    "rope.hook_angle": _h("pos half", "rotation"),  # position × θ_i, the same in every layer
-    "rope.hook_angle_local": _h("pos half", "rotation"),  # with the sliding-window layers' base
-    **{f"ln_final.{k}": _h(a, "unembed") for k, a in _NORM.items()},
-    "unembed.hook_in": _h("pos d_model", "unembed"),
-    "logits": _h("pos d_vocab", "unembed"),
-    "sample.scaled": _h("d_vocab", "sample"),
-    "sample.probs": _h("d_vocab", "sample"),
-    "sample.kept_top_k": _h("", "sample", whole=True),
-    "sample.kept_top_p": _h("", "sample", whole=True),
-    "sample.final": _h("d_vocab", "sample"),
-    "sample.uniform": _h("", "sample"),
-    "sample.token": _h("", "chosen", ids=True),
-    "predict.top_token": _h("pos", "positions", ids=True),
-    "predict.top_prob": _h("pos", "positions"),
-    "predict.next_token": _h("pos", "positions", ids=True),
-    "predict.next_prob": _h("pos", "positions"),
-    "loss.per_position": _h("pos", "positions"),
-    "lens.positions": _h("lens", "lens", whole=True),
-    "lens.top_token": _h("layers+1 lens", "lens", ids=True),
-    "lens.top_prob": _h("layers+1 lens", "lens"),
-    "lens.target": _h("lens", "lens", ids=True),
-    "lens.target_prob": _h("layers+1 lens", "lens"),
-    "lens.target_rank": _h("layers+1 lens", "lens", whole=True),
+    "hook_embed": h("pos d_model", "embed"),
+    "hook_pos_embed": h("pos d_model", "position"),
+    "rope.hook_angle": h("pos half", "rotation"),  # position × θ_i, the same in every layer
+    "rope.hook_angle_local": h("pos half", "rotation"),  # with the sliding-window layers' base
+    **{f"ln_final.{k}": h(a, "unembed") for k, a in _NORM.items()},
+    "unembed.hook_in": h("pos d_model", "unembed"),
+    "logits": h("pos d_vocab", "unembed"),
+    "sample.scaled": h("d_vocab", "sample"),
+    "sample.probs": h("d_vocab", "sample"),
+    "sample.kept_top_k": h("", "sample", whole=True),
+    "sample.kept_top_p": h("", "sample", whole=True),
+    "sample.final": h("d_vocab", "sample"),
+    "sample.uniform": h("", "sample"),
+    "sample.token": h("", "chosen", ids=True),
+    "predict.top_token": h("pos", "positions", ids=True),
+    "predict.top_prob": h("pos", "positions"),
+    "predict.next_token": h("pos", "positions", ids=True),
+    "predict.next_prob": h("pos", "positions"),
+    "loss.per_position": h("pos", "positions"),
+    "lens.positions": h("lens", "lens", whole=True),
+    "lens.top_token": h("layers+1 lens", "lens", ids=True),
+    "lens.top_prob": h("layers+1 lens", "lens"),
+    "lens.target": h("lens", "lens", ids=True),
+    "lens.target_prob": h("layers+1 lens", "lens"),
+    "lens.target_rank": h("layers+1 lens", "lens", whole=True),
 }
 
-LAYER: dict[str, Hook] = {  # after `blocks.{l}.`, in the order a layer records them
-    "hook_resid_pre": _h("pos d_model", "input"),
-    **{f"ln1.{k}": _h(a, "qkv") for k, a in _NORM.items()},
-    "attn.hook_q": _h("pos head d_head", "qkv"),
-    "attn.hook_k": _h("pos kv d_head", "qkv"),
-    "attn.hook_v": _h("pos kv d_head", "qkv"),
-    **{f"attn.{m}_norm.{k}": _h(f"pos {m}_rows {a}", "qkv") for m in "qk"
-       for k, a in (("hook_scale", "one"), ("hook_normalized", f"{m}_width"))},
-    "attn.hook_rot_q": _h("pos head d_head", "rotation"),
-    "attn.hook_rot_k": _h("pos kv d_head", "rotation"),
-    "attn.hook_dots": _h("head pos key", "scores"),
-    "attn.hook_attn_scores": _h("head pos key", "scores"),
-    "attn.hook_pattern": _h("head pos key", "softmax"),
-    "attn.hook_z": _h("pos head d_head", "sum"),
-    "attn.hook_result": _h("pos head d_model", "heads"),
-    **{f"ln1_post.{k}": _h(a, "heads") for k, a in _NORM.items()},
-    "hook_attn_out": _h("pos d_model", "heads"),
-    "hook_resid_mid": _h("pos d_model", "mlp"),
-    **{f"ln2.{k}": _h(a, "mlp") for k, a in _NORM.items()},
-    "mlp.hook_pre": _h("pos d_mlp", "mlp"),
-    "mlp.hook_pre_linear": _h("pos d_mlp", "mlp"),
-    "mlp.hook_post": _h("pos d_mlp", "mlp"),
-    **{f"ln2_post.{k}": _h(a, "mlp") for k, a in _NORM.items()},
-    "hook_mlp_out": _h("pos d_model", "mlp"),
-    "hook_resid_post": _h("pos d_model", "mlp"),
-}
+# A layer's names (after `blocks.{l}.`), in the order a layer records them: the block's own (the residual
+# stream, the norms around each sublayer, what each sublayer adds) around the names of the sublayers'
+# kinds, which each block entry declares (`tracer.core.sublayer.Sublayer.hooks`) and
+# `tracer.core.blocks.register` enters here (`register`): the table is complete once the block table
+# is imported, as it is wherever a `Config` exists.
+AROUND_ATTENTION = {"hook_resid_pre": h("pos d_model", "input"), **{f"ln1.{k}": h(a, "qkv") for k, a in _NORM.items()}}
+AFTER_ATTENTION = {**{f"ln1_post.{k}": h(a, "heads") for k, a in _NORM.items()}, "hook_attn_out": h("pos d_model", "heads"),
+                   "hook_resid_mid": h("pos d_model", "mlp"), **{f"ln2.{k}": h(a, "mlp") for k, a in _NORM.items()}}
+AFTER_MLP = {**{f"ln2_post.{k}": h(a, "mlp") for k, a in _NORM.items()}, "hook_mlp_out": h("pos d_model", "mlp"),
+             "hook_resid_post": h("pos d_model", "mlp")}
+SUBLAYERS: dict[str, dict[str, Hook]] = {"attn": {}, "mlp": {}}  # scope → every registered kind's names, merged in order
+LAYER: dict[str, Hook] = {}  # rebuilt by `register`, in place (modules hold it)
+
+
+def _merged(names: list[str], new: list[str]) -> list[str]:
+    """`names` with the names of `new` it lacks, each placed after the name `new` has before it (so
+    that both orders hold: a kind that adds a name between two others finds it there)."""
+    out = list(names)
+    for i, name in enumerate(new):
+        if name in out:
+            continue
+        before = next((new[j] for j in range(i - 1, -1, -1) if new[j] in out), None)
+        out.insert(out.index(before) + 1 if before is not None else 0, name)
+    return out
+
+
+def register(scope: str, names: dict[str, Hook]) -> None:
+    """Enter a sublayer kind's names (within `scope`, in its recording order) into LAYER. A name two
+    kinds share must mean the same (axes, step, kind of number)."""
+    table = SUBLAYERS[scope]
+    for name, hook in names.items():
+        if table.get(name, hook) != hook:
+            raise ValueError(f"{scope}.{name} is declared twice with different axes or steps")
+    order = _merged(list(table), list(names))
+    merged = {n: table.get(n) or names[n] for n in order}
+    table.clear()
+    table.update(merged)
+    LAYER.clear()
+    LAYER.update({**AROUND_ATTENTION, **{f"attn.{n}": v for n, v in SUBLAYERS["attn"].items()}, **AFTER_ATTENTION,
+                  **{f"mlp.{n}": v for n, v in SUBLAYERS["mlp"].items()}, **AFTER_MLP})
+
 
 NOT_RECORDED = {"tokens": "tokens", "generated": "loop"}  # names a scenario may check that are not hooks: step
 CHECKABLE = tuple(n for n, h in TOP.items() if h.step in ("sample", "chosen"))  # a scenario's checks, beside the decoder's
@@ -137,6 +155,8 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> dict[str, 
     for m, heads in (("q", cfg.n_heads), ("k", cfg.kv_heads)):
         out[f"{m}_rows"] = (heads,) if qk.per_head else ()
         out[f"{m}_width"] = (qk.width(heads, dh),)
+    for kind in cfg.sublayer_kinds:  # a kind's own axes (experts, a state's width, …)
+        out.update(kind.axes(cfg))
     return out
 
 

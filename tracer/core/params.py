@@ -21,27 +21,21 @@ Params = dict  # name -> np.ndarray, TransformerLens names
 
 
 def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
-    """Every parameter the config uses, in a fixed order, with its shape."""
-    H, dm, dh, dmlp = cfg.n_heads, cfg.d_model, cfg.d_head, cfg.d_mlp
-    heads = {"Q": H, "K": cfg.kv_heads, "V": cfg.kv_heads}  # grouped-query attention: fewer K/V heads
+    """Every parameter the config uses, in a fixed order, with its shape: the embedding (and W_pos),
+    then per layer the norms and each sublayer kind's own (`Sublayer.shapes`), then the final norm and
+    the unembedding."""
+    dm = cfg.d_model
     norm = cfg.norm_kind.shapes(dm)  # the gain and bias, or (RMS norm) the gain only
     shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm), **cfg.position_kind.shapes(cfg.n_ctx, dm)}
     for l in range(cfg.n_layers):
         b = f"blocks.{l}."
-        if cfg.layer_norm:  # ln1 (and OLMo 2's ln1_post instead, after attention)
-            shapes.update({b + f"{ln}.{x}": s for ln in cfg.norm_place_kind.names("ln1") for x, s in norm.items()})
-        for m in "QKV":
-            shapes[b + f"attn.W_{m}"] = (heads[m], dm, dh)
-        for m in "QKV":
-            shapes[b + f"attn.b_{m}"] = (heads[m], dh)
-        qk = cfg.qk_norm_kind.shapes(cfg.norm_kind, H, cfg.kv_heads, dh)  # Q/K norms' gains (Qwen3, OLMo 2)
-        shapes.update({b + f"attn.{x}": s for x, s in qk.items()})
-        shapes[b + "attn.W_O"] = (H, dh, dm)
-        shapes[b + "attn.b_O"] = (dm,)
-        if cfg.mlp:
-            if cfg.layer_norm:
-                shapes.update({b + f"{ln}.{x}": s for ln in cfg.norm_place_kind.names("ln2") for x, s in norm.items()})
-            shapes.update({b + f"mlp.{x}": s for x, s in cfg.mlp_kind.shapes(dm, dmlp).items()})
+        mlp = cfg.mlp_of(l)
+        for ln, kind in (("ln1", cfg.attention_of(l)), ("ln2", mlp)):
+            if kind is None:
+                continue
+            if cfg.layer_norm:  # ln1 (and OLMo 2's ln1_post instead, after attention)
+                shapes.update({b + f"{n}.{x}": s for n in cfg.norm_place_kind.names(ln) for x, s in norm.items()})
+            shapes.update({b + f"{kind.scope}.{x}": s for x, s in kind.shapes(cfg, l).items()})
     if cfg.layer_norm:
         shapes.update({f"ln_final.{x}": s for x, s in norm.items()})
     if not cfg.tied_unembed:

@@ -1,4 +1,4 @@
-"""How recorded values are held: one table (`HOLD`) that recording and loading both read.
+"""How recorded values are held: the ways each sublayer kind declares (`Sublayer.hold`), read by recording and loading alike.
 
 A recorded pass keeps every intermediate, and a long one keeps hundreds of megabytes. Some values
 need not be held whole, because nothing is lost:
@@ -6,7 +6,9 @@ need not be held whole, because nothing is lost:
     (0 in `hook_pattern`, −∞ in `hook_attn_scores`) is held as its lower part (`CausalHalf`);
   - a value the store can recompute from others it holds is held as a recipe (`Derived`): the
     scores from Q·K (the same scaling and mask), and in long passes Q·K from Q and K (rotated, with
-    RoPE) and the MLP's middle from `mlp.hook_pre` (and `hook_pre_linear`). A recipe that is not
+    RoPE) and the MLP's middle from `mlp.hook_pre` (and `hook_pre_linear`). Each sublayer kind says
+    which of its values may be held which way (`Sublayer.hold`; the config finds a name's kind,
+    `Config.hold`). A recipe that is not
     exact by construction is kept only when recomputing it gave the same bits; a value recorded
     with `later` (each head's share of the attention output) is only ever a recipe, computed when
     first read.
@@ -29,7 +31,6 @@ from functools import partial
 
 import numpy as np
 
-from .equations import attention_scores, scale_and_mask
 
 PACK_MIN_QUERIES = 256  # passes with fewer query positions keep their arrays whole
 REBUILT_KEPT = 4  # rebuilt arrays a store keeps, so that a renderer reading one again pays once
@@ -107,14 +108,15 @@ class Causal:
 
 @dataclass(frozen=True)
 class Recipe:
-    """Hold `fn(config, *sources)` instead of the array, when `when(array)` and the store holds
+    """Hold `fn(config, layer, *sources)` instead of the array, when `when(array)` and the store holds
     every source (names in the same block). `exact`: the same bits by construction (element-wise
     IEEE operations), so a value just recorded is not recomputed to check it; anything else is
     recomputed once and kept as a recipe only when the bits agree. `remember`: a value read from
-    a file stays at hand once checked (the next recipe in the table reads it)."""
+    a file stays at hand once checked (the next recipe in the table reads it). `sources`: names, or a
+    function of (config, layer) giving them."""
 
     fn: object
-    sources: object  # names in the block, or a function of the config giving them
+    sources: object  # names in the block, or a function of (config, layer) giving them
     when: object = None
     exact: bool = False
     remember: bool = False
@@ -122,15 +124,13 @@ class Recipe:
     def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
         if self.when is not None and not self.when(a):
             return None
-        block = name[: len(name) - len(_leaf(name))]
-        sources = self.sources(store.config) if callable(self.sources) else self.sources
+        layer, leaf = _split(name)
+        block = name[: len(name) - len(leaf)]
+        sources = self.sources(store.config, layer) if callable(self.sources) else self.sources
         names = tuple(block + s for s in sources)
         if not all(s in store for s in names):
             return None
-        fn = partial(self.fn, store.config)
-        if self.fn is _scores:  # the mask is the layer's (Gemma 3: a sliding window on some layers only)
-            fn = partial(_scores_of_layer, store.config, int(name.split(".")[1]))
-        d = Derived(fn, names, a.shape, a.dtype)
+        d = Derived(partial(self.fn, store.config, layer), names, a.shape, a.dtype)
         if trusted and self.exact:
             return d
         again = d.rebuild(store)
@@ -141,59 +141,26 @@ class Recipe:
         return d
 
 
-def _scores(cfg, dots: np.ndarray, layer: int = 0) -> np.ndarray:
-    return scale_and_mask(dots, cfg.scores_scale, cfg.window_of(layer), cfg.attn_softcap)  # [head, query_pos, key_pos]
+def _split(name: str) -> tuple[int, str]:
+    """(layer, 'attn.hook_pattern') of 'blocks.3.attn.hook_pattern' (the config said it is a layer's name)."""
+    _, layer, leaf = name.split(".", 2)
+    return int(layer), leaf
 
 
-def _scores_of_layer(cfg, layer: int, dots: np.ndarray) -> np.ndarray:
-    return _scores(cfg, dots, layer)
+_WAYS_MAX = 200_000  # names remembered per config (a model of 1,024 layers records about 30,000)
 
 
-def meeting_qk(cfg) -> tuple:
-    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
-    return cfg.position_kind.meets
-
-
-def _dots(cfg, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    return attention_scores(q, k)  # [head, query_pos, key_pos]
-
-
-def _post(cfg, *inputs: np.ndarray) -> np.ndarray:
-    return cfg.mlp_kind.forward(*inputs)  # [pos, d_mlp]
-
-
-def _pre(cfg) -> tuple:
-    """What the MLP's middle is made of: x·W_in (GELU), or x·W_gate and x·W_in (SwiGLU)."""
-    return cfg.mlp_kind.hooks
-
-
-# A block's value (name after `blocks.{l}.`) → the ways it may be held, tried in order; a value
-# no way accepts is held whole, as are all the others.
-HOLD = {
-    "attn.hook_pattern": (Causal(0.0),),
-    "attn.hook_attn_scores": (Recipe(_scores, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
-    "attn.hook_dots": (Recipe(_dots, meeting_qk, when=long_prefill, remember=True),),
-    "mlp.hook_post": (Recipe(_post, _pre, when=long),),
-}
-
-
-def _leaf(name: str) -> str:
-    """'attn.hook_pattern' of 'blocks.3.attn.hook_pattern'; '' outside the blocks."""
-    if not name.startswith("blocks."):
-        return ""
-    return name.split(".", 2)[2] if name.count(".") >= 2 else ""
-
-
-_WAYS: dict = {}  # name → HOLD's ways for it (None: held whole): every pass records the same names
-_WAYS_MAX = 200_000  # names remembered (a model of 1,024 layers records about 30,000)
-
-
-def _ways(name: str):
-    ways = _WAYS.get(name, False)
+def _ways(config, name: str):
+    """`config.hold(name)`, remembered per config (every pass records the same names; a decode step
+    looks nothing up in the config)."""
+    cache = config.__dict__.get("_held_ways")
+    if cache is None:
+        cache = config.__dict__["_held_ways"] = {}
+    ways = cache.get(name, False)
     if ways is False:
-        ways = HOLD.get(_leaf(name))
-        if len(_WAYS) < _WAYS_MAX:
-            _WAYS[name] = ways
+        ways = config.hold(name)
+        if len(cache) < _WAYS_MAX:
+            cache[name] = ways
     return ways
 
 
@@ -201,7 +168,7 @@ def _ways(name: str):
 
 
 class Store(MutableMapping):
-    """Recorded name → array, in recording order, held as `HOLD` allows for `config` (None: every
+    """Recorded name → array, in recording order, held as the config's sublayer kinds allow (`Config.hold`; None: every
     array whole). Entries held as a CausalHalf or a Derived are rebuilt on access."""
 
     def __init__(self, config=None, items=()):
@@ -212,7 +179,7 @@ class Store(MutableMapping):
 
     def put(self, name: str, value, trusted: bool = True) -> None:
         """Hold `value` under `name` as the table allows (see the module docstring)."""
-        ways = _ways(name) if self.config is not None else None
+        ways = _ways(self.config, name) if self.config is not None else None
         held = value
         if ways and isinstance(value, np.ndarray) and value.dtype.kind == "f":
             for way in ways:

@@ -22,6 +22,7 @@ Core module: imports numpy only.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import fields, is_dataclass
 
 import numpy as np
 
@@ -43,15 +44,21 @@ def owned_bytes(arrays) -> int:
 
 
 def layer_arrays(layer) -> list:
-    """Every array a `tracer.core.fast.Layer` holds."""
-    out = []
-    for v in vars(layer).values():
+    """Every array a `tracer.core.fast.Layer` holds, its sublayers' weights included (arrays, tuples of
+    them, and the dataclasses each kind's layout is made of: `Affine`s and the kinds' weights)."""
+    out: list = []
+    todo, seen = [layer], set()
+    while todo:
+        v = todo.pop()
+        if id(v) in seen or v is None or isinstance(v, (str, int, float, bool)):
+            continue
+        seen.add(id(v))
         if isinstance(v, np.ndarray):
             out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if isinstance(x, np.ndarray))
-        elif v is not None and hasattr(v, "W"):  # an Affine
-            out.extend(x for x in (v.W, v.b, v.rows) if isinstance(x, np.ndarray))
+        elif isinstance(v, (tuple, list)):
+            todo.extend(v)
+        elif is_dataclass(v) and not isinstance(v, type):
+            todo.extend(getattr(v, f.name) for f in fields(v) if f.name != "kind")
     return out
 
 
@@ -107,12 +114,12 @@ class Layers:
             self.held.popitem(last=False)  # the least recently used layer
         layer, params = self.build(l)
         self.expansions += 1
-        if isinstance(layer.W_O, np.ndarray):  # what the trace's recipe of each head's result keeps (`Refetched`)
-            layer.W_O = Refetched(self, l, f"blocks.{l}.attn.W_O", layer.W_O)
-        if self.out_rows and layer.mlp_out is not None and layer.mlp_out.rows is None:
-            from .fast import transposed
-
-            layer.mlp_out.rows = transposed(layer.mlp_out.W)  # [d_model, d_mlp]
+        for sub in (layer.attn, layer.mlp):  # the weights a recorded recipe keeps (softmax attention's W_O for each head's result)
+            for name in getattr(sub, "refetched", ()):
+                if isinstance(getattr(sub, name), np.ndarray):
+                    setattr(sub, name, Refetched(self, l, f"blocks.{l}.{sub.kind.scope}.{name}", getattr(sub, name)))
+        if self.out_rows and hasattr(layer.mlp, "keep_rows"):
+            layer.mlp.keep_rows()  # W_out transposed, for one-position steps (`tracer.core.fast.add_out_rows`)
         self.held[l] = (layer, params, owned_bytes(layer_arrays(layer) + list(params.values())))
         return layer, params
 

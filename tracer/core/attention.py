@@ -1,0 +1,227 @@
+"""Softmax attention as a block entry: the whole sublayer (the fused Q|K|V product, the Q/K norm, the
+rotation, Q·K, the scale, the soft-cap and the causal mask, the softmax, the weighted sum of values,
+W_O), its backward pass, its layout, what it records, how the store holds its big arrays, and its
+KV cache. Every head at once (reshape/einsum, never a loop over heads); grouped-query attention when
+the config has fewer key/value heads. `tracer.core.blocks` registers it as the attention kind
+"softmax"; kinds that differ (attention sinks, linear attention) are subclasses or siblings.
+
+Recorded under TransformerLens's names (in `blocks.{l}.attn.`): `hook_q`, `hook_k`, `hook_v`
+[pos, head, d_head] (K and V per key/value head), the Q/K norms' `q_norm.hook_scale` /
+`hook_normalized` (Qwen3, OLMo 2, Gemma 3), `hook_rot_q` / `hook_rot_k` under rotary positions,
+`hook_dots` (the raw Q·K, before the scale and the mask: teaching needs it), `hook_attn_scores`
+and `hook_pattern` [head, query_pos, key_pos], `hook_z`, and `hook_result` (each head's output after
+its slice of W_O, before the heads are summed: a recipe, computed when read). Core module: imports
+numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .affine import Affine
+from .derivatives import (d_affine, d_attend, d_attention_scores, d_causal_softmax, d_merge_heads, d_scale_and_mask,
+                          d_split_heads)
+from .equations import attend, attention_scores, causal_softmax, head_results, merge_heads, scale_and_mask, split_heads
+from .hooks import Hook, h
+from .qkv import fuse_qkv, fuse_qkv_weights, split_qkv, split_qkv_weights
+from .record import NOTHING, Recorder
+from .store import Causal, Recipe, long_prefill
+from .sublayer import Span, Sublayer, d_norm, norm
+
+# --------------------------------------------------------------------------- the store's recipes
+
+
+def scores_of(cfg, l: int, dots: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos] → same
+    """The scores from Q·K: the layer's scale, soft-cap and mask (its sliding window, if any)."""
+    return scale_and_mask(dots, cfg.scores_scale, cfg.window_of(l), cfg.attn_softcap)
+
+
+def dots_of(cfg, l: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:  # → [head, query_pos, key_pos]
+    return attention_scores(q, k)
+
+
+def meeting(cfg, l: int = 0) -> tuple[str, str]:
+    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
+    return cfg.position_kind.meets
+
+
+# --------------------------------------------------------------------------- the layout and the cache
+
+
+@dataclass
+class AttentionWeights:
+    """One layer's softmax attention in the layout its products want."""
+
+    kind: "SoftmaxAttention"
+    qkv: Affine  # [d_model, (head + 2·kv_head)·d_head]: [W_Q | W_K | W_V], each block of heads side by side
+    W_O: np.ndarray  # [head, d_head, d_model]
+    out: Affine  # W_O as [head·d_head, d_model], with b_O
+    q_norm: tuple | None = None  # the Q/K norms' (gain, bias) (`cfg.qk_norm_kind`), else None
+    k_norm: tuple | None = None
+    window: int | None = None  # this layer's sliding window (`cfg.window_of`), None: every earlier key
+    refetched = ("W_O",)  # what the recipe of each head's result keeps: a streamed layer's is expanded again when read
+
+
+class LayerKV:
+    """One layer's keys and values of the positions seen so far, reused by later passes."""
+
+    def __init__(self, owner, capacity: int, kv_heads: int, d_head: int, dtype):
+        self.owner = owner  # the KVCache: its `length` is how many positions are filled
+        self.k = np.empty((capacity, kv_heads, d_head), dtype=dtype)  # [pos, kv_head, d_head] (rotated, with RoPE)
+        self.v = np.empty((capacity, kv_heads, d_head), dtype=dtype)  # [pos, kv_head, d_head]
+
+    def extend(self, k: np.ndarray, v: np.ndarray):  # [pos, kv_head, d_head] ×2 → [key_pos, kv_head, d_head] ×2
+        """Keep this pass's keys and values; return every key and value so far."""
+        start = self.owner.length
+        end = start + k.shape[0]
+        self.k[start:end] = k
+        self.v[start:end] = v
+        if not start:  # the first pass: its own keys and values are all there are
+            return k, v
+        return self.k[:end], self.v[:end]
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+
+# --------------------------------------------------------------------------- the entry
+
+
+class SoftmaxAttention(Sublayer):
+    """Causal self-attention: each query weighs the keys it may see (all the earlier ones, or the
+    layer's sliding window), takes that blend of their values, and W_O merges the heads."""
+
+    key = "softmax"
+    scope = "attn"
+    title = "softmax attention"
+    hooks = {
+        "hook_q": h("pos head d_head", "qkv"),
+        "hook_k": h("pos kv d_head", "qkv"),
+        "hook_v": h("pos kv d_head", "qkv"),
+        **{f"{m}_norm.{k}": h(f"pos {m}_rows {a}", "qkv") for m in "qk"
+           for k, a in (("hook_scale", "one"), ("hook_normalized", f"{m}_width"))},
+        "hook_rot_q": h("pos head d_head", "rotation"),
+        "hook_rot_k": h("pos kv d_head", "rotation"),
+        "hook_dots": h("head pos key", "scores"),
+        "hook_attn_scores": h("head pos key", "scores"),
+        "hook_pattern": h("head pos key", "softmax"),
+        "hook_z": h("pos head d_head", "sum"),
+        "hook_result": h("pos head d_model", "heads"),
+    }
+    hold = {
+        "attn.hook_pattern": (Causal(0.0),),
+        "attn.hook_attn_scores": (Recipe(scores_of, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
+        "attn.hook_dots": (Recipe(dots_of, lambda cfg, l: tuple(meeting(cfg, l)), when=long_prefill, remember=True),),
+    }
+
+    # -- parameters and layout
+
+    def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
+        H, KV, dm, dh = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head
+        heads = {"Q": H, "K": KV, "V": KV}  # grouped-query attention: fewer K/V heads
+        out = {f"W_{m}": (heads[m], dm, dh) for m in "QKV"}
+        out.update({f"b_{m}": (heads[m], dh) for m in "QKV"})
+        out.update(cfg.qk_norm_kind.shapes(cfg.norm_kind, H, KV, dh))  # Q/K norms' gains (Qwen3, OLMo 2)
+        return {**out, "W_O": (H, dh, dm), "b_O": (dm,)}
+
+    def layout(self, cfg, params: dict, l: int, fused=None) -> AttentionWeights:
+        a = f"blocks.{l}.attn."
+        W = fused if fused is not None else fuse_qkv_weights(params[a + "W_Q"], params[a + "W_K"], params[a + "W_V"])
+        b = fuse_qkv(params[a + "b_Q"], params[a + "b_K"], params[a + "b_V"])  # [(head + 2·kv_head)·d_head]
+        W_O = params[a + "W_O"]  # [head, d_head, d_model]
+        return AttentionWeights(self, Affine(W, b), W_O, Affine(W_O.reshape(-1, W_O.shape[-1]), params[a + "b_O"]),
+                                q_norm=_qk_norm_weights(cfg, params, a + "q_norm"),
+                                k_norm=_qk_norm_weights(cfg, params, a + "k_norm"), window=cfg.window_of(l))
+
+    # -- the passes
+
+    def run(self, cfg, w: AttentionWeights, x: np.ndarray, rec: Recorder, span: Span) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+        q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
+        q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
+        if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
+            q, k = qk_norm(cfg, q, w.q_norm, rec.scope("q_norm")), qk_norm(cfg, k, w.k_norm, rec.scope("k_norm"))
+        if span.turn is not None:  # rotary positions: Q and K turned by their position's angles
+            rotate = cfg.position_kind.forward
+            q, k = rec("hook_rot_q", rotate(q, *span.turn)), rec("hook_rot_k", rotate(k, *span.turn))
+        if span.cache is not None:
+            k, v = span.cache.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
+        dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
+        scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
+        pattern = rec("hook_pattern", self.weights(cfg, w, scores, rec))  # [head, query_pos, key_pos]
+        z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
+        rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
+        return w.out(merge_heads(z))  # [pos, d_model]
+
+    def weights(self, cfg, w: AttentionWeights, scores: np.ndarray, rec: Recorder) -> np.ndarray:
+        """The attention weights from the scores: each row's softmax over the keys it may see."""
+        return causal_softmax(scores)  # [head, query_pos, key_pos]
+
+    def d_weights(self, cfg, w: AttentionWeights, dpattern: np.ndarray, acts, p: str, grads: dict) -> np.ndarray:
+        """Back through `weights`: the pattern's gradient → the scores'."""
+        return d_causal_softmax(dpattern, acts[p + "hook_pattern"])
+
+    def backward(self, cfg, w: AttentionWeights, dy: np.ndarray, acts, p: str, grads: dict, x: np.ndarray,
+                 span: Span) -> np.ndarray:  # [..., pos, d_model] → [..., pos, d_model]
+        H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+        z, pattern = acts[p + "hook_z"], acts[p + "hook_pattern"]
+        q_name, k_name = meeting(cfg)  # under RoPE, the rotated Q and K
+        block = p[: -len("attn.")]
+        q, k, v = acts[block + q_name], acts[block + k_name], acts[p + "hook_v"]
+        dmerged, dW_O, grads[p + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
+        grads[p + "W_O"] = dW_O.reshape(H, dh, dm)
+        dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
+        dscores = self.d_weights(cfg, w, dpattern, acts, p, grads)
+        if cfg.attn_softcap is not None:  # Gemma 2: back through cap · tanh(s / cap), from the capped scores
+            dscores = cfg.softcap_kind.backward(dscores, acts[p + "hook_attn_scores"], cfg.attn_softcap)
+        dq, dk = d_attention_scores(d_scale_and_mask(dscores, cfg.scores_scale), q, k)
+        if span.turn is not None:  # back through the rotation to the projections' Q and K
+            d_rotate = cfg.position_kind.backward
+            dq, dk = d_rotate(dq, *span.turn), d_rotate(dk, *span.turn)
+        if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
+            dq = d_qk_norm(cfg, dq, w.q_norm, acts, p + "q_norm.", grads, p + "q_norm")
+            dk = d_qk_norm(cfg, dk, w.k_norm, acts, p + "k_norm.", grads, p + "k_norm")
+        dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), x, w.qkv.W)
+        for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
+            grads[p + f"W_{m}"], grads[p + f"b_{m}"] = dW, db
+        return dx
+
+    def needed(self, cfg) -> tuple[str, ...]:
+        soft = ("hook_attn_scores",) if cfg.attn_softcap is not None else ()  # its derivative is read from the capped scores
+        return ("hook_[qkvz]", "hook_rot_[qk]", "?_norm.hook_*", "hook_pattern") + soft
+
+    # -- what a pass costs and keeps
+
+    def macs(self, cfg, n_new: int, n_seen: int) -> int:
+        H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
+        keys = n_new * n_seen - (n_new * (n_new - 1)) // 2  # causal: visible (query, key) pairs
+        return n_new * dm * cfg.qkv_width + 2 * H * dh * keys + n_new * H * dh * dm  # Q, K, V; Q·K and the sum; W_O
+
+    def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
+        return n_new * 4 * cfg.n_heads * cfg.d_head + 3 * cfg.n_heads * n_new * n_seen  # Q, K, V, Z; dots, scores, weights
+
+    def new_cache(self, cfg, capacity: int, owner) -> LayerKV:
+        return LayerKV(owner, capacity, cfg.kv_heads, cfg.d_head, cfg.dtype)
+
+
+def _qk_norm_weights(cfg, params: dict, name: str) -> tuple | None:
+    """A Q/K norm's (gain, bias), or None when the block normalizes neither."""
+    if not cfg.qk_norm_kind.on:
+        return None
+    return params[name + ".w"], params.get(name + ".b") if cfg.norm_kind.bias else None
+
+
+def qk_norm(cfg, x: np.ndarray, ln: tuple, rec: Recorder = NOTHING) -> np.ndarray:  # [pos, heads, d_head] → same
+    """The config's norm on Q or K: over each head's d_head numbers, or over all of them
+    (`cfg.qk_norm_kind.flat`), then its gain; recorded as `q_norm.hook_scale` / `hook_normalized`."""
+    return norm(cfg, cfg.qk_norm_kind.flat(x), ln, rec).reshape(x.shape)
+
+
+def d_qk_norm(cfg, dy: np.ndarray, ln: tuple, acts, prefix: str, grads: dict, name: str) -> np.ndarray:
+    """Back through `qk_norm`: [..., pos, heads, d_head] → the same, the norm's gain's gradient in `grads`."""
+    return d_norm(cfg, cfg.qk_norm_kind.flat(dy), ln, acts, prefix, grads, name).reshape(dy.shape)
+
+
+SOFTMAX = SoftmaxAttention()
