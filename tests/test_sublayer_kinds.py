@@ -241,10 +241,31 @@ def _kind_cases():
 def test_every_kinds_backward_is_its_runs_derivative(scope, key):
     """Through `run` alone (one layer, float64, no norm): the input's and every parameter's gradient of
     Σ run(x)·r against central differences."""
-    kw = {"mlp": key} if scope == "mlp" else {"attention": key}
-    cfg = Config(d_vocab=7, n_ctx=8, d_model=4, n_heads=2, n_kv_heads=1, d_head=2, d_mlp=5, n_layers=1,
-                 dtype="float64", layer_norm=False, **kw)
     kind = blocks.TABLES[scope][key]
+    run_derivative_matches(kind, {"mlp" if scope == "mlp" else "attention": key, **kind.example})
+
+
+EXPERT_VARIANTS = {
+    "gpt-oss": dict(router="topk_softmax", expert_mlp="clamped_swiglu", router_bias=True, expert_bias=True,
+                    swiglu_limit=0.9, experts_per_token=2),  # a low limit, so that some values are clamped
+    "qwen3-moe": dict(norm_topk=True, n_experts=6, experts_per_token=3),
+    "qwen2-moe": dict(shared_d_mlp=3),
+    "mixtral": dict(norm_topk=True),
+}
+
+
+@pytest.mark.parametrize("variant", EXPERT_VARIANTS)
+def test_every_routed_experts_variants_backward_is_its_runs_derivative(variant):
+    """The router's two ways (softmax then top-k, renormalized or not; top-k then softmax), the clamped
+    SwiGLU with biases and the shared expert with its gate, each through its backward, the choice held."""
+    run_derivative_matches(blocks.MLPS["experts"], {"mlp": "experts", "n_experts": 4, "experts_per_token": 2,
+                                                    **EXPERT_VARIANTS[variant]})
+
+
+def run_derivative_matches(kind, fields: dict) -> None:
+    scope = kind.scope
+    cfg = Config(d_vocab=7, n_ctx=8, d_model=4, n_heads=2, n_kv_heads=1, d_head=2, d_mlp=5, n_layers=1,
+                 dtype="float64", layer_norm=False, **fields)
     params = toy_params(cfg, 2)
     rng = np.random.default_rng(4)
     for name in params:
@@ -257,6 +278,9 @@ def test_every_kinds_backward_is_its_runs_derivative(scope, key):
         return float(np.sum(out * r)), rec.store
 
     _, acts = f(params, x)
+    if "blocks.0.mlp.hook_expert_pre" in acts and cfg.expert_mlp == "clamped_swiglu":  # the clamp is exercised
+        gate = acts["blocks.0.mlp.hook_expert_pre"]
+        assert (gate > cfg.swiglu_limit).any() and (gate < cfg.swiglu_limit).any()
     grads: dict = {}
     dx = kind.backward(cfg, kind.layout(cfg, params, 0), r, acts, f"blocks.0.{scope}.", grads, x, Span(0, 3))
     for i in np.ndindex(x.shape):
@@ -266,8 +290,7 @@ def test_every_kinds_backward_is_its_runs_derivative(scope, key):
         assert dx[i] == pytest.approx((f(params, up)[0] - f(params, down)[0]) / (2 * EPS), **TOL), i
     for name, g in grads.items():
         assert name.startswith(f"blocks.0.{scope}.") and g.shape == params[name].shape, name
-        for _ in range(3):
-            i = tuple(int(rng.integers(n)) for n in g.shape)
+        for i in np.ndindex(g.shape):
             up, down = dict(params), dict(params)
             up[name], down[name] = params[name].copy(), params[name].copy()
             up[name][i] += EPS

@@ -23,7 +23,8 @@ import numpy as np
 from .affine import Affine
 from .derivatives import (d_affine, d_attend, d_attention_scores, d_causal_softmax, d_merge_heads, d_scale_and_mask,
                           d_split_heads)
-from .equations import attend, attention_scores, causal_softmax, head_results, merge_heads, scale_and_mask, split_heads
+from .equations import (attend, attention_scores, causal_softmax, head_results, merge_heads, scale_and_mask, sink_softmax,
+                        split_heads)
 from .hooks import Hook, h
 from .qkv import fuse_qkv, fuse_qkv_weights, split_qkv, split_qkv_weights
 from .record import NOTHING, Recorder
@@ -224,4 +225,49 @@ def d_qk_norm(cfg, dy: np.ndarray, ln: tuple, acts, prefix: str, grads: dict, na
     return d_norm(cfg, cfg.qk_norm_kind.flat(dy), ln, acts, prefix, grads, name).reshape(dy.shape)
 
 
+# --------------------------------------------------------------------------- attention sinks (gpt-oss)
+
+
+@dataclass
+class SinkWeights(AttentionWeights):
+    sinks: np.ndarray = None  # [head] each head's sink logit
+
+
+class SinkAttention(SoftmaxAttention):
+    """Softmax attention with a sink per head (gpt-oss): a learned logit joins each row's softmax and
+    takes part of the weight, so the pattern over the keys no longer sums to 1 (`hook_sink_share`
+    [head, pos]: what went to the sink). Written as its differences from softmax attention."""
+
+    key = "sinks"
+    title = "attention with sinks"
+    hooks = {k: v for name, hook in SoftmaxAttention.hooks.items()
+             for k, v in ((name, hook),) + ((("hook_sink_share", h("head pos", "softmax")),) if name == "hook_pattern" else ())}
+
+    def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
+        return {**super().shapes(cfg, l), "sinks": (cfg.n_heads,)}
+
+    def layout(self, cfg, params: dict, l: int, fused=None) -> SinkWeights:
+        base = super().layout(cfg, params, l, fused)
+        return SinkWeights(**{**vars(base), "kind": self}, sinks=params[f"blocks.{l}.attn.sinks"])
+
+    def weights(self, cfg, w: SinkWeights, scores: np.ndarray, rec: Recorder) -> np.ndarray:
+        pattern, share = sink_softmax(scores, w.sinks)  # [head, query_pos, key_pos], [head, query_pos]
+        rec("hook_sink_share", share)
+        return pattern
+
+    def d_weights(self, cfg, w: SinkWeights, dpattern: np.ndarray, acts, p: str, grads: dict) -> np.ndarray:
+        pattern, share = acts[p + "hook_pattern"], acts[p + "hook_sink_share"]
+        inner = (dpattern * pattern).sum(axis=-1, keepdims=True)  # [..., head, query_pos, 1]
+        dsink = -(share[..., None] * inner)  # the sink's logit: its share times (0 − Σ dp·p)
+        grads[p + "sinks"] = dsink.reshape(-1, *dsink.shape[-3:]).sum(axis=(0, 2, 3))
+        return pattern * (dpattern - inner)
+
+    def needed(self, cfg) -> tuple[str, ...]:
+        return (*super().needed(cfg), "hook_sink_share")
+
+    def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
+        return super().record_bytes(cfg, n_new, n_seen) + cfg.n_heads * n_new
+
+
 SOFTMAX = SoftmaxAttention()
+SINKS = SinkAttention()

@@ -25,6 +25,7 @@ import numpy as np
 from .config import Config
 from .decoder import forward
 from .derivatives import d_affine
+from .equations import rope_turn
 from .fast import Layer, Weights, layout
 from .record import Recorder
 from .sublayer import Span, d_norm, normed
@@ -149,11 +150,11 @@ def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  
     turn = None
     if w.rope is not None:  # the forward pass's cos and sin, from the angles it recorded
         angle = acts["rope.hook_angle"]  # [pos, d_head / 2]
-        turn = np.cos(angle), np.sin(angle)
+        turn = rope_turn(angle, w.rope_factor)
     turn_local = turn
     if w.rope_local is not None:  # Gemma 3's local layers
         angle = acts["rope.hook_angle_local"]
-        turn_local = np.cos(angle), np.sin(angle)
+        turn_local = rope_turn(angle)
     n = dx.shape[-2]
     for l in reversed(range(cfg.n_layers)):
         dx = d_block(cfg, w.layers[l], dx, acts, l, grads, Span(0, n, turn_local if cfg.is_local(l) else turn))

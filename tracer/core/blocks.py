@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import hooks
-from .attention import SOFTMAX
+from .attention import SINKS, SOFTMAX
 from .derivatives import (d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize, d_rotate, d_scale_and_shift,
                           d_softcap)
 from .equations import (normalize, one_plus_gain, position_vectors, rms_normalize, rotate, scale_and_shift,
                         sinusoidal_positions, softcap)
-from .mlps import GEGLU, GELU, SWIGLU
+from .experts import EXPERTS
+from .mlps import DENSE_AMONG_EXPERTS, GEGLU, GELU, SWIGLU  # noqa: F401 (DENSE_AMONG_EXPERTS: Config.mlp_of)
 from .sublayer import Sublayer
 
 # --------------------------------------------------------------------------- norms
@@ -126,7 +127,7 @@ def unregister(kind: Sublayer) -> None:
         hooks.register(other.scope, other.hooks)
 
 
-for _kind in (SOFTMAX, GELU, SWIGLU, GEGLU):
+for _kind in (SOFTMAX, SINKS, GELU, SWIGLU, GEGLU, EXPERTS):
     register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 DEFAULT_ATTENTION = "softmax"

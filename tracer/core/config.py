@@ -26,7 +26,9 @@ DTYPES = ("float32", "float64")
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 # Fields a config's JSON leaves out at their defaults (`Config.to_dict`): switches added after trace files
 # and weights files were first written, so that a file of a model that does not use one is as before.
-QUIET = {"attention": "softmax"}
+QUIET = {"attention": "softmax", "n_experts": None, "experts_per_token": None, "router": "softmax_topk",
+         "norm_topk": False, "expert_mlp": "swiglu", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "router_bias": False,
+         "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -64,7 +66,20 @@ class Config:
     attn_softcap: float | None = None  # Gemma 2: scores soft-capped, cap · tanh(s / cap), before the mask; None: not
     final_softcap: float | None = None  # Gemma 2: the final logits soft-capped the same way; None: not
     qk_norm: str = "none"  # none | per_head (Qwen3: each head's Q and K normalized) | whole (OLMo 2: all of Q, all of K)
-    attention: str = "softmax"  # the attention kind (`tracer.core.blocks.ATTENTIONS`): softmax
+    attention: str = "softmax"  # the attention kind (`tracer.core.blocks.ATTENTIONS`): softmax | sinks (gpt-oss)
+    # Routed experts (mlp = "experts", `tracer.core.experts`): read by that entry only, which checks them.
+    n_experts: int | None = None  # experts per layer (gpt-oss-20b: 32; Qwen3-30B-A3B: 128); d_mlp is each one's width
+    experts_per_token: int | None = None  # k: the experts each token is sent to (gpt-oss: 4; Qwen3-MoE: 8)
+    router: str = "softmax_topk"  # softmax_topk (Mixtral, Qwen-MoE, OLMoE) | topk_softmax (gpt-oss: top k, then softmax)
+    norm_topk: bool = False  # the k kept probabilities divided by their sum (Mixtral; Qwen3-MoE's norm_topk_prob)
+    expert_mlp: str = "swiglu"  # each expert's middle: swiglu | clamped_swiglu (gpt-oss: α 1.702, limit 7)
+    swiglu_alpha: float = 1.702  # gpt-oss's clamped SwiGLU: gate · sigmoid(α · gate)
+    swiglu_limit: float = 7.0  # gpt-oss's clamp of the gate (from above) and of up (both sides)
+    router_bias: bool = False  # the router has a bias (gpt-oss)
+    expert_bias: bool = False  # the experts' products have biases (gpt-oss)
+    shared_d_mlp: int | None = None  # a shared expert every token also goes through, with its sigmoid gate (Qwen2-MoE)
+    dense_layers: tuple | None = field(default=None, hash=False)  # layers whose MLP is a dense SwiGLU among experts
+    dense_d_mlp: int | None = None  # those layers' MLP width (Qwen-MoE's intermediate_size; d_mlp is each expert's)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -119,6 +134,8 @@ class Config:
             raise TracerError(f"config: qk_norm must be one of {', '.join(blocks.QK_NORMS)}, got {self.qk_norm!r}")
         if self.qk_norm_kind.on and not self.position_kind.rotary:
             raise TracerError("config: a Q/K norm (qk_norm) is computed with rotary positions only (positional = rope)")
+        for kind in self.sublayer_kinds:  # each sublayer kind checks the fields only it reads (routed experts' …)
+            kind.check(self)
         w = self.sliding_window
         if w is not None and not is_whole(w, 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
@@ -171,9 +188,19 @@ class Config:
             if not (_positive(rs.get("factor")) and rs["factor"] < float("inf")):
                 raise TracerError(f"config: rope_scaling.factor must be a number > 0, got {rs.get('factor')!r}")
             return
+        if kind == "yarn":
+            for key in ("factor", "original_max_position_embeddings"):
+                if not (_positive(rs.get(key)) and rs[key] < float("inf")):
+                    raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")
+            for key in ("beta_fast", "beta_slow", "attention_factor"):
+                if rs.get(key) is not None and not (_positive(rs[key]) and rs[key] < float("inf")):
+                    raise TracerError(f"config: rope_scaling.{key} must be a number > 0 or absent, got {rs[key]!r}")
+            if not isinstance(rs.get("truncate", True), bool):
+                raise TracerError(f"config: rope_scaling.truncate must be true or false, got {rs['truncate']!r}")
+            return
         if kind != "llama3":
             raise TracerError(f"config: rope_scaling of type {kind!r} is not supported (tracer computes Llama 3's "
-                              f"'llama3' scaling, 'linear', a GGUF's per-pair 'factors', or none)")
+                              f"'llama3' scaling, 'linear', 'yarn', a GGUF's per-pair 'factors', or none)")
         for key in ROPE_SCALING_KEYS:
             if not _positive(rs.get(key)):
                 raise TracerError(f"config: rope_scaling.{key} must be a number > 0, got {rs.get(key)!r}")
@@ -237,8 +264,16 @@ class Config:
         return self.attention_kind
 
     def mlp_of(self, layer: int) -> "Sublayer | None":
-        """Layer `layer`'s MLP kind; None without an MLP."""
+        """Layer `layer`'s MLP kind; None without an MLP (a dense SwiGLU on `dense_layers` among experts)."""
+        if self.dense_layers and layer in self._dense:
+            from . import blocks
+
+            return blocks.DENSE_AMONG_EXPERTS
         return self.mlp_kind
+
+    @cached_property
+    def _dense(self) -> frozenset:
+        return frozenset(self.dense_layers or ())
 
     @cached_property
     def sublayer_kinds(self) -> tuple:
@@ -308,6 +343,14 @@ class Config:
             total += mlp.n_params(self, l) + norms if mlp is not None else 0
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
+        return total
+
+    def active_params(self) -> int:
+        """Parameters one token uses: all of them but the experts it is not routed to (`Sublayer.active_params`)."""
+        total = self.n_params()
+        for l in range(self.n_layers):
+            mlp = self.mlp_of(l)
+            total -= mlp.n_params(self, l) - mlp.active_params(self, l) if mlp is not None else 0
         return total
 
     def pass_bytes(self, n_new: int, n_seen: int) -> int:

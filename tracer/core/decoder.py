@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .equations import embed, rope_angles
+from .equations import embed, rope_angles, rope_turn
 from .fast import Layer, Weights, layout
 from .params import init_weights
 from .record import NOTHING, Recorder
@@ -54,11 +54,11 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     turn = None
     if w.rope is not None:  # rotary positions: the angle each pair of a head's dimensions turns by, here
         angle = rec("rope.hook_angle", rope_angles(w.rope, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
-        turn = np.cos(angle), np.sin(angle)  # [pos, d_head / 2] each
+        turn = rope_turn(angle, w.rope_factor)  # [pos, d_head / 2] each: cos, sin (× YaRN's attention factor)
     turn_local = turn
     if w.rope_local is not None:  # Gemma 3: the sliding-window layers turn by a local base's angles
         angle = rec("rope.hook_angle_local", rope_angles(w.rope_local, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
-        turn_local = np.cos(angle), np.sin(angle)
+        turn_local = rope_turn(angle)
     for l in range(len(w.layers)):  # by index, and `layer` let go: nothing keeps layer l alive while l + 1 is expanded (`tracer.core.streamed`)
         layer = w.layers[l]
         span = Span(start, n, turn_local if layer.local else turn, cache.layers[l] if cache is not None else None)

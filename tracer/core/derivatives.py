@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .equations import gelu_new, rotate, silu
+from .equations import gelu_new, rotate, sigmoid, silu, softmax
 from .qkv import fuse_qkv
 
 
@@ -133,3 +133,42 @@ def d_attention_scores(ddots: np.ndarray, q: np.ndarray, k: np.ndarray):  # dots
 
 def d_split_heads(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:  # → [..., pos, (head + 2·kv_head)·d_head]
     return fuse_qkv(dq, dk, dv)
+
+
+# --------------------------------------------------------------------------- mixtures of experts
+
+
+def d_softmax(dp: np.ndarray, p: np.ndarray) -> np.ndarray:  # p = softmax(x) along the last axis → dx
+    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+
+
+def d_route_softmax_topk(dweights: np.ndarray, logits: np.ndarray, chosen: np.ndarray, renormalize: bool):  # → [pos, expert]
+    """Back through `route_softmax_topk` with the choice held fixed: the weights' gradient → the scores'."""
+    probs = softmax(logits)  # [pos, expert]
+    kept = np.take_along_axis(probs, chosen, axis=-1)  # [pos, k]
+    if renormalize:  # w = kept / Σ kept
+        total = kept.sum(axis=-1, keepdims=True)
+        w = kept / total
+        dkept = (dweights - (dweights * w).sum(axis=-1, keepdims=True)) / total
+    else:
+        dkept = dweights
+    dprobs = np.zeros_like(probs)
+    np.put_along_axis(dprobs, chosen, dkept, axis=-1)
+    return d_softmax(dprobs, probs)
+
+
+def d_route_topk_softmax(dweights: np.ndarray, weights: np.ndarray, chosen: np.ndarray, n_experts: int):  # → [pos, expert]
+    """Back through `route_topk_softmax` with the choice held fixed: only the k chosen scores move."""
+    dlogits = np.zeros((*weights.shape[:-1], n_experts), dtype=weights.dtype)
+    np.put_along_axis(dlogits, chosen, d_softmax(dweights, weights), axis=-1)
+    return dlogits
+
+
+def d_clamped_swiglu(dpost: np.ndarray, gate: np.ndarray, up: np.ndarray, alpha: float, limit: float):  # → dgate, dup
+    """Back through `clamped_swiglu`: nothing passes where a clamp held the value."""
+    g = np.minimum(gate, limit)
+    u = np.clip(up, -limit, limit)
+    s = sigmoid(g * alpha)
+    glu = g * s
+    dg = dpost * (u + 1.0) * (s + alpha * glu * (1.0 - s))
+    return np.where(gate < limit, dg, 0.0).astype(dg.dtype), np.where(np.abs(up) < limit, dpost * glu, 0.0).astype(dg.dtype)

@@ -85,6 +85,8 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
         return inv / np.asarray(scaling["factors"], dtype=np.float64)  # [d_head / 2]
     if scaling.get("rope_type") == "linear":
         return inv / float(scaling["factor"])  # [d_head / 2]
+    if scaling.get("rope_type") == "yarn":
+        return yarn_frequencies(inv, d_head, theta, scaling)
     factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
     old_ctx = float(scaling["original_max_position_embeddings"])
     wavelen = 2 * math.pi / inv  # [d_head / 2] positions per turn
@@ -92,6 +94,48 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
     smooth = (old_ctx / wavelen - low) / (high - low)  # between the two: a blend
     medium = (wavelen >= old_ctx / high) & (wavelen <= old_ctx / low)
     return np.where(medium, (1 - smooth) * slow / factor + smooth * slow, slow)  # [d_head / 2]
+
+
+def yarn_frequencies(inv: np.ndarray, d_head: int, theta: float, scaling: dict) -> np.ndarray:  # [d_head / 2] → same
+    """YaRN (Peng et al. 2023; gpt-oss, OLMo 3): each pair's frequency blended between the original
+    (fast pairs, which turn many times within the original context, extrapolated) and the original ÷
+    factor (slow pairs, interpolated), by a ramp over the pairs between the correction dimensions of
+    `beta_fast` and `beta_slow` turns; with `truncate` (transformers' default, and always in llama.cpp:
+    `ggml_rope_yarn_corr_dims`) those dimensions rounded outwards to whole pairs first."""
+    factor, ctx = float(scaling["factor"]), float(scaling["original_max_position_embeddings"])
+    fast, slow = float(scaling.get("beta_fast") or 32.0), float(scaling.get("beta_slow") or 1.0)
+
+    def correction_dim(turns: float) -> float:  # the pair index at which `turns` turns fit the original context
+        return d_head * math.log(ctx / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction_dim(fast), correction_dim(slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d_head - 1)
+    if low == high:
+        high += 0.001  # no division by zero
+    ramp = np.clip((np.arange(d_head // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)  # [d_head / 2]
+    extrapolated = 1.0 - ramp  # 1: the original frequency, 0: divided by the factor
+    return inv / factor * (1.0 - extrapolated) + inv * extrapolated  # [d_head / 2]
+
+
+def rope_attention_factor(scaling: dict | None) -> float:
+    """What YaRN multiplies cos and sin by (so Q·K by its square): `attention_factor` when given, else
+    0.1·ln(factor) + 1 (1 for factor ≤ 1, and for every other scaling)."""
+    if not scaling or scaling.get("rope_type") != "yarn":
+        return 1.0
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    factor = float(scaling["factor"])
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def rope_turn(angle: np.ndarray, factor: float = 1.0):  # [pos, d_head / 2] → ([pos, d_head / 2], [pos, d_head / 2])
+    """(cos, sin) of the angles, times YaRN's attention factor when it is not 1."""
+    if factor == 1.0:
+        return np.cos(angle), np.sin(angle)
+    f = angle.dtype.type(factor)
+    return np.cos(angle) * f, np.sin(angle) * f
 
 
 def rope_angles(frequencies: np.ndarray, start: int, n: int) -> np.ndarray:  # [d_head / 2] → [pos, d_head / 2]
@@ -159,6 +203,18 @@ def causal_softmax(scores: np.ndarray) -> np.ndarray:  # [head, query_pos, key_p
     np.exp(e, out=e)  # in place, as is the division: one [head, query_pos, key_pos] array
     e /= e.sum(axis=-1, keepdims=True)
     return e
+
+
+def sink_softmax(scores: np.ndarray, sinks: np.ndarray):  # [head, query_pos, key_pos], [head] → same, [head, query_pos]
+    """gpt-oss's attention sinks: each head's learned logit joins every row's softmax as one more key
+    that has no value, so it takes part of the weight: the pattern over the real keys sums to 1 − the
+    sink's share. Gives (the pattern over the keys, the sink's share of each row)."""
+    s = sinks.astype(scores.dtype, copy=False)[..., :, None, None]  # [head, 1, 1]
+    top = np.maximum(scores.max(axis=-1, keepdims=True), s)  # [head, query_pos, 1]
+    e = np.exp(scores - top)  # [head, query_pos, key_pos]
+    sink = np.exp(s - top)  # [head, query_pos, 1]
+    total = e.sum(axis=-1, keepdims=True) + sink
+    return e / total, (sink / total)[..., 0]  # [head, query_pos, key_pos], [head, query_pos]
 
 
 def attend(pattern: np.ndarray, v: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos], [key_pos, kv_head, d_head] → [pos, head, d_head]
@@ -259,3 +315,55 @@ def softcap(x: np.ndarray, cap: float) -> np.ndarray:  # any shape → same
 def geglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:  # [pos, d_mlp] ×2 → [pos, d_mlp]
     """Gemma's gated MLP middle: GELU (tanh approximation) of x·W_gate, times x·W_in."""
     return gelu_new(gate) * up
+
+
+# --------------------------------------------------------------------------- mixtures of experts
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:  # any shape → same
+    """1 / (1 + e^−x), written as (1 + tanh(x/2))/2 so that no exp overflows."""
+    s = np.tanh(x * 0.5)
+    s += 1.0
+    s *= 0.5
+    return s
+
+
+def softmax(x: np.ndarray) -> np.ndarray:  # [..., n] → [..., n]
+    """e^x / Σ e^x along the last axis, shifted by each row's maximum (a row of −∞ but one stays finite)."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))  # [..., n]
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def top_k(x: np.ndarray, k: int) -> np.ndarray:  # [..., n] → [..., k] indices
+    """The indices of each row's k largest values, the largest first, ties in index order (the lower
+    expert first, as `largest_first`)."""
+    return np.argsort(-x, axis=-1, kind="stable")[..., :k]  # [..., k]
+
+
+def route_softmax_topk(logits: np.ndarray, k: int, renormalize: bool):  # [pos, expert] → [pos, k] ×2
+    """Mixtral's, Qwen-MoE's and OLMoE's router: softmax over every expert's score, keep the k most
+    probable; with `renormalize`, their probabilities divided by their sum (so the k weights sum to 1)."""
+    probs = softmax(logits)  # [pos, expert]
+    chosen = top_k(probs, k)  # [pos, k]
+    weights = np.take_along_axis(probs, chosen, axis=-1)  # [pos, k]
+    return chosen, weights / weights.sum(axis=-1, keepdims=True) if renormalize else weights
+
+
+def route_topk_softmax(logits: np.ndarray, k: int):  # [pos, expert] → [pos, k] ×2
+    """gpt-oss's router: the k largest scores, then a softmax over those k alone."""
+    chosen = top_k(logits, k)  # [pos, k]
+    return chosen, softmax(np.take_along_axis(logits, chosen, axis=-1))  # [pos, k]
+
+
+def clamped_swiglu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndarray:  # [.., d_mlp] ×2 → same
+    """gpt-oss's expert middle: the gate clamped from above and `up` on both sides at `limit`, then
+    (up + 1) · gate · sigmoid(α · gate)."""
+    g = np.minimum(gate, limit)
+    u = np.clip(up, -limit, limit)
+    return (u + 1.0) * (g * sigmoid(g * alpha))
+
+
+def mix(weights: np.ndarray, outs: np.ndarray) -> np.ndarray:  # [pos, k], [pos, k, d_model] → [pos, d_model]
+    """The layer's output: the chosen experts' outputs weighted and summed, as attention sums values
+    ("0.41×E3(x) + 0.33×E17(x) + …")."""
+    return np.einsum("pk,pkd->pd", weights, outs)  # [pos, d_model]

@@ -19,7 +19,7 @@ import numpy as np
 
 from .affine import FEW_ROWS, UNEMBED_BLOCK_BYTES, Affine, row_blocks, rows_times, times_columns, transposed  # noqa: F401
 from .config import Config
-from .equations import rope_frequencies
+from .equations import rope_attention_factor, rope_frequencies
 from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
@@ -50,6 +50,7 @@ class Weights:
     unembed: Affine | None = None  # W_U [d_model, d_vocab], b_U
     rope: np.ndarray | None = None  # [d_head / 2] RoPE's angle per position of each pair (rotary positions only)
     rope_local: np.ndarray | None = None  # [d_head / 2] the local layers' (Gemma 3: `cfg.rope_local_theta`)
+    rope_factor: float = 1.0  # what cos and sin are multiplied by (YaRN's attention factor; 1 otherwise)
 
 
 def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
@@ -93,6 +94,7 @@ def layout_top(cfg: Config, params: Params, layers, W_U, unembed=None) -> Weight
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=unembed if unembed is not None else Affine(W_U, params["b_U"], by_rows=True),
         rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
+        rope_factor=rope_attention_factor(cfg.rope_scaling),
         rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
         if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
     )

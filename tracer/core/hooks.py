@@ -145,7 +145,7 @@ def step_of(name: str) -> str | None:
     return hook.step if hook is not None else NOT_RECORDED.get(name)
 
 
-def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> dict[str, tuple[int, ...]]:
+def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | None = None) -> dict[str, tuple[int, ...]]:
     """Each axis's length (a tuple: the Q/K norm's rows are zero or one axes) for a pass of `n_new`
     positions over `n_keys` keys, the logit lens over `n_lens`."""
     dh, qk = cfg.d_head, cfg.qk_norm_kind
@@ -157,6 +157,10 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> dict[str, 
         out[f"{m}_width"] = (qk.width(heads, dh),)
     for kind in cfg.sublayer_kinds:  # a kind's own axes (experts, a state's width, …)
         out.update(kind.axes(cfg))
+    if layer is not None and 0 <= layer < cfg.n_layers:  # this layer's kinds' sizes win (a dense MLP among experts)
+        for kind in (cfg.attention_of(layer), cfg.mlp_of(layer)):
+            if kind is not None:
+                out.update(kind.axes(cfg))
     return out
 
 
@@ -166,7 +170,7 @@ def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None) ->
     hook = find(name)
     if hook is None or ("lens" in hook.axes and n_lens is None):
         return None
-    each = sizes(cfg, n_new, n_keys, n_lens)
+    each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0])
     return tuple(n for axis in hook.axes for n in each[axis])
 
 

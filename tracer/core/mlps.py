@@ -75,13 +75,21 @@ class DenseMlp(Sublayer):
         """[d_model, d_mlp]-sized products per position: the inputs and W_out."""
         return len(self.inputs) + 1
 
+    def width(self, cfg) -> int:
+        """The hidden width: d_mlp (`dense_d_mlp` for a dense layer among experts, `DenseAmongExperts`)."""
+        return cfg.d_mlp
+
+    def axes(self, cfg):
+        return {"d_mlp": (self.width(cfg),)}
+
     def shapes(self, cfg, l: int = 0) -> dict[str, tuple[int, ...]]:
         out: dict[str, tuple[int, ...]] = {}
+        f = self.width(cfg)
         for i in self.inputs:
-            out[i.weight] = (cfg.d_model, cfg.d_mlp)
+            out[i.weight] = (cfg.d_model, f)
             if i.bias:
-                out[i.bias] = (cfg.d_mlp,)
-        return {**out, "W_out": (cfg.d_mlp, cfg.d_model), "b_out": (cfg.d_model,)}
+                out[i.bias] = (f,)
+        return {**out, "W_out": (f, cfg.d_model), "b_out": (cfg.d_model,)}
 
     def layout(self, cfg, params: dict, l: int, fused=None) -> MlpWeights:
         p = f"blocks.{l}.mlp."
@@ -109,10 +117,18 @@ class DenseMlp(Sublayer):
         return tuple(i.hook for i in self.inputs) + ("hook_post",)
 
     def macs(self, cfg, n_new: int, n_seen: int) -> int:
-        return self.matrices * n_new * cfg.d_model * cfg.d_mlp
+        return self.matrices * n_new * cfg.d_model * self.width(cfg)
 
     def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
-        return n_new * 2 * cfg.d_mlp
+        return n_new * 2 * self.width(cfg)
+
+
+class DenseAmongExperts(DenseMlp):
+    """The dense SwiGLU MLP of a layer among routed experts (Qwen-MoE's `mlp_only_layers`): its own
+    width, `dense_d_mlp`, where d_mlp is each expert's. Not a value `mlp` may name: `Config.mlp_of` gives it."""
+
+    def width(self, cfg) -> int:
+        return cfg.dense_d_mlp
 
 
 _IN = MlpInput("hook_pre", "W_in", "b_in")
@@ -134,3 +150,5 @@ GEGLU = DenseMlp(
      ("mlp.hook_pre_linear", "up", "up = ln2(x)·W_in ({shape})"),
      ("mlp.hook_post", "post", "GELU(gate) ⊙ up, GELU with the tanh approximation (Gemma's gate, where Llama "
                                "uses SiLU): the gate decides how much of each up passes")))
+DENSE_AMONG_EXPERTS = DenseAmongExperts(
+    "swiglu_among_experts", swiglu, d_swiglu, _GATED, "SwiGLU MLP", "SwiGLU MLP", SWIGLU.plain, SWIGLU.steps)

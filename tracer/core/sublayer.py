@@ -51,6 +51,7 @@ class Sublayer:
     name: str = ""  # what the demo calls it
     plain: str = ""  # the demo's words: what it does to each token
     steps: tuple = ()  # (hook within the block, its name, words with {shape}) for each step the walkthrough shows
+    example: dict = {}  # the config fields a small model of this kind needs besides its key (tests, docs)
 
     # -- parameters and layout
     def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
@@ -85,6 +86,14 @@ class Sublayer:
     def n_params(self, cfg, l: int = 0) -> int:
         """Numbers it multiplies by in layer l."""
         return sum(int(np.prod(s)) for s in self.shapes(cfg, l).values())
+
+    def active_params(self, cfg, l: int = 0) -> int:
+        """Of `n_params`, those one token is multiplied by (routed experts: the router and k experts)."""
+        return self.n_params(cfg, l)
+
+    def check(self, cfg) -> None:
+        """Refuse a config whose fields this kind reads but cannot use (a TracerError naming the field
+        and its value), before any weight is made or read."""
 
     def macs(self, cfg, n_new: int, n_seen: int) -> int:
         """Multiply-adds of one pass computing `n_new` positions over `n_seen` keys."""

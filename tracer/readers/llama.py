@@ -62,9 +62,20 @@ def rope_settings(raw: dict, where: Path) -> tuple[float, dict | None]:
         return theta, None
     if kind == "linear":  # positions stretched by one factor (Gemma 3's global layers; transformers' 'linear')
         return theta, {"rope_type": "linear", "factor": number(scaling, "factor", where)}
+    if kind == "yarn":  # gpt-oss, OLMo 3: transformers' `_compute_yarn_parameters`, its `truncate` as written (default true)
+        out = {"rope_type": "yarn", "factor": number(scaling, "factor", where),
+               "original_max_position_embeddings": number(scaling, "original_max_position_embeddings", where)}
+        for key in ("beta_fast", "beta_slow", "attention_factor"):
+            if scaling.get(key) is not None:
+                out[key] = number(scaling, key, where)
+        for key in ("mscale", "mscale_all_dim"):
+            if scaling.get(key):
+                raise TracerError(f"{where}: YaRN's {key} {scaling[key]!r} is not supported (DeepSeek's attention factor)")
+        out["truncate"] = flag(scaling, "truncate", where, True)
+        return theta, out
     if kind != "llama3":
         raise TracerError(f"{where}: RoPE scaling {kind!r} is not supported; tracer computes plain RoPE, "
-                          f"Llama 3's 'llama3' scaling and 'linear'")
+                          f"Llama 3's 'llama3' scaling, 'linear' and 'yarn'")
     keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     return theta, {"rope_type": "llama3", **{k: number(scaling, k, where) for k in keys}}
 
@@ -148,9 +159,10 @@ def config_of(raw: dict, where: Path, families=FAMILIES, **switches) -> Config:
     return cfg
 
 
-def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]:
+def hf_shapes(cfg: Config, raw: dict, where: Path, mlp=None) -> dict[str, tuple[int, ...]]:
     """Every tensor the file must hold for `cfg`, by its name in transformers' layout: Q/K/V biases
-    for Qwen2 and for a Llama with `attention_bias` (which also gives o_proj one)."""
+    for Qwen2 and for a Llama with `attention_bias` (which also gives o_proj one). `mlp(cfg, p)`: a
+    family's own MLP tensors of layer l (`p`: `model.layers.{l}.`), instead of the dense SwiGLU MLP's."""
     o_bias = flag(raw, "attention_bias", where, False)
     qkv_bias = raw.get("model_type") == "qwen2" or o_bias
     V, d, H, KV, dh, dm = cfg.d_vocab, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_mlp
@@ -166,21 +178,27 @@ def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]
         if o_bias:
             shapes[p + "self_attn.o_proj.bias"] = (d,)
         shapes[p + "post_attention_layernorm.weight"] = (d,)
-        shapes[p + "mlp.gate_proj.weight"] = (dm, d)
-        shapes[p + "mlp.up_proj.weight"] = (dm, d)
-        shapes[p + "mlp.down_proj.weight"] = (d, dm)
+        shapes.update((mlp or dense_mlp_shapes)(cfg, p, l))
     shapes[PREFIX + "norm.weight"] = (d,)
     if not cfg.tied_unembed:
         shapes["lm_head.weight"] = (V, d)
     return shapes
 
 
+def dense_mlp_shapes(cfg: Config, p: str, l: int = 0, width: int | None = None) -> dict[str, tuple[int, ...]]:
+    """The dense SwiGLU MLP's tensors of layer l (`p`: `model.layers.{l}.`), as transformers stores them
+    (`width`: its hidden width, d_mlp unless given)."""
+    d, dm = cfg.d_model, width or cfg.d_mlp
+    return {p + "mlp.gate_proj.weight": (dm, d), p + "mlp.up_proj.weight": (dm, d), p + "mlp.down_proj.weight": (d, dm)}
+
+
 # --------------------------------------------------------------------------- translation
 
 
-def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
+def translate(cfg: Config, t: dict[str, np.ndarray], mlp=None) -> tuple[dict, list]:
     """transformers' names → TransformerLens names (views where possible), and each layer's fused
-    [W_Q | W_K | W_V] (W_Q, W_K and W_V are views of it)."""
+    [W_Q | W_K | W_V] (W_Q, W_K and W_V are views of it). `mlp(cfg, t, p, b, params)`: a family's own
+    MLP tensors of one layer (routed experts), instead of the dense SwiGLU MLP's."""
     d, H, KV, dh = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head
     zeros = lambda n: np.zeros(n, dtype=np.float32)  # noqa: E731
     params = {"W_E": t[PREFIX + "embed_tokens.weight"]}
@@ -201,16 +219,21 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
         params[b + "attn.W_O"] = t[a + "o_proj.weight"].T.reshape(H, dh, d)  # [head, d_head, d_model]
         params[b + "attn.b_O"] = t.get(a + "o_proj.bias", zeros(d))
         params[b + "ln2.w"] = t[p + "post_attention_layernorm.weight"]
-        params[b + "mlp.W_gate"] = t[p + "mlp.gate_proj.weight"].T  # [d_model, d_mlp]
-        params[b + "mlp.W_in"] = t[p + "mlp.up_proj.weight"].T  # [d_model, d_mlp]
-        params[b + "mlp.b_in"] = zeros(cfg.d_mlp)
-        params[b + "mlp.W_out"] = t[p + "mlp.down_proj.weight"].T  # [d_mlp, d_model]
-        params[b + "mlp.b_out"] = zeros(d)
+        (mlp or dense_mlp)(cfg, t, p, b, params)
     params["ln_final.w"] = t[PREFIX + "norm.weight"]
     if not cfg.tied_unembed:
         params["W_U"] = t["lm_head.weight"].T  # [d_model, d_vocab]
     params["b_U"] = zeros(cfg.d_vocab)
     return params, fused
+
+
+def dense_mlp(cfg: Config, t: dict, p: str, b: str, params: dict) -> None:
+    """The dense SwiGLU MLP of one layer: gate_proj, up_proj, down_proj (transposed views), zero biases."""
+    params[b + "mlp.W_gate"] = t[p + "mlp.gate_proj.weight"].T  # [d_model, d_mlp]
+    params[b + "mlp.W_in"] = t[p + "mlp.up_proj.weight"].T  # [d_model, d_mlp]
+    params[b + "mlp.b_in"] = np.zeros(params[b + "mlp.W_in"].shape[1], dtype=np.float32)
+    params[b + "mlp.W_out"] = t[p + "mlp.down_proj.weight"].T  # [d_mlp, d_model]
+    params[b + "mlp.b_out"] = np.zeros(cfg.d_model, dtype=np.float32)
 
 
 def check_tensors(cfg: Config, shapes: dict, tensors: dict, origin: dict, folder: Path) -> None:

@@ -29,6 +29,9 @@ def scaling_words(scaling: dict) -> str:
     kind = scaling.get("rope_type")
     if kind == "linear":
         return f"linear scaling × {float(scaling['factor']):g}"
+    if kind == "yarn":
+        return (f"YaRN scaling × {float(scaling['factor']):g} from {int(scaling['original_max_position_embeddings']):,} "
+                f"positions")
     return "llama3 scaling"  # Llama 3's, in config.json's keys or a GGUF's per-pair factors
 
 
