@@ -189,6 +189,9 @@ class SoftmaxAttention(Sublayer):
             grads[p + f"W_{m}"], grads[p + f"b_{m}"] = dW, db
         return dx
 
+    def block_words(self, cfg) -> str:
+        return ""  # what every model has: the header says nothing of it
+
     def needed(self, cfg) -> tuple[str, ...]:
         soft = ("hook_attn_scores",) if cfg.attn_softcap is not None else ()  # its derivative is read from the capped scores
         return ("hook_[qkvz]", "hook_rot_[qk]", "?_norm.hook_*", "hook_pattern") + soft
@@ -261,6 +264,9 @@ class SinkAttention(SoftmaxAttention):
         dsink = -(share[..., None] * inner)  # the sink's logit: its share times (0 − Σ dp·p)
         grads[p + "sinks"] = dsink.reshape(-1, *dsink.shape[-3:]).sum(axis=(0, 2, 3))
         return pattern * (dpattern - inner)
+
+    def block_words(self, cfg) -> str:
+        return "attention sinks (a learned logit per head takes part of each softmax)"
 
     def needed(self, cfg) -> tuple[str, ...]:
         return (*super().needed(cfg), "hook_sink_share")

@@ -278,6 +278,23 @@ class RoutedExperts(Sublayer):
         dx_s, dW["W_shared_gate"], _ = d_affine(dg, x2, W_g)
         return dx_g + dx_i + dx_s
 
+    def block_words(self, cfg) -> str:
+        shared = ", and a shared expert every token goes through" if cfg.shared_d_mlp else ""
+        return (f"a mixture of {cfg.n_experts} experts, {cfg.experts_per_token} per token{shared} "
+                f"({short_count(cfg.active_params())} of {short_count(cfg.n_params())} parameters active per token)")
+
+    def expert_words(self, cfg) -> str:
+        """What expert {e} computes, in words: "x·W_gate[{e}], x·W_in[{e}], SwiGLU, × W_out[{e}]"."""
+        b = " + b" if cfg.expert_bias else ""
+        middle = (f"clamped SwiGLU: (up + 1) · gate · sigmoid({cfg.swiglu_alpha:g} · gate), gate ≤ {cfg.swiglu_limit:g}, "
+                  f"|up| ≤ {cfg.swiglu_limit:g}" if cfg.expert_mlp == "clamped_swiglu" else "SwiGLU: SiLU(gate) ⊙ up")
+        return f"gate = x·W_gate[{{e}}]{b}, up = x·W_in[{{e}}]{b}, {middle}, × W_out[{{e}}]{b}"
+
+    def route_words(self, cfg) -> str:
+        """How the router chooses, in words: "softmax over the 8 experts' scores, the 2 most probable kept"."""
+        words = ROUTERS[cfg.router].words.format(E=cfg.n_experts, k=cfg.experts_per_token)
+        return words + (" (renormalized to sum to 1)" if cfg.norm_topk and cfg.router == "softmax_topk" else "")
+
     def needed(self, cfg) -> tuple[str, ...]:
         return ("hook_router_logits", "hook_expert_*", "shared.hook_*", "hook_shared_gate")
 
@@ -295,6 +312,14 @@ class RoutedExperts(Sublayer):
     def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
         k, s = cfg.experts_per_token, cfg.shared_d_mlp or 0
         return n_new * (cfg.n_experts + 2 * k + 3 * k * cfg.d_mlp + k * cfg.d_model + (3 * s + 1 + cfg.d_model if s else 0))
+
+
+def short_count(n: int) -> str:
+    """'3.6 B', '410 M', '12.3 k', '950': a parameter count as people say it."""
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.{1 if n < 100 * size else 0}f} {unit}"
+    return str(n)
 
 
 EXPERTS = RoutedExperts()

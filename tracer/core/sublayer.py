@@ -108,6 +108,10 @@ class Sublayer:
         `tracer.core.decoder.KVCache`, whose `length` says how many are filled), or None."""
         return None
 
+    def block_words(self, cfg) -> str:
+        """What the header's block line says of this kind ("" where it says nothing: softmax attention)."""
+        return self.title
+
     def __repr__(self) -> str:
         return f"<{self.scope} kind {self.key!r}>"
 

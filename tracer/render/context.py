@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.padding import Padding
 
+from ..core import hooks
 from ..errors import TracerError
 from ..tokenizers.tokens import label, show_token
 from .checks import CheckBook, check_line
@@ -43,8 +44,19 @@ class Ctx:
         step = self.step if step is None else step
         if name in step.arrays:
             return step.arrays[name]
-        self.missing.add(name)
+        if self.records(name):
+            self.missing.add(name)
         return None
+
+    def records(self, name: str) -> bool:
+        """Whether this model records `name` at all: a layer's name is its sublayer kind's own (attention
+        sinks' share, a mixture of experts' routing) or the block's; a name outside the layers always."""
+        layer, leaf = hooks.split(name)
+        if layer is None or not 0 <= layer < self.cfg.n_layers:
+            return True
+        scope, _, own = leaf.partition(".")
+        kind = self.cfg.attention_of(layer) if scope == "attn" else self.cfg.mlp_of(layer) if scope == "mlp" else None
+        return kind is None or own in kind.hooks
 
     def step_of(self, t: int) -> int:
         """The pass that computed position t: the prompt pass for the prompt, else the pass that read t."""

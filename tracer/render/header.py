@@ -61,10 +61,11 @@ def block_words(cfg) -> str:
     if cfg.position_kind.rotary:
         pos += f" (θ base {cfg.rope_theta:g}" + (f", {scaling_words(cfg.rope_scaling)})" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
-    mlp = cfg.mlp_kind.title if cfg.mlp else "no MLP"
+    mlp = cfg.mlp_kind.block_words(cfg) if cfg.mlp else "no MLP"
+    attention = cfg.attention_kind.block_words(cfg)
     if cfg.layer_norm and cfg.norm_place_kind.title:
         norm += f" ({cfg.norm_place_kind.title})"
-    parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), mlp,
+    parts = [pos, norm, *([cfg.qk_norm_kind.title] if cfg.qk_norm_kind.on else []), *([attention] if attention else []), mlp,
              "residual" if cfg.residual else "no residual",
              ("scores ÷ √d_head" if cfg.attn_scalar is None else f"scores ÷ √{cfg.attn_scalar:g}")
              if cfg.scale_scores else "unscaled scores"]

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .context import Ctx
+from .experts import routing
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
@@ -260,8 +261,9 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         tab.add_row(f"… {rest} more", *([""] * (len(tab.columns) - 3)), prob(left, p), "(--full lists them)",
                     style="dim")
     divisor = say("scores.by_scalar", scalar=f"{cfg.attn_scalar:g}") if cfg.attn_scalar else say("scores.by_d_head", d_head=str(cfg.d_head))
+    sinks = ctx.get(a + "hook_sink_share", ctx.gen.steps[ctx.step_of(t)]) is not None
     how = f"{L}_Q · each visible key" + (f", ÷ {divisor}" if scaled else "") + \
-        (", softmax → weights that sum to 1" if pattern is not None else "")
+        ((say("scores.with_sink") if sinks else ", softmax → weights that sum to 1") if pattern is not None else "")
     yield line("attention scores: ", how)
     yield indent(tab)
     if cfg.attn_softcap is not None and dots is not None and scores is not None and cfg.scores_scale is not None:
@@ -276,6 +278,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield line(say("softmax", scores=", ".join(num(x, p) for x in sc), weights=", ".join(num(x, p) for x in pattern)))
     if pattern is not None:
         yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
+        yield from sink_share(ctx, a, t, h)
     z = ctx.at(a + "hook_z", t)
     if pattern is not None and z is not None:
         terms = " + ".join(f"{num(pattern[j], p)}×{ctx.labels[j]}_V" for j in shown)
@@ -284,6 +287,15 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         whose = say("sum.new", L=L) + (say("sum.from_head", h=str(h)) if H > 1 else "")
         yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
         yield from ctx.checks_at(a + "hook_z", t, h)
+
+
+def sink_share(ctx: Ctx, a: str, t: int, h: int):
+    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink."""
+    st = ctx.gen.steps[ctx.step_of(t)]
+    arr = ctx.get(a + "hook_sink_share", st)  # [head, pos]
+    if arr is not None:
+        share = float(arr[h, t - st.start])
+        yield line(say("sink.share", h=str(h), share=prob(share, ctx.p), rest=prob(1.0 - share, ctx.p)))
 
 
 def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
@@ -334,7 +346,8 @@ def after_attention(ctx: Ctx, t: int, layer: int):
         if t == ctx.shown_tokens()[0]:  # once: where a fused gate_up_proj was split (Phi-3)
             for words in split_words(ctx.gen.meta, b + "mlp.W_gate"):
                 yield indent(Text(words, style="dim"))
-        for hook, name, words in cfg.mlp_kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
+        yield from routing(ctx, t, layer, "ln2(x)" if cfg.norm_place_kind.before else "x")  # a mixture of experts
+        for hook, name, words in cfg.mlp_of(layer).steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:
                 said = words.format(shape=shape(dm, cfg.d_mlp))

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..tokenizers.tokens import label, named
 from .context import Ctx
+from .experts import experts_overview
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
@@ -102,6 +103,10 @@ def layers_section(ctx: Ctx, number: str):
         tab.add_row(str(layer), _norm(ctx.at(b + "hook_resid_pre", t), ctx.p), _norm(ctx.at(b + "hook_resid_post", t), ctx.p),
                     *_head_cells(ctx, None if rows[0] is None else rows))
     yield tab
+    routed = experts_overview(ctx, t)  # a mixture of experts: which experts the token went to, layer by layer
+    if routed is not None:
+        yield line(say("experts.overview", L=L))
+        yield routed
     same = pass_through_words(unchanged_layers(ctx.get, cfg.n_layers), cfg.n_layers)
     if same:
         yield line(same)

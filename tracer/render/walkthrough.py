@@ -33,6 +33,7 @@ from .heatmap import heatmaps
 from .layer import layer_section
 from .lens import logit_lens_view
 from .loop import generation_steps, kv_cache_view
+from .experts import expert_heatmaps
 from .predict import every_position_section, layers_section, predict_section
 from .storage import expansion_words, storage_words
 from .summary import overflow_note
@@ -122,6 +123,7 @@ def heatmap_section(ctx: Ctx, number: str):
         yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], heads, layer, ctx.width)
     if len(heads) < ctx.cfg.n_heads:
         yield Text(f"(heads {heads[-1] + 1}–{ctx.cfg.n_heads - 1}: --head N or --full)", style="dim")
+    yield from expert_heatmaps(ctx, layers)  # a mixture of experts: tokens × experts, layer by layer
     roles = head_roles_line(ctx.gen.meta.get("training"))
     if roles:
         yield line(roles)

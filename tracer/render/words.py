@@ -116,6 +116,32 @@ WORDS: dict[str, str] = {
     "sum.more": " + … ({n} more terms, weights summing to {rest})",
     "sum.new": "{L}'s new representation",
     "sum.from_head": " from head {h}",
+    "scores.with_sink": ", softmax with the head's sink → weights that sum to less than 1",
+    "sink.share": "head {h}'s sink takes {share} of the weight (a learned logit that joins the softmax as one more key, "
+                  "with no value): the weights above sum to {rest}, not 1",
+    # a mixture of experts (the MLP step of a routed model)
+    "experts.title": "mixture of experts: ",
+    "experts.router": "the router scores every one of the {E} experts for {x}: {x}·W_router ({shape}){bias}; "
+                      "the highest: {scores}",
+    "experts.bias": " + b_router",
+    "experts.more": ", … ({n} more)",
+    "experts.choice": "{how}: {chosen}",
+    "experts.one": "expert {e}: {middle}",
+    "experts.same": "expert {e}: the same steps with its own weights",
+    "experts.sum": "{terms} = the experts' part of the MLP's output (as attention's weighted sum of values, one level up)",
+    "experts.shared": "+ the shared expert every token goes through (width {width}), × its sigmoid gate {gate}",
+    "experts.skipped": "{unused} of {E} experts not used by this token: {share}% of this layer's expert weights untouched",
+    "experts.token": "token",
+    "experts.chosen": "experts chosen (weight)",
+    "experts.layer": "layer {layer}: ",
+    "experts.layer_of": "each token's experts, of {experts}, {k} per token, most weight first",
+    "experts.layer_col": "layer",
+    "experts.dense": "a dense MLP: no routing, every token through one network",
+    "experts.overview": "{L}'s experts in every layer, most weight first (the router's weights):",
+    "experts.grid": "layer {layer}: each token's experts",
+    "experts.grid_some": " (the first {shown} of the {used} experts some token chose)",
+    "experts.grid_legend": "Row: the token; column: an expert some token chose; digit = the router's weight in tenths, "
+                           "█ ≥ 0.95, · not chosen by that token.",
     # the heads and W_O, the residual, the MLP (steps 6 and 7)
     "title.heads": "The heads and W_O",
     "heads.one": "This model has a single head, so the 'concatenation' is just that head's output; W_O still maps it "
