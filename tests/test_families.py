@@ -163,7 +163,7 @@ def test_transformers_4_config_keys_read_as_transformers_5_ones(tmp_path, family
 
 
 @pytest.mark.parametrize("changes, says", [
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}}, "RoPE scaling 'yarn' is not supported"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}}, "RoPE scaling 'dynamic' is not supported"),
     ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported"),
     ({"mlp_bias": True}, "mlp_bias is not supported"),
     ({"num_key_value_heads": 3}, "not a multiple of n_kv_heads 3"),

@@ -128,7 +128,7 @@ def test_llama_cpp_rules_for_what_a_gemma_file_does_not_say():
     ("gemma2-tiny", {"{arch}.attention.sliding_window": -1.0}, "'gemma2.attention.sliding_window' must be a whole number ≥ 0"),
     ("gemma2-tiny", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16},
      r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
-    ("gemma3-tiny", {"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 8.0}, "RoPE scaling 'yarn' is not supported"),
+    ("gemma3-tiny", {"{arch}.rope.scaling.type": "longrope", "{arch}.rope.scaling.factor": 8.0}, "RoPE scaling 'longrope' is not supported"),
     ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear"}, "metadata 'gemma3.rope.scaling.factor' is missing"),
     ("gemma3-tiny", {"{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 0.0}, "'factor' must be a number > 0, got 0"),
     ("gemma2-tiny", {"{arch}.block_count": 10 ** 9}, "metadata 'gemma2.block_count' 1,000,000,000 is more than tracer reads"),

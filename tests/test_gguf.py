@@ -254,7 +254,7 @@ def test_phi3_without_a_window_and_olmo3_windows_on_some_layers(gguf_of_folder):
 @pytest.mark.parametrize("name, pre, meta, says", [
     ("qwen3-tiny", "qwen2", {"{arch}.attention.key_length": 16, "{arch}.attention.value_length": 16, "{arch}.rope.dimension_count": 16},
      r"tensor 'blk\.0\.attn_q\.weight' has shape \[128, 64\] but the metadata implies \[64, 64\]"),
-    ("olmo2-tiny", "qwen2", {"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 4.0}, "RoPE scaling 'yarn' is not supported"),
+    ("olmo2-tiny", "qwen2", {"{arch}.rope.scaling.type": "longrope", "{arch}.rope.scaling.factor": 4.0}, "RoPE scaling 'longrope' is not supported"),
     ("phi3-tiny", "llama-bpe", {"{arch}.attention.sliding_window_pattern": [True]}, None),  # Phi-3's window: every layer, no pattern
     ("olmo2-tiny", "qwen2", {"{arch}.attention.sliding_window": 8, "{arch}.attention.sliding_window_pattern": [True] * 3},
      r"'olmo2\.attention\.sliding_window_pattern' must be one true/false per layer \(2\)"),

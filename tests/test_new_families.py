@@ -210,7 +210,7 @@ def test_olmo2_gguf_reads_its_norms(gguf_of_folder):
 
 @pytest.mark.parametrize("changes, says", [
     ({"num_key_value_heads": 4}, r"'model\.layers\.0\.self_attn\.k_proj\.weight' has shape \[32, 64\]"),
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4.0}}, "RoPE scaling 'yarn' is not supported"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 5e5, "factor": 4.0}}, "RoPE scaling 'dynamic' is not supported"),
     ({"layer_types": ["full_attention", "sliding_attention", "full_attention"]}, "'layer_types' names 3 layers"),
 ])
 def test_olmo2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
@@ -294,7 +294,7 @@ def test_phi3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, change
 
 def test_a_family_tracer_does_not_know_names_the_ones_it_does(tmp_path, family_copy):
     folder = family_copy(tmp_path, "phi3-tiny", model_type="gemma")
-    with pytest.raises(TracerError, match="model_type is 'gemma'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3, gemma3_text and gemma2"):
+    with pytest.raises(TracerError, match="model_type is 'gemma'; tracer loads gpt2, llama, .*qwen3, olmo2, phi3, gemma3_text, gemma2, gpt_oss, .* and mixtral"):
         tracer.load(str(folder))
 
 
@@ -352,8 +352,8 @@ def test_gemma3_gradients_match_central_differences():
     ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
     ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 128 rows but config.json's num_attention_heads 4 "
                        r"× head_dim 16 = 64: head_dim does not match the weights \(head_dim 32 would\)"),
-    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0},
-                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}, "RoPE scaling 'yarn' is not supported"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "dynamic", "rope_theta": 1e6, "factor": 8.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}, "RoPE scaling 'dynamic' is not supported"),
 ])
 def test_gemma3_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
     folder = family_copy(tmp_path, "gemma3-tiny", **changes)
@@ -446,7 +446,7 @@ def test_gemma2_gradients_match_central_differences():
     ({"hidden_activation": "relu"}, "hidden_activation 'relu' is not supported"),
     ({"head_dim": 16}, r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 128 rows but config.json's num_attention_heads 4 "
                        r"× head_dim 16 = 64: head_dim does not match the weights \(head_dim 32 would\)"),
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0}}, "yarn"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 8.0}}, "dynamic"),
 ])
 def test_gemma2_configs_tracer_cannot_compute_are_one_line_errors(tmp_path, changes, says, family_copy):
     folder = family_copy(tmp_path, "gemma2-tiny", **changes)

@@ -56,11 +56,13 @@ from .checkpoint import Checkpoint, Stored
 from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
+from .gguf_experts import Family as ExpertsFamily, config_json as experts_config, is_experts
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
                  "olmo2": ("olmo2", False), "phi3": ("phi3", False), "gemma2": ("gemma2", False),
-                 "gemma3": ("gemma3_text", False)}
+                 "gemma3": ("gemma3_text", False), "gpt-oss": ("gpt_oss", False), "qwen3moe": ("qwen3_moe", False),
+                 "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False)}  # (a llama file with experts: mixtral)
 NORM_SHIFTED = ("gemma2", "gemma3")  # architectures whose *norm.weight tensors hold 1 + w
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
@@ -83,12 +85,17 @@ ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.
 GEMMA_LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight",  # Gemma's four norms: ffn_norm is
                "ffn_norm.weight": "pre_feedforward_layernorm.weight",            # the one before the MLP
                "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
-ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER})
+ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER,
+                   "gpt-oss": {"post_attention_norm.weight": "post_attention_layernorm.weight"}})  # its norm before the MLP
 
 
 def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
-    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers of architecture `arch`."""
+    """transformers' tensor name → llama.cpp's, for a model of `n_layers` layers of architecture `arch`
+    (a mixture of experts' stacked tensors under tracer's names for them, `gguf_experts.LAYER`)."""
+    from .gguf_experts import LAYER as EXPERTS_LAYER
+
     layer = {hf: g for g, hf in LAYER.items()}
+    layer.update({hf: g for g, hf in EXPERTS_LAYER.items()})
     layer.update({hf: g for g, hf in ARCH_LAYER.get(arch, {}).items()})
     out = {hf: g for g, hf in TOP.items()}
     for l in range(n_layers):
@@ -152,6 +159,13 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
     scaling = meta.get(f"{a}.rope.scaling.type", "none")
     if scaling == "linear":  # one factor for every angle (Gemma 3's global layers), as config.json's 'linear'
         raw["rope_scaling"] = {"rope_type": "linear", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float)}
+    elif scaling == "yarn":  # llama.cpp rounds the correction range outwards (ggml_rope_yarn_corr_dims): truncate
+        raw["rope_scaling"] = {"rope_type": "yarn", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float),
+                               "original_max_position_embeddings": _meta(meta, f"{a}.rope.scaling.original_context_length",
+                                                                         where, float),
+                               "beta_fast": _meta(meta, f"{a}.rope.scaling.yarn_beta_fast", where, float, 32.0),
+                               "beta_slow": _meta(meta, f"{a}.rope.scaling.yarn_beta_slow", where, float, 1.0),
+                               "truncate": True}
     elif scaling not in ("none", None):  # Llama 3's scaling comes as the rope_freqs tensor instead (see read)
         raise TracerError(f"{where}: RoPE scaling {scaling!r} is not supported in GGUF files; tracer computes plain "
                           f"rotary positions, 'linear' scaling and Llama 3's per-pair factors (rope_freqs)")
@@ -159,6 +173,8 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raw["use_sliding_window"] = False
     if a in GEMMA_RULES:
         raw.update(gemma_settings(meta, a, raw, d_head, where))
+    if is_experts(meta, a):
+        raw = experts_config(meta, tensors, a, raw, lambda key, kind, default: _meta(meta, key, where, kind, default), where)
     return raw
 
 
@@ -273,9 +289,12 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
     f = open_gguf(path)
     raw = config_json_of(f.metadata, f.tensors, path)
     fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
+    check_layer_count(int(raw["num_hidden_layers"]), path, "metadata 'block_count'")
+    gguf_of = tensor_names(int(raw["num_hidden_layers"]), str(f.metadata["general.architecture"]))
+    if is_experts(f.metadata, str(f.metadata["general.architecture"])):  # the experts as the file stacks them
+        fam = ExpertsFamily(fam, gguf_of)
     cfg = fam.config_of(raw, path)
     shapes = fam.hf_shapes(cfg, raw, path)
-    gguf_of = tensor_names(cfg.n_layers, str(f.metadata["general.architecture"]))
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
         info = f.tensors.get(g)
