@@ -28,7 +28,8 @@ def expand(source, budget: int | None = None):
     if total <= budget:
         params, fused = source.expand_all()
         return params, fused, None, source.summary(False, budget)
-    per = source.max_layer_bytes()
+    source.lazy_experts = bool(getattr(source, "stacks", None))  # a mixture of experts: each expert when routed to
+    per = source.max_layer_bytes(streamed=True)
     if per > budget:
         if per > room:
             said = f"this process can take {gb(room)}"

@@ -201,3 +201,55 @@ def give_back(arr) -> int:
     global GIVEN_BACK
     GIVEN_BACK += hi - lo
     return hi - lo
+
+
+class ExpertStack:
+    """A stored [expert, rows, cols] tensor of a mixture of experts, expanded one expert at a time as a
+    pass routes tokens to it (`stack[e]` → float32): what a streamed model keeps of its experts, so
+    that a pass expands only the experts it uses. A family's translate sees it as it sees an array:
+    `swapaxes(1, 2)`, a slice of every expert's rows (`stack[:, lo:hi]`: a fused gate_up's gate) or
+    columns (`stack[..., ::2]`: gpt-oss's interleaved gate), each kept as a step applied to every
+    expert when it is expanded; `np.asarray(stack)` expands every expert (a hook, the backward pass)."""
+
+    def __init__(self, stored: Stored, steps: tuple = ()):
+        if len(stored.shape) != 3:
+            raise ValueError(f"{stored.name}: an expert stack is [expert, rows, cols], got {list(stored.shape)}")
+        self.stored, self.steps = stored, steps
+        self.dtype = np.dtype(np.float32)
+        self.nbytes = 0  # holds nothing until an expert is asked for
+        self.shape = (stored.shape[0], *self._apply(np.broadcast_to(np.float32(0), stored.shape[1:])).shape)
+
+    def _apply(self, m: np.ndarray) -> np.ndarray:  # one expert [rows, cols] → as the steps see it
+        for step in self.steps:
+            m = m.T if step == "T" else m[step]
+        return m
+
+    @property
+    def ndim(self) -> int:
+        return 3
+
+    def __len__(self) -> int:
+        return self.stored.shape[0]
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)):
+            return self._apply(self.stored.rows(int(key), int(key) + 1)[0])
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == slice(None) and isinstance(key[1], slice):
+            return ExpertStack(self.stored, (*self.steps, (key[1], slice(None))))  # every expert's rows lo:hi
+        if isinstance(key, tuple) and len(key) == 2 and key[0] is Ellipsis and isinstance(key[1], slice):
+            return ExpertStack(self.stored, (*self.steps, (slice(None), key[1])))  # every expert's columns
+        raise TypeError(f"{self.stored.name}: an expert stack is read one expert at a time (stack[e])")
+
+    def swapaxes(self, a: int, b: int) -> "ExpertStack":
+        if {a, b} != {1, 2}:
+            raise ValueError("an expert stack swaps its last two axes only")
+        return ExpertStack(self.stored, (*self.steps, "T"))
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.stack([self[e] for e in range(len(self))])
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    @property
+    def expert_bytes(self) -> int:
+        """float32 bytes of one expert expanded."""
+        return 4 * self.shape[1] * self.shape[2]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.memory import gb
 from ..core.qkv import qkv_columns
+from ..formats.stored import ExpertStack
 
 
 @contextmanager
@@ -65,6 +66,9 @@ class Source:
             l = self._layer_of(name)
             (self.layer_names[l] if l is not None else self.top_names).append(name)
         self.views: dict = {}  # TransformerLens name → how it views one expanded tensor (`param`)
+        E = getattr(cfg, "n_experts", None)  # a mixture of experts' stacked tensors: [expert, rows, cols]
+        self.stacks = {n for n, s in stored.items() if E and len(s.shape) == 3 and s.shape[0] == E}
+        self.lazy_experts = False  # streamed: each stack expands one expert at a time, as passes route to it
         self.embed_name = self.names.get("W_E")
         self.unembed_name = None if cfg.tied_unembed else self.names.get("W_U")
 
@@ -78,17 +82,20 @@ class Source:
 
     # ------------------------------------------------------------------ sizes
 
-    def layer_bytes(self, l: int) -> int:
-        """The float32 bytes layer l holds once expanded (its fused Q|K|V counted once)."""
+    def layer_bytes(self, l: int, streamed: bool = False) -> int:
+        """The float32 bytes layer l holds once expanded (its fused Q|K|V counted once); `streamed`: with
+        its experts expanded only as a one-token pass routes to them (k of each stack at a time)."""
         qkv = ("q_proj", "k_proj", "v_proj", "qkv_proj")
-        total = sum(self.stored[n].expanded_bytes for n in self.layer_names[l]
-                    if not (self.fused_copy and any(q in n for q in qkv)))
+        k = min(getattr(self.cfg, "experts_per_token", None) or 0, getattr(self.cfg, "n_experts", None) or 0)
+        total = sum(self.stored[n].expanded_bytes * (k / self.stored[n].shape[0] if streamed and n in self.stacks else 1)
+                    for n in self.layer_names[l] if not (self.fused_copy and any(q in n for q in qkv)))
+        total = int(total)
         if self.fused_copy:
             total += 4 * self.cfg.d_model * self.cfg.qkv_width
         return total
 
-    def max_layer_bytes(self) -> int:
-        return max((self.layer_bytes(l) for l in range(self.cfg.n_layers)), default=0)
+    def max_layer_bytes(self, streamed: bool = False) -> int:
+        return max((self.layer_bytes(l, streamed) for l in range(self.cfg.n_layers)), default=0)
 
     def top_bytes(self) -> int:
         """The float32 bytes of what is around the layers (the embedding, the unembedding, the final norm)."""
@@ -132,7 +139,10 @@ class Source:
         rows at a time (`Stored.expand_into`): the family's translate finds them fused already."""
         here, first = self.prefix.format(l=l), self.prefix.format(l=0)
         t = self._fused_in_place(l, here, first)
-        expanded = {n: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t}
+        lazy = self.stacks if self.lazy_experts else set()
+        expanded = {n: self.stored[n].expand() for n in self.layer_names[l] if first + n[len(here):] not in t
+                    and n not in lazy}
+        t.update({first + n[len(here):]: ExpertStack(self.stored[n]) for n in self.layer_names[l] if n in lazy})
         t.update({first + n[len(here):]: a for n, a in expanded.items()})
         t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
         params, fused = self.translate(_Seen(self.cfg, 1), t)
@@ -158,6 +168,8 @@ class Source:
         shared = {id(r) for r in roots.values() if sum(x is r for x in roots.values()) > 1}
         owners = {id(r): n for n, r in roots.items() if r.flags.owndata and id(r) not in shared}  # not a mapped file
         for k, v in params.items():
+            if not isinstance(v, np.ndarray):  # an expert stack: expanded an expert at a time, never whole
+                continue
             root = _root(v)
             file = owners.get(id(root))
             if file is not None and root.flags.c_contiguous:
@@ -198,9 +210,11 @@ class Source:
 
     def summary(self, streamed: bool, budget: int) -> dict:
         """How the model runs, for a trace's meta: expanded once, or layer by layer within `budget`."""
-        n, per = self.cfg.n_layers, self.max_layer_bytes()
+        n, per = self.cfg.n_layers, self.max_layer_bytes(streamed)
         if streamed:
             text = f"expanded layer by layer: {n} layers × {gb(per)}, budget {gb(budget)}"
+            if self.lazy_experts:
+                text += f"; each layer's experts only as tokens are routed to them"
         else:
             text = f"expanded once: {gb(self.total_bytes())}"
         return {"mode": "layer by layer" if streamed else "once", "layers": n, "layer_bytes": per,
