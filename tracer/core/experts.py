@@ -278,6 +278,10 @@ class RoutedExperts(Sublayer):
         dx_s, dW["W_shared_gate"], _ = d_affine(dg, x2, W_g)
         return dx_g + dx_i + dx_s
 
+    def records(self, cfg, name: str) -> bool:
+        shared = name.startswith("shared.") or name in ("hook_shared_gate", "hook_shared_out")
+        return name in self.hooks and (bool(cfg.shared_d_mlp) or not shared)
+
     def block_words(self, cfg) -> str:
         shared = ", and a shared expert every token goes through" if cfg.shared_d_mlp else ""
         return (f"a mixture of {cfg.n_experts} experts, {cfg.experts_per_token} per token{shared} "

@@ -108,6 +108,11 @@ class Sublayer:
         `tracer.core.decoder.KVCache`, whose `length` says how many are filled), or None."""
         return None
 
+    def records(self, cfg, name: str) -> bool:
+        """Whether a run of `cfg` records `name` (within the scope) at all: one of its names, and, for
+        names some configs only record, that this one does."""
+        return name in self.hooks
+
     def block_words(self, cfg) -> str:
         """What the header's block line says of this kind ("" where it says nothing: softmax attention)."""
         return self.title

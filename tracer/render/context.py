@@ -56,7 +56,7 @@ class Ctx:
             return True
         scope, _, own = leaf.partition(".")
         kind = self.cfg.attention_of(layer) if scope == "attn" else self.cfg.mlp_of(layer) if scope == "mlp" else None
-        return kind is None or own in kind.hooks
+        return kind is None or kind.records(self.cfg, own)
 
     def step_of(self, t: int) -> int:
         """The pass that computed position t: the prompt pass for the prompt, else the pass that read t."""
