@@ -2,15 +2,16 @@
 """Benchmark: tracer.formats.quants.dequantize against gguf-py's gguf.quants.dequantize.
 
     .venv/bin/python bench/bench_gguf.py                 # every type, 10,485,760 numbers each
-    .venv/bin/python bench/bench_gguf.py Q4_1 Q4_K --numbers 4194304 --rounds 3
+    .venv/bin/python bench/bench_gguf.py MXFP4 IQ4_XS --numbers 4194304 --rounds 3
 
 Each type's tensor is 10 Mi numbers in rows of 4,096 (as a real weight matrix; gguf-py works over
 groups of 16 rows, so its rows are what a real file gives it): quantized by gguf-py where it can
-(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16), random integers with float16 scales near 0.01 where it
-cannot (the K-quants). Both results are compared bit for bit before any timing. Rounds are
-interleaved (tracer, gguf, tracer, …) so the machine's drift hits both alike; the report gives the
-best and the median of each and the ratio of the medians. The last line is `JSON: {...}`. F32 is left
-out unless named: gguf-py returns a view of its bytes, and so does GGUFFile.dequantize (this function copies).
+(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, TQ1_0, TQ2_0, MXFP4, F16, BF16), random bytes with sane scales where
+it cannot (the K-quants, the i-quants, IQ4_NL/IQ4_XS, NVFP4: tests/quant_blocks.py). Both results are
+compared bit for bit before any timing. Rounds are interleaved (tracer, gguf, tracer, …) so the
+machine's drift hits both alike; the report gives the best and the median of each and the ratio of
+the medians. The last line is `JSON: {...}`. F32 is left out unless named: gguf-py returns a view of
+its bytes, and so does GGUFFile.dequantize (this function copies).
 """
 
 from __future__ import annotations
@@ -28,19 +29,15 @@ sys.path.insert(0, str(ROOT))
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tests.quant_blocks import GGUF_QUANTIZES, random_blocks  # noqa: E402
 from tracer.formats import quants  # noqa: E402
-
-SCALES_AT = {"Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
 
 
 def tensor(name: str, numbers: int, rng) -> np.ndarray:
     """(rows, bytes per row) uint8: `numbers` numbers of type `name` in rows of 4,096."""
     kind = quants.TYPES[name]
-    if name in SCALES_AT:
-        raw = rng.integers(0, 256, (numbers // kind.block, kind.nbytes), dtype=np.uint8)
-        for at in SCALES_AT[name]:
-            raw[:, at:at + 2] = rng.normal(0, 0.01, (len(raw), 1)).astype(np.float16).view(np.uint8)
-        return raw.reshape(numbers // 4096, -1)
+    if name not in GGUF_QUANTIZES | {"F32", "F16", "BF16"}:
+        return random_blocks(name, numbers // kind.block, rng).reshape(numbers // 4096, -1)
     floats = rng.normal(0, 0.02, (numbers // 4096, 4096)).astype(np.float32)
     stored = floats if name == "F32" else gguf.quants.quantize(floats, gguf.GGMLQuantizationType[name])
     return stored.view(np.uint8)  # F16 comes back as float16
@@ -70,7 +67,7 @@ def main() -> None:
             theirs.append(time.perf_counter() - t)
         a, b = statistics.median(ours), statistics.median(theirs)
         results[name] = {"tracer_M_per_s": round(n / a / 1e6), "gguf_M_per_s": round(n / b / 1e6), "ratio": round(b / a, 2)}
-        print(f"{name:5} tracer best {min(ours) * 1e3:6.1f} ms median {a * 1e3:6.1f} ms ({n / a / 1e6:5.0f} M/s)   "
+        print(f"{name:7} tracer best {min(ours) * 1e3:6.1f} ms median {a * 1e3:6.1f} ms ({n / a / 1e6:5.0f} M/s)   "
               f"gguf best {min(theirs) * 1e3:6.1f} ms median {b * 1e3:6.1f} ms ({n / b / 1e6:5.0f} M/s)   x{b / a:.2f}")
     print("JSON: " + json.dumps({"numbers": args.numbers, "rounds": args.rounds, "results": results}))
 

@@ -554,7 +554,8 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
     the gguf package (llama.cpp's own writer): llama.cpp's names and metadata, Q/K permuted for the
     architectures convert_hf_to_gguf.py permutes (GGUF_PERMUTED; `permute` forces it on or off), Gemma's
     norm weights stored with the 1 added and its names from gguf's own tensor map, matrices stored as
-    `quant` (F32, F16 or Q8_0; vectors stay F32); `meta` changes keys afterwards (`_override`)."""
+    `quant` (F32, F16, Q8_0, … any type tracer reads: `tests/quant_blocks.stored_as`; vectors, and rows
+    that are not whole blocks, stay F32); `meta` changes keys afterwards (`_override`)."""
     import json
 
     gguf = pytest.importorskip("gguf")
@@ -643,10 +644,10 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
             a = a + np.float32(1)
         if arch == "gemma3" and "embed_tokens.weight" in hf:  # rows beyond the tokenizer's are cut off
             a = a[: len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))]
-        if a.ndim == 2 and quant != "F32":
-            qt = getattr(gguf.GGMLQuantizationType, quant)
-            data = a.astype(np.float16) if quant == "F16" else gguf.quants.quantize(a, qt)
-            w.add_tensor(g, data, raw_dtype=qt)
+        if a.ndim == 2 and quant != "F32" and a.shape[1] % gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[quant]][0] == 0:
+            from .quant_blocks import stored_as  # gguf's quantize, or random blocks where it has none (IQ2_XXS, …)
+
+            w.add_tensor(g, stored_as(a, quant, seed=g), raw_dtype=gguf.GGMLQuantizationType[quant])
         else:
             w.add_tensor(g, a)
     _override(w, arch, meta or {})

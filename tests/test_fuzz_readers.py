@@ -486,3 +486,50 @@ def test_gguf_files(tmp_path, limited, check_outcome, gguf_of_folder, i):
     r = limited("trace", "hi", "--model", path, "-n", "1")
     check_outcome(r)
     assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+LOOKUP_TYPES = ["MXFP4", "IQ4_NL", "IQ4_XS", "NVFP4", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M",
+                "TQ1_0", "TQ2_0"]
+
+
+def _blocks_mutated(src: Path, dst: Path, rng: random.Random) -> str:
+    """A GGUF file with hostile blocks in one of its quantized tensors: a run of blocks all 0xff or all 0,
+    a block's first bytes (its scale, in most types) NaN, ∞ or the largest float16 (or an E8M0 of 255,
+    0xff), or random bytes over a few blocks."""
+    gguf = pytest.importorskip("gguf")
+    raw = bytearray(src.read_bytes())
+    t = rng.choice([t for t in gguf.GGUFReader(str(src)).tensors if t.tensor_type.name != "F32"])
+    _, nbytes = gguf.GGML_QUANT_SIZES[t.tensor_type]
+    first = rng.randrange(int(t.n_bytes) // nbytes)
+    at = int(t.data_offset) + first * nbytes
+    how = rng.choice(["ones", "zeros", "nan", "inf", "max", "random"])
+    count = rng.randint(1, 8)
+    end = min(at + count * nbytes, int(t.data_offset) + int(t.n_bytes))
+    if how in ("ones", "zeros"):
+        raw[at:end] = bytes([255 if how == "ones" else 0]) * (end - at)
+    elif how == "random":
+        raw[at:end] = bytes(rng.randrange(256) for _ in range(end - at))
+    else:
+        raw[at:at + 2] = {"nan": b"\xff\x7f", "inf": b"\x00\x7c", "max": b"\xff\x7b"}[how]
+    dst.write_bytes(bytes(raw))
+    return f"{t.name} ({t.tensor_type.name}): {how} from block {first}"
+
+
+@pytest.mark.parametrize("i", cases("gguf_blocks"))
+def test_gguf_blocks_of_the_lookup_types(tmp_path_factory, tmp_path, limited, check_outcome, gguf_of_folder, i):
+    """A GGUF model in one of the lookup types (issue 38), a wide Llama written by the gguf package, with
+    hostile blocks (`_blocks_mutated`): read whole or layer by layer, a correct run or one line."""
+    from .quant_blocks import wide_llama
+
+    rng = rng_for("gguf_blocks", i)
+    type_name = LOOKUP_TYPES[i % len(LOOKUP_TYPES)]
+    folder = tmp_path_factory.getbasetemp() / "wide-llama"
+    if not (folder / "model.safetensors").exists():
+        wide_llama(folder)
+    path = tmp_path / "m.gguf"
+    what = _blocks_mutated(gguf_of_folder(folder, "llama-bpe", type_name), path, rng)
+    r = limited("trace", "hi", "--model", path, "-n", "1", *(["--memory", "2MB"] if i % 3 == 0 else []))
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, what
+    if r.returncode == 2:
+        assert "tensor '" in r.stderr or "tokenizer" in r.stderr, (what, r.stderr)

@@ -19,25 +19,14 @@ import pytest
 gguf = pytest.importorskip("gguf", reason="gguf (llama.cpp's gguf-py) is the reference; pip install 'gguf>=0.17'")
 
 from tracer.errors import TracerError  # noqa: E402
-from tracer.formats import quants  # noqa: E402
+from tracer.formats import quant_explain, quants  # noqa: E402
 from tracer.formats.gguf_file import open_gguf  # noqa: E402
+
+from .quant_blocks import GGUF_QUANTIZES, random_blocks  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 FAST = 1.0  # seconds a refusal may take (it takes milliseconds)
-# Where each type keeps its float16 scales: random bytes there could be NaN or 1e4, so tests put sane ones
-SCALES_AT = {"Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q2_K": [80, 82],
-             "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
-QUANTIZABLE = {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}  # gguf.quants.quantize writes these
-
-
-def random_blocks(type_name: str, n_blocks: int, seed: int = 0) -> np.ndarray:
-    """(n_blocks, bytes per block) uint8: random integers with float16 scales near 0.01 (some negative)."""
-    rng = np.random.default_rng(seed)
-    kind = quants.TYPES[type_name]
-    raw = rng.integers(0, 256, (n_blocks, kind.nbytes), dtype=np.uint8)
-    for at in SCALES_AT.get(type_name, []):
-        raw[:, at:at + 2] = rng.normal(0, 0.01, (n_blocks, 1)).astype(np.float16).view(np.uint8)
-    return raw
+QUANTIZABLE = GGUF_QUANTIZES | {"F16", "BF16"}  # gguf.quants.quantize writes these
 
 
 def stored(type_name: str, shape: tuple, seed: int = 0) -> np.ndarray:
@@ -150,20 +139,20 @@ def test_explain_gives_the_number_dequantize_gives(every, type_name):
         assert e["type"] == type_name and isinstance(e["formula"], str) and e["where"]
         kind = quants.TYPES[type_name]
         assert e["block"] == flat // kind.block and e["index"] == flat % kind.block
-    e = quants.explain(type_name, g.blocks(name)[0].tobytes(), 0)
+    e = quant_explain.explain(type_name, g.blocks(name)[0].tobytes(), 0)
     assert e["value"] == float(full.reshape(-1)[0])
 
 
 def test_explain_shows_the_scales_and_integers():
     block = random_blocks("Q4_1", 1)[0]
-    e = quants.explain("Q4_1", block.tobytes(), 17)
+    e = quant_explain.explain("Q4_1", block.tobytes(), 17)
     d, m = (float(block[a:a + 2].view(np.float16)[0]) for a in (0, 2))
     assert (e["d"], e["m"], e["q"], e["formula"]) == (d, m, int(block[4 + 1]) >> 4, "d·q + m")
-    k = quants.explain("Q4_K", random_blocks("Q4_K", 1)[0].tobytes(), 200)
+    k = quant_explain.explain("Q4_K", random_blocks("Q4_K", 1)[0].tobytes(), 200)
     assert k["sub_block"] == 6 and {"d", "dmin", "sc", "m", "scale", "min", "q", "value"} <= set(k)
     assert k["value"] == np.float32(np.float32(k["q"]) * np.float32(k["scale"]) - np.float32(k["min"]))
     with pytest.raises(TracerError, match="holds numbers 0..31"):
-        quants.explain("Q8_0", bytes(34), 32)
+        quant_explain.explain("Q8_0", bytes(34), 32)
 
 
 def test_the_type_table_matches_ggml():
@@ -186,13 +175,14 @@ def test_a_custom_alignment_and_version_2(tmp_path):
 
 
 def test_an_unsupported_type_is_refused_by_name(tmp_path):
-    w = gguf.GGUFWriter(str(tmp_path / "iq.gguf"), "llama")
-    w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 66), np.uint8), raw_dtype=Q.IQ2_XXS)
-    g = open_gguf(finish(w, tmp_path / "iq.gguf"))  # the header is fine: only its numbers are out of reach
-    assert g.tensors["blk.0.attn_q.weight"].shape == (2, 256) and g.raw("blk.0.attn_q.weight").size == 132
+    """Q1_0 (ggml's 1-bit type, newer than gguf's de-quantizer): the header reads, its numbers are refused."""
+    w = gguf.GGUFWriter(str(tmp_path / "q1.gguf"), "llama")
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 18), np.uint8), raw_dtype=Q.Q1_0)
+    g = open_gguf(finish(w, tmp_path / "q1.gguf"))  # the header is fine: only its numbers are out of reach
+    assert g.tensors["blk.0.attn_q.weight"].shape == (2, 128) and g.raw("blk.0.attn_q.weight").size == 36
     with pytest.raises(TracerError) as e:
         g.dequantize("blk.0.attn_q.weight")
-    assert "tensor 'blk.0.attn_q.weight' is stored as IQ2_XXS, which tracer cannot de-quantize (it reads F32, F16" \
+    assert "tensor 'blk.0.attn_q.weight' is stored as Q1_0, which tracer cannot de-quantize (it reads F32, F16" \
         in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(TracerError, match="did you mean 'blk.0.attn_q.weight'"):
         g.dequantize("blk.0.attn_q.weigh")

@@ -84,6 +84,9 @@ class Model:
                 "trained": self.trained, "tracer_version": __version__}
         if self.storage:  # each parameter's storage type in its file (F32, BF16, Q4_1, …)
             meta["storage"] = {k: s.dtype for k, s in self.storage.items()}
+            sizes = {k: s.nbytes for k, s in self.storage.items() if getattr(s, "nbytes", 0)}
+            if sizes:  # each parameter's tensor's bytes in the file: the header's storage line by role
+                meta["storage_bytes"] = sizes
             split = {k: s.tensor for k, s in self.storage.items() if getattr(s, "split", False)}
             if split:  # parameters the reader cut out of a fused tensor (Phi-3): the walkthrough says where
                 meta["split_from"] = split

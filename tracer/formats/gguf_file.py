@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import TracerError, near
 from ..core.memory import memory_room
 from .reading import open_regular, reason
-from . import quants
+from . import quant_explain, quants
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 (2023) had 32-bit counts and lengths; llama.cpp reads it no longer either
@@ -246,11 +246,14 @@ class GGUFFile:
         if t.count * 4 > room:
             raise TracerError(f"{self.path}: tensor {shown(name)} takes {t.count * 4 / 1e9:.2f} GB as float32; "
                               f"this process can take {room / 1e9:.2f} GB more")
-        return quants.dequantize(self.raw(name), t.type_name, t.count, name).reshape(t.shape)
+        try:
+            return quants.dequantize(self.raw(name), t.type_name, t.count, name).reshape(t.shape)
+        except TracerError as e:  # a scale that is no number: the file's name before the tensor's
+            raise TracerError(f"{self.path}: {e}") from None
 
     def explain(self, name: str, index) -> dict:
         """How number `index` of tensor `name` (a numpy index tuple into `shape`, or a flat index)
-        comes from its block's bytes: `quants.explain`'s dict, plus the tensor, the block and the
+        comes from its block's bytes: `quant_explain.explain`'s dict, plus the tensor, the block and the
         number's place in it."""
         t = self.info(name)
         try:
@@ -263,7 +266,7 @@ class GGUFFile:
         if t.type_name not in quants.TYPES:
             raise TracerError(f"{self.path}: {quants.cannot(t.type_name, name)}")
         b, within = divmod(flat, block)
-        out = quants.explain(t.type_name, self.raw(name)[b * per_block:(b + 1) * per_block].tobytes(), within)
+        out = quant_explain.explain(t.type_name, self.raw(name)[b * per_block:(b + 1) * per_block].tobytes(), within)
         return {"tensor": name, "flat_index": flat, "block": b, "block_start_byte": t.start + b * per_block, **out}
 
 

@@ -158,8 +158,11 @@ class Quantized(Stored):
         if info.type_name not in quants.TYPES:
             raise TracerError(f"{self.f.path}: {quants.cannot(info.type_name, self.name)}")
         per_row = info.count // info.shape[0]
-        return quants.dequantize(self._stored(lo, hi), info.type_name, (hi - lo) * per_row, self.name).reshape(
-            hi - lo, *info.shape[1:])
+        try:
+            out = quants.dequantize(self._stored(lo, hi), info.type_name, (hi - lo) * per_row, self.name)
+        except TracerError as e:  # a scale that is no number
+            raise TracerError(f"{self.f.path}: {e}") from None
+        return out.reshape(hi - lo, *info.shape[1:])
 
     def _stored(self, lo: int, hi: int) -> np.ndarray:
         from . import quants

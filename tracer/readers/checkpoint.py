@@ -19,12 +19,13 @@ from ..tokenizers.tokens import Tokenizer
 class Stored:
     """How one parameter is kept in its file: the storage type ("F32", "BF16", "Q4_1", …), the
     tensor's name in the file, the file's format ("safetensors", "gguf", "npz", "toml"), and whether
-    the reader cut it out of a fused tensor (Phi-3's qkv_proj, gate_up_proj)."""
+    the reader cut it out of a fused tensor (Phi-3's qkv_proj, gate_up_proj), and the tensor's bytes."""
 
     dtype: str  # the storage type as the file names it
     tensor: str  # the tensor's name in the file (a GGUF or transformers name), "" for a value tracer made
     format: str  # safetensors | gguf | npz | toml | seeded
     split: bool = False  # cut by the reader, once, out of a tensor the file stores fused with others (Phi-3)
+    nbytes: int = 0  # the tensor's bytes in the file (GGUF files; 0: not counted)
 
 
 @dataclass(frozen=True)

@@ -349,7 +349,8 @@ def fix_of(arch: str, cfg, g: str, hf: str):
 
 def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None) -> Checkpoint:
     """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
-    storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf")
+    storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf",
+                                                 nbytes=f.tensors[gguf_of[hf]].nbytes)
                                       for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
     from ..tokenizers.gguf_tokenizer import tokenizer_from_gguf
 
@@ -380,6 +381,8 @@ def storage_examples(f, storage: dict) -> dict:
         out[s.dtype] = {"param": tl, "tensor": s.tensor, "index": [0] * len(f.tensors[s.tensor].shape),
                         "words": TYPES[s.dtype].description, "formula": str(ex.get("formula", "")),
                         "parts": parts, "value": float(ex["value"]), "where": {k: str(v) for k, v in ex.get("where", {}).items()}}
+        if "steps" in ex:  # a lookup type's steps (`tracer.formats.lookup_explain`), worded by tracer.render.storage
+            out[s.dtype]["steps"] = [[str(k), {n: _plain(v) for n, v in slots.items()}] for k, slots in ex["steps"]]
     return out
 
 

@@ -20,7 +20,7 @@ class Found:
     where: str  # shipped | scenario | Hugging Face cache | Ollama | LM Studio
     family: str  # gpt2, llama, qwen2, … (or why it cannot be read)
     size: int  # bytes on disk (0: unknown)
-    storage: str  # the storage type most of its weights use (F32, BF16, Q4_1, …)
+    storage: str  # the storage type most of its weights use (F32, BF16, …); every type a GGUF file holds ("Q4_1, F32")
 
 
 def _folder(folder: Path) -> tuple[str, int, str]:
@@ -43,7 +43,7 @@ def _folder(folder: Path) -> tuple[str, int, str]:
 
 
 def _gguf(path: Path) -> tuple[str, int, str]:
-    """(architecture, bytes, storage type most of its numbers use) of a GGUF file, from its header."""
+    """(architecture, bytes, the storage types it holds, most numbers first) of a GGUF file, from its header."""
     from ..formats.gguf_file import open_gguf
 
     f = open_gguf(path)
@@ -53,7 +53,8 @@ def _gguf(path: Path) -> tuple[str, int, str]:
         for d in t.shape:
             n *= int(d)
         counts[t.type_name] = counts.get(t.type_name, 0) + n
-    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, max(counts, key=counts.get) if counts else "?"
+    kinds = ", ".join(sorted(counts, key=lambda k: -counts[k])) or "?"  # every type it holds, most numbers first
+    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, kinds
 
 
 def _safely(name: str, where: str, read) -> Found:
