@@ -269,7 +269,8 @@ def test_the_readers_registry_is_the_only_path_from_a_weights_file_to_a_model():
 SWITCH_FIELDS = {"norm", "mlp", "positional", "qk_norm", "norm_place", "attention"}  # Config's switches; their values are tracer.core.blocks' keys
 # The table's own module, and the readers, which build a config from what a file says it is.
 # The sublayer kinds' own modules (each a block entry: `tracer.core.sublayer.Sublayer`) are the table too.
-KIND_MODULES = {"core.blocks", "core.sublayer", "core.attention", "core.mlps", "core.experts", "core.linear_attention"}
+KIND_MODULES = {"core.blocks", "core.sublayer", "core.attention", "core.mlps", "core.experts", "core.linear_attention",
+                "core.linear_backward", "core.delta_rule"}
 MAY_COMPARE_SWITCHES = KIND_MODULES | {"scenario", "readers"}
 JS_COMPARISON = r"""CFG\.(mlp|norm|positional|qk_norm|norm_place|attention)\s*(===?|!==?|\])|\[\s*CFG\.(mlp|norm|positional|qk_norm|norm_place|attention)\s*\]"""
 

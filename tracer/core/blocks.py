@@ -28,6 +28,7 @@ from .derivatives import (d_normalize, d_one_plus_gain, d_position_vectors, d_rm
 from .equations import (normalize, one_plus_gain, position_vectors, rms_normalize, rotate, scale_and_shift,
                         sinusoidal_positions, softcap)
 from .experts import EXPERTS
+from .linear_attention import LINEAR
 from .mlps import DENSE_AMONG_EXPERTS, GEGLU, GELU, SWIGLU  # noqa: F401 (DENSE_AMONG_EXPERTS: Config.mlp_of)
 from .sublayer import Sublayer
 
@@ -127,7 +128,7 @@ def unregister(kind: Sublayer) -> None:
         hooks.register(other.scope, other.hooks)
 
 
-for _kind in (SOFTMAX, SINKS, GELU, SWIGLU, GEGLU, EXPERTS):
+for _kind in (SOFTMAX, SINKS, LINEAR, GELU, SWIGLU, GEGLU, EXPERTS):
     register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 DEFAULT_ATTENTION = "softmax"

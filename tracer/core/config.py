@@ -28,7 +28,9 @@ ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_
 # and weights files were first written, so that a file of a model that does not use one is as before.
 QUIET = {"attention": "softmax", "n_experts": None, "experts_per_token": None, "router": "softmax_topk",
          "norm_topk": False, "expert_mlp": "swiglu", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "router_bias": False,
-         "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None}
+         "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None,
+         "layer_types": None, "linear_k_heads": None, "linear_v_heads": None, "linear_d_k": None, "linear_d_v": None,
+         "linear_conv": None}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -80,6 +82,14 @@ class Config:
     shared_d_mlp: int | None = None  # a shared expert every token also goes through, with its sigmoid gate (Qwen2-MoE)
     dense_layers: tuple | None = field(default=None, hash=False)  # layers whose MLP is a dense SwiGLU among experts
     dense_d_mlp: int | None = None  # those layers' MLP width (Qwen-MoE's intermediate_size; d_mlp is each expert's)
+    # Layers of different kinds (Qwen3.5: three linear-attention layers to one softmax layer):
+    layer_types: tuple | None = field(default=None, hash=False)  # each layer's attention kind; None: `attention` everywhere
+    # Linear attention (attention kind "linear", `tracer.core.linear_attention`), read by that entry only:
+    linear_k_heads: int | None = None  # query/key heads of the state update
+    linear_v_heads: int | None = None  # value heads: one state [d_k, d_v] each
+    linear_d_k: int | None = None
+    linear_d_v: int | None = None
+    linear_conv: int | None = None  # the short causal convolution's kernel (Qwen3.5: 4)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -117,6 +127,15 @@ class Config:
             raise TracerError(f"config: ln_eps must be a number > 0, got {self.ln_eps!r}")
         if self.attention not in blocks.ATTENTIONS:
             raise TracerError(f"config: attention must be one of {', '.join(blocks.ATTENTIONS)}, got {self.attention!r}")
+        if self.layer_types is not None:
+            types = self.layer_types
+            if not isinstance(types, (list, tuple)) or len(types) != self.n_layers:
+                raise TracerError(f"config: layer_types must name one attention kind per layer ({self.n_layers}), got "
+                                  f"{types!r}"[:300])
+            unknown = [t for t in types if t not in blocks.ATTENTIONS]
+            if unknown:
+                raise TracerError(f"config: layer_types names {unknown[0]!r}; the kinds are {', '.join(blocks.ATTENTIONS)}")
+            object.__setattr__(self, "layer_types", tuple(types))
         if self.norm not in NORMS:
             raise TracerError(f"config: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
         if self.n_heads % self.kv_heads:
@@ -260,8 +279,16 @@ class Config:
         return blocks.ATTENTIONS[self.attention]
 
     def attention_of(self, layer: int) -> "Sublayer":
-        """Layer `layer`'s attention kind."""
+        """Layer `layer`'s attention kind (`layer_types`, else `attention` on every layer)."""
+        if self.layer_types is not None:
+            return self._layer_kinds[layer]
         return self.attention_kind
+
+    @cached_property
+    def _layer_kinds(self) -> tuple:
+        from . import blocks
+
+        return tuple(blocks.ATTENTIONS[t] for t in self.layer_types)
 
     def mlp_of(self, layer: int) -> "Sublayer | None":
         """Layer `layer`'s MLP kind; None without an MLP (a dense SwiGLU on `dense_layers` among experts)."""

@@ -106,11 +106,12 @@ def _merged(names: list[str], new: list[str]) -> list[str]:
 
 def register(scope: str, names: dict[str, Hook]) -> None:
     """Enter a sublayer kind's names (within `scope`, in its recording order) into LAYER. A name two
-    kinds share must mean the same (axes, step, kind of number)."""
+    kinds share is the same step of the walkthrough; its axes may differ (linear attention's hook_q is
+    per key head, softmax attention's per query head): `find` given a config reads the layer's kind's."""
     table = SUBLAYERS[scope]
     for name, hook in names.items():
-        if table.get(name, hook) != hook:
-            raise ValueError(f"{scope}.{name} is declared twice with different axes or steps")
+        if name in table and (table[name].step, table[name].whole, table[name].ids) != (hook.step, hook.whole, hook.ids):
+            raise ValueError(f"{scope}.{name} is declared twice with different steps or kinds of number")
     order = _merged(list(table), list(names))
     merged = {n: table.get(n) or names[n] for n in order}
     table.clear()
@@ -133,10 +134,18 @@ def split(name: str) -> tuple[int | None, str]:
     return None, name
 
 
-def find(name: str) -> Hook | None:
-    """The table's entry for a recorded name (`blocks.{l}.…` or outside the layers), or None."""
+def find(name: str, cfg=None) -> Hook | None:
+    """The table's entry for a recorded name (`blocks.{l}.…` or outside the layers), or None; given the
+    config, a layer's name as that layer's sublayer kind declares it (its own axes)."""
     layer, leaf = split(name)
-    return (TOP if layer is None else LAYER).get(leaf)
+    if layer is None:
+        return TOP.get(leaf)
+    if cfg is not None and layer < cfg.n_layers:
+        scope, _, own = leaf.partition(".")
+        kind = cfg.attention_of(layer) if scope == "attn" else cfg.mlp_of(layer) if scope == "mlp" else None
+        if kind is not None:
+            return kind.hooks.get(own)
+    return LAYER.get(leaf)
 
 
 def step_of(name: str) -> str | None:
@@ -167,7 +176,7 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
 def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> tuple[int, ...] | None:
     """The shape a pass records under `name` (see `sizes`), or None for names the table does not know
     (and for the lens's names when `n_lens` is not known)."""
-    hook = find(name)
+    hook = find(name, cfg)
     if hook is None or ("lens" in hook.axes and n_lens is None):
         return None
     each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0])
