@@ -122,6 +122,9 @@ def test_the_walkthrough_demo_and_page_work_the_first_number_out(gguf_of_folder,
     r = runner.invoke(app, ["trace", "hello", "--model", str(path), "-n", "1", "--section", "attention"])
     assert r.exit_code == 0, r.output
     assert re.search(says, " ".join(r.output.split())), r.output[:3000]  # the terminal, as the same words
+    r = runner.invoke(app, ["demo", "--model", str(path), "--prompt", "hello"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert re.search(says, " ".join(r.output.split())), r.output[:3000]  # the demo's Q, K, V screen
     from tracer.render.page import page_data
 
     assert page_data(gen, model.tokenizer)["storage_example"] == words  # the page: the same lines
