@@ -4,7 +4,7 @@ where it has one, random blocks with sane scales where it has none) gives, read 
 layer, the logits of a NumPy forward (`tests/reference.naive_forward`) on the gguf package's own
 de-quantization of the same file; the walkthrough, the demo and the page say how W_Q is stored and work
 its first number out from its block's bytes; the header counts each type's bytes by role and `tracer
-models` lists every type a file holds.
+models` lists every type a file holds; a scale that is no number is one line and exit 2.
 
 The model is llama-tiny's shape made four times wider (d_model and d_mlp 256: the 256-number
 super-blocks need rows of 256), without its RoPE scaling, random weights, llama-tiny's tokenizer.
@@ -122,6 +122,9 @@ def test_the_walkthrough_demo_and_page_work_the_first_number_out(gguf_of_folder,
     r = runner.invoke(app, ["trace", "hello", "--model", str(path), "-n", "1", "--section", "attention"])
     assert r.exit_code == 0, r.output
     assert re.search(says, " ".join(r.output.split())), r.output[:3000]  # the terminal, as the same words
+    r = runner.invoke(app, ["demo", "--model", str(path), "--prompt", "hello"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert re.search(says, " ".join(r.output.split())), r.output[:3000]  # the demo's Q, K, V screen
     from tracer.render.page import page_data
 
     assert page_data(gen, model.tokenizer)["storage_example"] == words  # the page: the same lines
@@ -164,3 +167,27 @@ def test_a_fused_tensor_is_counted_once_and_a_trace_without_sizes_counts_paramet
     assert f"attention Q8_0 ({size(attention)})" in storage_words(gen.meta)
     old = {k: v for k, v in gen.meta.items() if k != "storage_bytes"}
     assert storage_words(old).startswith("weights stored as Q8_0 (") and " parameters), F32 (" in storage_words(old)
+
+
+@pytest.mark.parametrize("type_name, patch, says", [
+    ("MXFP4", b"\xff", "tensor 'blk.1.ffn_down.weight': block 3 of MXFP4 has the E8M0 scale 255, which is NaN"),
+    ("IQ4_NL", b"\x00\x7c", "tensor 'blk.1.ffn_down.weight' holds NaN or infinite values (first at index [0, 96])"),
+    ("IQ3_S", b"\xff\x7f", "tensor 'blk.1.ffn_down.weight' holds NaN or infinite values (first at index [3, 0])"),
+])
+@pytest.mark.parametrize("memory", [None, "2MB"])
+def test_a_scale_that_is_no_number_is_one_line_and_exit_2(gguf_of_folder, wide, runner, tmp_path, type_name, patch,
+                                                           says, memory):
+    """Block 3 of layer 1's W_out given the E8M0 scale 255, a float16 scale of ∞ or NaN: `tracer trace`
+    says which file, tensor (and block) in one line, read whole or layer by layer."""
+    from tracer.cli import app
+
+    src = gguf_of_folder(wide, "llama-bpe", type_name)
+    t = next(t for t in gguf.GGUFReader(str(src)).tensors if t.name == "blk.1.ffn_down.weight")
+    data = bytearray(src.read_bytes())
+    at = int(t.data_offset) + 3 * gguf.GGML_QUANT_SIZES[t.tensor_type][1]
+    data[at:at + len(patch)] = patch
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(bytes(data))
+    r = runner.invoke(app, ["trace", "hello", "--model", str(path), "-n", "1", *(["--memory", memory] if memory else [])])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.startswith(f"tracer: {path}: {says}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
