@@ -84,7 +84,7 @@ class Config:
     dense_d_mlp: int | None = None  # those layers' MLP width (Qwen-MoE's intermediate_size; d_mlp is each expert's)
     # Layers of different kinds (Qwen3.5: three linear-attention layers to one softmax layer):
     layer_types: tuple | None = field(default=None, hash=False)  # each layer's attention kind; None: `attention` everywhere
-    # Linear attention (attention kind "linear", `tracer.core.linear_attention`), read by that entry only:
+    # Linear attention (attention kind "linear_attention", `tracer.core.linear_attention`), read by that entry only:
     linear_k_heads: int | None = None  # query/key heads of the state update
     linear_v_heads: int | None = None  # value heads: one state [d_k, d_v] each
     linear_d_k: int | None = None

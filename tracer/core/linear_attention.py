@@ -76,7 +76,7 @@ class LayerState:
 
 
 class LinearAttention(Sublayer):
-    key = "linear"
+    key = "linear_attention"
     scope = "attn"
     title = "linear attention (Gated DeltaNet: a state instead of a KV cache)"
     example = {"layer_types": None, "linear_k_heads": 1, "linear_v_heads": 2, "linear_d_k": 2, "linear_d_v": 3,
