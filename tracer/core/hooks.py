@@ -1,5 +1,7 @@
-"""Every name a run records, written once: its axes, the step of the walkthrough that shows it, and
-whether it holds whole numbers (token ids, counts) rather than floats.
+"""Every name a run records, written once: its axes, the step of the walkthrough that shows it,
+whether it holds whole numbers (token ids, counts) rather than floats, and whether it holds −∞ by
+design (`masked`: the attention scores, where the causal mask or a sliding window hides a key; a hook
+may return −∞ there, and only there).
 
 The decoder records the layers' names under `blocks.{l}.` (`LAYER`), the embedding's, the final
 norm's, the sampler's, the predictions' and the logit lens's outside them (`TOP`), in TransformerLens's
@@ -39,10 +41,11 @@ class Hook:
     step: str
     whole: bool = False  # whole numbers (counts, ranks, positions), not floats
     ids: bool = False  # token ids (whole numbers that must name a vocabulary token)
+    masked: bool = False  # −∞ where the causal mask (or a sliding window) hides a key: a hook may return it there
 
 
-def _h(axes: str, step: str, whole: bool = False, ids: bool = False) -> Hook:
-    return Hook(tuple(axes.split()), step, whole or ids, ids)
+def _h(axes: str, step: str, whole: bool = False, ids: bool = False, masked: bool = False) -> Hook:
+    return Hook(tuple(axes.split()), step, whole or ids, ids, masked)
 
 
 _NORM = {"hook_scale": "pos one", "hook_normalized": "pos d_model"}  # a norm over the model's width
@@ -86,7 +89,7 @@ LAYER: dict[str, Hook] = {  # after `blocks.{l}.`, in the order a layer records 
     "attn.hook_rot_q": _h("pos head d_head", "rotation"),
     "attn.hook_rot_k": _h("pos kv d_head", "rotation"),
     "attn.hook_dots": _h("head pos key", "scores"),
-    "attn.hook_attn_scores": _h("head pos key", "scores"),
+    "attn.hook_attn_scores": _h("head pos key", "scores", masked=True),
     "attn.hook_pattern": _h("head pos key", "softmax"),
     "attn.hook_z": _h("pos head d_head", "sum"),
     "attn.hook_result": _h("pos head d_model", "heads"),

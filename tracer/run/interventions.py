@@ -78,12 +78,13 @@ def combine(*hook_dicts: dict) -> dict:
 
 
 def _chain(first, then):
-    """A hook running `first`, then `then`, each given the name too when it takes one."""
-    from ..core.record import takes_name
+    """A hook running `first`, then `then`, each given the name too when it asks for it."""
+    from ..core.record import caller
+
+    first, then = caller(first), caller(then)
 
     def run(value, name):
-        value = first(value, name) if takes_name(first) else first(value)
-        return then(value, name) if takes_name(then) else then(value)
+        return then(first(value, name), name)
 
     return run
 
