@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tracer.errors import TracerError
+from tracer.run.ablation import Ablation
 from tracer.run.interventions import ablate_head, ablate_mlp, add_to_residual, combine, patch
 from tracer.model import Model
 
@@ -262,15 +263,34 @@ def test_ablate_on_the_command_line_reports_both_predictions(runner):
     assert shown.exit_code == 0 and f"without head 1:0: p(␣G) {out['clean']['p_top']:.3f} → " in shown.output
 
 
-@pytest.mark.parametrize("spec, says", [("9:0", "the model has layers 0–3"), ("1:7", "layer 1 has heads 0–3"),
-                                        ("x:y", "expected LAYER:HEAD"), ("1:0:max", "expected LAYER:HEAD")])
+@pytest.mark.parametrize("spec, says", [
+    ("9:0", "--ablate: 9:0 names layer 9; the model has layers 0–3"), ("1:7", "--ablate: 1:7 names head 7; layer 1 has heads 0–3"),
+    ("x:y", "--ablate: 'x:y' is not an ablation: expected LAYER:HEAD"), ("1:0:max", "'1:0:max' is not an ablation"),
+    ("١:0", "'١:0' is not an ablation"), ("1:mlp:mean", "'1:mlp:mean': an MLP is removed by zeros only")])
 def test_an_ablation_that_does_not_fit_is_one_line_before_anything_runs(runner, tmp_path, spec, says):
     from tracer.cli import app
 
     save = tmp_path / "t.npz"
-    r = runner.invoke(app, ["trace", "A B C", "--ablate", spec, "--save", str(save)])
-    assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for command in (["trace", "A B C", "--save", str(save)], ["demo", "--prompt", "A B C"]):
+        r = runner.invoke(app, [*command, "--ablate", spec])
+        assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not save.exists()
+
+
+@pytest.mark.parametrize("text, value, words, heads", [
+    ("1:0", Ablation(1, 0), "head 1:0", [[1, 0]]), (" 2:3:MEAN ", Ablation(2, 3, "mean"), "head 2:3 (mean)", [[2, 3]]),
+    ("3:*", Ablation(3, "*"), "every head of layer 3", [[3, 0], [3, 1], [3, 2], [3, 3]]),
+    ("0:*:mean", Ablation(0, "*", "mean"), "every head of layer 0 (mean)", [[0, 0], [0, 1], [0, 2], [0, 3]]),
+    ("1:MLP", Ablation(1, "mlp"), "layer 1's MLP", [])])
+def test_an_ablation_is_parsed_once_into_the_value_its_hooks_words_and_heads_come_from(text, value, words, heads):
+    import tracer
+
+    cfg = tracer.load("abc").config
+    got = Ablation.parse(text)
+    assert got == value and Ablation.parse(got) is got and str(Ablation.parse(str(got))) == str(got)
+    assert got.words == words and got.heads(cfg) == heads
+    want = {"mlp": lambda: ablate_mlp(1), "*": lambda: combine(*(ablate_head(got.layer, h, got.how) for h in range(4)))}
+    assert set(got.hooks(cfg)) == set(want.get(got.head, lambda: ablate_head(got.layer, got.head, got.how))())
 
 
 def test_attribution_is_the_central_difference_of_the_logit_along_each_inputs_own_vector(small_config):
@@ -352,7 +372,7 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
     from tracer.cli.teach import _demo_run
     from tracer.render.demo.output import step_chosen
 
-    d = _demo_run(None, "A B C D E F", "abc", ablate=("1:0",))
+    d = _demo_run(None, "A B C D E F", "abc", ablate=(Ablation.parse("1:0"),))
     assert d.gen.meta["hooked"] == ["blocks.1.attn.hook_z"] and "without head 1:0" in d.title
     c = Console(record=True, width=80, color_system=None)
     c.print(step_chosen(d).body)
@@ -372,10 +392,11 @@ def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_pat
     assert key in damage(Generation(gen.steps, gen.prompt_ids, gen.generated_ids, gen.text, gen.meta), 50257)
 
 
-def test_removed_heads_are_the_pairs_the_specs_name_once_and_no_mlp():
+def test_removed_heads_are_the_pairs_the_ablations_name_once_and_no_mlp():
     import tracer
-    from tracer.run.interventions import removed_heads
+    from tracer.run.ablation import removed_heads
 
     cfg = tracer.load("abc").config
-    assert removed_heads(["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"], cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
-    assert removed_heads([], cfg) == [] and removed_heads(["2:mlp"], cfg) == []
+    given = [Ablation.parse(t) for t in ["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"]]
+    assert removed_heads(given, cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+    assert removed_heads([], cfg) == [] and removed_heads([Ablation(2, "mlp")], cfg) == []
