@@ -369,3 +369,27 @@ def test_an_expectation_written_as_1e999_is_a_disagreement_not_a_crash(tmp_path,
     assert r.exit_code == 0, r.stderr
     checks = json.loads(r.stdout)["checks"]
     assert checks[-1]["ok"] is False and checks[-1]["name"] == "logits"
+
+
+# --------------------------------------------------------------------------------------------
+# One rule for every number typed on the command line: ASCII digits (Unicode digits are no number)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["trace", "A B", "--memory", "١٠GB"], "--memory"), (["trace", "A B", "--memory", "１GB"], "--memory"),
+    (["tokens", "A B", "--model", "abc", "--memory", "1.٥GB"], "--memory"), (["serve", "--memory", "٢GB"], "--memory"),
+    (["trace", "A B", "--ablate", "١:0"], "--ablate"), (["demo", "--prompt", "A B", "--ablate", "1:٠"], "--ablate"),
+    (["trace", "A B", "--layer", "١"], "--layer"), (["trace", "A B", "--head", "۱"], "--head"),
+    (["trace", "A B", "--token", "١"], "--token"), (["trace", "A B", "--top-k", "٣"], "--top-k"),
+    (["trace", "A B", "-n", "٢"], "--max-new-tokens"), (["trace", "A B", "--seed", "٧"], "--seed"),
+    (["trace", "A B", "-t", "٠.5"], "--temperature"), (["trace", "A B", "--dims", "٤"], "--dims"),
+    (["demo", "--auto", "٢"], "--auto"), (["serve", "--port", "٨٠٨٠"], "--port"),
+])
+def test_every_number_typed_on_the_command_line_is_ascii_digits(runner, args, flag):
+    """`١٠GB` is not 10 GB, as `١` is no layer: each option refuses digits that are not ASCII, in one line
+    naming the option, before anything runs."""
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and r.stdout == "", (r.exit_code, r.output)
+    err = r.stderr
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tracer: ") and flag in err, err
+    assert "Traceback" not in err and "internal error" not in err, err

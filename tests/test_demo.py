@@ -574,6 +574,7 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     after its earlier occurrence, read from the recorded patterns (recomputed here from the trace), training's
     induction scores beside them, and the --ablate to try; with --ablate, the removed heads are marked."""
     from tracer.cli.teach import _demo_run
+    from tracer.run.ablation import Ablation
     from tracer.run.heads import induction_targets
 
     d = _demo_run(None, LESSON, "abc")
@@ -593,7 +594,7 @@ def test_a_prompt_that_repeats_itself_gets_the_copying_screen_with_the_recorded_
     assert [float(w) for *_, w in rows] == sorted((float(w) for *_, w in rows), reverse=True)
     strong = [(int(l), int(h)) for l, h, w in rows if float(w) >= 0.5] or [tuple(int(x) for x in best)]
     assert " ".join(f"--ablate {l}:{h}" for l, h in strong) in " ".join(console_text.split())
-    cut = _demo_run(None, LESSON, "abc", ablate=(f"{best[0]}:{best[1]}",))
+    cut = _demo_run(None, LESSON, "abc", ablate=(Ablation(int(best[0]), int(best[1])),))
     cut_steps = demo.build_steps(cut)
     cut_text = render_text(demo.screen(cut, cut_steps, demo.Page(names.index("Copying: the induction head"), False)))
     assert f"{best[0]}:{best[1]} (removed)" in cut_text and f"without head {best[0]}:{best[1]}" in " ".join(cut_text.split())

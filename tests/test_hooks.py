@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tracer.errors import TracerError
+from tracer.run.ablation import Ablation
 from tracer.run.interventions import ablate_head, ablate_mlp, add_to_residual, combine, patch
 from tracer.model import Model
 
@@ -98,11 +99,148 @@ def test_a_hook_given_the_name_as_well(model):
     assert seen == ["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
 
 
+def _bound(x, i=1):  # a loop variable bound as Python binds it
+    return x * (i + 1)
+
+
+def _scaled(x, scale=2.0):  # an option with a default
+    return x * scale
+
+
+def _keyword_name(x, *, name):
+    return x * (2 if name.startswith("blocks.0") else 1)
+
+
+@pytest.mark.parametrize("fn, gets_name", [
+    (lambda x, i=1: x * (i + 1), False), (_bound, False), (_scaled, False), (lambda x, *rest: x * 2, False),
+    (lambda x, name: x * (2 if name.startswith("blocks.0") else 1), True),
+    (lambda x, hook=None: x * (2 if hook.startswith("blocks.0") else 1), True),
+    (_keyword_name, True), (lambda v, where, /: v * (2 if where.startswith("blocks.0") else 1), True),
+])
+def test_a_hook_gets_the_name_only_when_it_asks_for_it(model, fn, gets_name):
+    """The name goes to a second required positional parameter or one called `hook`/`name`; a default
+    (`lambda x, i=i: …`, `def f(x, scale=2.0)`) keeps its value. Checked against the value doubled by hand
+    at layer 0's input (as a name-reading hook does) or at both layers' (as a value-only one does)."""
+    got = model.run(IDS, hooks={"blocks.*.hook_resid_pre": fn})["logits"]
+    layers = ["blocks.0.hook_resid_pre"] if gets_name else ["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"]
+    want = model.run(IDS, hooks=combine(*({n: lambda x: x * 2} for n in layers)))["logits"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    twice = model.run(IDS, hooks=combine({"blocks.*.hook_resid_pre": fn}, {"blocks.*.hook_resid_pre": lambda x: x}))
+    np.testing.assert_allclose(twice["logits"], want, rtol=0, atol=1e-6)  # combine asks the same question
+
+
+def test_a_hook_that_edits_its_argument_in_place_changes_neither_the_weights_nor_what_was_recorded(model):
+    """`v *= 0.5` at hook_pos_embed (whose value is W_pos's rows) acts like the pure `v * 0.5`, equals the
+    model with W_pos halved, and leaves the model as it was; in place at every layer's input (the value
+    the previous layer recorded as its output) the whole generation, every pass, is the pure hook's."""
+    before = {k: np.array(v) for k, v in model.params.items()}
+    clean = model.run(IDS)["logits"]
+
+    def halve(v):
+        v *= 0.5
+        return v
+
+    got = model.run(IDS, hooks={"hook_pos_embed": halve})["logits"]
+    want = edited(model, W_pos=model.params["W_pos"] * np.float32(0.5)).run(IDS)["logits"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(model.run(IDS)["logits"], clean)  # the next run is the model's own
+    for k, v in before.items():
+        np.testing.assert_array_equal(model.params[k], v)
+
+    def shrink(x):
+        x[:] = x * 0.9
+        return x
+
+    a = model.generate(IDS, max_new_tokens=3, hooks={"blocks.*.hook_resid_pre": shrink, "hook_embed": halve})
+    b = model.generate(IDS, max_new_tokens=3, hooks={"blocks.*.hook_resid_pre": lambda x: x * 0.9,
+                                                     "hook_embed": lambda x: x * 0.5})
+    assert a.generated_ids == b.generated_ids
+    for sa, sb in zip(a.steps, b.steps):
+        assert list(sa.keys()) == list(sb.keys())
+        for name in sb.keys():
+            np.testing.assert_array_equal(sa[name], sb[name], err_msg=name)
+    np.testing.assert_array_equal(model.run(IDS)["logits"], clean)
+
+
+def test_only_the_attention_scores_carry_minus_infinity_as_the_hook_table_says(model, small_config):
+    """The names whose recorded values hold −∞ in a clean run (with and without a sliding window) are
+    exactly those the hook table marks `masked`."""
+    from tracer.core import hooks
+    from tracer.core.params import init_weights
+
+    marked = {n for n in hooks.LAYER if hooks.LAYER[n].masked} | {n for n in hooks.TOP if hooks.TOP[n].masked}
+    assert marked == {"attn.hook_attn_scores"}
+    windowed = small_config(n_layers=2, positional="rope", norm="rms", mlp="swiglu", sliding_window=3, d_vocab=40)
+    for m in (model, Model(windowed, init_weights(windowed, 1), model.tokenizer, "windowed")):
+        trace = m.run(IDS)
+        carry = {hooks.split(n)[1] for n in trace.keys() if np.isneginf(trace[n]).any()}
+        assert carry == marked
+
+
+def test_a_hook_on_the_attention_scores_may_keep_the_masks_minus_infinity_and_nothing_else(model, small_config):
+    """The identity passes; adding one number to every score (−∞ + c is −∞) changes no softmax, so no
+    logit; halving the scores is recorded as the halved scores, and the pattern is their softmax by hand.
+    NaN, +∞ or a −∞ where the mask has none are refused in one line; so on a sliding window's layers."""
+    from tracer.core.params import init_weights
+
+    name = "blocks.1.attn.hook_attn_scores"
+    clean = model.run(IDS)
+    np.testing.assert_array_equal(model.run(IDS, hooks={name: lambda s: s})["logits"], clean["logits"])
+    np.testing.assert_allclose(model.run(IDS, hooks={name: lambda s: s + 3.0})["logits"], clean["logits"], rtol=0, atol=1e-5)
+    half = model.run(IDS, hooks={name: lambda s: s * 0.5})
+    np.testing.assert_array_equal(half[name], clean[name] * np.float32(0.5))
+    s = clean[name].astype(np.float64) * 0.5
+    want = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(half["blocks.1.attn.hook_pattern"], want / want.sum(axis=-1, keepdims=True), rtol=0, atol=1e-6)
+
+    def put(value, at):
+        def fn(s):
+            out = np.array(s)
+            out[(0, *at[:-1])] = at[-1]
+            return out
+        return fn
+
+    for at in [(3, 1, np.nan), (3, 1, np.inf), (3, 1, -np.inf), (1, 5, np.inf), (1, 5, np.nan)]:  # (1, 5): masked
+        with pytest.raises(TracerError, match=f"hook on {name}: returned NaN or infinite numbers"):
+            model.run(IDS, hooks={name: put(None, at)})
+    windowed = small_config(n_layers=2, positional="rope", norm="rms", mlp="swiglu", sliding_window=3, d_vocab=40)
+    w = Model(windowed, init_weights(windowed, 1), model.tokenizer, "windowed")
+    np.testing.assert_array_equal(w.run(IDS, hooks={"blocks.*.attn.hook_attn_scores": lambda s: s})["logits"],
+                                  w.run(IDS)["logits"])
+    with pytest.raises(TracerError, match="returned NaN or infinite numbers"):
+        w.run(IDS, hooks={"blocks.0.attn.hook_attn_scores": put(None, (5, 4, -np.inf))})  # inside the window: seen
+
+
+def test_hooks_ablations_and_compare_work_on_a_gguf_with_llama3s_rope_freqs(gguf_of_folder, runner):
+    """llama-tiny written as llama.cpp writes Llama 3 (its RoPE scaling as the rope_freqs tensor): a hooked
+    run gives the hooked folder's logits, and the CLI's --ablate and compare run on it."""
+    import tracer
+    from tracer.cli import app
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data" / "llama-tiny"
+    path = gguf_of_folder(folder, "llama-bpe")
+    gg, hf = tracer.load(str(path)), tracer.load(str(folder))
+    assert gg.config.rope_scaling["rope_type"] == "factors"
+    ids = hf.tokenize("hello world")
+    for hooks in (ablate_head(0, 1), ablate_mlp(1), {"blocks.*.attn.hook_attn_scores": lambda s: s}):
+        np.testing.assert_allclose(gg.run(ids, hooks=hooks)["logits"], hf.run(ids, hooks=hooks)["logits"], rtol=0, atol=1e-4)
+    r = runner.invoke(app, ["trace", "hello world", "--model", str(path), "--ablate", "0:1", "-n", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["ablation"]["ablated"] == ["head 0:1"]
+    c = runner.invoke(app, ["compare", "hello world", "hello word", "--model", str(path), "--json"])
+    assert c.exit_code == 0, c.output
+
+
 @pytest.mark.parametrize("hooks, says", [
     ({"blocks.0.attn.hook_zz": lambda z: z}, r"no hook point is called 'blocks.0.attn.hook_zz' \(did you mean"),
     ({"blocks.0.ln1.hook_scale": lambda s: s * 2}, "recorded beside the computation"),
     ({"blocks.0.attn.hook_z": lambda z: z[:, :1]}, r"returned shape \[8, 1, 4\]; the value has shape \[8, 2, 4\]"),
     ({"blocks.0.attn.hook_z": lambda z: z * np.nan}, "returned NaN or infinite numbers"),
+    ({"blocks.0.attn.hook_z": lambda z: [[1.0, 2.0], [3.0]]}, r"hook on blocks.0.attn.hook_z: returned a ragged list"),
+    ({"blocks.0.hook_resid_pre": lambda x: [list(r) for r in x[:-1]] + [list(x[-1][:3])]},
+     r"hook on blocks.0.hook_resid_pre: returned a ragged list .* \[8, 8\]"),
+    ({"blocks.0.attn.hook_z": lambda z: (z, z[:1])}, r"hook on blocks.0.attn.hook_z: returned a ragged tuple"),
     ({"blocks.0.attn.hook_z": lambda z: "zeros"}, "returned str, not an array"),
     ({"blocks.0.attn.hook_z": lambda z: 1 / 0}, "hook on blocks.0.attn.hook_z: ZeroDivisionError: division by zero"),
     ({"blocks.0.attn.hook_z": 3}, "must name hook points and map to a function"),
@@ -125,15 +263,34 @@ def test_ablate_on_the_command_line_reports_both_predictions(runner):
     assert shown.exit_code == 0 and f"without head 1:0: p(␣G) {out['clean']['p_top']:.3f} → " in shown.output
 
 
-@pytest.mark.parametrize("spec, says", [("9:0", "the model has layers 0–3"), ("1:7", "layer 1 has heads 0–3"),
-                                        ("x:y", "expected LAYER:HEAD"), ("1:0:max", "expected LAYER:HEAD")])
+@pytest.mark.parametrize("spec, says", [
+    ("9:0", "--ablate: 9:0 names layer 9; the model has layers 0–3"), ("1:7", "--ablate: 1:7 names head 7; layer 1 has heads 0–3"),
+    ("x:y", "--ablate: 'x:y' is not an ablation: expected LAYER:HEAD"), ("1:0:max", "'1:0:max' is not an ablation"),
+    ("١:0", "'١:0' is not an ablation"), ("1:mlp:mean", "'1:mlp:mean': an MLP is removed by zeros only")])
 def test_an_ablation_that_does_not_fit_is_one_line_before_anything_runs(runner, tmp_path, spec, says):
     from tracer.cli import app
 
     save = tmp_path / "t.npz"
-    r = runner.invoke(app, ["trace", "A B C", "--ablate", spec, "--save", str(save)])
-    assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for command in (["trace", "A B C", "--save", str(save)], ["demo", "--prompt", "A B C"]):
+        r = runner.invoke(app, [*command, "--ablate", spec])
+        assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not save.exists()
+
+
+@pytest.mark.parametrize("text, value, words, heads", [
+    ("1:0", Ablation(1, 0), "head 1:0", [[1, 0]]), (" 2:3:MEAN ", Ablation(2, 3, "mean"), "head 2:3 (mean)", [[2, 3]]),
+    ("3:*", Ablation(3, "*"), "every head of layer 3", [[3, 0], [3, 1], [3, 2], [3, 3]]),
+    ("0:*:mean", Ablation(0, "*", "mean"), "every head of layer 0 (mean)", [[0, 0], [0, 1], [0, 2], [0, 3]]),
+    ("1:MLP", Ablation(1, "mlp"), "layer 1's MLP", [])])
+def test_an_ablation_is_parsed_once_into_the_value_its_hooks_words_and_heads_come_from(text, value, words, heads):
+    import tracer
+
+    cfg = tracer.load("abc").config
+    got = Ablation.parse(text)
+    assert got == value and Ablation.parse(got) is got and str(Ablation.parse(str(got))) == str(got)
+    assert got.words == words and got.heads(cfg) == heads
+    want = {"mlp": lambda: ablate_mlp(1), "*": lambda: combine(*(ablate_head(got.layer, h, got.how) for h in range(4)))}
+    assert set(got.hooks(cfg)) == set(want.get(got.head, lambda: ablate_head(got.layer, got.head, got.how))())
 
 
 def test_attribution_is_the_central_difference_of_the_logit_along_each_inputs_own_vector(small_config):
@@ -215,7 +372,7 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
     from tracer.cli.teach import _demo_run
     from tracer.render.demo.output import step_chosen
 
-    d = _demo_run(None, "A B C D E F", "abc", ablate=("1:0",))
+    d = _demo_run(None, "A B C D E F", "abc", ablate=(Ablation.parse("1:0"),))
     assert d.gen.meta["hooked"] == ["blocks.1.attn.hook_z"] and "without head 1:0" in d.title
     c = Console(record=True, width=80, color_system=None)
     c.print(step_chosen(d).body)
@@ -235,10 +392,11 @@ def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_pat
     assert key in damage(Generation(gen.steps, gen.prompt_ids, gen.generated_ids, gen.text, gen.meta), 50257)
 
 
-def test_removed_heads_are_the_pairs_the_specs_name_once_and_no_mlp():
+def test_removed_heads_are_the_pairs_the_ablations_name_once_and_no_mlp():
     import tracer
-    from tracer.run.interventions import removed_heads
+    from tracer.run.ablation import removed_heads
 
     cfg = tracer.load("abc").config
-    assert removed_heads(["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"], cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
-    assert removed_heads([], cfg) == [] and removed_heads(["2:mlp"], cfg) == []
+    given = [Ablation.parse(t) for t in ["1:0", "1:0:mean", "0:mlp", "3:*", "3:2"]]
+    assert removed_heads(given, cfg) == [[1, 0], [3, 0], [3, 1], [3, 2], [3, 3]]
+    assert removed_heads([], cfg) == [] and removed_heads([Ablation(2, "mlp")], cfg) == []

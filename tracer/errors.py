@@ -20,6 +20,17 @@ class TracerError(Exception):
     exit_code = 2
 
 
+class ValueRefused(TracerError):
+    """Bad input that is one value the caller gave: the message names the value ("a memory budget of
+    10 KB is below one layer's 148 KB …") and `option` is the keyword that took it (`memory`,
+    `ablate`), which the CLI shows as its flag ("--memory: a memory budget of 10 KB …"): the core
+    never names a flag, and the CLI need not re-parse a value to say which one."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
+
+
 def near(word: str, choices, n: int = 3) -> str:
     """' (did you mean X?)' for the closest of `choices`, or '' when nothing is close."""
     import difflib

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.config import DEFAULT_MODEL, GPT2_SHAPES, TINY
-from .errors import TracerError, near
+from .errors import TracerError, ValueRefused, near
 from .core.fast import layout
 from .model import Model
 from .core.params import init_weights
@@ -53,18 +53,19 @@ def load(name_or_path: str = DEFAULT_MODEL, seed: int = 0, progress=None, memory
 
 
 def memory_budget(memory) -> int | None:
-    """`memory` as bytes (None stays None: the default budget, worked out when a model needs it)."""
+    """`memory` (a `Size`, a size such as '6GB', or a number of bytes) as bytes (None stays None: the
+    default budget, worked out when a model needs it)."""
+    from .core.memory import Size, parse_size
+
     if memory is None:
         return None
     if isinstance(memory, str):
-        from .core.memory import parse_size
-
-        try:
-            return parse_size(memory)
-        except ValueError as e:
-            raise TracerError(str(e).replace("--memory ", "memory=", 1)) from None
+        memory = parse_size(memory)
+    if isinstance(memory, Size):
+        return memory.bytes
     if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 < memory < 2**62:
-        raise TracerError(f"memory={memory!r}: expected a number of bytes > 0 or a size such as '6GB'")
+        raise ValueRefused(f"a memory budget of {memory!r}: expected a number of bytes > 0 or a size such as '6GB'",
+                           "memory")
     return int(memory)
 
 

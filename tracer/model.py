@@ -19,7 +19,7 @@ import numpy as np
 from .core.backward import attribution, loss_and_grads
 from .core.config import Config
 from .core.decoder import forward, hook_names
-from .errors import TracerError
+from .errors import TracerError, ValueRefused
 from .core.fast import Weights, layout
 from .run.generate import generate
 from .core.params import Params
@@ -76,8 +76,9 @@ class Model:
 
     def _whole(self, what: str) -> None:
         if self.streamed:
-            raise TracerError(f"{what} needs every weight expanded at once; this model runs layer by layer "
-                              f"({self.expansion['text'] if self.expansion else 'streamed'}): give a larger --memory")
+            raise ValueRefused(f"{what} needs every weight expanded at once; this model runs layer by layer "
+                               f"({self.expansion['text'] if self.expansion else 'streamed'}): a larger memory budget "
+                               f"expands it whole", "memory")
 
     def meta(self) -> dict:
         meta = {"model": self.name, "tokenizer": self.tokenizer.spec(), "seed": self.seed,
@@ -157,8 +158,9 @@ class Model:
             hooks: dict | None = None) -> Trace:
         """One recorded forward pass. `names`: globs of hook names to keep (None: everything).
         `chat`: the prompt goes through the model's chat template first (see `prompt`). `hooks`:
-        {name or glob: fn(value) or fn(value, name)} returning the value to use instead (TransformerLens's
-        `run_with_hooks`); the trace records the replaced values and `meta["hooked"]` names them."""
+        {name or glob: fn(value)} returning the value to use instead (TransformerLens's `run_with_hooks`;
+        `fn` gets the hook point's name too when it asks for it: `tracer.core.record.name_passing`); the
+        trace records the replaced values and `meta["hooked"]` names them."""
         prompt = self.prompt(prompt_or_ids, truncate, chat=chat)
         hooked = self.hooks(hooks)
         rec = Recorder(names, self.config, hooks=hooked)

@@ -1,8 +1,10 @@
 """The `tracer` command: thin typer commands that check their inputs, call the core, and print.
 
 Every input is checked once, before any model runs or any file is written: typer checks the
-ranges of numbers (its message is printed as one line, like ours), `GenerationSettings` the
-sampling options, the output paths are checked, and
+ranges of numbers (its message is printed as one line, like ours) and parses `--memory` and
+`--ablate` once into typed values (`parser=`: a `tracer.core.memory.Size`, `tracer.run.ablation.Ablation`s)
+that every layer reads (a refusal of a value names the value, and the line here adds the flag:
+`ValueRefused`), `GenerationSettings` the sampling options, the output paths are checked, and
 the view options (`--token`, `--layer`, `--head`) are resolved against the model as soon as it
 is loaded. Errors: a `TracerError` (bad input) prints one line on stderr and exits 2; any other
 exception is a bug in tracer and exits 1 with a one-line message (`--debug` shows the traceback).
@@ -28,6 +30,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
+from ..core.memory import Size, parse_size
+from ..run.ablation import Ablation
 from ..sections import SECTIONS, help_words
 
 
@@ -60,7 +64,7 @@ class _Group(TyperGroup):
                 import traceback
 
                 traceback.print_exc()
-            echo_err(str(e))
+            echo_err(self._flagged(ctx, e))
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM / SIGHUP (tracer.formats.files.Stopped)
             signum = getattr(e, "signum", 2)
@@ -80,6 +84,15 @@ class _Group(TyperGroup):
                 raise
             echo_err(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback; please report it)")
             raise typer.Exit(1) from None
+
+    def _flagged(self, ctx, e) -> str:
+        """The error's line; a value's refusal (`ValueRefused`) led by the flag that gave the value
+        ("--memory: …"), when the command has that flag."""
+        option = getattr(e, "option", None)
+        cmd = self.get_command(ctx, ctx.invoked_subcommand) if option and ctx.invoked_subcommand else None
+        if cmd is not None and any(f"--{option}" in p.opts for p in cmd.params):
+            return f"--{option}: {e}"
+        return str(e)
 
 
 def _looks_negative(option: str) -> bool:
@@ -137,7 +150,10 @@ class Side(str, Enum):
 
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default: a small GPT-2 tracer trained on letter runs, counting, weekdays, months, short sentences and repeated phrases), 'tiny' (untrained, 24 layers), a scenario name or .toml, a GGUF file (llama.cpp, LM Studio) or ollama:NAME[:TAG], a Hugging Face folder or cached name (GPT-2, Llama, Qwen2, Mistral, Qwen3, OLMo 2, Phi-3, Gemma 3 text), or a tracer weights file. `tracer models` lists what this machine has.")]
-MemoryOpt = Annotated[Optional[str], typer.Option("--memory", help="The memory the weights may take expanded to float32, e.g. 6GB, 500MB, 1.5GiB (default: half the memory available). A model that needs more is expanded layer by layer as each pass reaches a layer (the same numbers, slower); one whose single layer needs more is refused.")]
+# Values parsed once, as typer reads the option (`parser=`): a refusal names the value, and the
+# command's error handling adds the flag (`_Group._flagged`).
+MemoryOpt = Annotated[Optional[Size], typer.Option("--memory", parser=parse_size, metavar="<str>", help="The memory the weights may take expanded to float32, e.g. 6GB, 500MB, 1.5GiB (default: half the memory available). A model that needs more is expanded layer by layer as each pass reaches a layer (the same numbers, slower); one whose single layer needs more is refused.")]
+AblateOpt = Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")]
 ChatOpt = Annotated[bool, typer.Option("--chat", help="Apply the model's chat template to PROMPT (one user message), as transformers' apply_chat_template(add_generation_prompt=True) renders it; generation stops at the template's end token.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
@@ -180,35 +196,28 @@ def say_notes(model, text: str) -> None:
                  f"model's own tokenizer (tokenizers) drops them")
 
 
-def memory_bytes(memory: str | None) -> int | None:
-    """--memory as bytes (None: the default budget); a bad size is one line, exit 2."""
-    if memory is None:
+def ablation_hooks(model, ablations) -> dict | None:
+    """--ablate's values checked against the model, as one dict of hooks (None: none)."""
+    if not ablations:
         return None
-    from ..errors import TracerError
-    from ..core.memory import parse_size
+    from ..run.interventions import combine
 
-    try:
-        return parse_size(memory)
-    except ValueError as e:
-        raise TracerError(str(e)) from None
+    return combine(*(a.hooks(model.config) for a in ablations))
 
 
-def ablations(model, specs) -> tuple[list[str], dict | None]:
-    """--ablate's specs checked against the model: their words and one dict of hooks (None: none)."""
-    if not specs:
-        return [], None
-    from ..run.interventions import combine, parse_ablation
-
-    parsed = [parse_ablation(s, model.config) for s in specs]
-    return [w for w, _ in parsed], combine(*(h for _, h in parsed))
-
-
-def ablation_record(model, ids, specs, removed: list[str], hooks: dict) -> dict:
+def ablation_record(model, ids, ablations, hooks: dict) -> dict:
     """What --ablate did, as `gen.meta["ablation"]` and --json keep it: the words, the heads removed
     ([layer, head] pairs) and the next-token prediction without and with the hooks."""
-    from ..run.interventions import prediction_change, removed_heads
+    from ..run.ablation import removed_heads
+    from ..run.interventions import prediction_change
 
-    return {"ablated": removed, "heads": removed_heads(specs, model.config), **prediction_change(model, ids, hooks)}
+    return {"ablated": [a.words for a in ablations], "heads": removed_heads(ablations, model.config),
+            **prediction_change(model, ids, hooks)}
+
+
+def streamed_layers(model):
+    """The layers a streamed model expands as each pass reaches them (the layers' bar follows them), or None."""
+    return model.weights.layers if model.streamed else None
 
 
 def warn_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:

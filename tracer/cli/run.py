@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..core.config import DEFAULT_MODEL
-from .app import (STATE, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
-                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablation_record, ablations, app, check_export,
-                  echo_err, make_console, memory_bytes, passes, say_notes, view_of)
+from .app import (STATE, AblateOpt, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
+                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablation_hooks, ablation_record, app,
+                  check_export, echo_err, make_console, passes, say_notes, streamed_layers, view_of)
 
 
 @app.command()
@@ -40,7 +40,7 @@ def trace(
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
     chat: ChatOpt = False,
     attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each input vector, embedding + position, of value × ∂logit/∂value), from tracer's own backward pass.")] = False,
-    ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")] = None,
+    ablate: AblateOpt = None,
     memory: MemoryOpt = None,
 ) -> None:
     """Run PROMPT through the model and show every intermediate, step by step.
@@ -55,26 +55,26 @@ def trace(
     from ..tokenizers.tokens import check_prompt
 
     settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
-    budget = memory_bytes(memory)
     view = view_of(token, layer, head, dims, precision, brief, section, 0 if json_out else max_lines)
     check_prompt(prompt)
     if save:
         check_output_path(save, "--save", (".npz",))
     check_export(export)
     out = make_console(bool(export))
-    m = load(model, seed=weights_seed, progress=reading_progress, memory=budget)
+    m = load(model, seed=weights_seed, progress=reading_progress, memory=memory)
     side = truncate.value if truncate else None
     text = m.prompt(prompt, side, settings.max_new_tokens, chat=chat)
     say_notes(m, text.text)
-    removed, hooks = ablations(m, ablate or ())
+    hooks = ablation_hooks(m, ablate)
     n = len(text.ids)
     resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
     plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
-    with layers_progress(m, not json_out), generation_progress(m, settings.max_new_tokens) as on_step:  # bars on stderr
+    with layers_progress(streamed_layers(m), not json_out), \
+            generation_progress(m.config.n_params(), settings.max_new_tokens) as on_step:  # bars on stderr
         gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
     change = None
     if hooks:
-        change = ablation_record(m, text.ids, ablate, removed, hooks)
+        change = ablation_record(m, text.ids, ablate, hooks)
         gen.meta["ablation"] = change
     if attribute:  # the chosen next token (the first generated, or the most likely when none was)
         gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
@@ -86,7 +86,8 @@ def trace(
     if verify_cache:
         from ..run.generate import verify_cache as verify
 
-        with layers_progress(m, not json_out), generation_progress(m, settings.max_new_tokens, "verifying the KV cache") as on_step:
+        with layers_progress(streamed_layers(m), not json_out), \
+                generation_progress(m.config.n_params(), settings.max_new_tokens, "verifying the KV cache") as on_step:
             gen.meta["verify_cache"] = verify(m, gen, on_step=on_step)
     if save:
         gen.save(save)
@@ -253,7 +254,6 @@ def tokens(
     from ..render.summary import token_table
     from ..tokenizers.tokens import check_prompt, get_tokenizer
 
-    budget = memory_bytes(memory)
     check_prompt(prompt)
     if model is None:
         if chat:
@@ -264,7 +264,7 @@ def tokens(
     from ..loaders import load
     from ..render.progress import reading_progress
 
-    m = load(model, progress=reading_progress, memory=budget)
+    m = load(model, progress=reading_progress, memory=memory)
     text = m.chat_prompt(prompt) if chat else prompt
     say_notes(m, text)
     make_console().print(token_table(m.tokenizer.encode(text), m.tokenizer))
@@ -290,18 +290,17 @@ def compare(
     from ..render.progress import reading_progress
     from ..tokenizers.tokens import check_prompt
 
-    budget = memory_bytes(memory)
     check_prompt(a)
     check_prompt(b)
     if export:
         from ..formats.files import check_output_path
 
         check_output_path(export, "--export", (".html",))
-    m = load(model, progress=reading_progress, memory=budget)
+    m = load(model, progress=reading_progress, memory=memory)
     a_ids, b_ids = m.tokenize(a), m.tokenize(b)
     from ..render.progress import layers_progress
 
-    with layers_progress(m, not json_out):
+    with layers_progress(streamed_layers(m), not json_out):
         result = activation_patching(m, a_ids, b_ids)
     if export:
         from ..render.page.compare import export_compare

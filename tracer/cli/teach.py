@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..core.config import DEFAULT_MODEL, DEFAULT_PROMPT
-from .app import ChatOpt, MemoryOpt, ModelOpt, ablation_record, ablations, app, make_console, memory_bytes
+from ..run.ablation import Ablation
+from .app import ChatOpt, MemoryOpt, ModelOpt, ablation_hooks, ablation_record, app, make_console, streamed_layers
 
 
 ARTICLE_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices "
@@ -27,7 +28,7 @@ def demo(
     quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
     chat: ChatOpt = False,
-    ablate: Annotated[Optional[list[str]], typer.Option("--ablate", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp).")] = None,
+    ablate: Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp).")] = None,
     memory: MemoryOpt = None,
 ) -> None:
     """A paced, narrated classroom walkthrough: one step per screen.
@@ -47,7 +48,6 @@ def demo(
         raise TracerError("--ablate changes a model run on --prompt; give --prompt (and --model), not a scenario")
     if chat and scenario is not None:
         raise TracerError("--chat applies a model's chat template to --prompt; a scenario has none")
-    budget = memory_bytes(memory)
     if scenario is None and prompt is None:
         prompt = DEFAULT_PROMPT
     if export is not None:
@@ -57,16 +57,17 @@ def demo(
         console = make_console(width=MAX_WIDTH)
     if console.is_terminal:
         with console.status("running the model and recording every step…"):
-            d = _demo_run(scenario, prompt, model, chat, ablate or (), budget)
+            d = _demo_run(scenario, prompt, model, chat, ablate or (), memory)
     else:
-        d = _demo_run(scenario, prompt, model, chat, ablate or (), budget)
+        d = _demo_run(scenario, prompt, model, chat, ablate or (), memory)
     if d.cfg.n_layers < 1:
         raise TracerError(f"model {d.trace.meta.get('model')!r}: has no layers; the demo walks through at least one")
     show_demo(d, console, quiz=quiz, auto=auto, export=export)
 
 
-def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False, ablate=(), memory: int | None = None):
-    """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model."""
+def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False, ablate=(), memory=None):
+    """The demo's recorded run: a scenario replayed (with its checks), or a prompt through --model
+    (`ablate`: `Ablation` values; `memory`: a `Size` or bytes)."""
     from ..loaders import load
     from ..render.demo import Demo
     from ..replay import replay as run
@@ -77,12 +78,12 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
                     notes=list(done.scenario.notes))
     m = load(model, memory=memory)
     text = m.prompt(prompt, chat=chat)
-    removed, hooks = ablations(m, ablate)
+    hooks = ablation_hooks(m, ablate)
     from ..render.progress import layers_progress
 
-    with layers_progress(m):  # a streamed model: the layers' bar on stderr, Ctrl-C between layers
+    with layers_progress(streamed_layers(m)):  # a streamed model: the layers' bar on stderr, Ctrl-C between layers
         gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
     if hooks:
-        gen.meta["ablation"] = ablation_record(m, text.ids, ablate, removed, hooks)
-        prompt = f"{prompt} without {' and '.join(removed)}"
+        gen.meta["ablation"] = ablation_record(m, text.ids, ablate, hooks)
+        prompt = f"{prompt} without {' and '.join(a.words for a in ablate)}"
     return Demo(gen, m.tokenizer, title=f"{m.name}: {prompt[:40]}" + ("…" if len(prompt) > 40 else ""))

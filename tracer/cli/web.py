@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import MemoryOpt, app, memory_bytes
+from .app import MemoryOpt, app
 
 
 @app.command()
@@ -34,6 +34,5 @@ def serve(
 
     limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
                                  context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
-    budget = memory_bytes(memory)  # each model its own budget: a model that needs more runs layer by layer
-    run(model or ["abc"], host, port, workers, queue, limits, load=functools.partial(load, memory=budget),
+    run(model or ["abc"], host, port, workers, queue, limits, load=functools.partial(load, memory=memory),  # each model its own budget
         say=lambda line: typer.echo(line))

@@ -107,7 +107,7 @@ class SoftmaxAttention(Sublayer):
         "hook_rot_q": h("pos head d_head", "rotation"),
         "hook_rot_k": h("pos kv d_head", "rotation"),
         "hook_dots": h("head pos key", "scores"),
-        "hook_attn_scores": h("head pos key", "scores"),
+        "hook_attn_scores": h("head pos key", "scores", masked=True),
         "hook_pattern": h("head pos key", "softmax"),
         "hook_z": h("pos head d_head", "sum"),
         "hook_result": h("pos head d_model", "heads"),

@@ -10,7 +10,7 @@ in row blocks; the embedding of a streamed model is read a row per token. Core m
 
 from __future__ import annotations
 
-from ..errors import TracerError
+from ..errors import TracerError, ValueRefused
 from .fast import layout_layer, layout_top
 from . import memory
 from .memory import gb
@@ -32,13 +32,13 @@ def expand(source, budget: int | None = None):
     per = source.max_layer_bytes(streamed=True)
     if per > budget:
         if per > room:
-            said = f"this process can take {gb(room)}"
-        else:
-            said = (f"the memory budget of {gb(budget)}" if chosen else
-                    f"the default memory budget of {gb(budget)} (half the memory available)")
-            said += f"; give --memory {gb(per).replace(' ', '')} or more"
-        raise TracerError(f"{source.where}: one layer needs {gb(per)} expanded to float32 ({source.describe()} in the "
-                          f"file), more than {said} (the whole model needs {gb(total)})")
+            raise TracerError(f"{source.where}: one layer needs {gb(per)} expanded to float32 ({source.describe()} in the "
+                              f"file), more than this process can take {gb(room)} (the whole model needs {gb(total)})")
+        said = f"a memory budget of {gb(budget)}" if chosen else \
+            f"the default memory budget of {gb(budget)} (half the memory available)"
+        raise ValueRefused(f"{said} is below one layer's {gb(per)} expanded to float32 ({source.where}: "
+                           f"{source.describe()} in the file; the whole model needs {gb(total)}); {gb(per)} or more "
+                           f"runs it layer by layer", "memory")
     return streamed_weights(source, cfg, budget, per)
 
 

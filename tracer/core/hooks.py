@@ -1,5 +1,7 @@
-"""Every name a run records, written once: its axes, the step of the walkthrough that shows it, and
-whether it holds whole numbers (token ids, counts) rather than floats.
+"""Every name a run records, written once: its axes, the step of the walkthrough that shows it,
+whether it holds whole numbers (token ids, counts) rather than floats, and whether it holds −∞ by
+design (`masked`: the attention scores, where the causal mask or a sliding window hides a key; a hook
+may return −∞ there, and only there).
 
 The decoder records the layers' names under `blocks.{l}.` (`LAYER`: the block's own names around the
 names each sublayer kind declares, entered by `tracer.core.blocks.register`), the embedding's, the final
@@ -41,11 +43,12 @@ class Hook:
     step: str
     whole: bool = False  # whole numbers (counts, ranks, positions), not floats
     ids: bool = False  # token ids (whole numbers that must name a vocabulary token)
+    masked: bool = False  # −∞ where the causal mask (or a sliding window) hides a key: a hook may return it there
 
 
-def h(axes: str, step: str, whole: bool = False, ids: bool = False) -> Hook:
+def h(axes: str, step: str, whole: bool = False, ids: bool = False, masked: bool = False) -> Hook:
     """A Hook from its axes written as one string (`"pos head d_head"`)."""
-    return Hook(tuple(axes.split()), step, whole or ids, ids)
+    return Hook(tuple(axes.split()), step, whole or ids, ids, masked)
 
 
 _NORM = {"hook_scale": "pos one", "hook_normalized": "pos d_model"}  # a norm over the model's width

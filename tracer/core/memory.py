@@ -11,6 +11,8 @@ call `retain_freed_memory` too; a library import never does. Standard library on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def retain_freed_memory(trim_threshold: int = 2**31 - 1) -> bool:
     """No blocks of their own (mmap) for large arrays, and no trimming of the heap until
@@ -82,22 +84,37 @@ UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 DEFAULT_SHARE = 0.5  # of the memory available: what the default budget of expanded weights may take
 
 
-def parse_size(text) -> int:
-    """'6GB', '500MB', '1.5 GiB', '2e9' → bytes (decimal units: 1 GB = 10⁹ bytes; GiB = 2³⁰). One
-    ValueError line for anything else (the CLI turns it into exit 2)."""
+@dataclass(frozen=True)
+class Size:
+    """A number of bytes as a user wrote it ('6GB'), parsed once (`parse_size`): the CLI's --memory."""
+
+    bytes: int
+    text: str  # as written
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_size(text) -> Size:
+    """'6GB', '500MB', '1.5 GiB', '2e9', '1_000MB' → a Size (decimal units: 1 GB = 10⁹ bytes; GiB = 2³⁰):
+    ASCII digits only, as every number typed on the command line (`١٠GB` is no size). One
+    `ValueRefused` line naming the text for anything else (the CLI adds its flag)."""
     import re
 
+    from ..errors import ValueRefused
+
+    shown = repr(str(text)[:40])
     s = str(text).strip().replace("_", "")
-    m = re.fullmatch(r"(\d+(?:\.\d*)?(?:[eE]\d+)?|\.\d+)\s*([A-Za-z]*)", s)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)", s, flags=re.ASCII)
     unit = m.group(2).upper() if m else ""
     if not m or unit not in UNITS:
-        raise ValueError(f"--memory {str(text)!r}: expected a size such as 6GB, 500MB or 1.5GiB")
+        raise ValueRefused(f"{shown} is not a size such as 6GB, 500MB or 1.5GiB (ASCII digits, then a unit)", "memory")
     value = float(m.group(1)) * UNITS[unit]
     if not value >= 1:
-        raise ValueError(f"--memory {str(text)!r}: the size must be at least 1 byte")
+        raise ValueRefused(f"a size of {shown} is less than 1 byte", "memory")
     if not value < 2**62:
-        raise ValueError(f"--memory {str(text)!r}: more bytes than any machine has")
-    return int(value)
+        raise ValueRefused(f"a size of {shown} is more bytes than any machine has", "memory")
+    return Size(int(value), str(text))
 
 
 def available_bytes() -> int:

@@ -9,6 +9,8 @@ equations'.
 Hooks (`Hooks`, TransformerLens's `run_with_hooks`): at a hook point a hook names, its function
 gets the value and returns the one to use instead; since `rec(name, value)` is what passes the value
 on, everything downstream is computed from the replacement, and the replacement is what is recorded.
+A hook may change its argument in place: where the value is a view of the weights or of a value
+already recorded (read-only), the hook is given a copy, so nothing it does reaches either.
 Core module: imports numpy only.
 """
 
@@ -20,6 +22,7 @@ import re
 import numpy as np
 
 from ..errors import TracerError, near
+from .hooks import find
 from .store import Store
 
 # Recorded beside the computation, not part of it: replacing them would change nothing downstream.
@@ -27,10 +30,12 @@ NOT_FLOWING = ("hook_scale", "attn.hook_result")
 
 
 class Hooks:
-    """Hook point names (globs: `blocks.*.attn.hook_z`) → `fn(value)` or `fn(value, name)`, each
-    returning the value to use instead: an array of the value's shape, finite numbers. `known`: every
-    name the model records (`tracer.core.decoder.hook_names`); a name that matches none is refused with
-    the close ones. `changed` collects the names whose value was replaced."""
+    """Hook point names (globs: `blocks.*.attn.hook_z`) → `fn(value)`, each returning the value to use
+    instead: an array of the value's shape, finite numbers (−∞ too where the value holds it and the
+    hook table says the name carries it: the causal mask's). `fn` is given the hook point's name as
+    well when it asks for it (`name_passing`). `known`: every name the model records
+    (`tracer.core.decoder.hook_names`); a name that matches none is refused with the close ones.
+    `changed` collects the names whose value was replaced."""
 
     def __init__(self, hooks: dict, known: list[str]):
         if not isinstance(hooks, dict):
@@ -46,7 +51,7 @@ class Hooks:
             if still and len(still) == len(hit):
                 raise TracerError(f"hooks: {pattern!r} is recorded beside the computation, not part of it (replacing it "
                                   f"changes nothing downstream); hook the value it is computed from instead")
-            self._fns.append((re.compile(fnmatch.translate(pattern)), fn, takes_name(fn)))
+            self._fns.append((re.compile(fnmatch.translate(pattern)), caller(fn)))
         self.changed: list[str] = []
         self._cache: dict = {}
 
@@ -57,43 +62,78 @@ class Hooks:
         return hit
 
     def __call__(self, name: str, value):
-        for _, fn, two in self.applies(name):
+        """`value` as the hooks on `name` leave it: the same array when none applies, else a new one."""
+        fns = self.applies(name)
+        if not fns:
+            return value
+        hook = find(name)
+        masked = np.isneginf(value) if hook is not None and hook.masked else None  # where −∞ may stay
+        for _, call in fns:
+            given = value if value.flags.writeable and value.base is None else value.copy()  # weights' rows, a recorded array
             try:
-                out = fn(value, name) if two else fn(value)
+                out = call(given, name)
             except TracerError:
                 raise
             except Exception as e:  # the hook's own error, named: not a traceback from deep inside
                 raise TracerError(f"hook on {name}: {type(e).__name__}: {str(e)[:200]}") from None
-            value = _checked(out, value, name)
+            value = _checked(out, value, name, masked)
             if name not in self.changed:
                 self.changed.append(name)
         return value
 
 
-def takes_name(fn) -> bool:
-    """Whether `fn` takes the hook point's name as well as the value."""
+def name_passing(fn) -> str | int | None:
+    """How `fn` asks for the hook point's name besides the value: a parameter (after the first) called
+    `hook` or `name`, given by keyword ("hook" / "name"); a second positional parameter without a
+    default, given by position (2); else not at all (None). So `lambda x, i=i: …` and `def f(x,
+    scale=2.0)`, Python's way of binding a loop variable or an option, get the value alone."""
     import inspect
 
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-    except (TypeError, ValueError):
-        return False
-    return len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin or ufunc without a signature: the value alone
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    rest = params[1:] if positional and params[0] is positional[0] else params
+    for p in rest:
+        if p.name in ("hook", "name") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return p.name
+    if len(positional) >= 2 and positional[1].default is inspect.Parameter.empty:
+        return 2
+    return None
 
 
-def _checked(out, value, name: str) -> np.ndarray:
-    """A hook's result as an array of the value's shape and dtype, finite; else one line naming the hook."""
+def caller(fn):
+    """`fn` as a function of (value, name), passing the name only as `fn` asks for it (`name_passing`)."""
+    how = name_passing(fn)
+    if how is None:
+        return lambda value, name: fn(value)
+    if how == 2:
+        return fn
+    return lambda value, name: fn(value, **{how: name})
+
+
+def _checked(out, value, name: str, masked=None) -> np.ndarray:
+    """A hook's result as an array of the value's shape and dtype, finite (or −∞ where `masked`);
+    else one line naming the hook."""
     if not isinstance(out, (np.ndarray, list, tuple, int, float, np.number)) or isinstance(out, bool):
         raise TracerError(f"hook on {name}: returned {type(out).__name__}, not an array")
-    arr = np.asarray(out)
+    try:
+        arr = np.asarray(out)
+    except (ValueError, TypeError):  # a ragged list: rows of different lengths
+        raise TracerError(f"hook on {name}: returned a ragged {type(out).__name__} (rows of different lengths), not an "
+                          f"array of the value's shape {list(value.shape)}") from None
     if arr.dtype.kind not in "iuf":
         raise TracerError(f"hook on {name}: returned an array of {arr.dtype}, not of numbers")
     if arr.shape != value.shape:
         raise TracerError(f"hook on {name}: returned shape {list(arr.shape)}; the value has shape {list(value.shape)}")
     arr = arr.astype(value.dtype, copy=True)
-    if not np.isfinite(arr).all():
-        raise TracerError(f"hook on {name}: returned NaN or infinite numbers")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = ~finite if masked is None else ~(finite | (masked & np.isneginf(arr)))
+        if bad.any():
+            where = "" if masked is None else " (−∞ only where the causal mask has it)"
+            raise TracerError(f"hook on {name}: returned NaN or infinite numbers{where}")
     return arr
 
 
@@ -118,11 +158,13 @@ class Recorder:
         if self._idle:
             return value
         full = self.prefix + name
+        trusted = True
         if self.hooks is not None:
-            value = self.hooks(full, value)
+            hooked = self.hooks(full, value)
+            trusted, value = hooked is value, hooked  # a hook's value is held as a file's is: no recipe taken on trust
         wanted = self._wanted
         if wanted is True or (wanted is not False and wanted(full)):
-            self.store.put(full, value)
+            self.store.put(full, value, trusted)
         return value
 
     def later(self, name: str, fn, *sources, shape: tuple) -> None:

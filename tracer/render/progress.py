@@ -14,17 +14,18 @@ PROGRESS_PARAMS = 50_000_000  # models larger than this get a progress bar for m
 BIG_FILE = 100 * 2**20  # files larger than this get a progress bar while they are read
 
 
-def wants_progress(model, max_new_tokens: int, stream=None) -> bool:
-    """A bar only for multi-token runs of large models, on a terminal."""
+def wants_progress(n_params: int, max_new_tokens: int, stream=None) -> bool:
+    """A bar only for multi-token runs of large models (`n_params` parameters), on a terminal."""
     stream = stream if stream is not None else sys.stderr
     isatty = getattr(stream, "isatty", None)
-    return bool(max_new_tokens > 1 and model.config.n_params() > PROGRESS_PARAMS and isatty and isatty())
+    return bool(max_new_tokens > 1 and n_params > PROGRESS_PARAMS and isatty and isatty())
 
 
 @contextmanager
-def generation_progress(model, max_new_tokens: int, description: str = "generating", stream=None, force: bool = False):
-    """Yields an `on_step(done, total)` callback drawing a Rich progress bar on stderr, or None."""
-    if not (force or wants_progress(model, max_new_tokens, stream)):
+def generation_progress(n_params: int, max_new_tokens: int, description: str = "generating", stream=None, force: bool = False):
+    """Yields an `on_step(done, total)` callback drawing a Rich progress bar on stderr, or None (a model
+    of `n_params` parameters: see `wants_progress`)."""
+    if not (force or wants_progress(n_params, max_new_tokens, stream)):
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -106,12 +107,12 @@ class LayerStop(KeyboardInterrupt):
 
 
 @contextmanager
-def layers_progress(model, show: bool = True, stream=None):
-    """While it is open, a streamed model (`Model.streamed`) draws a bar on stderr of the layers each
-    pass expands (on a terminal, when `show`), and Ctrl-C stops the pass before the next layer: the
-    first press is kept until the layer being computed is done (a second one stops at once)."""
-    layers = getattr(model.weights, "layers", None)
-    if not getattr(model, "streamed", False) or layers is None:
+def layers_progress(layers, show: bool = True, stream=None):
+    """While it is open, the layers of a streamed model (`tracer.core.streamed.Layers`, which call
+    `on_expand(layer, expanding)`; None for a model expanded once: nothing happens) draw a bar on stderr
+    of the layers each pass expands (on a terminal, when `show`), and Ctrl-C stops the pass before the
+    next layer: the first press is kept until the layer being computed is done (a second one stops at once)."""
+    if layers is None:
         yield
         return
     import signal

@@ -3,15 +3,13 @@ a value from another run, or add a vector to the residual stream (for `Model.run
 `Model.generate(…, hooks=…)`, TransformerLens's `run_with_hooks`; `tracer.core.record.Hooks` applies them).
 
 Each helper returns `{hook name: fn}`; `combine` joins several (functions on one name run in turn).
-`parse_ablation("1:0")` reads the CLI's `--ablate L:H`, `L:H:mean`, `L:*` (every head of layer L),
-`L:mlp`. A head is ablated where the heads are combined: its share of `hook_z` [pos, head, d_head],
-which W_O turns into the attention output, is set to zeros, or (mean) to its mean over the pass's
-positions. Core module: imports numpy only.
+The CLI's `--ablate L:H`, `L:H:mean`, `L:*` (every head of layer L), `L:mlp` is read once into an
+`Ablation` (`tracer.run.ablation`), which gives these hooks and the ablation's record. A head is ablated where
+the heads are combined: its share of `hook_z` [pos, head, d_head], which W_O turns into the attention
+output, is set to zeros, or (mean) to its mean over the pass's positions. Core module: imports numpy only.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -78,58 +76,18 @@ def combine(*hook_dicts: dict) -> dict:
 
 
 def _chain(first, then):
-    """A hook running `first`, then `then`, each given the name too when it takes one."""
-    from ..core.record import takes_name
+    """A hook running `first`, then `then`, each given the name too when it asks for it."""
+    from ..core.record import caller
+
+    first, then = caller(first), caller(then)
 
     def run(value, name):
-        value = first(value, name) if takes_name(first) else first(value)
-        return then(value, name) if takes_name(then) else then(value)
+        return then(first(value, name), name)
 
     return run
 
 
 PREDICTION_TOP = 5  # the next tokens `activation_patching` reports of each run
-
-ABLATION = re.compile(r"^([0-9]{1,4}):(\*|mlp|[0-9]{1,4})(?::(zero|mean))?$")
-
-
-def parse_ablation(spec: str, cfg) -> tuple[str, dict]:
-    """`--ablate` L:H, L:H:mean, L:* (every head of layer L) or L:mlp, checked against the model:
-    (the words for it, its hooks); a TracerError naming what does not fit."""
-    m = ABLATION.match(str(spec).strip().lower())
-    if m is None:
-        raise TracerError(f"--ablate {str(spec)[:40]}: expected LAYER:HEAD, LAYER:HEAD:mean, LAYER:* or LAYER:mlp "
-                          f"(e.g. 1:0)")
-    layer, what, how = int(m.group(1)), m.group(2), m.group(3) or "zero"
-    if layer >= cfg.n_layers:
-        raise TracerError(f"--ablate {spec}: the model has layers 0–{cfg.n_layers - 1}")
-    if what == "mlp":
-        if not cfg.mlp:
-            raise TracerError(f"--ablate {spec}: this model has no MLP")
-        return f"layer {layer}'s MLP", ablate_mlp(layer)
-    if what == "*":
-        return f"every head of layer {layer}" + (" (mean)" if how == "mean" else ""), \
-            ablate_attention(layer, cfg.n_heads, how)
-    head = int(what)
-    if head >= cfg.n_heads:
-        raise TracerError(f"--ablate {spec}: layer {layer} has heads 0–{cfg.n_heads - 1}")
-    return f"head {layer}:{head}" + (" (mean)" if how == "mean" else ""), ablate_head(layer, head, how)
-
-
-def removed_heads(specs, cfg) -> list[list[int]]:
-    """The [layer, head] pairs --ablate specs remove (L:H and L:*; an MLP removes no head), each once,
-    in order; the specs are checked by `parse_ablation` first."""
-    out: list[list[int]] = []
-    for spec in specs:
-        m = ABLATION.match(str(spec).strip().lower())
-        if m is None or m.group(2) == "mlp":
-            continue
-        layer = int(m.group(1))
-        for head in (range(cfg.n_heads) if m.group(2) == "*" else [int(m.group(2))]):
-            if [layer, head] not in out:
-                out.append([layer, head])
-    return out
-
 
 def prediction_change(model, ids, hooks: dict) -> dict:
     """The next-token prediction after `ids` without and with `hooks` (one pass each, only the logits
