@@ -19,15 +19,28 @@ from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
-                                            "phi3-tiny"))]
+                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny")), "hybrid"]
+
+
+def hybrid():
+    """A model of linear-attention and softmax layers (the hybrid kinds' names), seeded."""
+    from tracer.core.config import Config
+    from tracer.core.params import init_weights
+    from tracer.model import Model
+    from tracer.tokenizers.tokens import get_tokenizer
+
+    cfg = Config(d_vocab=50257, n_ctx=64, d_model=16, n_heads=2, n_layers=2, positional="rope", norm="rms",
+                 mlp="swiglu", layer_types=("linear_attention", "softmax"), linear_k_heads=1, linear_v_heads=2,
+                 linear_d_k=4, linear_d_v=4, linear_conv=3)
+    return Model(cfg, init_weights(cfg, 0), get_tokenizer("gpt2"), name="hybrid")
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Generation]:
     """Each model's prompt pass and two cached one-token passes, sampled (so the draw is recorded),
     everything recorded, the logit lens on every pass."""
-    return {m: tracer.load(m).generate("the cat sat on the", max_new_tokens=2, temperature=1.0, top_k=5, seed=3,
-                                       lens=True) for m in MODELS}
+    return {m: (hybrid() if m == "hybrid" else tracer.load(m)).generate(
+        "the cat sat on the", max_new_tokens=2, temperature=1.0, top_k=5, seed=3, lens=True) for m in MODELS}
 
 
 def recorded(gen: Generation):

@@ -243,8 +243,8 @@ class SinkAttention(SoftmaxAttention):
 
     key = "sinks"
     title = "attention with sinks"
-    hooks = {k: v for name, hook in SoftmaxAttention.hooks.items()
-             for k, v in ((name, hook),) + ((("hook_sink_share", h("head pos", "softmax")),) if name == "hook_pattern" else ())}
+    hooks = {k: v for name, hook in SoftmaxAttention.hooks.items()  # the sink's share is recorded just before the pattern
+             for k, v in ((("hook_sink_share", h("head pos", "softmax")),) if name == "hook_pattern" else ()) + ((name, hook),)}
 
     def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
         return {**super().shapes(cfg, l), "sinks": (cfg.n_heads,)}
