@@ -170,21 +170,21 @@ class Model:
         return Trace(rec.store, np.asarray(prompt.ids, dtype=np.int64), self.config,
                      [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0)
 
-    def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
-                 top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
-                 on_step=None, truncate: str | None = None, lens: bool | None = None,
-                 settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None) -> Generation:
+    def generate(self, prompt_or_ids, names=None, on_step=None, truncate: str | None = None, lens: bool | None = None,
+                 settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None,
+                 **given) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
-        `prompt_or_ids` may be a `Prompt` (`Model.prompt`): then it is not tokenized again.
-        `settings` (a `GenerationSettings`) may stand for `max_new_tokens` … `stop`. `chat=True`
+        The generation settings are keywords named as `tracer.run.settings.SETTINGS` names them
+        (`max_new_tokens=1`, `temperature=0.0`, `top_k`, `top_p`, `seed=0`, `cache=True`, `stop`, …),
+        or `settings`, a `GenerationSettings` (keywords given with it replace its values).
+        `prompt_or_ids` may be a `Prompt` (`Model.prompt`): then it is not tokenized again. `chat=True`
         puts the prompt through the model's chat template (generation stops at its end token). `hooks`:
         as in `run`, applied in every pass (the KV cache holds the keys and values they gave). With
         `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
         """
-        if settings is None:
-            settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop)
+        settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
         gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
         for meta in [gen.meta] + [s.meta for s in gen.steps]:

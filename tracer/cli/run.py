@@ -7,23 +7,20 @@ from typing import Annotated, Optional
 import typer
 
 from ..core.config import DEFAULT_MODEL
+from ..run.settings import GenerationSettings
 from .app import (STATE, AblateOpt, BriefOpt, ChatOpt, DimsOpt, ExportOpt, HeadOpt, LayerOpt, MaxLinesOpt, MemoryOpt, ModelOpt, PagerOpt,
-                  PrecisionOpt, SectionOpt, SeedOpt, Side, TokenOpt, WeightsSeedOpt, ablation_hooks, ablation_record, app,
+                  PrecisionOpt, SectionOpt, Side, TokenOpt, WeightsSeedOpt, ablation_hooks, ablation_record, app,
                   check_export, echo_err, make_console, passes, say_notes, streamed_layers, view_of)
+from .settings import SETTING_OPTIONS, with_settings
 
 
 @app.command()
+@with_settings
 def trace(
     prompt: Annotated[str, typer.Argument(help="The text to run through the model.")],
     model: ModelOpt = DEFAULT_MODEL,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=0, help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a --stop string.")] = 2,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, help="0 is greedy (the most likely token); higher flattens the distribution.")] = 0.0,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Keep only the k most likely tokens before the draw.")] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].")] = None,
-    seed: SeedOpt = 0,
+    settings: GenerationSettings = SETTING_OPTIONS,  # --max-new-tokens, --temperature, …: tracer.run.settings
     weights_seed: WeightsSeedOpt = 0,
-    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when the generated text contains this string (repeatable).")] = None,
-    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse earlier tokens' keys and values (KV cache) or recompute the whole context each step.")] = True,
     verify_cache: Annotated[bool, typer.Option("--verify-cache", help="Run with and without the KV cache and show that logits and tokens agree.")] = False,
     save: Annotated[Optional[str], typer.Option("--save", help="Write the whole trace (every step) to FILE.npz.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (prompt_ids, generated_ids, text, …) instead of tables.")] = False,
@@ -51,10 +48,8 @@ def trace(
     from ..run.generate import recording_plan
     from ..loaders import load
     from ..render.progress import generation_progress, layers_progress, reading_progress
-    from ..run.settings import GenerationSettings
     from ..tokenizers.tokens import check_prompt
 
-    settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop or ())
     view = view_of(token, layer, head, dims, precision, brief, section, 0 if json_out else max_lines)
     check_prompt(prompt)
     if save:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..run import settings as declared
 from .fmt import count
 from .words import say
 
@@ -41,19 +42,13 @@ def model_words(meta: dict, cfg) -> str:
                heads=count(cfg.n_heads, "head"), d_head=str(cfg.d_head), dtype=cfg.dtype, block=block_words(cfg))
 
 
-def settings_words(gen) -> str | None:
-    """How the run was sampled, as the header's second line: "temperature 0 (greedy), seed 0, KV cache on, 3 new tokens"
-    (None: a trace without settings)."""
-    s = gen.settings
-    if s is None:
-        return None
-    bits = ["temperature 0 (greedy)" if s.temperature == 0 else f"temperature {s.temperature:g}"]
-    if s.top_k is not None:
-        bits.append(f"top-k {s.top_k}")
-    if s.top_p is not None:
-        bits.append(f"top-p {s.top_p:g}")
-    bits += [f"seed {s.seed}", "KV cache on" if s.cache else "KV cache off", count(len(gen.generated_ids), "new token")]
-    return ", ".join(bits)
+def settings_words(gen) -> str:
+    """How the run was sampled, as the header's second line: each setting's words in the table's order
+    (`tracer.run.settings.SETTINGS`), then the tokens it generated: "temperature 0 (greedy), seed 0, KV cache on,
+    3 new tokens"."""
+    said = [s.words(getattr(gen.settings, s.name)) for s in declared.SETTINGS if s.words is not None
+            and getattr(gen.settings, s.name) is not None]
+    return ", ".join([w for w in said if w] + [count(len(gen.generated_ids), "new token")])
 
 
 def block_words(cfg) -> str:

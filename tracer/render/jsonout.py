@@ -29,7 +29,6 @@ def dumps(obj) -> str:
 
 
 def trace_json(gen, tokenizer) -> dict:
-    settings = {**gen.settings.to_dict(), "stopped": gen.stopped} if gen.settings is not None else None
     return {
         "model": gen.meta.get("model"),
         "prompt": gen.meta.get("prompt"),
@@ -38,7 +37,7 @@ def trace_json(gen, tokenizer) -> dict:
         "text": gen.text,
         "generated": [tokenizer.token_str(t) for t in gen.generated_ids],
         "tokens": [tokenizer.token_str(t) for t in gen.tokens],
-        "settings": settings,
+        "settings": {**gen.settings.to_dict(), "stopped": gen.stopped},  # every setting, by its name (tracer.run.settings)
         "verify_cache": gen.meta.get("verify_cache"),
         "storage": gen.meta.get("storage"),  # parameter → its storage type in the file (F32, BF16, Q4_1, …)
         "expansion": gen.meta.get("expansion"),  # expanded to float32 once, or layer by layer within a budget

@@ -34,7 +34,7 @@ def cache_rows(gen) -> list[dict]:
 
 def kv_cache_view(gen, tokenizer, view) -> Group:
     """Which rows each pass reused from the KV cache and which it computed, and the work saved."""
-    on = gen.settings.cache if gen.settings is not None else True
+    on = gen.settings.cache
     rows = cache_rows(gen)
     t = Table(title=say("loop.table", state="on" if on else say("loop.cache_off")),
               title_justify="left")
@@ -60,7 +60,7 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     """What the KV cache's table says, in sentences (the terminal and the page): each reused row's size,
     grouped-query attention's saving, the totals, the Q&A's claim."""
     cfg = gen.steps[0].config
-    on = gen.settings.cache if gen.settings is not None else True
+    on = gen.settings.cache
     rows = cache_rows(gen) if rows is None else rows
     done = sum(r["macs"] for r in rows)
     full = sum(r["full"] for r in rows)
@@ -212,5 +212,5 @@ def generated_words(gen) -> str:
 def stop_reason(gen) -> str:
     why, s = gen.stopped or "max_new_tokens", gen.settings
     return {"end_token": "the end token was generated",
-            "stop_string": f"a stop string appeared ({', '.join(repr(x) for x in (s.stop if s else ()))})",
-            "max_new_tokens": f"max-new-tokens {s.max_new_tokens if s else '?'} reached"}.get(why, str(why))
+            "stop_string": f"a stop string appeared ({', '.join(repr(x) for x in s.stop)})",
+            "max_new_tokens": f"max-new-tokens {s.max_new_tokens} reached"}.get(why, str(why))

@@ -194,7 +194,7 @@ def prediction(ctx: Ctx):
         else:
             yield ctx.eq(unembed, "logits", ctx.v(logits[-1]))
         yield from ctx.checks("logits", (last,))
-    temp = ctx.gen.settings.temperature if ctx.gen.settings is not None else 0.0
+    temp = ctx.gen.settings.temperature
     scaled = ctx.get("sample.scaled")
     probs = ctx.get("sample.probs")
     chosen = step.arrays.get("sample.token")

@@ -79,10 +79,9 @@ def _draw(step) -> SimpleNamespace:
     probs, final = step["sample.probs"], step["sample.final"]
     n_p = int(step["sample.kept_top_p"]) if "sample.kept_top_p" in step else int(np.count_nonzero(final))
     order = largest_first(probs)  # [d_vocab] most likely first, ties by id
-    T = s.temperature if s is not None else 0.0
     return SimpleNamespace(
-        T=T, greedy=T == 0, seed=s.seed if s is not None else "?", probs=probs, final=final, n_p=n_p, order=order,
-        top_k=s.top_k if s is not None else None, top_p=s.top_p if s is not None else None,
+        T=s.temperature, greedy=s.temperature == 0, seed=s.seed, probs=probs, final=final, n_p=n_p, order=order,
+        top_k=s.top_k, top_p=s.top_p,
         chosen=int(step["sample.token"]), n_vocab=len(probs),
         n_k=int(step["sample.kept_top_k"]) if "sample.kept_top_k" in step else int(np.count_nonzero(final)),
         u=float(step["sample.uniform"]) if "sample.uniform" in step else None,

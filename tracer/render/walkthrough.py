@@ -46,9 +46,7 @@ from .words import say
 def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
     yield line(("tracer", "bold"), " · " + model_words(meta, cfg))
-    run = settings_words(ctx.gen)
-    if run is not None:
-        yield Text(run, style="dim")
+    yield Text(settings_words(ctx.gen), style="dim")
     if isinstance(meta.get("training"), dict):
         yield Text(training_line(meta["training"]), style="dim")
     stored = storage_words(meta)

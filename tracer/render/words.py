@@ -283,11 +283,8 @@ WORDS: dict[str, str] = {
     "compare.hover": "Hover or focus a cell for its whole number.",
     # ------------------------------------------------------------------ tracer serve's prompt box (serve/page.py, serve.js)
     "serve.prompt": "type a prompt and press Enter",
-    "serve.temperature": "0 is greedy: the most likely token",
-    "serve.top_k": "keep the k most likely tokens before the draw (empty: all)",
-    "serve.top_p": "keep the most likely tokens whose probabilities add up to p (empty: 1)",
-    "serve.seed": "the sampling draw's seed",
-    "serve.new": "tokens to generate after the prompt (at most {n} here)",
+    "serve.off": "Empty: {off}.",  # a setting's box, after its help (tracer.run.settings)
+    "serve.most": "At most {n} here.",
     "serve.chat": "apply the model's chat template to the prompt",
     "serve.no_chat": "{model} has no chat template",
     "serve.empty": "type a prompt first",

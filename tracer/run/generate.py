@@ -20,8 +20,6 @@ setting and compares the logits and tokens. Core module: imports numpy only.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..core.decoder import KVCache, forward
@@ -174,8 +172,7 @@ def last_logits(gen: Generation) -> list[np.ndarray]:
 
 def rerun(model, gen: Generation, cache: bool, on_step=None) -> Generation:
     """`gen` again from its prompt with its settings (the KV cache `cache`), recording only the logits."""
-    settings = gen.settings or GenerationSettings(max_new_tokens=len(gen.generated_ids))
-    return generate(model, list(gen.prompt_ids), replace(settings, cache=cache), names=["logits"], on_step=on_step,
+    return generate(model, list(gen.prompt_ids), gen.settings.replace(cache=cache), names=["logits"], on_step=on_step,
                     lens=False)
 
 
@@ -188,7 +185,7 @@ def verify_cache(model, gen: Generation, on_step=None) -> dict:
     (one row instead of all rows) differs by a few units in the last place of the largest numbers.
     Returns a JSON-able dict.
     """
-    cached = gen.settings.cache if gen.settings is not None else True
+    cached = gen.settings.cache
     if not all("logits" in st for st in gen.steps):
         gen = rerun(model, gen, cached, on_step)
     other = rerun(model, gen, not cached, on_step)

@@ -1,20 +1,29 @@
-"""How a generation runs: a frozen, typed `GenerationSettings`, checked once, in its constructor.
+"""How a generation runs: each setting declared once (`SETTINGS`, one `Setting` record each), and the
+frozen `GenerationSettings` of one run, every value checked against its record in the constructor.
 
-The CLI builds it from its options before anything loads, `Model.generate` from its keyword
-arguments, a scenario from its `[generate]` table, and loading a trace file from the file's
-`settings`; everything downstream (the loop, the renderers) reads its fields and never checks
-them again. Core module: standard library only.
+A record says everything that carries the setting, so that nothing else restates it: its name (the
+keyword of `Model.generate`, the attribute of `GenerationSettings`, the key of a scenario's `[generate]`
+table, of a trace file's and `--json`'s `settings`, of the page's `settings`, the field of a request to
+`tracer serve` and of `/api/limits`), its kind, range and default, the CLI flag and help (the options
+of `trace` and `demo` are built from it: `tracer.cli.settings`), the most one request to `tracer serve`
+may ask and its box in the served form, and the words that describe it in the run's header line.
+A new setting is a row here, its sampler and its words (transformers' `GenerationConfig` is one such
+record of every decoding option). Everything downstream (the loop, the renderers) reads the checked
+values and never checks or defaults them again. Core module: standard library only.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
-from ..errors import TracerError
+from ..errors import TracerError, near
 
 STOPPED = ("max_new_tokens", "end_token", "stop_string")  # why a generation stopped
+KINDS = ("integer", "number", "switch", "text", "texts")  # a whole number, a number, true/false, a string, strings
+SAME = "same"  # Setting.run: the commands' default is the API's
 
 
 class SettingError(TracerError):
@@ -54,75 +63,198 @@ def whole(x) -> int | None:
     return int(v)
 
 
-def check_seed(seed) -> int:
-    """Seeds are whole numbers ≥ 0 (numpy's generators take no negative seed)."""
-    s = whole(seed)
-    if s is None or s < 0:
-        raise SettingError("seed", f"must be a whole number ≥ 0, got {seed!r}")
-    return s
-
-
 @dataclass(frozen=True)
-class GenerationSettings:
-    max_new_tokens: int = 1  # tokens to generate after the prompt (0: only predict the next one)
-    temperature: float = 0.0  # 0 is greedy (the most likely token, no draw)
-    top_k: int | None = None  # keep the k most likely tokens before the draw
-    top_p: float | None = None  # keep the most likely tokens whose probabilities reach p, in (0, 1]
-    seed: int = 0  # the sampling draw's seed (numpy's PCG64: the same draw on every machine)
-    cache: bool = True  # reuse earlier positions' keys and values (KV cache)
-    stop: tuple = field(default_factory=tuple)  # stop once the generated text contains one of these
+class Setting:
+    """One generation setting, declared once; `check` is the one test of its values."""
 
-    def __post_init__(self) -> None:
-        n = whole(self.max_new_tokens)
-        if n is None or n < 0:
-            raise SettingError("max_new_tokens", f"must be a whole number ≥ 0, got {self.max_new_tokens!r}")
-        t = _number(self.temperature)
-        if t is None or not math.isfinite(t) or t < 0:
-            raise SettingError("temperature", f"must be a number ≥ 0 (0 is greedy), got {self.temperature!r}")
-        k = whole(self.top_k) if self.top_k is not None else 1
-        if k is None or k < 1:
-            raise SettingError("top_k", f"must be a whole number ≥ 1, got {self.top_k!r}")
-        p = _number(self.top_p) if self.top_p is not None else 1.0
-        if p is None or not (0 < p <= 1):
-            raise SettingError("top_p", f"must be in (0, 1], got {self.top_p!r}")
-        seed = check_seed(self.seed)
-        if not isinstance(self.cache, bool):
-            raise SettingError("cache", f"must be true or false, got {self.cache!r}")
-        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        if not all(isinstance(s, str) for s in stop):
-            raise SettingError("stop", f"must be a string or a list of strings, got {self.stop!r}")
-        set_ = object.__setattr__
-        set_(self, "max_new_tokens", n)
-        set_(self, "temperature", float(t))
-        set_(self, "top_k", None if self.top_k is None else k)
-        set_(self, "top_p", None if self.top_p is None else p)
-        set_(self, "seed", seed)
-        set_(self, "stop", tuple(stop))
+    name: str  # the keyword everywhere: Model.generate, [generate], the trace file, --json, the request
+    kind: str  # one of KINDS
+    default: object  # Model.generate's and a scenario's (None: off, with `optional`)
+    help: str  # the CLI option's help, and the served form's tooltip
+    low: float | None = None  # the least value (None: no bound)
+    high: float | None = None  # the greatest value (None: no bound)
+    low_open: bool = False  # `low` itself refused: (0, 1]
+    optional: bool = False  # None is a value: this stage is off
+    hint: str = ""  # said after the range when a value is refused: "0 is greedy"
+    choices: tuple = ()  # a text setting's values (empty: any text)
+    short: str | None = None  # the CLI's short flag ("-n")
+    run: object = SAME  # the default of the commands (`trace`, `demo`) and of a request to `tracer serve`
+    served: bool = True  # a request to `tracer serve` may set it (else it runs at its default)
+    most: float | None = None  # the most one request may ask (None: `high`; a `Limits` field of this name wins)
+    label: str = ""  # its box's label in the served form (default: the flag's words)
+    step: float = 1  # its box's step
+    off: str = ""  # what an empty box means, for an optional setting ("all")
+    words: Callable | None = None  # value → its words in the run's header line ("top-k 5"; None: unsaid)
+    on_page: bool = True  # carried in the page's data (`settings`)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def run_default(self):
+        return self.default if self.run == SAME else self.run
+
+    def range_words(self) -> str:
+        """"≥ 0", "in (0, 1]", "" (no bound)."""
+        shown = (lambda v: f"{int(v):,}") if self.kind == "integer" else (lambda v: f"{v:g}")
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            return f"in {'(' if self.low_open else '['}{shown(lo)}, {shown(hi)}]"
+        if lo is not None:
+            return f"{'>' if self.low_open else '≥'} {shown(lo)}"
+        return f"≤ {shown(hi)}" if hi is not None else ""
+
+    def inside(self, v: float) -> bool:
+        lo, hi = self.low, self.high
+        return (lo is None or (v > lo if self.low_open else v >= lo)) and (hi is None or v <= hi)
+
+    def refuse(self, what: str, value) -> SettingError:
+        hint = f" ({self.hint})" if self.hint else ""
+        return SettingError(self.name, f"must be {what}{hint}, got {value!r}")
+
+    def check(self, value):
+        """`value` as this setting holds it (an int, a float, a bool, a string or a tuple of strings), or a
+        one-line SettingError naming the setting and the value."""
+        if value is None and self.optional:
+            return None
+        rng = self.range_words()
+        if self.kind == "integer":
+            n = whole(value)
+            if n is None or not self.inside(n):
+                raise self.refuse(f"a whole number {rng}".rstrip(), value)
+            return n
+        if self.kind == "number":
+            x = _number(value)
+            if x is None or not math.isfinite(x) or not self.inside(x):
+                raise self.refuse(rng if rng.startswith("in ") else f"a number {rng}".rstrip(), value)
+            return x
+        if self.kind == "switch":
+            if not isinstance(value, bool):
+                raise self.refuse("true or false", value)
+            return value
+        if self.kind == "text":
+            if not isinstance(value, str) or (self.choices and value not in self.choices):
+                raise self.refuse(f"one of {', '.join(self.choices)}" if self.choices else "text", value)
+            return value
+        items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else \
+            [] if value is None else None  # texts
+        if items is None or not all(isinstance(s, str) for s in items):
+            raise self.refuse("a string or a list of strings", value)
+        return tuple(items)
+
+
+SETTINGS: tuple[Setting, ...] = (  # in the order of a trace file's `settings`; the header words them in this order
+    Setting("max_new_tokens", "integer", 1, low=0, short="-n", run=2, label="new",
+            help="Tokens to generate after the prompt (0: only predict the next one). Stops early at the end token or a "
+                 "--stop string."),  # `tracer serve`'s most: Limits.max_new_tokens (serve --max-new-tokens)
+    Setting("temperature", "number", 0.0, low=0.0, hint="0 is greedy", short="-t", most=100.0, label="T", step=0.1,
+            help="0 is greedy (the most likely token); higher flattens the distribution.",
+            words=lambda t: "temperature 0 (greedy)" if t == 0 else f"temperature {t:g}"),
+    Setting("top_k", "integer", None, low=1, optional=True, most=1_000_000, off="all",
+            help="Keep only the k most likely tokens before the draw.",
+            words=lambda k: f"top-k {k}"),
+    Setting("top_p", "number", None, low=0.0, high=1.0, low_open=True, optional=True, step=0.05, off="1",
+            help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].",
+            words=lambda p: f"top-p {p:g}"),
+    Setting("seed", "integer", 0, low=0, most=2**32 - 1,  # numpy's generators take no negative seed
+            help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.",
+            words=lambda s: f"seed {s}"),
+    Setting("cache", "switch", True, served=False,
+            help="Reuse earlier tokens' keys and values (KV cache) or recompute the whole context each step.",
+            words=lambda on: "KV cache on" if on else "KV cache off"),
+    Setting("stop", "texts", (), served=False, on_page=False,  # the page says the stop reason in words
+            help="Stop when the generated text contains this string (repeatable)."),
+)
+
+
+def setting(name: str) -> Setting:
+    for s in SETTINGS:
+        if s.name == name:
+            return s
+    raise KeyError(f"no generation setting {name!r}{near(name, [s.name for s in SETTINGS])}")
+
+
+def served() -> list[Setting]:
+    """The settings a request to `tracer serve` may give, in the table's order."""
+    return [s for s in SETTINGS if s.served]
+
+
+def reading_order(table=None) -> list[Setting]:
+    """The settings in the order the run's header line says them (those it words, then the others): the
+    page's `settings` and the served form's boxes."""
+    return sorted(SETTINGS if table is None else table, key=lambda s: s.words is None)
+
+
+def check_seed(seed) -> int:
+    """Seeds are whole numbers ≥ 0 (numpy's generators take no negative seed): the draw's and the weights'."""
+    return setting("seed").check(seed)
+
+
+class GenerationSettings:
+    """How one generation runs: an attribute per setting of `SETTINGS` (`s.temperature`, `s.top_k`, …),
+    each checked by its record once, here; frozen and hashable. `GenerationSettings()` is greedy
+    decoding of one token; a single forward pass (`Model.run`) holds `GenerationSettings(max_new_tokens=0)`."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **given):
+        names = [s.name for s in SETTINGS]
+        for key in given:
+            if key not in names:
+                raise TypeError(f"GenerationSettings got an unexpected keyword argument {key!r}{near(key, names)}")
+        object.__setattr__(self, "_values", {s.name: s.check(given.get(s.name, s.default)) for s in SETTINGS})
+
+    def __getattr__(self, name: str):
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"GenerationSettings has no setting {name!r}") from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("GenerationSettings is frozen: use .replace(…)")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, GenerationSettings) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        return f"GenerationSettings({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def __copy__(self) -> "GenerationSettings":
+        return self  # frozen
+
+    def __deepcopy__(self, memo) -> "GenerationSettings":
+        return self
+
+    def replace(self, **changes) -> "GenerationSettings":
+        return GenerationSettings(**{**self._values, **changes})
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
 
     def to_dict(self) -> dict:
-        """As a trace file's `settings` (JSON), before `stopped`."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_k": self.top_k,
-                "top_p": self.top_p, "seed": self.seed, "cache": self.cache, "stop": list(self.stop)}
+        """As a trace file's `settings` (JSON), before `stopped`; --json's `settings` too."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._values.items()}
 
     @classmethod
     def from_dict(cls, d: dict) -> tuple["GenerationSettings", str | None]:
-        """A trace file's `settings`: the settings, and why the generation stopped (None if unsaid)."""
+        """A trace file's `settings`: the settings, and why the generation stopped (None if unsaid). A
+        setting the file does not name (written before it existed) has its default."""
         if not isinstance(d, dict):
             raise TracerError(f"settings must be a table, got {type(d).__name__}")
-        known = {f for f in cls.__dataclass_fields__} | {"stopped"}
-        unknown = [k for k in d if k not in known]
+        unknown = [k for k in d if k != "stopped" and k not in {s.name for s in SETTINGS}]
         if unknown:
             raise TracerError(f"settings: unknown key {unknown[0]!r}")
         stopped = d.get("stopped")
         if stopped is not None and stopped not in STOPPED:
             raise TracerError(f"settings: stopped must be one of {', '.join(STOPPED)}, got {stopped!r}")
-        if isinstance(d.get("stop"), str):
-            raise TracerError("settings: stop must be a list of strings")
-        for key in ("max_new_tokens", "seed", "top_k"):
-            if isinstance(d.get(key), float):  # written by tracer as a whole number
-                raise TracerError(f"settings: {key} must be a whole number, got {d[key]!r}")
+        for s in SETTINGS:  # as tracer writes them: a list, never one string; a whole number, never a float
+            if s.kind == "texts" and isinstance(d.get(s.name), str):
+                raise TracerError(f"settings: {s.name} must be a list of strings")
+            if s.kind == "integer" and isinstance(d.get(s.name), float):
+                raise TracerError(f"settings: {s.name} must be a whole number, got {d[s.name]!r}")
         return cls(**{k: v for k, v in d.items() if k != "stopped"}), stopped

@@ -65,7 +65,8 @@ class Trace(Mapping):
     token_strs: list = field(default_factory=list)  # text of each token in `tokens`
     meta: dict = field(default_factory=dict)  # model, tokenizer spec, prompt, seed, version
     start: int = 0  # first position computed by this pass; earlier ones came from the KV cache
-    settings: GenerationSettings | None = None  # how the generation this pass belongs to ran (None: `Model.run`)
+    settings: GenerationSettings = field(default_factory=lambda: GenerationSettings(max_new_tokens=0))  # how the
+    # generation this pass belongs to ran; a single pass (`Model.run`): greedy, no new token
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -112,12 +113,14 @@ class Generation:
     generated_ids: list = field(default_factory=list)
     text: str = ""  # the generated text
     meta: dict = field(default_factory=dict)  # where it came from: model, tokenizer, prompt, … (JSON)
-    settings: GenerationSettings | None = None  # None for a single pass saved by `Trace.save`
+    settings: GenerationSettings = None  # never None once made: by default its first pass's (greedy, as a single pass's)
     stopped: str | None = None  # why generation stopped: max_new_tokens, end_token or stop_string
 
     def __post_init__(self):
         if not self.prompt_ids and self.steps:
             self.prompt_ids = [int(t) for t in self.steps[0].tokens]
+        if self.settings is None:
+            self.settings = self.steps[0].settings if self.steps else GenerationSettings(max_new_tokens=0)
 
     @property
     def trace(self) -> Trace:
@@ -182,8 +185,6 @@ MODEL_META = ("model", "tokenizer", "seed", "trained", "tracer_version")  # what
 def _with_settings(gen: Generation) -> dict:
     """The generation's meta with its `settings` (and `stopped`) in their place in the file: after
     what describes the model, before the prompt and the rest."""
-    if gen.settings is None:
-        return dict(gen.meta)
     settings = {**gen.settings.to_dict(), "stopped": gen.stopped or "max_new_tokens"}
     first = {k: v for k, v in gen.meta.items() if k in MODEL_META}
     return {**first, "settings": settings, **{k: v for k, v in gen.meta.items() if k not in MODEL_META}}
@@ -210,8 +211,8 @@ def read_trace(z: Npz, where: str) -> Generation:
         prompt_ids = meta.pop("prompt_ids")
         generated_ids = meta.pop("generated_ids")
         text = meta.pop("text", "")
-        settings, stopped = None, None
-        if "settings" in meta:
+        settings, stopped = GenerationSettings(max_new_tokens=len(generated_ids)), None  # a file written without
+        if "settings" in meta:  # settings (a single pass, before every pass recorded them): greedy, what it generated
             try:
                 settings, stopped = GenerationSettings.from_dict(meta.pop("settings"))
             except TracerError as e:

@@ -9,7 +9,7 @@ The format is documented key by key in `docs/scenarios.md`. In short:
     [weights]    TransformerLens names → nested lists; `file = "w.npz"`; `"blocks.*.attn.W_O"`
                  gives one value to every layer not named exactly
     [prompt]     tokens = [...] or text = "…"
-    [generate]   max_new_tokens, temperature, top_k, top_p, seed, stop, cache
+    [generate]   the generation settings, named as tracer.run.settings.SETTINGS names them (max_new_tokens, …)
     [[expect]]   name, index, value, label, tolerance, step, reduce: a stated value, checked
     [[note]]     text: a remark the replay prints with the checks
 
@@ -31,6 +31,7 @@ from ..formats.files import load_weights_file, weights_header
 from ..core.memory import memory_room
 from ..formats.reading import reason
 from ..core.params import first_non_finite, init_weights, param_shapes
+from ..run import settings as declared
 from ..run.settings import GenerationSettings, SettingError
 from ..tokenizers.tokens import ENCODINGS, ContextOverflow, Prompt, Tokenizer, WordTokenizer, encode_prompt, get_tokenizer
 from .expect import read_expects
@@ -46,7 +47,6 @@ MIXED_KEYS = {  # [model] keys whose type is not their default's: what the file 
 }
 TOKENIZER_KEYS = ("vocab", "encoding", "end")
 PROMPT_KEYS = ("tokens", "text")
-GENERATE_KEYS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "cache")
 NOTE_KEYS = ("text", "label", "step", "section")
 
 
@@ -383,10 +383,9 @@ def _prompt(t: dict, tok: Tokenizer, w: Where, doc: dict) -> tuple[str, object]:
 
 
 def _generate(t: dict, seed: int, w: Where) -> GenerationSettings:
-    check_keys(t, GENERATE_KEYS, "generate", w, "generate")
-    given = {key: t[key] for key in GENERATE_KEYS if key in t}
-    if isinstance(given.get("stop"), str):
-        given["stop"] = [given["stop"]]
+    names = [s.name for s in declared.SETTINGS]  # the keys of [generate]
+    check_keys(t, names, "generate", w, "generate")
+    given = {key: t[key] for key in names if key in t}  # `stop = "x"` is one string: GenerationSettings takes it
     try:  # [model] seed is the draw's seed too, unless [generate] says otherwise
         settings = GenerationSettings(**{"seed": seed, **given})
     except SettingError as e:

@@ -1,9 +1,10 @@
 """The routes of `tracer serve` (Starlette):
 
 - `GET /`: the classroom page with the prompt box (`serve.page`), opening on the example run;
-- `POST /api/trace`: `{prompt, model, max_new_tokens, temperature, top_k, top_p, seed, chat}` → what
+- `POST /api/trace`: `{prompt, model, <the served generation settings>, chat}` → what
   `tracer trace --json` prints and the page's data under "page" (`serve.engine`);
-- `GET /api/limits`: what one request may ask (`serve.limits.Limits`), the served models, the pool;
+- `GET /api/limits`: what one request may ask (`serve.limits.Limits`: the most of each setting by its name;
+  "settings": their declarations, as the form's script reads them), the served models, the pool;
 - `GET /api/health`: "ok" and the pool's state.
 
 Every refusal is JSON `{"error": "one line", "field": …, "limit": …}`: 400 malformed, 404 no such
@@ -26,7 +27,7 @@ from starlette.routing import Route
 
 from ..render.page.html import json_for_script
 from .engine import EXAMPLE, Busy, Engine, TooMany
-from .limits import RequestError, parse_trace_request
+from .limits import RequestError, parse_trace_request, served_settings
 from .page import served_page
 
 SECURITY = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
@@ -48,15 +49,15 @@ def make_app(engine: Engine, hosts: list[str] | None = None) -> Starlette:
     Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so that a web
     page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page."""
     example = engine.example()
-    limits = engine.limits.to_dict()
-    page, csp = served_page(example["page"], engine.describe(), limits, example["request"])
+    limits, settings = engine.limits.to_dict(), served_settings(engine.limits)  # the settings as their declarations say
+    page, csp = served_page(example["page"], engine.describe(), limits, example["request"], settings)
     page_bytes = page.encode("utf-8")
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page_bytes, headers={**SECURITY, "Content-Security-Policy": csp})
 
     async def api_limits(request: Request) -> Response:
-        return json_response({"limits": limits, "models": engine.describe(), "default_model": engine.default,
+        return json_response({"limits": limits, "settings": settings, "models": engine.describe(), "default_model": engine.default,
                               "example": EXAMPLE, "workers": engine.workers, "queue": engine.queue})
 
     async def health(request: Request) -> Response:

@@ -132,7 +132,7 @@ class Engine:
             raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
         try:  # as `tracer trace PROMPT --chat` reads it
             check_prompt(req.prompt)
-            settings = GenerationSettings(req.max_new_tokens, req.temperature, req.top_k, req.top_p, req.seed, True, ())
+            settings = GenerationSettings(**req.settings)  # the others (the KV cache, no stop string): their defaults
             ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
             check_context(len(ids), settings.max_new_tokens, m.config.n_ctx, lim)
             prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)
@@ -170,7 +170,7 @@ class Engine:
         try:
             return self.answer(TraceRequest(EXAMPLE, self.default))
         except RequestError:
-            return self.answer(TraceRequest(EXAMPLE[0], self.default, max_new_tokens=0))
+            return self.answer(TraceRequest(EXAMPLE[0], self.default, {"max_new_tokens": 0}))
 
     def close(self) -> None:
         """Cut running traces at their next pass, refuse new ones, and let the threads go."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..render.page.html import json_for_script, page_html, page_script
 from ..render.words import SERVE_WORDS, say
+from ..run.settings import setting
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,25 +52,47 @@ def asset(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
 
 
-def form(models: list[dict], limits: dict, request: dict) -> str:
-    """The prompt box and the settings, above the page's header; the served models and limits as JSON."""
+def box(s, most) -> str:
+    """Setting `s`'s box in the form (`most`: this server's most, or None), its tooltip the setting's help."""
+    name, dashed = s.name, s.flag[2:]
+    notes = ([say("serve.off", off=s.off)] if s.optional and s.off else []) + \
+        ([say("serve.most", n=f"{most:,}" if s.kind == "integer" else f"{most:g}")] if most is not None and most != s.high else [])
+    title = html.escape(" ".join([s.help, *notes]), quote=True)
+    label, default = html.escape(s.label or dashed), s.run_default
+    if s.kind == "switch":
+        return (f'<label title="{title}"><input id="gen-{dashed}" name="{name}" type="checkbox"'
+                f'{" checked" if default else ""}> {label}</label>')
+    if s.kind in ("integer", "number"):
+        shown = (lambda v: str(int(v))) if s.kind == "integer" else (lambda v: f"{v:g}")
+        least = None if s.low is None else s.low + s.step if s.low_open else s.low
+        attrs = "".join(f' {k}="{shown(v)}"' for k, v in (("min", least), ("max", most)) if v is not None)
+        value = f'placeholder="{html.escape(s.off)}"' if default is None else f'value="{shown(default)}"'
+        return (f'<label title="{title}">{label} <input id="gen-{dashed}" name="{name}" type="number"{attrs} '
+                f'step="{s.step:g}" {value}></label>')
+    if s.choices:
+        options = "".join(f'<option value="{html.escape(c)}"{" selected" if c == default else ""}>{html.escape(c)}</option>'
+                          for c in s.choices)
+        return f'<label title="{title}">{label} <select id="gen-{dashed}" name="{name}">{options}</select></label>'
+    value = "" if default is None else html.escape(" ".join(default) if s.kind == "texts" else str(default), quote=True)
+    return (f'<label title="{title}">{label} <input id="gen-{dashed}" name="{name}" type="text" '
+            f'placeholder="{html.escape(s.off)}" value="{value}"></label>')
+
+
+def form(models: list[dict], limits: dict, request: dict, settings: list[dict]) -> str:
+    """The prompt box and a box per served setting (`settings`: `serve.limits.served_settings`), above the page's
+    header; the served models, limits and the settings' declarations as JSON (`serve.js` reads them)."""
     options = "".join(f'<option value="{html.escape(m["name"])}" data-chat="{str(m["chat"]).lower()}">'
                       f'{html.escape(m["name"])}</option>' for m in models)
-    serve = json_for_script({"models": models, "limits": limits, "request": request, "words": SERVE_WORDS})
-    n = limits["max_new_tokens"]
-    w = {key.split(".", 1)[1]: html.escape(say(key, n=str(n)) if key == "serve.new" else say(key), quote=True)
-         for key in ("serve.prompt", "serve.temperature", "serve.top_k", "serve.top_p", "serve.seed", "serve.new",
-                     "serve.chat")}
+    serve = json_for_script({"models": models, "limits": limits, "settings": settings, "request": request,
+                             "words": SERVE_WORDS})
+    boxes = "\n  ".join(box(setting(d["name"]), d["most"]) for d in settings)
+    w = {key.split(".", 1)[1]: html.escape(say(key), quote=True) for key in ("serve.prompt", "serve.chat")}
     return f"""<form id="run-form" autocomplete="off" novalidate aria-label="run a prompt">
   <label class="ctl-name" for="prompt">prompt</label>
   <input id="prompt" name="prompt" type="text" maxlength="{limits['prompt_chars']}" spellcheck="false"
          placeholder="{w['prompt']}" aria-describedby="status">
   <label>model <select id="model" name="model">{options}</select></label>
-  <label title="{w['temperature']}">T <input id="gen-temperature" name="temperature" type="number" min="0" max="100" step="0.1" value="0"></label>
-  <label title="{w['top_k']}">top-k <input id="gen-top-k" name="top_k" type="number" min="1" step="1" placeholder="all"></label>
-  <label title="{w['top_p']}">top-p <input id="gen-top-p" name="top_p" type="number" min="0.01" max="1" step="0.05" placeholder="1"></label>
-  <label title="{w['seed']}">seed <input id="gen-seed" name="seed" type="number" min="0" step="1" value="0"></label>
-  <label title="{w['new']}">new <input id="gen-max-new-tokens" name="max_new_tokens" type="number" min="0" max="{n}" step="1" value="2"></label>
+  {boxes}
   <label id="chat-label" title="{w['chat']}"><input id="chat" name="chat" type="checkbox"> chat</label>
   <button id="run" type="submit">Run ▶</button>
   <span id="status" role="status" aria-live="polite"></span>
@@ -85,10 +108,10 @@ def script_hashes(page: str) -> list[str]:
             for b in bodies]
 
 
-def served_page(data: dict, models: list[dict], limits: dict, request: dict) -> tuple[str, str]:
+def served_page(data: dict, models: list[dict], limits: dict, request: dict, settings: list[dict]) -> tuple[str, str]:
     """The page for `data` (the example run's page data) and its Content-Security-Policy."""
     script = WRAP % page_script() + "\n" + asset("serve.js")
-    text = page_html(data, top=form(models, limits, request), style=asset("serve.css"), script=script)
+    text = page_html(data, top=form(models, limits, request, settings), style=asset("serve.css"), script=script)
     if text.count('<span id="model"></span>') != 1:
         raise ValueError("the page's header no longer has one <span id=\"model\">: update tracer.serve.page")
     text = text.replace('<span id="model"></span>', '<span id="model-info"></span>')

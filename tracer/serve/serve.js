@@ -1,35 +1,44 @@
 // tracer serve: the prompt box. Enter (or Run) posts the prompt and the settings to /api/trace; the
 // answer's page data replaces the page's in place (tracerPage() draws it again); the address keeps
-// the prompt and the settings (?prompt=…&model=…&temperature=…), so a link opens the same run.
+// the prompt and the settings (?prompt=…&model=…&temperature=…), so a link opens the same run. The settings'
+// names, kinds and defaults are their declarations' (tracer.run.settings, sent as SERVE.settings): none is named here.
 (() => {
   const $ = id => window.document.getElementById(id);
   const SERVE = JSON.parse($("serve-data").textContent);
   const say = (key, slots = {}) => SERVE.words[key].replace(/\{(\w+)\}/g, (_, k) => String(slots[k]));  // render/words.py's
-  const form = $("run-form"), status = $("status"), model = $("model"), chat = $("chat");
-  const F = { prompt: $("prompt"), temperature: $("gen-temperature"), top_k: $("gen-top-k"), top_p: $("gen-top-p"),
-    seed: $("gen-seed"), max_new_tokens: $("gen-max-new-tokens") };
-  const NAMES = ["prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat"];
+  const form = $("run-form"), status = $("status"), model = $("model"), chat = $("chat"), prompt = $("prompt");
+  const SETTINGS = SERVE.settings;      // [{name, kind, default, optional, …}]: the served settings, each with its box
+  const box = s => $(`gen-${s.name.replace(/_/g, "-")}`);
+  const NAMES = ["prompt", "model", ...SETTINGS.map(s => s.name), "chat"];
   let runs = 0, inflight = null, again = null;
   const PATIENCE = 180;                 // seconds a busy server (503, 429) is asked again, after each Retry-After: a class
                                         // sharing one worker waits its turn rather than seeing an error after a few tries
 
-  function numberOf(input) {     // "" → null; anything else as typed (the server says what is wrong)
-    const s = input.value.trim();
-    if (s === "") return null;
-    const v = Number(s);
-    return Number.isFinite(v) ? v : s;
+  function valueOf(s, text) {           // a box's text as the setting's value: "" → off (null) or the default;
+    const t = text.trim();              // a number as typed otherwise (the server says what is wrong)
+    if (s.kind === "texts") return t === "" ? [] : [t];
+    if (t === "") return s.optional ? null : s.default;
+    if (s.kind === "switch") return t === "true";
+    if (s.kind === "text") return t;
+    const v = Number(t);
+    return Number.isFinite(v) ? v : t;
   }
 
   function read() {
-    return { prompt: F.prompt.value, model: model.value, max_new_tokens: numberOf(F.max_new_tokens) ?? 0,
-      temperature: numberOf(F.temperature) ?? 0, top_k: numberOf(F.top_k), top_p: numberOf(F.top_p),
-      seed: numberOf(F.seed) ?? 0, chat: chat.checked && !chat.disabled };
+    const req = { prompt: prompt.value, model: model.value };
+    for (const s of SETTINGS) req[s.name] = s.kind === "switch" ? box(s).checked : valueOf(s, box(s).value);
+    req.chat = chat.checked && !chat.disabled;
+    return req;
   }
 
   function write(req) {
-    F.prompt.value = req.prompt;
+    prompt.value = req.prompt;
     if ([...model.options].some(o => o.value === req.model)) model.value = req.model;
-    for (const k of ["temperature", "top_k", "top_p", "seed", "max_new_tokens"]) F[k].value = req[k] === null || req[k] === undefined ? "" : String(req[k]);
+    for (const s of SETTINGS) {
+      const v = req[s.name];
+      if (s.kind === "switch") box(s).checked = !!v;
+      else box(s).value = v === null || v === undefined ? "" : Array.isArray(v) ? v.join(" ") : String(v);
+    }
     chatSwitch();
     chat.checked = !!req.chat && !chat.disabled;
   }
@@ -46,19 +55,19 @@
     const q = new URLSearchParams();
     q.set("prompt", req.prompt);
     q.set("model", req.model);
-    const dflt = { max_new_tokens: 2, temperature: 0, top_k: null, top_p: null, seed: 0, chat: false };
-    for (const [k, v] of Object.entries(dflt)) if (req[k] !== v && req[k] !== null) q.set(k, String(req[k]));
+    const dflt = Object.fromEntries(SETTINGS.map(s => [s.name, s.default]).concat([["chat", false]]));
+    for (const [k, v] of Object.entries(dflt)) if (String(req[k]) !== String(v) && req[k] !== null) q.set(k, String(req[k]));
     return q.toString();
   }
 
   function fromAddress() {              // the request a shared link holds, or null
     const q = new URLSearchParams(location.search);
     if (!q.has("prompt")) return null;
-    const req = Object.assign({}, SERVE.request, { top_k: null, top_p: null, chat: false });
+    const req = Object.assign({}, SERVE.request, { chat: false }, Object.fromEntries(SETTINGS.filter(s => s.optional).map(s => [s.name, null])));
     for (const k of NAMES) {
       if (!q.has(k)) continue;
-      const s = q.get(k);
-      req[k] = k === "prompt" || k === "model" ? s : k === "chat" ? s === "true" : (Number.isFinite(Number(s)) && s.trim() !== "" ? Number(s) : s);
+      const s = q.get(k), setting = SETTINGS.find(d => d.name === k);
+      req[k] = setting ? valueOf(setting, s) : k === "chat" ? s === "true" : s;
     }
     return req;
   }
@@ -71,7 +80,7 @@
 
   async function run(req = read(), attempt = 0, since = Date.now()) {
     clearTimeout(again);
-    if (!req.prompt.trim()) { tell(say("serve.empty"), "error"); F.prompt.focus(); return; }
+    if (!req.prompt.trim()) { tell(say("serve.empty"), "error"); prompt.focus(); return; }
     if (inflight) inflight.abort();
     const ctl = inflight = new AbortController();
     tell(attempt ? say("serve.running_again", { model: req.model, n: attempt + 1 }) : say("serve.running", { model: req.model }), "running");

@@ -55,7 +55,7 @@ class Demo:
         self.n = len(self.trace.tokens)  # prompt length
         self.focus = 1 if self.n > 1 else 0  # the article follows B through the first layer
         self.last = self.n - 1  # the token that predicts the next one
-        self.settings = self.gen.settings  # a GenerationSettings, or None for a single pass
+        self.settings = self.gen.settings  # a GenerationSettings (a single pass: greedy, no new token)
         self.title = self.title or str(self.gen.meta.get("model") or "tracer")
 
     # names -----------------------------------------------------------------------------------

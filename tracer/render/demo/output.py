@@ -84,7 +84,7 @@ def step_unembed(d: Demo) -> Step:
 
 def step_temperature(d: Demo) -> Step:
     s = d.settings
-    T = s.temperature if s is not None else 0.0
+    T = s.temperature
     logits = d.trace["logits"][d.last]  # [d_vocab]
     probs = d.trace["sample.probs"]  # [d_vocab] recorded
     scaled = d.trace["sample.scaled"]  # [d_vocab] recorded
@@ -99,9 +99,9 @@ def step_temperature(d: Demo) -> Step:
         others = [float(1.0 - p[top].sum()) for p in (probs, what_if[0.5], what_if[2.0])]
         t.add_row(f"({len(probs) - TOP:,} others)", "", "", *(d.prob(o) for o in others), style="dim")
     settings = f"temperature {T:g}" + (" (greedy)" if T == 0 else "")
-    if s is not None and s.top_k is not None:
+    if s.top_k is not None:
         settings += f", top-k {s.top_k}"
-    if s is not None and s.top_p is not None:
+    if s.top_p is not None:
         settings += f", top-p {s.top_p}"
     how = say("demo.temperature.greedy") if T == 0 else say("demo.temperature.divided", T=f"{T:g}")
     body = Group(sentence(("this run: ", "bold"), settings, f" — {how}"), Text(), t,
@@ -174,7 +174,7 @@ def step_append(d: Demo) -> Step:
         nxt = d.new_name(seen, tok) if appended else f"({d.token_name(tok)}: not appended)"
         reads = d.letters(seen) if s.start == 0 else f"{d.span(s.start, seen)} (new)"
         t.add_row(str(n), reads, d.letters(seen), nxt, d.prob(s["sample.probs"][tok]))
-    limit = d.settings.max_new_tokens if d.settings else len(g.generated_ids)
+    limit = d.settings.max_new_tokens
     stopped = {"end_token": say("demo.stopped.end_token"), "stop_string": say("demo.stopped.stop_string"),
                "max_new_tokens": say("demo.stopped.max_new_tokens", n=fmt.count(limit, "new token"))}.get(g.stopped, "")
     words = " ".join(d.token_name(i) for i in g.generated_ids) or "(nothing)"
@@ -188,7 +188,7 @@ def step_append(d: Demo) -> Step:
 
 def step_cache(d: Demo) -> Step:
     g, cfg = d.gen, d.cfg
-    cache_on = d.settings.cache if d.settings is not None else True
+    cache_on = d.settings.cache
     t = table("pass", "new token", "K, V computed", "K, V reused", "multiply-adds", "without cache", "saved",
                right=("multiply-adds", "without cache", "saved"))
     for n, s in enumerate(g.steps):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...run.settings import reading_order
 from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
@@ -80,7 +81,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     name_passes(passes, gen, tokenizer)
     for k, q in enumerate(passes):  # a sampled run's draw, in the terminal's words (render/sampling.py)
         st = gen.steps[k]
-        drawn = gen.settings is not None and gen.settings.temperature != 0 and all(
+        drawn = gen.settings.temperature != 0 and all(
             n in st.arrays for n in ("sample.scaled", "sample.probs", "sample.final", "sample.token"))
         q["sampling"] = {"stages": draw_stages(st), "notes": sampling_notes(st, tokenizer, precision)} if drawn else None
     positions = positions_data(rows)
@@ -102,7 +103,6 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     gone = not_recorded(gen.steps[0], cfg)
     if gone:
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
-    s = gen.settings
     meta = gen.meta
     return {
         "format": FORMAT, "version": VERSION,
@@ -120,8 +120,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "storage_example": example_words(meta, "blocks.0.attn.W_Q", "W_Q of layer 0"),  # its first number, worked
         "badge": None if weights_warning(meta) is None else BADGES.get(meta.get("weights"), "untrained weights"),
         "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
-        "settings": None if s is None else {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
-                                            "seed": s.seed, "cache": s.cache, "max_new_tokens": s.max_new_tokens},
+        "settings": {s.name: getattr(gen.settings, s.name) for s in reading_order() if s.on_page},  # as the header says them
         "run": settings_words(gen),  # the terminal header's second line: how the run was sampled
         "stopped": stop_words(gen), "text": show_invisible(gen.text),
         "precision": int(precision), "top_k": int(top_k),

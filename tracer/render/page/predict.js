@@ -32,7 +32,7 @@ function softmaxAt(k, T) {                // softmax(logits ÷ T), the maximum s
 }
 
 const TEMP = (() => {                     // the temperature control, made once so that redraws keep its focus
-  const recorded = D.settings ? D.settings.temperature : 0;
+  const recorded = D.settings.temperature;
   const gaps = D.passes.map(q => (q.top && q.top.logit && q.top.logit.length > 1 ? q.top.logit[0] - q.top.logit[1] : 0));
   const most = Math.min(50, Math.max(3, Math.ceil(recorded), Math.ceil(2 * Math.max(...gaps))));  // far enough to flatten a peaked choice
   const input = el("input", { id: "temperature", type: "range", min: "0", max: String(most), step: "0.05",
@@ -99,8 +99,7 @@ function slidePredict() {
     el("tr", null, el("td", null, SW.softcap.logits ? say("predict.softcapped", { unembed, formula: SW.softcap.logits }) : unembed), el("th", null, "logits ="),
       el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
   out.push(TEMP.box);
-  const s = D.settings;
-  if (s && s.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
+  if (D.settings.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
   else if (pass.sampling) {                // the terminal's stages and sentences of the draw (render/sampling.py)
     out.push(p(b(pass.sampling.stages)), ...pass.sampling.notes.map(words => el("p", { class: "note" }, words)));
   }
@@ -143,7 +142,7 @@ function slideLoop() {
     el("td", null, q.start ? `${seq(0, q.start)} | ${seq(q.start, q.n)}` : `| ${seq(0, q.n)}`), el("td", { class: "r" }, `${q.start} + ${q.n - q.start}`),
     el("td", { class: "r n" }, integer(q.macs)), el("td", { class: "r n" }, integer(q.full)),
     el("td", { class: "r" }, `${q.full ? Math.round(100 * (q.full - q.macs) / q.full) : 0}%`)));
-  out.push(el("table", { class: "grid" }, el("caption", null, say("loop.table", { state: D.settings && !D.settings.cache ? say("loop.cache_off") : "on" })),
+  out.push(el("table", { class: "grid" }, el("caption", null, say("loop.table", { state: !D.settings.cache ? say("loop.cache_off") : "on" })),
     el("thead", null, el("tr", null, ["pass", "reused | computed", "rows", "multiply-adds", "recompute all", "saved"].map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)

@@ -24,7 +24,7 @@ const STEPS = [
 STEPS.forEach((s, i) => { s[2] = `${i + 1} · ${s[2]}`; });  // [id, the path's label, the numbered title]
 
 function initialTemperature() {
-  const t = D.settings ? D.settings.temperature : 0;
+  const t = D.settings.temperature;
   return t > 0 ? t : 1;
 }
 

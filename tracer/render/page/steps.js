@@ -27,7 +27,7 @@ function slideTokens() {
 }
 
 function modelWords() {                   // the terminal's header: the model and how the run was sampled
-  return D.run ? say("header.run", { line: CFG.line, settings: D.run }) : `${CFG.line}.`;
+  return say("header.run", { line: CFG.line, settings: D.run });
 }
 
 function slideEmbed() {
