@@ -182,7 +182,7 @@ class Model:
             settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
         gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
-        for meta in [gen.meta] + [s.meta for s in gen.steps]:
+        for meta in [gen.meta] + [s.meta for s in gen.passes]:
             meta.update(prompt.meta())
         return gen
 
