@@ -152,7 +152,7 @@ CASES = [
     ("trace-raw-pickle", ["show", "{d}/rawpickle.npz"], 2, r"rawpickle.npz: .*a pickle; refused \(tracer never unpickles\)"),
     ("trace-object-array", ["show", "{d}/objects.npz"], 2, r"objects.npz: holds a pickled object; refused", SUB),
     ("trace-no-meta", ["show", "{d}/nometa.npz"], 2, r"nometa.npz: not a tracer trace \(no 'meta' entry\)"),
-    ("trace-newer-version", ["show", "{d}/newer.npz"], 2, r"newer.npz: trace format version 99 is newer than this tracer reads \(1\); upgrade tracer"),
+    ("trace-newer-version", ["show", "{d}/newer.npz"], 2, r"newer.npz: trace format version 99 is newer than this tracer reads \(2\); upgrade tracer"),
     ("trace-meta-not-json", ["show", "{d}/badjson.npz"], 2, r"badjson.npz: its 'meta' entry is not JSON"),
     ("trace-bad-config", ["show", "{d}/badconfig.npz"], 2, r"d_model must be a whole number ≥ 1, got -4"),
     ("trace-array-shape", ["show", "{d}/badshape.npz"], 2, r"badshape.npz: damaged trace: 'blocks.0.attn.hook_pattern' has shape \[3\], its config needs \[2, 2, 2\]"),

@@ -385,7 +385,8 @@ def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
                                         ("hooked", [3])])
 def test_a_damaged_intervention_record_in_a_saved_trace_is_named(runner, tmp_path, key, value):
     import tracer
-    from tracer.run.trace import Generation, damage
+    from tracer.run.damage import damage
+    from tracer.run.trace import Generation
 
     gen = tracer.load("abc").generate("A B C", max_new_tokens=1)
     gen.meta[key] = value

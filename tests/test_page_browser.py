@@ -222,6 +222,26 @@ def test_layers_heads_and_passes_change_what_is_shown(browser, pages):
     assert "cache 0" in words and "computed" in words
 
 
+def test_the_loop_of_several_rows_says_whose_each_pass_is(browser, word_model, runner, tmp_path):
+    from .test_generation_rows import two_rows
+
+    m = word_model(seed=3)
+    two_rows(m).save(tmp_path / "rows.npz")
+    r = runner.invoke(app, ["show", str(tmp_path / "rows.npz"), "--section", "loop", "--export", str(tmp_path / "rows.html")])
+    assert r.exit_code == 0, r.output
+    open_page(browser, tmp_path / "rows.html")
+    go(browser, "loop")
+    head = [th.text for th in browser.find_elements("css selector", "#slides table.grid thead th")]
+    assert head[:3] == ["pass", "row", "reused | computed"]
+    body = [[td.text for td in tr.find_elements("css selector", "td")]
+            for tr in browser.find_elements("css selector", "#slides table.grid tbody tr")]
+    assert [row[1] for row in body] == ["row 0", "row 0", "row 1, continuing row 0", "row 0, continuing row 1", "row 1"]
+    assert [row[0] for row in body][0] == "▶ 0"  # the followed pass: row 0's prompt pass
+    click(browser, '[data-pick-pass="2"]')  # row 0's third pass is the run's pass 3
+    assert browser.find_element("css selector", "#slides table.grid tbody tr.on td").text == "▶ 3"
+    assert not errors(browser)
+
+
 def _shown_probs(browser) -> dict[int, float]:
     cells = browser.find_elements("css selector", "#probs [data-p]")
     return {int(c.get_attribute("data-id")): float(c.get_attribute("data-p")) for c in cells}

@@ -187,7 +187,7 @@ class Model:
         settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
         gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
-        for meta in [gen.meta] + [s.meta for s in gen.steps]:
+        for meta in [gen.meta] + [s.meta for s in gen.passes]:
             meta.update(prompt.meta())
         return gen
 

@@ -26,7 +26,7 @@ def run_scenario(scn: Scenario, model: Model | None = None, on_step=None) -> Gen
     """The scenario's generation, every pass recorded (its meta says how the weights were made)."""
     model = model if model is not None else scenario_model(scn)
     gen = model.generate(scn.prompt, settings=scn.settings, on_step=on_step)
-    for meta in [gen.meta] + [s.meta for s in gen.steps]:
+    for meta in [gen.meta] + [s.meta for s in gen.passes]:
         meta["weights"] = scn.weights
         meta["scenario"] = scn.name
     return gen

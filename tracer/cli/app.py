@@ -12,7 +12,7 @@ Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129 (a file being written is removed fi
 pipe (`tracer … | head`) exits 141 quietly. Output goes through a console that shows control
 characters from prompts and files (␛) instead of sending them to the terminal, and so does every
 error message (`echo_err`), which may quote a file's text (a key name, a shard's name); a Python
-warning is one such line too, never a source line. A trace file that loads but cannot be shown is examined (`tracer.run.trace.damage`): if it
+warning is one such line too, never a source line. A trace file that loads but cannot be shown is examined (`tracer.run.damage.damage`): if it
 is damaged, that is bad input (2); if it looks sound, a bug of ours (1). Heavy modules are
 imported inside the commands so that `tracer --help` stays fast.
 

@@ -121,7 +121,8 @@ def show(
     from ..errors import TracerError
     from ..render import resolved_for
     from ..tokenizers.tokens import get_tokenizer
-    from ..run.trace import Generation, damage as trace_damage
+    from ..run.damage import damage as trace_damage
+    from ..run.trace import Generation
 
     view = view_of(token, layer, head, dims, precision, brief, section, max_lines)
     check_export(export)

@@ -29,7 +29,10 @@ def dumps(obj) -> str:
 
 
 def trace_json(gen, tokenizer) -> dict:
-    return {
+    """The `trace --json` record; a generation of several rows or with a draft model's passes adds `rows`
+    (every sequence) and `passes` (every pass in the order run: its row, model, parent, start, tokens
+    seen, token drawn, and whether its row kept it)."""
+    out = {
         "model": gen.meta.get("model"),
         "prompt": gen.meta.get("prompt"),
         "prompt_ids": [int(i) for i in gen.prompt_ids],
@@ -45,6 +48,14 @@ def trace_json(gen, tokenizer) -> dict:
         "attribution": gen.meta.get("attribution"),  # --attribute: target_id, per_position (gradient × input)  # --ablate: what was removed, the clean and the changed prediction
         "non_finite": _non_finite(gen),
     }
+    if not gen.plain:
+        out["rows"] = [{"row": r, "generated_ids": [int(i) for i in row.generated_ids], "text": row.text,
+                        "generated": [tokenizer.token_str(t) for t in row.generated_ids], "stopped": row.stopped,
+                        "score": row.score} for r, row in enumerate(gen.rows)]
+        out["passes"] = [{"pass": n, "row": int(p.row), "model": p.model, "parent": p.parent, "start": int(p.start),
+                          "n_tokens": len(p.tokens), "token": int(p["sample.token"]) if "sample.token" in p else None,
+                          "kept": gen.kept(p)} for n, p in enumerate(gen.passes)]
+    return out
 
 
 def _non_finite(gen):

@@ -18,38 +18,48 @@ from rich.text import Text
 from ..tokenizers.tokens import label, named
 from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
 from ..core.equations import largest_first
+from ..run.trace import DRAFT
 from .words import say
 
 
-def cache_rows(gen) -> list[dict]:
-    """Per pass: positions reused from the cache, computed, and multiply-adds with and without reuse."""
-    cfg = gen.steps[0].config
+def cache_rows(gen, passes=None) -> list[dict]:
+    """Per pass (every pass of `gen` by default): positions reused from the cache, computed, and
+    multiply-adds with and without reuse (by the config of the model that ran it)."""
     rows = []
-    for n, s in enumerate(gen.steps):
-        total, start = len(s.tokens), s.start
+    for n, s in enumerate(gen.passes if passes is None else passes):
+        total, start, cfg = len(s.tokens), s.start, s.config
         rows.append({"step": n, "positions": total, "reused": start, "computed": total - start,
                      "macs": cfg.pass_macs(total - start, total), "full": cfg.pass_macs(total, total)})
     return rows
+
+
+def pass_who(p) -> str:
+    """Which row a pass extends, the row it continued, and whether the draft model ran it: "row 1,
+    continuing row 0 (the draft model)"."""
+    who = say("rows.row", row=str(p.row)) if p.parent is None else say("rows.continues", row=str(p.row),
+                                                                         parent=str(p.parent))
+    return who + (say("rows.draft") if p.model == DRAFT else "")
 
 
 def kv_cache_view(gen, tokenizer, view) -> Group:
     """Which rows each pass reused from the KV cache and which it computed, and the work saved."""
     on = gen.settings.cache
     rows = cache_rows(gen)
+    many = not gen.plain  # several rows, or a draft's passes: each pass says whose it is
     t = Table(title=say("loop.table", state="on" if on else say("loop.cache_off")),
               title_justify="left")
-    for c, j in (("pass", "right"), ("reused | computed", "left"), ("rows", "right"), ("multiply-adds", "right"),
-                 ("recompute all", "right"), ("saved", "right")):
+    for c, j in (("pass", "right"), *((("row", "left"),) if many else ()), ("reused | computed", "left"),
+                 ("rows", "right"), ("multiply-adds", "right"), ("recompute all", "right"), ("saved", "right")):
         t.add_column(c, justify=j, no_wrap=True)
-    for r in rows:
+    for r, p in zip(rows, gen.passes):
         n, start = r["positions"], r["reused"]
         if n <= 26:
             split = f"{sequence(0, start)} | {''.join(label(i) for i in range(start, n))}" if start else f"| {sequence(0, n)}"
         else:
             split = f"{span(0, start)} | {span(start, n)}" if start else f"| {span(0, n)}"
         saved = r["full"] - r["macs"]
-        t.add_row(str(r["step"]), split, f"{start} + {n - start}", integer(r["macs"]), integer(r["full"]),
-                  f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
+        t.add_row(str(r["step"]), *((pass_who(p),) if many else ()), split, f"{start} + {n - start}",
+                  integer(r["macs"]), integer(r["full"]), f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
     notes = kv_notes(gen, rows)
     if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
         return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
@@ -79,12 +89,15 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
         notes.append(f"Total: {integer(done)} multiply-adds with the cache against {integer(full)} recomputing every "
                      f"row each pass: {100 * (full - done) / full:.0f}% saved.")
     elif len(rows) > 1:
-        cached = sum(cfg.pass_macs(1 if k else len(g.tokens), len(g.tokens)) for k, g in enumerate(gen.steps))
+        cached = sum(g.config.pass_macs(1 if k else len(g.tokens), len(g.tokens)) for k, g in enumerate(gen.passes))
         notes.append(f"Total: {integer(full)} multiply-adds recomputing every row; with the cache it would be "
                      f"{integer(cached)} ({100 * (full - cached) / full:.0f}% less).")
     else:
         notes.append("One pass only (the prompt): every row is computed; generate more tokens (--max-new-tokens) "
                      "to see later passes reuse the cache.")
+    if not gen.plain:
+        drafts = sum(p.model == DRAFT for p in gen.passes)
+        notes.append(say("rows.caches", rows=count(len(gen.rows), "row"), drafts=str(drafts)))
     notes.append("The Q&A says \"You have to recompute everything for the new context.\" Not with a KV cache: an "
                  "earlier token's keys and values never change (the causal mask stops it from seeing later tokens), "
                  "so each new pass computes Q, K and V for the new token only and reuses the rest. "
@@ -166,17 +179,22 @@ def generation_steps(gen, tokenizer, view) -> Group:
     """Every pass of the loop, compact: the sequence with letters, the new token's pass, its prediction."""
     parts = [Text("The loop: predict, append, run again", style="bold")]
     p = view.precision
-    for n, step in enumerate(gen.steps):
+    many = not gen.plain
+    for n, step in enumerate(gen.passes):
         total, start = len(step.tokens), step.start
         chosen = int(step["sample.token"]) if "sample.token" in step else None
-        appended = n < len(gen.generated_ids)
+        appended = gen.kept(step)
         head = Text()
         head.append(f"pass {n}: ", style="bold")
+        if many:
+            head.append(say("rows.pass", who=pass_who(step)), style="bold")
         reads = (say("loop.reads_prompt", span=span(0, total)) if n == 0 else
                  say("loop.reads", named=named(total - 1, tok(tokenizer, step.tokens[-1]))))
         head.append(reads)
         if start > 0:
             head.append(say("loop.computes", new=span(start, total), old=span(0, start)))
+        elif many and n > 0 and not any(q.model == step.model for q in gen.passes[:n]):
+            head.append(say("rows.first", n=str(total)))  # a draft's first pass: nothing of its own cached yet
         elif n > 0:
             head.append(say("loop.recomputes", n=str(total)))
         parts.append(head)
@@ -198,19 +216,26 @@ def generation_steps(gen, tokenizer, view) -> Group:
                 new = named(total, tok(tokenizer, chosen))
                 parts.append(Text(f"  {sequence(0, total)} → {sequence(0, total + 1)}"
                                   + ("" if new.startswith(f"{label(total)} = ") else f"   ({new})")))
+            elif many and list(step.tokens) != gen.row_tokens(step.row):  # not its row's last pass: dropped
+                parts.append(Text("  " + say("rows.not_kept"), style="dim"))
             else:
-                parts.append(Text("  " + say("loop.not_appended", why=stop_reason(gen)), style="dim"))
+                parts.append(Text("  " + say("loop.not_appended", why=stop_reason(gen, step.row)), style="dim"))
     parts.append(Text(generated_words(gen)))
     return Group(*parts)
 
 
 def generated_words(gen) -> str:
-    """The run's result in one sentence: how many tokens, the text, why it stopped (the terminal and the page)."""
-    return f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."
+    """The run's result in one sentence: how many tokens, the text, why it stopped (the terminal and the
+    page); with several rows, one sentence per row."""
+    if gen.plain:
+        return f"Generated {len(gen.generated_ids)} token(s): {gen.text!r}; stopped: {stop_reason(gen)}."
+    return " ".join(say("rows.generated", row=str(r), n=str(len(row.generated_ids)), text=repr(row.text),
+                        why=stop_reason(gen, r), score="" if row.score is None else say("rows.score", score=num(row.score, 4)))
+                    for r, row in enumerate(gen.rows))
 
 
-def stop_reason(gen) -> str:
-    why, s = gen.stopped or "max_new_tokens", gen.settings
+def stop_reason(gen, row: int = 0) -> str:
+    why, s = gen.rows[row].stopped or "max_new_tokens", gen.settings
     return {"end_token": "the end token was generated",
             "stop_string": f"a stop string appeared ({', '.join(repr(x) for x in s.stop)})",
             "max_new_tokens": f"max-new-tokens {s.max_new_tokens} reached"}.get(why, str(why))

@@ -13,8 +13,9 @@ page's scripts hold no sentence at all; the compare page's (`compare.*`) come af
 
 The demo (`render/demo/`) says its screens from here too: its own longer narration, questions and
 frame under "demo.*", screen by screen, and the keys above where it says what the walkthrough says.
-The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo screen) and the prompt
-box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`).
+The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo screen), the prompt
+box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) and the rows' (`rows.*`:
+whose each pass of a generation of several rows is, which the page is sent finished).
 
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
@@ -229,6 +230,20 @@ WORDS: dict[str, str] = {
     "loop.macs": "multiply-adds: {macs} in this pass; {full} to recompute every row ({saved}% saved).",
     "loop.table": "KV cache ({state}): rows reused and computed per pass",
     "loop.cache_off": "off: --no-cache",
+    # a generation of several rows (beams) or with a draft model's passes: the terminal's loop and KV cache
+    # table say whose each pass is; the page is sent these finished (`rows.*` is not in PAGE_WORDS)
+    "rows.row": "row {row}",
+    "rows.continues": "row {row}, continuing row {parent}",
+    "rows.draft": " (the draft model)",
+    "rows.pass": "{who}: ",
+    "rows.first": "; computes all {n} rows (its model's first pass: nothing of its own in a cache yet)",
+    "rows.not_kept": "(not kept: no row's sequence goes on with it, as with a pruned beam's or a rejected draft's "
+                     "token)",
+    "rows.caches": "This generation holds {rows} and {drafts} pass(es) of a draft model. Each row keeps its own KV "
+                   "cache (a row that continues another starts from a copy of that row's), and the draft model its "
+                   "own: a pass reuses only its own row's and model's keys and values.",
+    "rows.generated": "Row {row} generated {n} token(s): {text}; stopped: {why}{score}.",
+    "rows.score": "; score {score}",
     "verify.ok": "✓ the KV cache changes no logit beyond rounding and no token",
     "verify.bad": "✗ the KV cache and full recompute disagree",
     # every position predicts (step 11)
@@ -471,7 +486,8 @@ WORDS: dict[str, str] = {
 }
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
-PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if not key.startswith(("demo.", "serve."))}
+PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()
+                              if not key.startswith(("demo.", "serve.", "rows."))}
 SERVE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if key.startswith("serve.")}  # serve.js's
 
 

@@ -41,8 +41,8 @@ def non_finite(gen) -> NonFinite | None:
     or ±∞, or None when every recorded number is finite. The causal mask's −∞ in
     `hook_attn_scores` is not counted: it is the mask, not an overflow. Values held as their causal
     half are read as held (the masked half is the mask's); recipes are not recomputed (what they
-    are computed from is read)."""
-    for n, step in enumerate(gen.steps):
+    are computed from is read). Every pass of every row and model, in the order run (`step` counts them)."""
+    for n, step in enumerate(gen.passes):
         arrays = step.arrays
         for name in arrays:
             bad = _first_bad(arrays, name)

@@ -30,8 +30,8 @@ from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
-from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, stop_words, texts_of,
-                     tokens_data)
+from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
+                     stop_words, texts_of, tokens_data)
 
 FORMAT = "tracer-page"
 VERSION = 1
@@ -140,6 +140,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "kv_notes": kv_notes(gen), "generated": show_invisible(generated_words(gen)),
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
+        **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes
     }
 
 

@@ -18,7 +18,7 @@ from ...core import hooks
 from ...tokenizers.tokens import label, named, show_token
 from ..checks import check_line
 from ..lens import LENS_ROWS, lens_notes, lens_row_label
-from ..loop import cache_rows, stop_reason
+from ..loop import cache_rows, pass_who, stop_reason
 from .data import cut, r6, r6s
 from ...core.equations import largest_first
 
@@ -86,13 +86,29 @@ def passes_data(gen, cfg, top_k: int, whole: int, logits_budget: int = LOGITS_BU
     per_pass = cfg.d_vocab * (8 if cfg.dtype == "float64" else 4) * 4 // 3 + 4  # base64 bytes
     fits = max(logits_budget // per_pass, 1)  # the prompt pass always carries them
     passes = [pass_data(gen, k, cfg, top_k, whole, k < fits) for k in range(len(gen.steps))]
-    for p, row in zip(passes, cache_rows(gen)):
+    for p, row in zip(passes, cache_rows(gen, gen.steps)):
         p["macs"], p["full"] = int(row["macs"]), int(row["full"])
     notes = []
     if len(passes) > fits:
         notes.append(f"the exact logits of passes {fits}–{len(passes) - 1} (temperature recomputation: passes "
                      f"0–{fits - 1} only; the others show the recorded probabilities)")
     return passes, notes
+
+
+def rows_data(gen) -> dict | None:
+    """A generation of several rows (beams) or with a draft model's passes: every pass in the order run,
+    whose it is (the terminal's words, finished), its KV cache split and work, its token and whether its
+    row kept it, and `step`, its place among `passes` (row 0's sequence; None for the others). None for
+    one row of the target model's passes: `passes` are all of them."""
+    if gen.plain:
+        return None
+    place = {id(p): k for k, p in enumerate(gen.steps)}
+    out = []
+    for p, c in zip(gen.passes, cache_rows(gen)):
+        out.append({"who": pass_who(p), "row": int(p.row), "model": p.model, "parent": p.parent, "start": int(p.start),
+                    "n": len(p.tokens), "chosen": int(p["sample.token"]) if "sample.token" in p else None,
+                    "kept": gen.kept(p), "macs": int(c["macs"]), "full": int(c["full"]), "step": place.get(id(p))})
+    return {"passes": out, "n_rows": len(gen.rows)}
 
 
 def positions_data(rows) -> list[dict | None]:

@@ -138,12 +138,17 @@ function slideLoop() {
       say("loop.top3", { p: prob(pass.top.probs[i]), alts })));
     if (pass.appended) out.push(sequenceEl(n, pass.chosen, pass.named));
   }
-  const rows = D.passes.map((q, i) => el("tr", { class: i === k ? "on" : null, "data-pick-pass": i }, el("td", { class: "r" }, i === k ? `▶ ${i}` : i),
+  // several rows (beams) or a draft model's passes: every pass in the order run, each saying whose it is (sent
+  // finished, as the terminal says it); a pass of row 0's sequence is one of D.passes (`step`), the others are not chosen
+  const all = D.rows ? D.rows.passes : D.passes, step = (q, i) => (D.rows ? q.step : i);
+  const rows = all.map((q, i) => el("tr", { class: step(q, i) === k ? "on" : null, "data-pick-pass": step(q, i) },
+    el("td", { class: "r" }, step(q, i) === k ? `▶ ${i}` : i), D.rows ? el("td", null, q.who) : null,
     el("td", null, q.start ? `${seq(0, q.start)} | ${seq(q.start, q.n)}` : `| ${seq(0, q.n)}`), el("td", { class: "r" }, `${q.start} + ${q.n - q.start}`),
     el("td", { class: "r n" }, integer(q.macs)), el("td", { class: "r n" }, integer(q.full)),
     el("td", { class: "r" }, `${q.full ? Math.round(100 * (q.full - q.macs) / q.full) : 0}%`)));
+  const heads = ["pass", ...(D.rows ? ["row"] : []), "reused | computed", "rows", "multiply-adds", "recompute all", "saved"];
   out.push(el("table", { class: "grid" }, el("caption", null, say("loop.table", { state: !D.settings.cache ? say("loop.cache_off") : "on" })),
-    el("thead", null, el("tr", null, ["pass", "reused | computed", "rows", "multiply-adds", "recompute all", "saved"].map(h => el("th", null, h)))),
+    el("thead", null, el("tr", null, heads.map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)
   if (D.verify_cache) out.push(p(say(D.verify_cache.ok ? "verify.ok" : "verify.bad"), " (--verify-cache)"));
