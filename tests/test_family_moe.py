@@ -152,3 +152,107 @@ def test_the_walkthrough_works_out_the_routing(render_text):
     E, k = model.config.n_experts, model.config.experts_per_token
     assert f"{E - k} of {E} experts not used by this token: {100 * (E - k) / E:.1f}%" in flat
     assert f"a mixture of {E} experts, {k} per token" in flat and "sink takes" in flat
+
+
+# --------------------------------------------------------------------------- changed, differentiated, refused
+
+
+def test_an_expert_taken_out_of_the_routing_sends_its_tokens_to_their_next_choice():
+    """--ablate 0:expert:E: E's router score is −∞, so no token chooses it; each token's experts are
+    the clean scores' top k without E (worked out here from the clean run's scores)."""
+    from tracer.run.ablation import Ablation
+
+    model = tracer.load(str(DATA / "qwen3-moe-tiny"))
+    cfg = model.config
+    ids = model.tokenize("The quick brown fox jumps over the lazy dog")
+    clean = model.run(ids)
+    e = int(np.bincount(clean["blocks.0.mlp.hook_expert_indices"].reshape(-1)).argmax())  # the busiest expert
+    changed = model.run(ids, hooks=Ablation.parse(f"0:expert:{e}").hooks(cfg))
+    chosen = changed["blocks.0.mlp.hook_expert_indices"]
+    assert e not in chosen
+    scores = clean["blocks.0.mlp.hook_router_logits"].astype(np.float64)
+    scores[:, e] = -np.inf
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    want = np.argsort(-probs, axis=-1, kind="stable")[:, : cfg.experts_per_token]
+    assert np.array_equal(chosen, want)
+    w = np.take_along_axis(probs, want, -1)
+    np.testing.assert_allclose(changed["blocks.0.mlp.hook_expert_weights"], w / w.sum(-1, keepdims=True), atol=1e-5)
+    assert np.array_equal(changed["blocks.1.hook_resid_pre"] != clean["blocks.1.hook_resid_pre"],
+                          np.broadcast_to((clean["blocks.0.mlp.hook_expert_indices"] == e).any(-1)[:, None],
+                                          clean["blocks.1.hook_resid_pre"].shape))  # only its tokens changed
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("0:expert:99", "names expert 99; layer 0 has experts 0–"),
+    ("0:expert:1:mean", "removed, not averaged"),
+    ("9:expert:0", "names layer 9"),
+])
+def test_expert_ablations_that_cannot_be_are_one_line(spec, says):
+    from tracer.errors import TracerError
+    from tracer.run.ablation import Ablation
+
+    model = tracer.load(str(DATA / "mixtral-tiny"))
+    with pytest.raises(TracerError, match=says):
+        Ablation.parse(spec).check(model.config)
+
+
+def test_every_expert_removed_and_an_expert_of_a_dense_model_are_refused(runner):
+    from tracer.cli import app
+
+    E = tracer.load(str(DATA / "mixtral-tiny")).config.n_experts
+    r = runner.invoke(app, ["trace", "a b", "--model", str(DATA / "mixtral-tiny"),
+                            *[x for e in range(E - 1) for x in ("--ablate", f"1:expert:{e}")]])
+    assert r.exit_code == 2 and "fewer than the 2 each token is sent to" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["trace", "a b", "--model", str(DATA / "llama-tiny"), "--ablate", "0:expert:0"])
+    assert r.exit_code == 2 and "routes to no experts" in r.output
+
+
+def test_the_hooks_api_changes_the_routing_and_the_experts_outputs():
+    """A hook doubling every expert weight doubles the experts' part of the MLP output (Qwen3-MoE has no
+    shared expert): the output is Σ weight · expert output, computed from the hooked weights."""
+    model = tracer.load(str(DATA / "qwen3-moe-tiny"))
+    ids = model.tokenize("a b c d")
+    clean = model.run(ids)
+    doubled = model.run(ids, hooks={"blocks.0.mlp.hook_expert_weights": lambda w: w * 2})
+    np.testing.assert_allclose(doubled["blocks.0.hook_mlp_out"], 2 * clean["blocks.0.hook_mlp_out"], rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_times_input_goes_through_the_router(runner):
+    """--attribute on a mixture of experts: each prompt position's gradient × input, from the backward pass
+    through every router and expert (its derivatives are checked above), one finite number per position."""
+    import json
+
+    from tracer.cli import app
+
+    r = runner.invoke(app, ["trace", "The quick brown fox", "--model", str(DATA / "gpt-oss-tiny"), "-n", "1",
+                            "--attribute", "--json"])
+    assert r.exit_code == 0, r.output
+    att = json.loads(r.output)["attribution"]
+    assert len(att["per_position"]) == 4 and all(np.isfinite(att["per_position"]))
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-tiny", "qwen2-moe-tiny"])
+def test_the_backward_pass_goes_through_the_router_and_the_experts(name):
+    """The loss's gradient with respect to the router's and an expert's weights (and gpt-oss's sinks)
+    equals central differences (float64, the top-k choice fixed: steps too small to change it)."""
+    from tracer.core.backward import loss_and_grads
+    from tracer.core.config import Config
+
+    model = tracer.load(str(DATA / name))
+    cfg = Config(**{**model.config.to_dict(), "dtype": "float64"})
+    params = {k: np.asarray(v, dtype=np.float64) for k, v in model.params.items()}
+    tokens = np.array(model.tokenize("The quick brown fox jumps"))
+    _, grads = loss_and_grads(cfg, params, tokens)
+    rng = np.random.default_rng(0)
+    names = ["blocks.0.mlp.W_router", "blocks.1.mlp.W_gate", "blocks.1.mlp.W_out"] + (
+        ["blocks.0.attn.sinks", "blocks.1.mlp.b_router"] if name == "gpt-oss-tiny" else ["blocks.0.mlp.W_shared_gate"])
+    for param in names:
+        for _ in range(3):
+            i = tuple(int(rng.integers(n)) for n in params[param].shape)
+            up, down = dict(params), dict(params)
+            up[param], down[param] = params[param].copy(), params[param].copy()
+            up[param][i] += 1e-6
+            down[param][i] -= 1e-6
+            numeric = (loss_and_grads(cfg, up, tokens)[0] - loss_and_grads(cfg, down, tokens)[0]) / 2e-6
+            assert grads[param][i] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (param, i)

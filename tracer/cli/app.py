@@ -153,7 +153,7 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="'abc' (the default
 # Values parsed once, as typer reads the option (`parser=`): a refusal names the value, and the
 # command's error handling adds the flag (`_Group._flagged`).
 MemoryOpt = Annotated[Optional[Size], typer.Option("--memory", parser=parse_size, metavar="<str>", help="The memory the weights may take expanded to float32, e.g. 6GB, 500MB, 1.5GiB (default: half the memory available). A model that needs more is expanded layer by layer as each pass reaches a layer (the same numbers, slower); one whose single layer needs more is refused.")]
-AblateOpt = Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp. The walkthrough shows the changed run, and the prediction beside the clean run's.")]
+AblateOpt = Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Run with a part of the model removed (repeatable): LAYER:HEAD (that head's z set to zeros where the heads are combined), LAYER:HEAD:mean (its mean over the positions), LAYER:* (every head of the layer), LAYER:mlp, LAYER:expert:E (expert E of a mixture of experts taken out of the routing: each token that chose it goes to its next choice). The walkthrough shows the changed run, and the prediction beside the clean run's.")]
 ChatOpt = Annotated[bool, typer.Option("--chat", help="Apply the model's chat template to PROMPT (one user message), as transformers' apply_chat_template(add_generation_prompt=True) renders it; generation stops at the template's end token.")]
 WeightsSeedOpt = Annotated[int, typer.Option("--weights-seed", min=0, help="Seed of the weights a model draws instead of loading (the untrained 'tiny').")]
 TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Show this token step by step: a letter (B) or a 0-based position (1). Default: every prompt token.")]
@@ -199,9 +199,12 @@ def ablation_hooks(model, ablations) -> dict | None:
     """--ablate's values checked against the model, as one dict of hooks (None: none)."""
     if not ablations:
         return None
+    from ..run.ablation import check_experts_left
     from ..run.interventions import combine
 
-    return combine(*(a.hooks(model.config) for a in ablations))
+    hooks = combine(*(a.hooks(model.config) for a in ablations))
+    check_experts_left(ablations, model.config)
+    return hooks
 
 
 def ablation_record(model, ids, ablations, hooks: dict) -> dict:
@@ -210,8 +213,17 @@ def ablation_record(model, ids, ablations, hooks: dict) -> dict:
     from ..run.ablation import removed_heads
     from ..run.interventions import prediction_change
 
-    return {"ablated": [a.words for a in ablations], "heads": removed_heads(ablations, model.config),
-            **prediction_change(model, ids, hooks)}
+    record = {"ablated": [a.words for a in ablations], "heads": removed_heads(ablations, model.config),
+              **prediction_change(model, ids, hooks)}
+    experts: dict = {}
+    for a in ablations:
+        if a.head == "expert":
+            experts.setdefault(a.layer, set()).add(a.expert)
+    if experts:  # who was sent elsewhere, and where
+        from ..run.interventions import rerouted
+
+        record["rerouted"] = rerouted(model, ids, experts, hooks)
+    return record
 
 
 def streamed_layers(model):

@@ -31,7 +31,7 @@ def demo(
     quiz: Annotated[bool, typer.Option("--quiz", help="Pause before values the class can work out: predict, then press Enter.")] = False,
     export: Annotated[Optional[str], typer.Option("--export", help="Write every step as one self-contained HTML page (deck.html).")] = None,
     chat: ChatOpt = False,
-    ablate: Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp).")] = None,
+    ablate: Annotated[Optional[list[Ablation]], typer.Option("--ablate", parser=Ablation.parse, metavar="<list[str]>", help="Walk through the run with a part of the model removed (repeatable; as tracer trace --ablate: LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, LAYER:mlp, LAYER:expert:E).")] = None,
     memory: MemoryOpt = None,
 ) -> None:
     """A paced, narrated classroom walkthrough: one step per screen.

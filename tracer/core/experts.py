@@ -110,7 +110,7 @@ class RoutedExperts(Sublayer):
              "added up with the router's weights")
     example = {"n_experts": 4, "experts_per_token": 2}
     hooks = {
-        "hook_router_logits": h("pos expert", "mlp"),
+        "hook_router_logits": h("pos expert", "mlp", excludes=True),  # −∞: that expert removed from the routing
         "hook_expert_indices": h("pos k", "mlp", whole=True),
         "hook_expert_weights": h("pos k", "mlp"),
         "hook_expert_pre": h("pos k d_mlp", "mlp"),
@@ -193,6 +193,9 @@ class RoutedExperts(Sublayer):
             raise TracerError(f"hook on mlp.hook_expert_indices: experts must be 0–{cfg.n_experts - 1}, got "
                               f"{int(chosen.min())}–{int(chosen.max())}")
         chosen = chosen.astype(np.int64, copy=False)
+        if not np.isfinite(np.take_along_axis(logits.reshape(rows, -1), chosen, axis=-1)).all():
+            raise TracerError(f"fewer than {k} experts are left to route to (the others' scores are −∞): an expert "
+                              f"removed from the routing must leave at least experts_per_token")
         weights = rec("hook_expert_weights", weights.reshape(*lead, k)).reshape(rows, k)
         groups = _groups(chosen)
         gate = np.empty((rows * k, cfg.d_mlp), dtype=x.dtype)  # [rows·k, d_mlp]: each chosen (token, expert)

@@ -44,11 +44,12 @@ class Hook:
     whole: bool = False  # whole numbers (counts, ranks, positions), not floats
     ids: bool = False  # token ids (whole numbers that must name a vocabulary token)
     masked: bool = False  # −∞ where the causal mask (or a sliding window) hides a key: a hook may return it there
+    excludes: bool = False  # −∞ anywhere removes that entry (a router's score: the expert is never chosen)
 
 
-def h(axes: str, step: str, whole: bool = False, ids: bool = False, masked: bool = False) -> Hook:
+def h(axes: str, step: str, whole: bool = False, ids: bool = False, masked: bool = False, excludes: bool = False) -> Hook:
     """A Hook from its axes written as one string (`"pos head d_head"`)."""
-    return Hook(tuple(axes.split()), step, whole or ids, ids, masked)
+    return Hook(tuple(axes.split()), step, whole or ids, ids, masked, excludes)
 
 
 _NORM = {"hook_scale": "pos one", "hook_normalized": "pos d_model"}  # a norm over the model's width

@@ -68,6 +68,8 @@ class Hooks:
             return value
         hook = find(name)
         masked = np.isneginf(value) if hook is not None and hook.masked else None  # where −∞ may stay
+        if hook is not None and hook.excludes:  # −∞ may go anywhere: it removes that entry (a router's expert)
+            masked = np.ones(value.shape, dtype=bool)
         for _, call in fns:
             given = value if value.flags.writeable and value.base is None else value.copy()  # weights' rows, a recorded array
             try:

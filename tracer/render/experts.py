@@ -59,6 +59,14 @@ def routing(ctx: Ctx, t: int, layer: int, x_name: str):
     if shared is not None and gate is not None:
         yield ctx.eq(say("experts.shared", gate=num(float(gate[0]), p), width=str(cfg.shared_d_mlp)), f"shared_{L}",
                      ctx.v(shared))
+    for moved in ctx.gen.meta.get("ablation", {}).get("rerouted", []):  # --ablate L:expert:E: this token before and after
+        if moved.get("layer") != layer:
+            continue
+        for at in moved.get("positions", []):
+            if at.get("pos") == t and ctx.step_of(t) == 0:
+                show = lambda pairs: ", ".join(f"E{e} {prob(w, p)}" for e, w in pairs)  # noqa: E731
+                yield line(say("experts.rerouted", removed=", ".join(f"E{e}" for e in moved["removed"]),
+                               before=show(at["before"]), after=show(at["after"])))
     unused = E - len(set(chosen))
     yield Text(say("experts.skipped", unused=str(unused), E=str(E), share=f"{100 * unused / E:.1f}"), style="dim")
 

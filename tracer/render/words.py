@@ -129,6 +129,7 @@ WORDS: dict[str, str] = {
     "experts.choice": "{how}: {chosen}",
     "experts.one": "expert {e}: {middle}",
     "experts.same": "expert {e}: the same steps with its own weights",
+    "experts.rerouted": "without {removed} (--ablate): in the clean run this token chose {before}; it was sent to {after}",
     "experts.sum": "{terms} = the experts' part of the MLP's output (as attention's weighted sum of values, one level up)",
     "experts.shared": "+ the shared expert every token goes through (width {width}), × its sigmoid gate {gate}",
     "experts.skipped": "{unused} of {E} experts not used by this token: {share}% of this layer's expert weights untouched",

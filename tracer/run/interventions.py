@@ -34,6 +34,17 @@ def ablate_attention(layer: int, n_heads: int, how: str = "zero") -> dict:
     return combine(*(ablate_head(layer, h, how) for h in range(n_heads)))
 
 
+def ablate_expert(layer: int, expert: int) -> dict:
+    """Expert `expert` of layer `layer` taken out of the routing: its router score −∞ before the top k is
+    chosen, so every token that chose it goes to its next choice (and the weights are worked out again)."""
+    def fn(logits: np.ndarray) -> np.ndarray:  # [pos, expert]
+        out = np.array(logits)
+        out[..., expert] = -np.inf
+        return out
+
+    return {f"blocks.{layer}.mlp.hook_router_logits": fn}
+
+
 def ablate_mlp(layer: int) -> dict:
     """Layer `layer`'s MLP removed: its output to the residual stream is zeros."""
     return {f"blocks.{layer}.hook_mlp_out": lambda out: np.zeros_like(out)}
@@ -102,6 +113,23 @@ def prediction_change(model, ids, hooks: dict) -> dict:
     top, new = int(np.argmax(clean)), int(np.argmax(changed))
     return {"clean": {"top_id": top, "p_top": float(clean[top])},
             "changed": {"top_id": new, "p_top": float(changed[new]), "p_clean_top": float(changed[top])}}
+
+
+def rerouted(model, ids, layers_experts: dict, hooks: dict) -> list[dict]:
+    """Where taking experts out of the routing sent the prompt's tokens: for each layer in `layers_experts`
+    (layer → the experts removed), each position that chose one of them in the clean run, with its
+    experts and weights before and after ({layer, removed, positions: [{pos, before, after}]},
+    before/after as [[expert, weight], …], most weight first)."""
+    names = [f"blocks.{l}.mlp.hook_expert_{x}" for l in layers_experts for x in ("indices", "weights")]
+    clean, changed = model.run(list(ids), names=names), model.run(list(ids), names=names, hooks=hooks)
+    out = []
+    for layer, removed in sorted(layers_experts.items()):
+        m = f"blocks.{layer}.mlp.hook_expert_"
+        pairs = lambda t, p: [[int(e), float(w)] for e, w in zip(t[m + "indices"][p], t[m + "weights"][p])]  # noqa: E731
+        moved = [{"pos": p, "before": pairs(clean, p), "after": pairs(changed, p)} for p in range(len(ids))
+                 if set(int(e) for e in clean[m + "indices"][p]) & set(removed)]
+        out.append({"layer": int(layer), "removed": sorted(int(e) for e in removed), "positions": moved})
+    return out
 
 
 def activation_patching(model, a_ids, b_ids) -> dict:

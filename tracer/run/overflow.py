@@ -39,7 +39,8 @@ REACHED_NAMES = ["hook_embed", "hook_pos_embed", "*hook_resid_*", "*hook_scale"]
 def non_finite(gen) -> NonFinite | None:
     """The first value, in recording order (pass by pass, hook by hook), that the arithmetic made NaN
     or ±∞, or None when every recorded number is finite. The causal mask's −∞ in
-    `hook_attn_scores` is not counted: it is the mask, not an overflow. Values held as their causal
+    `hook_attn_scores` is not counted: it is the mask, not an overflow; nor a router's −∞, an expert
+    taken out of the routing. Values held as their causal
     half are read as held (the masked half is the mask's); recipes are not recomputed (what they
     are computed from is read). Every pass of every row and model, in the order run (`step` counts them)."""
     for n, step in enumerate(gen.passes):
@@ -67,6 +68,8 @@ def _first_bad(arrays, name: str):
     arr = np.asarray(held)
     if arr.dtype.kind != "f":
         return None
+    if name.endswith("mlp.hook_router_logits") and not np.isnan(arr).any() and not np.isposinf(arr).any():
+        return None  # −∞: an expert taken out of the routing (`--ablate L:expert:E`), not an overflow
     if name.endswith("attn.hook_attn_scores") and arr.ndim == 3:
         ok = np.isfinite(arr) | causal_mask(arr.shape[1], arr.shape[2])  # [head, query_pos, key_pos]
         if ok.all():
