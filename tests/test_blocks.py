@@ -30,8 +30,8 @@ def test_config_validates_against_the_tables_keys():
     assert (POSITIONAL, CONFIG_NORMS, CONFIG_MLPS) == (tuple(POSITIONS), tuple(NORMS), tuple(MLPS))
     for key in NORMS:
         assert Config(norm=key).norm_kind is NORMS[key]
-    for key in MLPS:
-        assert Config(mlp=key).mlp_kind is MLPS[key]
+    for key in MLPS:  # (a kind that needs fields of its own, routed experts' count, has them in `example`)
+        assert Config(mlp=key, **MLPS[key].example).mlp_kind is MLPS[key]
     for key in POSITIONS:
         assert Config(positional=key, d_model=8, n_heads=2).position_kind is POSITIONS[key]
     assert Config(mlp=False).mlp_kind is None and Config(mlp=True).mlp_kind is MLPS["gelu"]

@@ -413,7 +413,7 @@ BAD_CASES = {
     "syntax.toml": r"syntax\.toml:2:7: TOML syntax error: Expected '\]' at the end of a table declaration \(line 2, column 7\)",
     "binary.toml": r"binary\.toml: not a text file",
     "unknown_top_key.toml": r"unknown_top_key\.toml:1: tittle: unknown key \(did you mean 'title'\?\)",
-    "unknown_model_key.toml": r"unknown_model_key\.toml:3: model\.n_layer: unknown key \(did you mean 'n_layers'\?\)",
+    "unknown_model_key.toml": r"unknown_model_key\.toml:3: model\.n_layer: unknown key \(did you mean 'n_layers'",
     "unknown_expect_key.toml": r"expect\[1\]\.valeu: unknown key \(did you mean 'value'\?\)",
     "wrong_type.toml": r"wrong_type\.toml:3: model\.d_model: expected a whole number, got the string 'five'",
     "shape.toml": r'shape\.toml:13: weights\."blocks\.0\.attn\.W_Q": expected \[1, 5, 5\], got \[5, 4\]',
