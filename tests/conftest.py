@@ -548,6 +548,43 @@ def _override(w, arch: str, meta: dict) -> None:
             add_gguf_value(w, key, v)
 
 
+def _finish_gguf(w, arch: str, meta: dict, out: Path) -> Path:
+    """`meta`'s changes (`_override`), then the file written and closed."""
+    _override(w, arch, meta)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+def _gguf_vocab(w, cfg: dict, tok: dict, pre: str) -> None:
+    """The tokenizer.json as a `gpt2` (byte-level BPE) vocabulary with pre-tokenizer `pre`: tokens, types, merges,
+    BOS/EOS ids and whether a BOS is added; ids the tokenizer lacks become [PADn] control tokens."""
+    import json
+
+    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
+    tokens = [""] * cfg["vocab_size"]
+    types = [1] * cfg["vocab_size"]
+    for s, i in vocab.items():
+        tokens[i] = s
+    for a in tok.get("added_tokens", []):
+        types[a["id"]] = 3 if a.get("special") else 4
+    for i, s in enumerate(tokens):
+        if not s:
+            tokens[i], types[i] = f"[PAD{i}]", 3
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    w.add_token_merges(merges)
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(cfg["bos_token_id"])
+    if cfg.get("eos_token_id") is not None:
+        w.add_eos_token_id(cfg["eos_token_id"])
+    w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+
+
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
                 permute: bool | None = None) -> Path:
     """A Llama-family folder (config.json, model.safetensors, tokenizer.json) written as a GGUF file with
@@ -564,6 +601,8 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
     cfg = json.loads((folder / "config.json").read_text())
     tok = json.loads((folder / "tokenizer.json").read_text())
     t = load_file(str(folder / "model.safetensors"))
+    if cfg["model_type"] in GGUF_MOE_ARCH:
+        return _write_moe_gguf(gguf, cfg, tok, t, out, pre, quant, meta or {})
     arch = GGUF_ARCH.get(cfg["model_type"], "llama")
     H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     w = gguf.GGUFWriter(str(out), arch)
@@ -589,27 +628,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
         _gemma_metadata(w, arch, cfg)
     if arch == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
-    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
-    tokens = [""] * cfg["vocab_size"]
-    types = [1] * cfg["vocab_size"]
-    for s, i in vocab.items():
-        tokens[i] = s
-    for a in tok.get("added_tokens", []):
-        types[a["id"]] = 3 if a.get("special") else 4
-    for i, s in enumerate(tokens):
-        if not s:
-            tokens[i], types[i] = f"[PAD{i}]", 3
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    w.add_token_merges(merges)
-    if cfg.get("bos_token_id") is not None:
-        w.add_bos_token_id(cfg["bos_token_id"])
-    if cfg.get("eos_token_id") is not None:
-        w.add_eos_token_id(cfg["eos_token_id"])
-    w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+    _gguf_vocab(w, cfg, tok, pre)
     if rope.get("rope_type") == "llama3":  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, as written there
         import math
 
@@ -650,18 +669,171 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
             w.add_tensor(g, stored_as(a, quant, seed=g), raw_dtype=gguf.GGMLQuantizationType[quant])
         else:
             w.add_tensor(g, a)
-    _override(w, arch, meta or {})
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    return _finish_gguf(w, arch, meta or {}, out)
+
+
+# Mixture-of-experts folders (tools/make_moe_fixtures.py) as convert_hf_to_gguf.py writes them: GptOssModel,
+# Qwen2MoeModel / Qwen3MoeModel, OlmoeModel and LlamaModel's Mixtral path (each expert's matrices stacked
+# [expert, out, in], numpy order; GGUF's ne reads {in, out, expert}, what llama.cpp's loader asks for).
+GGUF_MOE_ARCH = {"gpt_oss": "gpt-oss", "qwen3_moe": "qwen3moe", "olmoe": "olmoe", "mixtral": "llama", "qwen2_moe": "qwen2moe"}
+_EXPERT = r"model\.layers\.(\d+)\.(mlp|block_sparse_moe)\.experts\.(\d+)\.(\w+)\.weight"  # one expert's matrix
+
+
+def _n_experts(cfg: dict) -> int:
+    return cfg.get("num_local_experts") or cfg["num_experts"]
+
+
+def _moe_gguf_arrays(cfg: dict, t: dict) -> dict:
+    """The folder's tensors renamed and reshaped as the converter's modify_tensors hands them to gguf's tensor map:
+    experts stacked (Mixtral's under layers.L.feed_forward.experts.wN); gpt-oss's [expert, in, out] matrices
+    transposed and its interleaved gate/up columns split (even: gate, odd: up), biases too, `sinks` + ".weight";
+    Mixtral's Q and K rows permuted (LlamaModel.permute). Everything float32."""
+    import re
+
+    kind = cfg["model_type"]
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    out = {}
+    for name in sorted(t):
+        a = np.ascontiguousarray(t[name], dtype=np.float32)
+        if m := re.fullmatch(_EXPERT, name):
+            l, where, e, proj = m.groups()
+            if e == "0":  # stacked once, when expert 0 is met
+                stacked = np.stack([t[f"model.layers.{l}.{where}.experts.{x}.{proj}.weight"] for x in range(_n_experts(cfg))])
+                key = f"layers.{l}.feed_forward.experts.{proj}.weight" if kind == "mixtral" else f"model.layers.{l}.mlp.experts.{proj}.weight"
+                out[key] = np.ascontiguousarray(stacked, dtype=np.float32)
+        elif name.endswith(("experts.gate_up_proj", "experts.gate_up_proj_bias")):  # gpt-oss
+            both = a.transpose(0, 2, 1) if a.ndim == 3 else a  # [expert, 2·d_mlp, d_model] / [expert, 2·d_mlp]
+            suffix = ".weight" if a.ndim == 3 else ".bias"
+            stem = name.rsplit(".", 1)[0]
+            out[stem + ".gate_proj" + suffix] = np.ascontiguousarray(both[:, ::2])
+            out[stem + ".up_proj" + suffix] = np.ascontiguousarray(both[:, 1::2])
+        elif name.endswith("experts.down_proj"):  # gpt-oss: [expert, d_mlp, d_model] → [expert, d_model, d_mlp]
+            out[name + ".weight"] = np.ascontiguousarray(a.transpose(0, 2, 1))
+        elif name.endswith("experts.down_proj_bias"):
+            out[name.replace("down_proj_bias", "down_proj.bias")] = a
+        elif name.endswith("self_attn.sinks"):
+            out[name + ".weight"] = a
+        elif kind == "mixtral" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            out[name] = _llama_cpp_permute(a, H if "q_proj" in name else KV)
+        else:
+            out[name] = a
+    return out
+
+
+def _moe_metadata(w, cfg: dict, arch: str) -> None:
+    """TextModel.set_gguf_parameters and each MoE model's additions, as written there (no `truncate` key: llama.cpp
+    has none; head_dim only when config.json states it; OlmoeModel writes rms eps 1e-5 over the config's)."""
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
+    rope = cfg.get("rope_parameters") or {}
+    if rope.get("rope_type") == "yarn":
+        import gguf
+
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        for key, add in (("beta_fast", w.add_rope_scaling_yarn_beta_fast), ("beta_slow", w.add_rope_scaling_yarn_beta_slow)):
+            if rope.get(key) is not None:
+                add(rope[key])
+    w.add_rope_freq_base(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    w.add_layer_norm_rms_eps(1e-5 if arch == "olmoe" else cfg["rms_norm_eps"])
+    w.add_expert_count(_n_experts(cfg))
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    if cfg.get("head_dim") is not None:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch == "gpt-oss":
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_expert_feed_forward_length(cfg["intermediate_size"])
+    if arch in ("qwen2moe", "qwen3moe"):
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if cfg.get("shared_expert_intermediate_size") is not None:
+            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    if arch == "llama":  # LlamaModel.set_gguf_parameters
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+
+
+def _write_moe_gguf(gguf, cfg: dict, tok: dict, t: dict, out: Path, pre: str, quant: str, meta: dict) -> Path:
+    """A MoE folder as a GGUF file: F32, or with the experts' matrices in MXFP4 (what llama.cpp's converter repacks
+    from gpt-oss's own MXFP4 files and llama-quantize makes of the others), every other tensor F32. Names from
+    gguf's own tensor map; a tensor it cannot map (Qwen2-MoE's dense layers) fails as the converter does."""
+    arch = GGUF_MOE_ARCH[cfg["model_type"]]
+    mxfp4 = gguf.GGMLQuantizationType.MXFP4
+    w = gguf.GGUFWriter(str(out), arch)
+    _moe_metadata(w, cfg, arch)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_MXFP4_MOE if quant == "MXFP4" else gguf.LlamaFileType.ALL_F32)
+    _gguf_vocab(w, cfg, tok, pre)
+    tmap = gguf.get_tensor_name_map({v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[arch], cfg["num_hidden_layers"])
+    for name, a in _moe_gguf_arrays(cfg, t).items():
+        g = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise ValueError(f"Can not map tensor {name!r}: llama.cpp's {arch} has no such tensor")
+        if quant == "MXFP4" and g.endswith("_exps.weight"):
+            w.add_tensor(g, gguf.quants.quantize(a, mxfp4), raw_dtype=mxfp4)
+        else:
+            w.add_tensor(g, a)
+    return _finish_gguf(w, arch, meta, out)
+
+
+def gguf_moe_tensors(path: Path, folder: Path) -> dict:
+    """A MoE GGUF file's tensors read back with the gguf package (GGUFReader, gguf.quants.dequantize) and put back
+    under the folder's own names and layouts (the inverse of `_moe_gguf_arrays`), float64: what
+    `reference.moe_forward` reads. Only the folder's tensor names and shapes are taken from it, no value."""
+    import json
+    import re
+
+    import gguf
+    from safetensors import safe_open
+
+    cfg = json.loads((folder / "config.json").read_text())
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        shapes = {n: f.get_slice(n).get_shape() for n in f.keys()}
+    plan = _moe_gguf_arrays(cfg, {n: np.zeros(s, np.float32) for n, s in shapes.items()})
+    arch = GGUF_MOE_ARCH[cfg["model_type"]]
+    tmap = gguf.get_tensor_name_map({v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[arch], cfg["num_hidden_layers"])
+    by_gguf = {tmap.get_name(n, try_suffixes=(".weight", ".bias")): n for n in plan}
+    got = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type).reshape([int(x) for x in reversed(t.shape)])
+        got[by_gguf[t.name]] = a.astype(np.float64)
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    out = {}
+    for name, shape in shapes.items():
+        if m := re.fullmatch(_EXPERT, name):
+            l, where, e, proj = m.groups()
+            key = f"layers.{l}.feed_forward.experts.{proj}.weight" if cfg["model_type"] == "mixtral" else f"model.layers.{l}.mlp.experts.{proj}.weight"
+            out[name] = got[key][int(e)]
+        elif name.endswith(("experts.gate_up_proj", "experts.gate_up_proj_bias")):
+            suffix = ".weight" if len(shape) == 3 else ".bias"
+            stem = name.rsplit(".", 1)[0]
+            both = np.zeros(shape if suffix == ".bias" else (shape[0], shape[2], shape[1]))
+            both[:, ::2], both[:, 1::2] = got[stem + ".gate_proj" + suffix], got[stem + ".up_proj" + suffix]
+            out[name] = both.transpose(0, 2, 1) if suffix == ".weight" else both
+        elif name.endswith("experts.down_proj"):
+            out[name] = got[name + ".weight"].transpose(0, 2, 1)
+        elif name.endswith("experts.down_proj_bias"):
+            out[name] = got[name.replace("down_proj_bias", "down_proj.bias")]
+        elif name.endswith("self_attn.sinks"):
+            out[name] = got[name + ".weight"]
+        elif cfg["model_type"] == "mixtral" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            a, n = got[name], H if "q_proj" in name else KV  # LlamaModel.permute undone
+            out[name] = a.reshape(n, a.shape[0] // n // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        else:
+            out[name] = got[name]
+        assert out[name].shape == tuple(shape), name
     return out
 
 
 @pytest.fixture(scope="session")
 def gguf_of_folder(tmp_path_factory):
     """`gguf_of_folder(folder, pre, quant="F32", meta=None, permute=None)`: the Llama-family fixture folder
-    written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`)."""
+    written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`); a MoE
+    folder as `_write_moe_gguf` writes it (quant "F32" or "MXFP4": the experts' matrices)."""
     made: dict = {}
 
     def make(folder, pre: str, quant: str = "F32", meta: dict | None = None, permute: bool | None = None) -> Path:
@@ -673,6 +845,46 @@ def gguf_of_folder(tmp_path_factory):
 
     return make
 
+
+
+@pytest.fixture(scope="session")
+def gguf_moe_weights():
+    """`gguf_moe_weights(path, folder)`: a MoE GGUF file's tensors de-quantized by the gguf package and put back under
+    the folder's names and layouts, float64 (`gguf_moe_tensors`), for `reference.moe_forward`."""
+    return gguf_moe_tensors
+
+
+@pytest.fixture(scope="session")
+def moe_gguf_reference(gguf_of_folder):
+    """`moe_gguf_reference(folder, pre, quant="F32")`: the reference for the MoE folder's GGUF file (once per
+    arguments): tests/reference.py's naive forward on the file's own weights (read back, de-quantized: MXFP4's
+    rounding included) with RoPE as llama.cpp computes it (YaRN's floored and ceiled range), for prompts k = 0, 1 of
+    the folder's reference.npz: {k: moe_forward's arrays of the prompt, plus greedy_ids [8] (moe_greedy),
+    greedy_margins [8] (best minus second-best logit at each step) and least_router_gap (the least gap between
+    neighbouring logits of the top k + 1 over the prompt and its greedy continuation)}."""
+    from .reference import moe_folder, moe_forward, moe_greedy
+
+    made: dict = {}
+
+    def make(folder, pre: str, quant: str = "F32") -> dict:
+        key = (str(folder), pre, quant)
+        if key not in made:
+            folder = Path(folder)
+            cfg, _ = moe_folder(folder)
+            weights = gguf_moe_tensors(gguf_of_folder(folder, pre, quant), folder)
+            made[key] = {}
+            with np.load(folder / "reference.npz", allow_pickle=False) as z:
+                for k in (0, 1):
+                    ids = z[f"input_ids_{k}"].tolist()
+                    out = moe_forward(cfg, weights, ids, rope="llama.cpp")
+                    new, last = moe_greedy(cfg, weights, ids, 8, rope="llama.cpp")
+                    top = -np.sort(-last["logits"][len(ids) - 1 :], axis=-1)  # [step, d_vocab]
+                    route = -np.sort(-last["router_logits"], axis=-1)[..., : cfg["num_experts_per_tok"] + 1]
+                    made[key][k] = {**out, "greedy_ids": np.array(new), "greedy_margins": top[:, 0] - top[:, 1],
+                                    "least_router_gap": float((route[..., :-1] - route[..., 1:]).min())}
+        return made[key]
+
+    return make
 
 # --------------------------------------------------------------------------- bounded growth
 

@@ -180,3 +180,255 @@ def next_token_loss(cfg, params: dict, tokens) -> float:
             total -= row[tt[b, p + 1]] - (row.max() + np.log(np.exp(row - row.max()).sum()))
             count += 1
     return total / count
+
+
+# --------------------------------------------------------------------------- mixture-of-experts families (issue 35)
+#
+# A second naive forward, for the MoE fixtures of tests/data (tools/make_moe_fixtures.py), written from
+# transformers 5.24's modeling_gpt_oss.py, modeling_qwen3_moe.py, modeling_olmoe.py, modeling_mixtral.py and
+# modeling_qwen2_moe.py. It reads the checkpoint's own tensor names and layouts (never tracer's), keeps every
+# number in float64 and walks positions, heads, keys and experts in plain loops (a vector's products with a
+# matrix are numpy's): router → top-k → each chosen expert's MLP → the weighted sum. RoPE's frequencies are
+# worked out as transformers does for folders or as llama.cpp (ggml's rope_yarn) does for GGUF files.
+
+SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0  # gpt-oss's clamped SwiGLU (config swiglu_alpha, swiglu_limit)
+
+
+def moe_folder(folder) -> tuple[dict, dict]:
+    """A fixture folder's config.json and its tensors (float64, by the checkpoint's own names)."""
+    import json
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+
+    folder = Path(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    return cfg, {k: v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+
+
+def _rope_parameters(cfg: dict) -> dict:
+    """transformers 5's rope_parameters, or a transformers 4 file's rope_scaling with rope_theta beside it."""
+    rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    rp.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
+    rp.setdefault("rope_type", rp.get("type", "default"))
+    return rp
+
+
+def _yarn_range(rp: dict, dim: int, floor_ceil: bool) -> tuple[float, float]:
+    """The pairs YaRN ramps between: dim·ln(n_ctx_orig / (2π·rotations)) / (2·ln base) for beta_fast and beta_slow
+    rotations, floored and ceiled when `floor_ceil` (llama.cpp always; transformers unless truncate is false)."""
+    base, orig = rp["rope_theta"], rp["original_max_position_embeddings"]
+
+    def dim_of(rotations):
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dim_of(rp.get("beta_fast") or 32), dim_of(rp.get("beta_slow") or 1)
+    if floor_ceil:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def rope_frequencies(cfg: dict, rule: str = "transformers") -> tuple[list, float]:
+    """Each rotated pair's frequency and the factor cos and sin are multiplied by, as transformers computes them for
+    a folder (`rule="transformers"`: its YaRN honours `truncate`) or as llama.cpp does for a GGUF file
+    (`rule="llama.cpp"`: ggml_rope_yarn_corr_dims floors the low end and ceils the high end, always)."""
+    rp = _rope_parameters(cfg)
+    dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    base = rp["rope_theta"]
+    plain = [1.0 / base ** (2 * i / dim) for i in range(dim // 2)]
+    if rp["rope_type"] in ("default", None):
+        return plain, 1.0
+    assert rp["rope_type"] == "yarn", rp
+    factor = rp["factor"]
+    floor_ceil = rule == "llama.cpp" or rp.get("truncate", True)
+    low, high = _yarn_range(rp, dim, floor_ceil)
+    span = max(high - low, 0.001)  # both guard a zero span this way (transformers: max += 0.001)
+    freqs = []
+    for i, f in enumerate(plain):
+        keep = 1 - min(1.0, max(0.0, (i - low) / span))  # 1: the pair keeps its frequency (extrapolation)
+        freqs.append(f / factor * (1 - keep) + f * keep)
+    scale = rp.get("attention_factor") or (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    return freqs, scale
+
+
+def _rotate(vec, pos, freqs, scale):
+    """rotate_half RoPE of one head's vector: pair i is (vec[i], vec[i + half]), turned by pos·freq_i, times `scale`."""
+    half = len(vec) // 2
+    out = np.zeros(len(vec))
+    for i in range(half):
+        c, s = math.cos(pos * freqs[i]) * scale, math.sin(pos * freqs[i]) * scale
+        out[i] = vec[i] * c - vec[i + half] * s
+        out[i + half] = vec[i + half] * c + vec[i] * s
+    return out
+
+
+def _rms1(x, w, eps):
+    return x / math.sqrt(float(np.mean(x * x)) + eps) * w
+
+
+def _silu1(x):
+    return x / (1 + np.exp(-x))
+
+
+def _linear(w, b, x):
+    return w @ x + (b if b is not None else 0.0)
+
+
+def _moe_attention(cfg, w, p, xs, freqs, scale, layer):
+    """One layer's attention over all positions: per position, per head, per key, with gpt-oss's sinks joining the
+    softmax and its sliding window. Returns (out [pos, d_model], pattern [head, q, k], sink share [head, pos])."""
+    T, H, KV = len(xs), cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    dh = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps, kind = cfg["rms_norm_eps"], cfg["model_type"]
+    window = cfg.get("sliding_window") if (cfg.get("layer_types") or ["full_attention"] * (layer + 1))[layer] == "sliding_attention" else None
+    a = p + "self_attn."
+    q, k, v = np.zeros((T, H, dh)), np.zeros((T, KV, dh)), np.zeros((T, KV, dh))
+    for t in range(T):
+        qt = _linear(w[a + "q_proj.weight"], w.get(a + "q_proj.bias"), xs[t])
+        kt = _linear(w[a + "k_proj.weight"], w.get(a + "k_proj.bias"), xs[t])
+        vt = _linear(w[a + "v_proj.weight"], w.get(a + "v_proj.bias"), xs[t])
+        if kind == "olmoe":  # OLMoE: Q and K RMS-normalised whole, before the split into heads
+            qt, kt = _rms1(qt, w[a + "q_norm.weight"], eps), _rms1(kt, w[a + "k_norm.weight"], eps)
+        for h in range(H):
+            qh = qt[h * dh:(h + 1) * dh]
+            if kind == "qwen3_moe":  # Qwen3-MoE: each head normalised on its own
+                qh = _rms1(qh, w[a + "q_norm.weight"], eps)
+            q[t, h] = _rotate(qh, t, freqs, scale)
+        for h in range(KV):
+            kh = kt[h * dh:(h + 1) * dh]
+            if kind == "qwen3_moe":
+                kh = _rms1(kh, w[a + "k_norm.weight"], eps)
+            k[t, h], v[t, h] = _rotate(kh, t, freqs, scale), vt[h * dh:(h + 1) * dh]
+    pattern, sink_share, z = np.zeros((H, T, T)), np.zeros((H, T)), np.zeros((T, H, dh))
+    for h in range(H):
+        kh = h // (H // KV)
+        for i in range(T):
+            seen = range(0 if window is None else max(0, i - window + 1), i + 1)
+            scores = [float(q[i, h] @ k[j, kh]) / math.sqrt(dh) for j in seen]
+            sink = [float(w[a + "sinks"][h])] if a + "sinks" in w else []  # gpt-oss: one more logit, no value
+            m = max(scores + sink)
+            exps = [math.exp(s - m) for s in scores]
+            total = sum(exps) + sum(math.exp(s - m) for s in sink)
+            for e, j in zip(exps, seen):
+                pattern[h, i, j] = e / total
+                z[i, h] += pattern[h, i, j] * v[j, kh]
+            sink_share[h, i] = 1 - sum(exps) / total
+    out = np.array([_linear(w[a + "o_proj.weight"], w.get(a + "o_proj.bias"), z[t].reshape(-1)) for t in range(T)])
+    return out, pattern, sink_share
+
+
+def _expert(cfg, w, p, e, x):
+    """Expert e of the layer whose MLP names start with `p`, on one position's vector x: its output before weighting."""
+    kind = cfg["model_type"]
+    if kind == "gpt_oss":
+        gate_up = x @ w[p + "experts.gate_up_proj"][e] + w[p + "experts.gate_up_proj_bias"][e]  # [2·d_mlp], interleaved
+        out = np.zeros(w[p + "experts.down_proj"].shape[2])
+        for j in range(len(gate_up) // 2):
+            gate = min(gate_up[2 * j], SWIGLU_LIMIT)
+            up = min(max(gate_up[2 * j + 1], -SWIGLU_LIMIT), SWIGLU_LIMIT)
+            glu = gate / (1 + math.exp(-SWIGLU_ALPHA * gate))
+            out += (up + 1) * glu * w[p + "experts.down_proj"][e][j]
+        return out + w[p + "experts.down_proj_bias"][e]
+    if kind == "mixtral":
+        names = (f"experts.{e}.w1.weight", f"experts.{e}.w3.weight", f"experts.{e}.w2.weight")
+    else:
+        names = (f"experts.{e}.gate_proj.weight", f"experts.{e}.up_proj.weight", f"experts.{e}.down_proj.weight")
+    return _swiglu(w, p, names, x)
+
+
+def _swiglu(w, p, names, x):
+    gate, up, down = (w[p + n] for n in names)
+    return down @ (_silu1(gate @ x) * (up @ x))
+
+
+def _route(cfg, w, p, x):
+    """The router's logits [expert] and its choice: [(expert, weight)], most weight first, as the family applies it."""
+    k, kind = cfg["num_experts_per_tok"], cfg["model_type"]
+    router = p + ("router." if kind == "gpt_oss" else "gate.")
+    logits = _linear(w[router + "weight"], w.get(router + "bias"), x)
+    order = sorted(range(len(logits)), key=lambda e: -logits[e])[:k]  # top k (softmax keeps the order)
+    if kind == "gpt_oss":  # top-k of the logits, then a softmax over those k
+        m = max(logits[e] for e in order)
+        exps = [math.exp(logits[e] - m) for e in order]
+        return logits, [(e, x_ / sum(exps)) for e, x_ in zip(order, exps)]
+    m = max(logits)
+    total = sum(math.exp(s - m) for s in logits)
+    chosen = [(e, math.exp(logits[e] - m) / total) for e in order]  # softmax over all, then the top k
+    if kind == "mixtral" or cfg.get("norm_topk_prob"):
+        kept = sum(x_ for _, x_ in chosen)
+        chosen = [(e, x_ / kept) for e, x_ in chosen]
+    return logits, chosen
+
+
+def _is_moe_layer(cfg, layer) -> bool:
+    if cfg["model_type"] in ("qwen2_moe", "qwen3_moe"):
+        return layer not in (cfg.get("mlp_only_layers") or []) and (layer + 1) % (cfg.get("decoder_sparse_step") or 1) == 0
+    return True
+
+
+def moe_forward(cfg: dict, w: dict, tokens, rope: str = "transformers") -> dict:
+    """The MoE families' decoder, naively: a dict of reference.npz's arrays (without the prompt suffix) — logits,
+    hidden_states (the last after the final norm, as transformers gives it), attentions, sink_share, and per MoE
+    layer router_logits, expert_indices, expert_weights, expert_outputs (shared_expert_out, shared_expert_gate for
+    Qwen2-MoE), mlp_out per layer, moe_layers. `rope`: "transformers" (a folder) or "llama.cpp" (a GGUF file)."""
+    T, L = len(tokens), cfg["num_hidden_layers"]
+    eps, kind = cfg["rms_norm_eps"], cfg["model_type"]
+    freqs, scale = rope_frequencies(cfg, rope)
+    xs = np.array([w["model.embed_tokens.weight"][t] for t in tokens])
+    out = {"hidden_states": [xs.copy()], "attentions": [], "sink_share": [], "mlp_out": [], "moe_layers": [],
+           "router_logits": [], "expert_indices": [], "expert_weights": [], "expert_outputs": [],
+           "shared_expert_out": [], "shared_expert_gate": []}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        normed = np.array([_rms1(x, w[p + "input_layernorm.weight"], eps) for x in xs])
+        attn, pattern, sink = _moe_attention(cfg, w, p, normed, freqs, scale, l)
+        out["attentions"].append(pattern)
+        out["sink_share"].append(sink)
+        xs = xs + attn
+        mlp = p + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
+        mlp_out = np.zeros_like(xs)
+        moe = _is_moe_layer(cfg, l)
+        rows = {"router_logits": [], "expert_indices": [], "expert_weights": [], "expert_outputs": [],
+                "shared_expert_out": [], "shared_expert_gate": []}
+        for t in range(T):
+            x = _rms1(xs[t], w[p + "post_attention_layernorm.weight"], eps)
+            if not moe:  # a dense layer (Qwen2-MoE's mlp_only_layers)
+                mlp_out[t] = _swiglu(w, mlp, ("gate_proj.weight", "up_proj.weight", "down_proj.weight"), x)
+                continue
+            logits, chosen = _route(cfg, w, mlp, x)
+            each = [_expert(cfg, w, mlp, e, x) for e, _ in chosen]
+            for (_, weight), y in zip(chosen, each):
+                mlp_out[t] += weight * y
+            if mlp + "shared_expert_gate.weight" in w:  # Qwen2-MoE's always-on expert behind a sigmoid gate
+                shared = _swiglu(w, mlp + "shared_expert.", ("gate_proj.weight", "up_proj.weight", "down_proj.weight"), x)
+                gate = 1 / (1 + math.exp(-float(w[mlp + "shared_expert_gate.weight"][0] @ x)))
+                mlp_out[t] += gate * shared
+                rows["shared_expert_out"].append(shared)
+                rows["shared_expert_gate"].append(gate)
+            rows["router_logits"].append(logits)
+            rows["expert_indices"].append([e for e, _ in chosen])
+            rows["expert_weights"].append([x_ for _, x_ in chosen])
+            rows["expert_outputs"].append(each)
+        if moe:
+            out["moe_layers"].append(l)
+            for key, rows_ in rows.items():
+                if rows_:
+                    out[key].append(np.array(rows_))
+        out["mlp_out"].append(mlp_out)
+        xs = xs + mlp_out
+        out["hidden_states"].append(xs.copy())
+    final = np.array([_rms1(x, w["model.norm.weight"], eps) for x in xs])
+    out["hidden_states"][-1] = final
+    W_U = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    out["logits"] = np.array([W_U @ x for x in final])
+    return {k: np.array(v) for k, v in out.items() if not isinstance(v, list) or v}
+
+
+def moe_greedy(cfg: dict, w: dict, tokens, n: int = 8, rope: str = "transformers") -> tuple[list, dict]:
+    """n greedy tokens by moe_forward over the whole sequence each step (no cache): (the new ids, the last pass,
+    over the prompt and the first n − 1 new tokens, whose last n rows of logits chose them)."""
+    seq = list(tokens)
+    for _ in range(n):
+        out = moe_forward(cfg, w, seq, rope)
+        seq.append(int(np.argmax(out["logits"][-1])))
+    return seq[len(tokens):], out
