@@ -28,7 +28,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from ..sections import SECTIONS, help_words
+from ..sections import help_words, names
 
 
 class _Group(TyperGroup):
@@ -128,7 +128,7 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 
-Section = Enum("Section", {name: name for name in SECTIONS}, type=str)  # --section's choices: tracer.sections
+Section = Enum("Section", {name: name for name in names()}, type=str)  # --section's choices: tracer.sections
 
 
 class Side(str, Enum):

@@ -10,6 +10,7 @@ from rich.console import Group, group
 from rich.table import Table
 from rich.text import Text
 
+from ..sections import renders
 from ..tokenizers.tokens import label, named
 from .context import Ctx
 from .fmt import count, integer, num, prob, shape, span, stok
@@ -86,6 +87,7 @@ def _norm(x, p: int) -> str:
     return num(np.linalg.norm(np.asarray(x, dtype=float)), p) if x is not None else "—"
 
 
+@renders("layers")
 @group()
 def layers_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
@@ -149,6 +151,7 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     return t
 
 
+@renders("predict")
 @group()
 def predict_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
@@ -255,6 +258,7 @@ def top_table(ctx: Ctx, probs, logits, scaled, final, chosen: int | None, temp: 
     return tab
 
 
+@renders("positions")
 @group()
 def every_position_section(ctx: Ctx, number: str):
     yield section(f"{number} · Every position predicts")
