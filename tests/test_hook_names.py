@@ -13,8 +13,9 @@ import pytest
 import tracer
 from tracer.core import hooks
 from tracer.errors import TracerError
-from tracer.render.demo.screens import SHOWS, screen_of, step_layers
-from tracer.render.page.passes import PAGE_STEP, page_step
+from tracer import sections
+from tracer.render.demo.screens import screen_of, step_layers
+from tracer.render.page.passes import page_step
 from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
@@ -96,15 +97,19 @@ def test_split_and_find():
 
 
 def test_every_step_has_a_demo_screen_and_a_page_step():
-    demo = {s for steps in SHOWS.values() for s in steps}
-    page = set(PAGE_STEP) | {"input"}
+    demo = {s for _, shows in sections.demo_screens() for s in shows}
+    page = {s for _, shows in sections.page_steps() for s in shows}
+    assert set(hooks.STEPS) == demo | page  # hooks.STEPS is what tracer/sections.py's steps and screens show
     # what the demo's last screen takes: every position's prediction, the lens, the loop
     assert set(hooks.STEPS) - demo == {"positions", "lens", "loop"}
     assert set(hooks.STEPS) - page == set()
-    assert screen_of("blocks.3.attn.hook_z") is step_layers and screen_of("blocks.0.hook_resid_pre") in SHOWS
+    assert screen_of("blocks.3.attn.hook_z") is step_layers
+    assert screen_of("blocks.0.hook_resid_pre") is sections.drawn("screen", "position")[0]
+    assert screen_of("sample.token") is sections.drawn("screen", "chosen")[0] and screen_of("lens.top_token") is None
     assert page_step("blocks.0.hook_resid_pre") == "embed" and page_step("blocks.2.hook_resid_pre") == "mlp"
     assert page_step("blocks.1.attn.hook_rot_q") == page_step("rope.hook_angle") == "qkv"
     assert page_step("hook_pos_embed") == "embed"
+    assert page_step("blocks.0.attn.hook_pattern") == "scores" and page_step("sample.token") == "predict"
     assert page_step("no.such") == "checks"
 
 
@@ -142,13 +147,14 @@ def test_the_names_other_modules_read_are_the_tables():
 
 
 def test_the_page_steps_a_stated_value_may_go_to_are_the_pages_steps():
-    """page_step's answers (PAGE_STEP's values, the layer's input's two, "checks") are ids of state.js's STEPS."""
+    """page_step's answers (for every name of the table and for a name it does not know) are ids of the
+    page's steps (`tracer.sections`, sent with the page's data), each a slide of the page's script."""
     import re
 
     import tracer.render.page as page_module
 
-    state = (Path(page_module.__file__).parent / "state.js").read_text(encoding="utf-8")
-    table = state[state.index("const STEPS = ["):state.index("function initialTemperature")]
-    ids = set(re.findall(r'\[\s*"(\w+)",', table))
-    assert {"tokens", "embed", "lens", "checks"} <= ids
-    assert set(PAGE_STEP.values()) | {"embed", "mlp", "checks"} <= ids
+    ids = {step for step, _ in sections.page_steps()} | {sections.CHECKS}
+    answers = {page_step(n) for n in [*hooks.TOP, *(f"blocks.{l}.{n}" for l in (0, 1) for n in hooks.LAYER), "no.such"]}
+    assert {"embed", "mlp", "qkv", "predict", "checks"} <= answers <= ids
+    scripts = "".join(p.read_text(encoding="utf-8") for p in Path(page_module.__file__).parent.glob("*.js"))
+    assert set(re.findall(r"^SLIDES\.(\w+) = function", scripts, re.M)) == ids

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tracer
 from tracer.cli import app
 from tracer.core.equations import tempered_softmax
 from tracer.render.fmt import num
@@ -395,6 +396,31 @@ def test_the_gemma2_page_says_the_soft_cap_on_the_scores_step(browser, runner, t
     assert "Each score is divided by √query_pre_attn_scalar = √24, then soft-capped, 5 · tanh(s / 5) (Gemma 2), before the mask" in said
     before, after = re.search(r"scores soft-capped: 5 · tanh\(s / 5\): (-?[0-9.]+) → (-?[0-9.]+)", said).groups()
     assert float(after) == pytest.approx(5 * np.tanh(float(before) / 5), abs=1.5e-3)
+    assert errors(browser) == []
+
+
+def test_a_step_added_to_the_one_list_is_on_the_path_and_draws_its_slide(browser, monkeypatch, tmp_path):
+    """A section added to `tracer.sections` from here, with a page step: the path (sent with the data) shows
+    it last, worded, and its slide draws (entered in the script's SLIDES by a script of this test)."""
+    from tracer import sections
+    from tracer.render.page import page_data
+    from tracer.render.page.html import page_html, page_script
+    from tracer.render.words import WORDS
+
+    monkeypatch.setattr(sections, "SECTIONS", sections.SECTIONS + (sections.Section("toy", page={"toy": ()}),))
+    monkeypatch.setitem(WORDS, "path.toy", "Toy")
+    monkeypatch.setitem(WORDS, "title.toy", "A toy step")
+    m = tracer.load(str(Path(__file__).parent / "data" / "llama-tiny"))
+    data = page_data(m.generate("A B C", max_new_tokens=1), m.tokenizer)
+    slide = 'SLIDES.toy = function () { return el("p", { id: "toy" }, String(STEPS.length)); };'
+    path = tmp_path / "toy.html"
+    path.write_text(page_html(data, script=page_script() + "\n" + slide), encoding="utf-8")
+    open_page(browser, path)
+    n = len(steps(browser))
+    assert steps(browser)[-2:] == ["lens", "toy"] and n == len(data["steps"]) == 13
+    key(browser, "END")
+    assert step(browser) == "toy" and text(browser, "#toy") == str(n) and text(browser, "#where") == f"{n} / {n}"
+    assert text(browser, "#step-toy h2") == f"{n} · A toy step" and text(browser, "#path li:last-child button") == f"{n} Toy"
     assert errors(browser) == []
 
 

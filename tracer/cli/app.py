@@ -32,7 +32,7 @@ from typer.core import TyperGroup
 
 from ..core.memory import Size, parse_size
 from ..run.ablation import Ablation
-from ..sections import SECTIONS, help_words
+from ..sections import help_words, names
 
 
 class _Group(TyperGroup):
@@ -141,7 +141,7 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 
-Section = Enum("Section", {name: name for name in SECTIONS}, type=str)  # --section's choices: tracer.sections
+Section = Enum("Section", {name: name for name in names()}, type=str)  # --section's choices: tracer.sections
 
 
 class Side(str, Enum):

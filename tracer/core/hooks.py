@@ -20,7 +20,7 @@ Q/K norm's rows (`[head]` per head, none when it normalizes a position's numbers
 `q_width` / `k_width` the length it divides; a sublayer kind may add axes of its own (`Sublayer.axes`:
 the experts of a routed MLP, …).
 
-Steps, in the article's order: tokens, embed (the token's row of W_E), position (the position vector
+Steps (their page step and demo screen: `tracer/sections.py`): tokens, embed (the token's row of W_E), position (the position vector
 added), rotation (rotary positions: the angles, Q and K turned), input (a layer's input: at layer 0, embedding + position), qkv, scores, softmax,
 sum (the weighted sum of values), heads (concatenation, W_O, and a norm after the attention), mlp
 (the residual, the second norm, the MLP), unembed (the final norm, W_U, the logits), sample
@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STEPS = ("tokens", "embed", "position", "rotation", "input", "qkv", "scores", "softmax", "sum", "heads", "mlp", "unembed",
-         "sample", "chosen", "positions", "lens", "loop")
+from ..sections import recorded_steps
+
+STEPS = recorded_steps()  # what the page's steps and the demo's screens show (tracer/sections.py): a Hook's `step`
 
 
 @dataclass(frozen=True)

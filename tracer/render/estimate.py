@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..sections import LAYER, NUMBERED
+from .. import sections
+from ..sections import estimates
 from .header import block_words, head_roles_line, training_line, weights_warning
 from .storage import example_words, expansion_words, storage_words
 
@@ -17,11 +18,9 @@ from .storage import example_words, expansion_words, storage_words
 def estimated_lines(r) -> int:
     """The walkthrough's lines for view `r` (a `view.Resolved`: each section that it shows)."""
     total = header_lines(r)
-    for name in ("tokens", *NUMBERED):
-        if r.shows(name):
-            total += SECTION_LINES[name](r)
-    if r.shows(*LAYER):
-        total += layer_lines(r)
+    for _, names in sections.numbered():
+        if r.shows(*names):
+            total += sections.drawn("lines", names[0])(r)
     return total + r.before + checks_lines(r)
 
 
@@ -78,6 +77,7 @@ def header_lines(r) -> int:
     return lines + (wrapped(r, len(warning), 4) + 2 if warning else 0)
 
 
+@estimates("tokens")
 def tokens_lines(r) -> int:
     return r.n_prompt + 5 + wrapped(r, 215, 0)
 
@@ -150,9 +150,10 @@ def head_lines(r, t: int, h: int) -> int:
     return lines + math.ceil(terms / (r.width - 2)) + math.ceil(vec / (r.width - 8))  # the weighted sum
 
 
+@estimates("embed")  # and attention, which joins it
 def layer_lines(r) -> int:
     """Section 2: the first layer's input (embed) or each --layer layer token by token (attention)."""
-    parts = frozenset(s for s in LAYER if r.shows(s))
+    parts = frozenset(s for s in ("embed", "attention") if r.shows(s))
     layers = r.layers if "attention" in parts else [0] if r.config.n_layers else []
     total = 0
     for layer in layers:
@@ -164,6 +165,7 @@ def layer_lines(r) -> int:
     return total
 
 
+@estimates("layers")
 def layers_lines(r) -> int:
     cfg, brief = r.config, r.view.brief
     table = cfg.n_layers + 4
@@ -171,15 +173,18 @@ def layers_lines(r) -> int:
     return wrapped(r, 220, 0) + table + 1 + full
 
 
+@estimates("predict")
 def predict_lines(r) -> int:
     return 16 + r.view.top_k + (4 if r.config.layer_norm else 0)
 
 
+@estimates("positions")
 def positions_lines(r) -> int:
     rows = r.n_prompt if not r.view.brief or r.n_prompt <= 16 else 17
     return rows + 14
 
 
+@estimates("heatmap")
 def heatmap_lines(r) -> int:
     n, width = r.n_prompt, r.width
     label = 1 if n <= 26 else 2  # A … Z, then AA …
@@ -194,14 +199,13 @@ def heatmap_lines(r) -> int:
             + (wrapped(r, len(roles), 0) if roles else 0))
 
 
+@estimates("loop")
 def loop_lines(r) -> int:
     steps = max(r.n_all - r.n_prompt + 1, 1)
     return steps * (5 + (0 if r.view.brief else r.config.n_layers + 2)) + steps + 16
 
 
+@estimates("lens")
 def lens_lines(r) -> int:
     return r.config.n_layers + 12
 
-
-SECTION_LINES = {"tokens": tokens_lines, "layers": layers_lines, "predict": predict_lines, "positions": positions_lines,
-                 "heatmap": heatmap_lines, "loop": loop_lines, "lens": lens_lines}  # section 2 (embed, attention): layer_lines

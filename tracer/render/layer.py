@@ -13,6 +13,7 @@ from rich.console import group
 from rich.table import Table
 from rich.text import Text
 
+from ..sections import renders
 from .context import Ctx
 from .experts import routing
 from .fmt import bar, letters, num, prob, shape
@@ -385,3 +386,18 @@ def layer_section(ctx: Ctx, layer: int, number: str, parts: frozenset = frozense
             yield Text(f"{letters([ctx.labels[s] for s in skip])}: the same steps, each seeing the tokens to its "
                            f"left (--token {ctx.labels[skip[0]]} shows one, --full shows all)", style="dim")
         yield token_at_layer(ctx, t, layer, parts)
+
+
+@renders("embed")  # and "attention", which joins it
+@group()
+def layer_sections(ctx: Ctx, number: str):
+    """Section 2, in part or whole: the first layer's input (embed), or each --layer layer token by
+    token (attention), numbered 2.1, 2.2, … when there are several; a model without layers says so."""
+    parts = frozenset(s for s in ("embed", "attention") if ctx.resolved.shows(s))
+    if not ctx.cfg.n_layers:
+        yield section(f"{number} · Layers")
+        yield Text(say("layers.none"))
+        return
+    layers = ctx.layers if "attention" in parts else [0]
+    for i, layer in enumerate(layers):
+        yield layer_section(ctx, layer, number if len(layers) == 1 else f"{number}.{i + 1}", parts)

@@ -10,6 +10,7 @@ from rich.console import Group, group
 from rich.table import Table
 from rich.text import Text
 
+from ..sections import renders
 from ..tokenizers.tokens import label, named
 from .context import Ctx
 from .experts import experts_overview
@@ -87,6 +88,7 @@ def _norm(x, p: int) -> str:
     return num(np.linalg.norm(np.asarray(x, dtype=float)), p) if x is not None else "—"
 
 
+@renders("layers")
 @group()
 def layers_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
@@ -154,6 +156,7 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     return t
 
 
+@renders("predict")
 @group()
 def predict_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
@@ -260,6 +263,7 @@ def top_table(ctx: Ctx, probs, logits, scaled, final, chosen: int | None, temp: 
     return tab
 
 
+@renders("positions")
 @group()
 def every_position_section(ctx: Ctx, number: str):
     yield section(f"{number} · Every position predicts")

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import TracerError
-from ..sections import SECTIONS  # the walkthrough's sections (`--section`), in the article's order
+from .. import sections  # the walkthrough's sections (`--section`), in the article's order
 from ..tokenizers.tokens import label
 
 MAX_LINES = 20_000  # a view that would print more is refused with a hint (`--max-lines 0`: no limit)
@@ -27,7 +27,7 @@ class View:
     brief: bool = True  # brief: the token-by-token view for the chosen layer only; full: more of everything
     top_k: int = 10  # rows of the next-token table
     checks: tuple = field(default_factory=tuple)  # tracer.run.checks.Check, shown beside their steps
-    sections: tuple = ()  # names from SECTIONS to show; empty: all of them
+    sections: tuple = ()  # names of tracer.sections to show; empty: all of them
     max_lines: int = MAX_LINES  # refuse a view that would print more lines than this (0: no limit)
 
     def resolve(self, config, n_prompt: int, n_all: int | None = None, width: int = 100,
@@ -43,9 +43,9 @@ class View:
             raise TracerError(f"--dims must be ≥ 1, got {self.dims}")
         if not 0 <= self.precision <= 12:
             raise TracerError(f"--precision must be between 0 and 12, got {self.precision}")
-        unknown = [s for s in self.sections if s not in SECTIONS]
+        unknown = [s for s in self.sections if s not in sections.names()]
         if unknown:
-            raise TracerError(f"--section {unknown[0]}: the sections are {', '.join(SECTIONS)}")
+            raise TracerError(f"--section {unknown[0]}: the sections are {', '.join(sections.names())}")
         layers = parse_index(self.layer, config.n_layers, "layer", "--layer") if config.n_layers else []
         heads = parse_index(self.head, config.n_heads, "head", "--head")
         token = parse_token(self.token, n_prompt, n_all)
@@ -120,7 +120,7 @@ class Resolved:
         if self.view.max_lines and lines > self.view.max_lines:
             raise TracerError(
                 f"this view would print {'about ' if about else ''}{lines:,} lines (--max-lines {self.view.max_lines:,}); "
-                f"show a part: --section ({', '.join(SECTIONS)}), one token (--token), one layer (--layer N), or --brief; "
+                f"show a part: --section ({', '.join(sections.names())}), one token (--token), one layer (--layer N), or --brief; "
                 f"--max-lines 0 prints it all")
 
     def shows(self, *names: str) -> bool:

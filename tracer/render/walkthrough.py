@@ -24,17 +24,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..sections import LAYER, NUMBERED
+from .. import sections
+from ..sections import renders
 from .checks import check_line
 from .context import Ctx
+from .experts import expert_heatmaps
 from .fmt import count, integer
 from .header import ablation_words, head_roles_line, model_words, settings_words, training_line, weights_warning
 from .heatmap import heatmaps
-from .layer import layer_section
+from .layer import layer_sections  # noqa: F401  section 2: it enters itself in tracer.sections, as sections 3–5 do
 from .lens import logit_lens_view
 from .loop import generation_steps, kv_cache_view
-from .experts import expert_heatmaps
-from .predict import every_position_section, layers_section, predict_section
+from .predict import every_position_section, layers_section, predict_section  # noqa: F401
 from .storage import expansion_words, storage_words
 from .summary import overflow_note
 from .text import line, section
@@ -76,11 +77,12 @@ def token_rows(ctx: Ctx) -> Table:
     return t
 
 
+@renders("tokens")
 @group()
-def tokens_section(ctx: Ctx):
+def tokens_section(ctx: Ctx, number: str):
     n = ctx.n
     first = f"{ctx.labels[0]}–{ctx.labels[n - 1]}" if n > 1 else "A"
-    yield section("1 · Tokens")
+    yield section(f"{number} · Tokens")
     yield line(say("tokens.intro", tokens=count(n, "token"), first=first, vocab=ctx.tok.name, n_vocab=integer(ctx.tok.n_vocab)))
     yield token_rows(ctx)
     yield from ctx.checks("tokens", (), None)
@@ -105,6 +107,7 @@ def attribution_table(ctx: Ctx, att: dict) -> Table:
     return t
 
 
+@renders("heatmap")
 @group()
 def heatmap_section(ctx: Ctx, number: str):
     if ctx.cfg.n_layers == 0:
@@ -127,6 +130,7 @@ def heatmap_section(ctx: Ctx, number: str):
         yield line(roles)
 
 
+@renders("loop")
 @group()
 def loop_section(ctx: Ctx, number: str):
     yield section(f"{number} · After predicting {ctx.labels[ctx.n]}: the loop")
@@ -134,6 +138,7 @@ def loop_section(ctx: Ctx, number: str):
     yield kv_cache_view(ctx.gen, ctx.tok, ctx.view)
 
 
+@renders("lens")
 @group()
 def lens_section(ctx: Ctx, number: str):
     yield section(f"{number} · Logit lens: when does the prediction appear?")
@@ -170,24 +175,13 @@ def missing_section(ctx: Ctx) -> list[RenderableType]:
 
 
 def walkthrough(gen, tokenizer, resolved: Resolved, width: int = 100) -> list[RenderableType]:
-    """The sections the view asks for (`--section`; all by default), in the article's order."""
+    """The sections the view asks for (`--section`; all by default), in the article's order
+    (`tracer.sections`): a section keeps its number when others are hidden."""
     ctx = Ctx(gen, tokenizer, resolved, width)
-    shows = resolved.shows
     parts: list[RenderableType] = [header(ctx)]
-    if shows("tokens"):
-        parts.append(tokens_section(ctx))
-    if ctx.cfg.n_layers == 0 and shows(*LAYER):
-        parts.append(section("2 · Layers"))
-        parts.append(Text(say("layers.none")))
-    wanted = frozenset(s for s in LAYER if shows(s))  # section 2, in part or whole
-    layers = [] if not wanted or not ctx.cfg.n_layers else ctx.layers if "attention" in wanted else [0]
-    for i, layer in enumerate(layers):
-        parts.append(layer_section(ctx, layer, "2" if len(layers) == 1 else f"2.{i + 1}", wanted))
-    later = {"layers": layers_section, "predict": predict_section, "positions": every_position_section,
-             "heatmap": heatmap_section, "loop": loop_section, "lens": lens_section}
-    for number, name in enumerate(NUMBERED, start=3):  # a section keeps its number when others are hidden
-        if shows(name):
-            parts.append(later[name](ctx, str(number)))
+    for number, names in sections.numbered():
+        if resolved.shows(*names):
+            parts.append(sections.drawn("terminal", names[0])(ctx, str(number)))
     parts.append(checks_section(ctx))
     parts += missing_section(ctx)
     return parts

@@ -8,7 +8,7 @@ already formatted (a string; in the script also an element, a token's text or a 
 makes the sentence a list of parts), so Python's `str.format` and the script's fill agree. A sentence whose
 slots are all known when the page is written (the KV cache's notes, the logit lens's verdict, the
 model line) is sent finished instead, from the renderer's own function. What only the page says (its
-step titles, controls, hover readouts, notes) is here too, beside its step's sentences, so that the
+step titles and path labels, controls, hover readouts, notes) is here too, beside its step's sentences, so that the
 page's scripts hold no sentence at all; the compare page's (`compare.*`) come after the checks.
 
 The demo (`render/demo/`) says its screens from here too: its own longer narration, questions and
@@ -31,7 +31,7 @@ WORDS: dict[str, str] = {
                     "layer 0 the first layer.",
     "token.generated": ", generated: computed by pass {k}",
     # what only the page says (its step titles, controls, notes) sits beside its step's sentences, as here
-    "title.tokens": "Tokens",
+    "title.tokens": "Tokens", "path.tokens": "Tokens",  # a page step's title, and its label on the page's path
     "tokens.click": " Click a token to follow it through every step.",
     "tokens.in_prompt": "the prompt",
     "tokens.read": "generated; pass {k} read it",
@@ -42,7 +42,7 @@ WORDS: dict[str, str] = {
     "page.absent": "not in this page",
     "page.left_out": "Left out of this page (its size): {what}.",
     # the layer's input (render/layer.py, page step 2)
-    "title.embed": "Embedding + position",
+    "title.embed": "Embedding + position", "path.embed": "Embedding",
     "embed.intro": "Each token becomes a vector of {d_model} numbers: its row of the embedding matrix{plus}.",
     "embed.plus": ", plus the vector of its position",
     "embed.row": "{L} queries the embedding matrix W_E ({shape}) at row {id}",
@@ -54,7 +54,7 @@ WORDS: dict[str, str] = {
     "layer.input0": "{L}'s input to layer 0 ({source})",
     "embed.table": "Every token's input to layer 0 (a row each)",
     # what a token sees (step 3)
-    "title.qkv": "Q, K, V per head",
+    "title.qkv": "Q, K, V per head", "path.qkv": "Q · K · V",
     "qkv.intro": "Layer {layer}, head {h} of {H}. The article's analogy: the query is what {L} searches for, each key is "
                  "what a token can be found by, each value is the content it hands over.",
     "sees.self": "{L} can see only itself (position 0)",
@@ -86,7 +86,7 @@ WORDS: dict[str, str] = {
     "qkv.strongest": "the {n} keys {L} weighs most; {more} more visible keys are not listed",
     "qkv.absent": "the keys and values of {positions} are not in this page (see “left out”)",
     # the scores (step 4)
-    "title.scores": "Scores, the causal mask, softmax",
+    "title.scores": "Scores, the causal mask, softmax", "path.scores": "Scores",
     "scores.by_scalar": "√query_pre_attn_scalar = √{scalar}",
     "scores.by_d_head": "√d_head = √{d_head}",
     "softmax": "softmax([{scores}]) = [{weights}]",
@@ -111,7 +111,7 @@ WORDS: dict[str, str] = {
     "ablate.every_head": "step 6: every head knocked out",
     "heatmap.legend": "digit = weight in tenths, █ ≥ 0.95, · hidden by the causal mask",
     # the weighted sum (step 5)
-    "title.sum": "The weighted sum",
+    "title.sum": "The weighted sum", "path.sum": "Sum",
     "sum.intro": "{new} is the values of the tokens it sees, each weighed by its attention weight, added up.",
     "sum.none": "no attention weights recorded here",
     "sum.more": " + … ({n} more terms, weights summing to {rest})",
@@ -145,7 +145,7 @@ WORDS: dict[str, str] = {
     "experts.grid_legend": "Row: the token; column: an expert some token chose; digit = the router's weight in tenths, "
                            "█ ≥ 0.95, · not chosen by that token.",
     # the heads and W_O, the residual, the MLP (steps 6 and 7)
-    "title.heads": "The heads and W_O",
+    "title.heads": "The heads and W_O", "path.heads": "Heads",
     "heads.one": "This model has a single head, so the 'concatenation' is just that head's output; W_O still maps it "
                  "back to the model's width.",
     "heads.many": "A layer runs {H} heads side by side, each with its own W_Q, W_K and W_V, so each can look for "
@@ -170,7 +170,7 @@ WORDS: dict[str, str] = {
     "ablate.grid": "heads to knock out",
     "ablate.caption": "p({token}) without each head (clean {p}); ✗ the top-1 changes{compact}",
     "ablate.compact": "; a row per layer, a column per head",
-    "title.mlp": "Residual, layer norm, MLP",
+    "title.mlp": "Residual, layer norm, MLP", "path.mlp": "MLP",
     "mlp.none": "This model has no MLP (mlp = false), as in the article's simplified block.",
     "mlp.residual": "residual: add the layer's input back",
     "mlp.no_residual": "no residual (residual = false): the MLP reads attn_out_{L}",
@@ -183,7 +183,7 @@ WORDS: dict[str, str] = {
     "out.final": "its final vector",
     "out.of": "{how} → {L}'s output of layer {layer}, {next}",
     # all layers (step 8)
-    "title.layers": "All layers",
+    "title.layers": "All layers", "path.layers": "Layers",
     "layers.none": "This model has no layers: the embedding goes straight to W_U.",
     "layers.intro": "Every layer repeats the steps above on the previous layer's output. For {L} (position {t}): "
                     "the size ‖x‖ of its vector going in and out, and the token each head attends to most "
@@ -191,7 +191,7 @@ WORDS: dict[str, str] = {
     "layers.click": " Click a row to choose that layer.",
     "layers.most": "most-attended token, heads 0–{last}",
     # predicting the next token (step 9)
-    "title.predict": "Logits, temperature, top-k, the choice",
+    "title.predict": "Logits, temperature, top-k, the choice", "path.predict": "Logits",
     "predict.intro": "After the last of the {layers}, {L}, the last token, predicts {G}: its final vector meets the "
                      "unembedding W_U, which gives one score (logit) per vocabulary token.",
     "predict.final": "{L}'s final vector",
@@ -216,7 +216,7 @@ WORDS: dict[str, str] = {
                           "run's temperature.",
     "temperature.scale": "the top {n} at T {T}; each bar's height is its probability, on one 0–1 scale",
     # the loop (step 10)
-    "title.loop": "The loop and the KV cache",
+    "title.loop": "The loop and the KV cache", "path.loop": "Loop",
     "loop.intro": "The article's loop: add the chosen token to the sequence and run the layers again, until the end "
                   "token. Choose a pass with the pass buttons (or a row below).",
     "loop.reads_prompt": "reads {span} (the prompt)",
@@ -248,7 +248,7 @@ WORDS: dict[str, str] = {
     "verify.ok": "✓ the KV cache changes no logit beyond rounding and no token",
     "verify.bad": "✗ the KV cache and full recompute disagree",
     # every position predicts (step 11)
-    "title.positions": "Every position predicts",
+    "title.positions": "Every position predicts", "path.positions": "Positions",
     "positions.rows": "The decoder turns every position's final vector into logits (the unembedding is applied to all "
                       "rows at once); row p predicts the token at p + 1. loss = −log p(actual), in nats. * the token "
                       "the sampler chose.",
@@ -257,7 +257,7 @@ WORDS: dict[str, str] = {
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
     "lens.title": "Logit lens: each layer's residual stream through the final {norm} and W_U",
-    "title.lens": "The logit lens",
+    "title.lens": "The logit lens", "path.lens": "Lens",
     "lens.question": ", as if the model stopped there: when does the prediction appear?",
     "lens.none": "no logit lens recorded in this run",
     "lens.borrowed": "pass {k} has no lens of its own; pass 0's:",
@@ -278,7 +278,7 @@ WORDS: dict[str, str] = {
     "detail.left_out": "Left out of this page: {what}.",
     "checks.agree": "{ok} of {n} stated values agree",
     "checks.disagree": " ({bad} disagree)",
-    "title.checks": "The stated values, checked",
+    "title.checks": "The stated values, checked", "path.checks": "Checks",
     "checks.here": "Stated values checked here",
     "checks.more": "{n} here, for {where} (click to see)",
     "checks.bad": "The stated values that disagree",

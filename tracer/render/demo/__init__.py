@@ -15,7 +15,8 @@ order otherwise (pipes, CI); or `--export deck.html`, one self-contained page. `
 "predict, then press Enter" screen before values the class can work out.
 
   - `base`: the recorded run (`Demo`), a screen (`Step`), table helpers;
-  - `layer`, `output`: the screens; `screens`: their order, the checks beside them, one screen's layout;
+  - `layer`, `output`, `copying`: the screens (each enters itself in `tracer.sections`, which orders them);
+    `screens`: the checks beside them, one screen's layout;
   - `pager`: keys and paging at a terminal; `deck`: the HTML page.
 """
 
@@ -30,9 +31,9 @@ from ..words import say
 from .base import MAX_WIDTH, Demo, Page, Step
 from .deck import check_deck_path, deck_html, write_deck
 from .pager import Pager, RawKeys, interactive, key_name, run_interactive
-from .screens import STEPS, build_steps, fit_pages, pages_of, print_all, screen
+from .screens import build_steps, fit_pages, pages_of, print_all, screen
 
-__all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "STEPS", "Step", "build_steps", "check_deck_path",
+__all__ = ["MAX_WIDTH", "Demo", "Page", "Pager", "RawKeys", "Step", "build_steps", "check_deck_path",
            "deck_html", "fit_pages", "fitted", "key_name", "pages_of", "print_all", "run_interactive", "screen", "show_demo", "write_deck"]
 
 

@@ -138,7 +138,7 @@ class Step:
     question: RenderableType | None = None  # shown first with --quiz: the inputs, not the answer
     ask: str = ""  # what to predict
     checks: list = field(default_factory=list)
-    remake: object = field(default=None, repr=False, compare=False)  # the screen's maker (screens.STEPS), to rebuild it with fewer rows
+    remake: object = field(default=None, repr=False, compare=False)  # the screen's maker (its @screen function), to rebuild it with fewer rows
 
 
 @dataclass

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ...run.heads import induction_targets
 from ..header import ROLE_AT_LEAST
+from ...sections import screen
 from ..words import say
 from .base import Demo, Step, sentence, table
 
@@ -40,6 +41,7 @@ def removed_heads(d: Demo) -> set[tuple[int, int]]:
     return {(int(l), int(h)) for l, h in (d.gen.meta.get("ablation") or {}).get("heads") or []}
 
 
+@screen("copying", layers=True)
 def step_copying(d: Demo) -> Step | None:
     target = copy_target(d)
     if target is None or d.cfg.n_layers < 1:

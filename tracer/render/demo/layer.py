@@ -12,6 +12,7 @@ from ...tokenizers.tokens import label
 from .. import fmt
 from ..storage import example_words
 from ..summary import overflow_note
+from ...sections import screen
 from ..words import say
 from ..text import folded
 from .base import MARK, Demo, FirstThatFits, Step, mark, pairs, row_style, sentence, table
@@ -20,6 +21,7 @@ from .base import MARK, Demo, FirstThatFits, Step, mark, pairs, row_style, sente
 HAND_DIMS = 8  # a vector the screen shows whole (`Demo.vec`): its dot products can be worked out by hand
 
 
+@screen("tokens")
 def step_tokens(d: Demo) -> Step:
     tok = d.tokenizer
     t = table("", "token", "text", "id", "position", right=("id", "position"))
@@ -48,6 +50,7 @@ def step_tokens(d: Demo) -> Step:
     return Step("Tokens", say("demo.tokens", n_vocab=f"{tok.n_vocab:,}", L=label(d.focus), mark=MARK), Group(*parts))
 
 
+@screen("embedding")
 def step_embedding(d: Demo) -> Step:
     E = d.trace["hook_embed"]  # [pos, d_model]
     t = table("", "token", "id", f"row of W_E  (the token's {d.cfg.d_model} numbers)", right=("id",))
@@ -63,6 +66,7 @@ def step_embedding(d: Demo) -> Step:
                 Group(shape, Text(), t))
 
 
+@screen("position")
 def step_position(d: Demo) -> Step:
     cfg = d.cfg
     if not cfg.n_layers:
@@ -126,6 +130,7 @@ def _rotary_position(d: Demo) -> Step:
                 Group(heading, Text(), eq, Text(), t))
 
 
+@screen("qkv", layers=True)
 def step_qkv(d: Demo) -> Step:
     cfg, f, h = d.cfg, d.focus, d.head
     q = d.block("attn.hook_q")[:, h]  # [pos, d_head]
@@ -203,6 +208,7 @@ def _mask_grid(d: Demo) -> Table:
     return t
 
 
+@screen("scores", layers=True)
 def step_scores(d: Demo) -> Step:
     cfg, f = d.cfg, d.focus
     q, _, r = d.query_key()
@@ -260,6 +266,7 @@ def _softmax_table(d: Demo, hide: bool) -> Table:
     return t
 
 
+@screen("softmax", layers=True)
 def step_softmax(d: Demo) -> Step:
     f = d.focus
     scores = d.block("attn.hook_attn_scores")[d.head, f, : f + 1]
@@ -269,6 +276,7 @@ def step_softmax(d: Demo) -> Step:
                 ask=say("demo.softmax.ask", scores=", ".join(d.num(s) for s in scores)))
 
 
+@screen("weighted_sum", layers=True)
 def step_weighted_sum(d: Demo) -> Step:
     f, h = d.focus, d.head
     w = d.block("attn.hook_pattern")[h, f]  # [key_pos]
@@ -287,6 +295,7 @@ def step_weighted_sum(d: Demo) -> Step:
     return Step("Weighted sum of values", say("demo.sum", L=label(f)), body)
 
 
+@screen("multihead", layers=True)
 def step_multihead(d: Demo) -> Step:
     cfg, f, l = d.cfg, d.focus, d.layer
     H = cfg.n_heads

@@ -12,11 +12,13 @@ from ...core.equations import largest_first, tempered_softmax
 from ...tokenizers.tokens import label
 from .. import fmt
 from ..predict import pass_through_words, unchanged_layers
+from ...sections import screen
 from ..words import say
 from ..text import folded
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, mark, pairs, row_style, sentence, table
 
 
+@screen("layers", layers=True)
 def step_layers(d: Demo) -> Step:
     cfg, last = d.cfg, d.last
     H = cfg.n_heads
@@ -51,6 +53,7 @@ def _top(values: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in largest_first(values)[:k]]
 
 
+@screen("unembed")
 def step_unembed(d: Demo) -> Step:
     cfg, last = d.cfg, d.last
     x = d.trace["unembed.hook_in"][last]  # [d_model]
@@ -82,6 +85,7 @@ def step_unembed(d: Demo) -> Step:
                 ask=say("demo.unembed.ask", prompt=prompt, L=label(last)))
 
 
+@screen("temperature")
 def step_temperature(d: Demo) -> Step:
     s = d.settings
     T = s.temperature
@@ -149,6 +153,7 @@ def _candidates(d: Demo, reveal: bool) -> Group:
     return Group(*parts)
 
 
+@screen("chosen")
 def step_chosen(d: Demo) -> Step:
     greedy = "sample.uniform" not in d.trace
     how = say("demo.chosen.greedy") if greedy else say("demo.chosen.sampled")
@@ -164,6 +169,7 @@ def step_chosen(d: Demo) -> Step:
                 ask=say("demo.chosen.ask"))
 
 
+@screen("append")
 def step_append(d: Demo) -> Step:
     g = d.gen
     t = table("pass", "reads", "sequence so far", "→ next", "probability", right=("pass", "probability"))
@@ -186,6 +192,7 @@ def step_append(d: Demo) -> Step:
     return Step("Append and repeat", narration, body)
 
 
+@screen("cache", layers=True)
 def step_cache(d: Demo) -> Step:
     g, cfg = d.gen, d.cfg
     cache_on = d.settings.cache

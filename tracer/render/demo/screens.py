@@ -1,5 +1,5 @@
-"""The demo's screens in order, the stated values placed beside the screen that computes them, and
-one screen laid out (heading, narration, numbers, checks, footer), printed or paged."""
+"""The demo's screens in the order of `tracer.sections`, the stated values placed beside the screen that
+computes them, and one screen laid out (heading, narration, numbers, checks, footer), printed or paged."""
 
 from __future__ import annotations
 
@@ -11,45 +11,35 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ... import sections
 from ...core import hooks
 from ..checks import CheckBook
 from ..words import say
 from .base import Demo, FirstThatFits, Page, Step, sentence
-from .copying import step_copying
-from .layer import (step_embedding, step_multihead, step_position, step_qkv, step_scores, step_softmax, step_tokens,
-                    step_weighted_sum)
-from .output import step_append, step_cache, step_chosen, step_layers, step_temperature, step_unembed
-
-
-
-STEPS = (step_tokens, step_embedding, step_position, step_qkv, step_scores, step_softmax, step_weighted_sum,
-         step_multihead, step_layers, step_copying, step_unembed, step_temperature, step_chosen, step_append, step_cache)
-# step_copying is shown only when the last token has appeared before (it returns None otherwise)
-LAYER_SCREENS = (step_qkv, step_scores, step_softmax, step_weighted_sum, step_multihead, step_layers, step_copying,
-                 step_cache)  # a model without layers keeps no keys and values
-
-
-SHOWS = {  # a screen → the steps (`tracer.core.hooks.STEPS`) whose stated values it shows, of layer 0 or outside the layers
-    step_tokens: ("tokens",), step_embedding: ("embed",), step_position: ("position", "rotation", "input"), step_qkv: ("qkv",),
-    step_scores: ("scores",), step_softmax: ("softmax",), step_weighted_sum: ("sum",), step_multihead: ("heads", "mlp"),
-    step_unembed: ("unembed",), step_temperature: ("sample",), step_chosen: ("chosen",),
-}
+from .copying import step_copying  # noqa: F401  each screen enters itself in tracer.sections (@screen)
+from .layer import step_tokens  # noqa: F401
+from .output import step_layers
 
 
 def screen_of(name: str):
-    """The screen that shows a stated value of the prompt pass: layer 0's and the rest by their step, a
-    later layer's on the other layers' screen; None: the last screen takes it (the loop, the lens)."""
+    """The maker of the screen that shows a stated value of the prompt pass: layer 0's and the rest by
+    their step (`tracer.sections`: the steps each screen shows), a later layer's on the other layers'
+    screen; None: the last screen takes it (the loop, the lens)."""
     layer, _ = hooks.split(name)
     if layer:
         return step_layers
     step = hooks.step_of(name)
-    return next((make for make, steps in SHOWS.items() if step in steps), None)
+    return next((sections.drawn("screen", screen)[0] for screen, shows in sections.demo_screens() if step in shows), None)
 
 
 def build_steps(d: Demo) -> list[Step]:
+    """The screens of `tracer.sections`, in order: those this run has something for (a model without
+    layers shows nothing of a layer; step_copying only a prompt that repeats a token), each with the
+    stated values it shows."""
     steps = []
-    for make in STEPS:
-        if not d.cfg.n_layers and make in LAYER_SCREENS:  # a model without layers: nothing of a layer to show
+    for name, _ in sections.demo_screens():
+        make, layers = sections.drawn("screen", name)
+        if layers and not d.cfg.n_layers:  # a model without layers: nothing of a layer to show
             continue
         s = make(d)
         if s is not None:  # a screen this run has nothing for (step_copying on a prompt that repeats nothing)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import sections
 from ...run.settings import reading_order
 from ...tokenizers.tokens import show_invisible
 from ..fmt import count
@@ -27,7 +28,7 @@ from ..storage import example_words, storage_words
 from ..header import block_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
-from ..words import PAGE_WORDS
+from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
@@ -64,6 +65,13 @@ def layer_words(cfg) -> list[dict]:
     (`layer.rotation_words`, the token's {L} and {t} left to fill)."""
     return [{"window": cfg.window_of(l), "global": cfg.windowed is not None and cfg.window_of(l) is None,
              "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
+
+
+def steps_data(checked: bool) -> list[list[str]]:
+    """The page's path of steps (`tracer.sections`), each [id, its label on the path, its title]; the
+    stated values' step last when a scenario states values (`checked`)."""
+    ids = [step for step, _ in sections.page_steps()] + ([sections.CHECKS] if checked else [])
+    return [[step, say(f"path.{step}"), say(f"title.{step}")] for step in ids]
 
 
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
@@ -104,12 +112,14 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     if gone:
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
     meta = gen.meta
+    stated = [check_data(c, gen, precision, 8) for c in checks]
     return {
         "format": FORMAT, "version": VERSION,
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "words": PAGE_WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
+        "steps": steps_data(bool(stated)),  # the path of steps and each one's slide (the script's SLIDES[id])
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
@@ -136,7 +146,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "positions": positions,
         "loss_mean": loss_mean(gen.steps[0]),
         "texts": texts_of(referenced_ids(passes, positions) | ablation_ids(ablations), tokenizer),
-        "checks": [check_data(c, gen, precision, 8) for c in checks],
+        "checks": stated,
         "kv_notes": kv_notes(gen), "generated": show_invisible(generated_words(gen)),
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,

@@ -1,10 +1,6 @@
 // tracer page, part 6 of 6: the followed token's card (#detail), the controls (tokens, layers, heads,
 // passes, the path of steps), the keyboard (← → through the steps) and the address (#step=…&token=…).
 
-const SLIDES = { tokens: slideTokens, embed: slideEmbed, qkv: slideQKV, scores: slideScores, sum: slideSum, heads: slideHeads,
-  mlp: slideMLP, layers: slideLayers, predict: slidePredict, loop: slideLoop, positions: slidePositions, lens: slideLens,
-  checks: slideChecks };
-
 function cells(v) {                       // a vector as up to 6 table cells: all, or the first 3, …, the last 2
   if (!v) return [el("td", { colspan: 6, class: "missing" }, `— ${say("page.absent")}`)];
   const scale = Math.max(...v.vals.map(x => Math.abs(x || 0)), 1e-12);

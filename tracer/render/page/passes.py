@@ -14,6 +14,7 @@ import base64
 
 import numpy as np
 
+from ... import sections
 from ...core import hooks
 from ...tokenizers.tokens import label, named, show_token
 from ..checks import check_line
@@ -125,22 +126,15 @@ def positions_data(rows) -> list[dict | None]:
     return out
 
 
-PAGE_STEP = {  # a recorded name's step (`tracer.core.hooks.STEPS`) → the page's step that shows it
-    "tokens": "tokens", "embed": "embed", "position": "embed", "rotation": "qkv", "qkv": "qkv", "scores": "scores", "softmax": "scores",
-    "sum": "sum", "heads": "heads", "mlp": "mlp", "unembed": "predict", "sample": "predict", "chosen": "predict",
-    "positions": "positions", "lens": "lens", "loop": "loop",
-}
-
-
 def page_step(name: str) -> str:
-    """The page's step for a stated value: its step's (the rotation is shown with each layer's Q, K
-    and V); a layer's input at the embedding (layer 0) or at the end of the layer before; "checks"
-    for a name the table does not know."""
+    """The page's step for a stated value: the one that shows its step (`tracer.sections`: the rotation
+    is shown with each layer's Q, K and V); a later layer's input at the end of the layer before (the
+    MLP's step); "checks" for a name the table does not know."""
     layer, _ = hooks.split(name)
     step = hooks.step_of(name)
-    if step == "input":
-        return "embed" if layer == 0 else "mlp"
-    return PAGE_STEP.get(step, "checks")
+    if step == "input" and layer != 0:
+        return "mlp"
+    return next((page for page, shows in sections.page_steps() if step in shows), sections.CHECKS)
 
 
 def check_data(c, gen, precision: int, dims: int) -> dict:

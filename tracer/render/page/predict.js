@@ -88,7 +88,7 @@ function sequenceEl(n, chosen, named) {  // named: the chosen token as the termi
   return box;
 }
 
-function slidePredict() {
+SLIDES.predict = function slidePredict() {
   const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
   const out = [p(`Pass ${k}. `, say("predict.intro", { layers: count(CFG.n_layers, "layer"), L, G }))];
   const unembed = say("predict.unembed", { shape: shape(CFG.d_model, CFG.d_vocab), tied: CFG.tied_unembed ? say("predict.tied") : "" });
@@ -112,9 +112,9 @@ function slidePredict() {
   if (D.warning) out.push(el("p", { class: "warn" }, say("predict.untrained")));
   setTimeout(updateProbs, 0);
   return out;
-}
+};
 
-function slideLoop() {
+SLIDES.loop = function slideLoop() {
   const k = S.pass, pass = D.passes[k], n = pass.n, start = pass.start;
   const out = [p(say("loop.intro"))];
   const head = p(b(`pass ${k}: `), k === 0 ? say("loop.reads_prompt", { span: span(0, n) }) : say("loop.reads", { named: pass.reads_named }));
@@ -154,9 +154,9 @@ function slideLoop() {
   if (D.verify_cache) out.push(p(say(D.verify_cache.ok ? "verify.ok" : "verify.bad"), " (--verify-cache)"));
   out.push(p(D.generated));
   return out;
-}
+};
 
-function slidePositions() {
+SLIDES.positions = function slidePositions() {
   const out = [p(say("positions.rows"), say("positions.click"))];
   const ends = new Set(D.passes.map(q => q.reads));
   const body = [];
@@ -171,9 +171,9 @@ function slidePositions() {
   if (D.loss_mean !== null) out.push(p(say("positions.mean", { rows: span(0, D.n_prompt - 1), mean: num(D.loss_mean), n: integer(CFG.d_vocab),
     uniform: num(Math.log(CFG.d_vocab)) })));
   return out;
-}
+};
 
-function slideLens() {
+SLIDES.lens = function slideLens() {
   const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
   const out = [p(say("lens.title", { norm: SW.norm.lens }), say("lens.question"))];
   if (!lens) return out.concat(p(say("lens.none")));
@@ -194,9 +194,9 @@ function slideLens() {
   if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, say("lens.last", { n: cols.length, total: lens.positions.length })));
   out.push(...lens.notes.map(words => p(words)));  // the terminal's sentences (render/lens.py)
   return out;
-}
+};
 
-function slideChecks() {
+SLIDES.checks = function slideChecks() {
   const ok = D.checks.filter(c => c.ok).length, n = D.checks.length;
   const bad = D.checks.filter(c => !c.ok);  // the errors are the lesson: first, in view
   const out = [el("p", { class: `verdict ${ok === n ? "ok" : "bad"}` }, say("checks.agree", { ok, n }), ok < n ? say("checks.disagree", { bad: n - ok }) : ""),
@@ -212,4 +212,4 @@ function slideChecks() {
   const rest = D.checks.filter(c => c.section === "checks" || !STEPS.some(s => s[0] === c.section));
   if (rest.length) out.push(el("h3", null, "Elsewhere"), rest.map(checkEl));
   return out;
-}
+};

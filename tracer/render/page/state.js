@@ -5,23 +5,11 @@ const SW = CFG.switches;                  // the table of block switches' words 
 const has = flag => SW.flags.includes(flag);
 const N = D.n_rows;                       // positions that had a pass of their own
 const CI = new Map(D.carried.map((t, i) => [t, i]));  // position → its index in the carried rows
-const HAS_CHECKS = D.checks.length > 0;
 
-const STEPS = [
-  ["tokens", "Tokens", say("title.tokens")],
-  ["embed", "Embedding", say("title.embed")],
-  ["qkv", "Q · K · V", say("title.qkv")],
-  ["scores", "Scores", say("title.scores")],
-  ["sum", "Sum", say("title.sum")],
-  ["heads", "Heads", say("title.heads")],
-  ["mlp", "MLP", say("title.mlp")],
-  ["layers", "Layers", say("title.layers")],
-  ["predict", "Logits", say("title.predict")],
-  ["loop", "Loop", say("title.loop")],
-  ["positions", "Positions", say("title.positions")],
-  ["lens", "Lens", say("title.lens")],
-].concat(HAS_CHECKS ? [["checks", "Checks", say("title.checks")]] : []);
-STEPS.forEach((s, i) => { s[2] = `${i + 1} · ${s[2]}`; });  // [id, the path's label, the numbered title]
+// the path of steps, [id, its label on the path, its numbered title]: tracer/sections.py's, sent with the data;
+// each step's slide enters itself in SLIDES under its id where it is written (steps.js, predict.js)
+const STEPS = D.steps.map(([id, short, title], i) => [id, short, `${i + 1} · ${title}`]);
+const SLIDES = {};
 
 function initialTemperature() {
   const t = D.settings.temperature;

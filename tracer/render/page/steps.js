@@ -7,7 +7,7 @@ function L_() { return label(S.token); }
 
 function followBtn(t, kids) { return el("button", { class: "link", type: "button", "data-follow": t }, kids); }
 
-function slideTokens() {
+SLIDES.tokens = function slideTokens() {
   const n = D.n_prompt;
   const out = [p(say("tokens.intro", { tokens: count(n, "token"), first: n > 1 ? `${label(0)}–${label(n - 1)}` : "A",
     vocab: CFG.vocab, n_vocab: integer(CFG.n_vocab) }), say("tokens.click"))];
@@ -24,13 +24,13 @@ function slideTokens() {
   if (D.training) out.push(p(D.training));
   if (D.left_out.length) out.push(el("p", { class: "note" }, say("page.left_out", { what: D.left_out.join("; ") })));
   return out;
-}
+};
 
 function modelWords() {                   // the terminal's header: the model and how the run was sampled
   return say("header.run", { line: CFG.line, settings: D.run });
 }
 
-function slideEmbed() {
+SLIDES.embed = function slideEmbed() {
   const t = S.token, L = L_(), I = D.inputs;
   const out = [p(say("embed.intro", { d_model: CFG.d_model, plus: has("positions_added") ? say("embed.plus") : "" }))];
   out.push(eq(say("embed.row", { L, shape: shape(CFG.d_vocab, CFG.d_model), id: D.tokens[t].id }), `E_${L}`, vecOf(I.E, t)));
@@ -46,7 +46,7 @@ function slideEmbed() {
     out.push(el("h3", null, say("embed.table")), matrix(D.layers[0].x, D.carried));
   }
   return out;
-}
+};
 
 function matrix(block, positions) {       // rows of vectors, each number tinted by sign and size
   const scale = Math.max(...block.rows.flat().map(x => Math.abs(x || 0)), 1e-12);
@@ -73,7 +73,7 @@ function inputEq(l, t) {
   return l === 0 ? eq(say("layer.input0", { L, source: SW.positions.source }), `x_${L}`, x) : eq(say("layer.input", { L, prev: l - 1 }), `x_${L}`, x);
 }
 
-function slideQKV() {
+SLIDES.qkv = function slideQKV() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads;
   const out = [p(say("qkv.intro", { layer: l, h, H, L }))];
@@ -103,7 +103,7 @@ function slideQKV() {
   if (more) out.push(el("p", { class: "note" }, say("qkv.strongest", { n: keys.length, L, more })));
   if (absent > 0) out.push(el("p", { class: "note" }, say("qkv.absent", { positions: count(absent, "earlier position") })));
   return out;
-}
+};
 
 function scoreTable(l, h, t) {
   const row = attRow(l, h, t), L = label(t);
@@ -168,7 +168,7 @@ function hoverText(td, l, h) {
   return say("heatmap.cell", { layer: l, h, q: label(t), q_text: tokText(t), k: label(j), k_text: tokText(j), w: exact(Number(td.dataset.w)), score });
 }
 
-function slideScores() {
+SLIDES.scores = function slideScores() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_();
   const scaled = !CFG.scale_scores ? say("scores.unscaled")
@@ -198,9 +198,9 @@ function slideScores() {
       el("button", { class: "link", type: "button", "data-goto": "heads", "aria-label": say("ablate.every_head") }, "every head"), ")") : null)));
   if (D.carried.length > 64) out.push(el("p", { class: "note" }, say("heatmap.last", { n: 64, total: D.carried.length })));
   return out;
-}
+};
 
-function slideSum() {
+SLIDES.sum = function slideSum() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
   const out = [p(say("sum.intro", { new: say("sum.new", { L }) }))];
@@ -219,9 +219,9 @@ function slideSum() {
   out.push(el("table", { class: "grid sum" }, el("tbody", null, body)));
   out.push(eq(`${terms} = ${say("sum.new", { L })}${CFG.n_heads > 1 ? say("sum.from_head", { h }) : ""}`, `z_${L}`, vecOf(Y.z, t, h)));
   return out;
-}
+};
 
-function slideHeads() {
+SLIDES.heads = function slideHeads() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
   const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }), say("heads.click"))];
@@ -244,9 +244,9 @@ function slideHeads() {
   out.push(eq(has("norms_after") ? "" : wo, `attn_out_${L}`, vecOf(Y.attn_out, t)));
   out.push(ablationSection());
   return out;
-}
+};
 
-function slideMLP() {
+SLIDES.mlp = function slideMLP() {
   if (!CFG.n_layers) return noLayers();
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], dm = CFG.d_model, out = [];
   if (CFG.mlp) {
@@ -264,7 +264,7 @@ function slideMLP() {
   const nxt = l + 1 < CFG.n_layers ? say("out.next", { next: l + 1 }) : say("out.final");
   out.push(eq(say("out.of", { how, L, layer: l, next: nxt }), `out_${L}`, vecOf(Y.out, t)));
   return out;
-}
+};
 
 function mostAttended(l, h, t) {
   const row = attRow(l, h, t);
@@ -273,7 +273,7 @@ function mostAttended(l, h, t) {
   return [row.keys[best], row.w[best]];
 }
 
-function slideLayers() {
+SLIDES.layers = function slideLayers() {
   if (!CFG.n_layers) return noLayers();
   const t = S.token, L = L_(), H = CFG.n_heads;
   const out = [p(say("layers.intro", { L, t }), say("layers.click"))];
@@ -290,4 +290,4 @@ function slideLayers() {
   out.push(el("table", { class: "grid layers" }, el("thead", null, el("tr", null, el("th", null, "layer"), el("th", { class: "r" }, "‖x‖ in"),
     el("th", { class: "r" }, "‖x‖ out"), heads)), el("tbody", null, body)));
   return out;
-}
+};
