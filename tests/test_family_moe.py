@@ -178,14 +178,15 @@ def test_an_expert_taken_out_of_the_routing_sends_its_tokens_to_their_next_choic
     assert np.array_equal(chosen, want)
     w = np.take_along_axis(probs, want, -1)
     np.testing.assert_allclose(changed["blocks.0.mlp.hook_expert_weights"], w / w.sum(-1, keepdims=True), atol=1e-5)
-    assert np.array_equal(changed["blocks.1.hook_resid_pre"] != clean["blocks.1.hook_resid_pre"],
-                          np.broadcast_to((clean["blocks.0.mlp.hook_expert_indices"] == e).any(-1)[:, None],
-                                          clean["blocks.1.hook_resid_pre"].shape))  # only its tokens changed
+    moved = np.abs(changed["blocks.1.hook_resid_pre"] - clean["blocks.1.hook_resid_pre"]).max(-1)  # [pos]
+    chose = (clean["blocks.0.mlp.hook_expert_indices"] == e).any(-1)
+    assert (moved[chose] > 1e-3).all() and (moved[~chose] < 1e-5).all()  # only its tokens changed (the others: rounding,
+    # from the experts' rows being multiplied in other groups)
 
 
 @pytest.mark.parametrize("spec, says", [
     ("0:expert:99", "names expert 99; layer 0 has experts 0–"),
-    ("0:expert:1:mean", "removed, not averaged"),
+    ("0:expert:1:mean", "taken out of the routing, not averaged"),
     ("9:expert:0", "names layer 9"),
 ])
 def test_expert_ablations_that_cannot_be_are_one_line(spec, says):
@@ -229,7 +230,8 @@ def test_gradient_times_input_goes_through_the_router(runner):
                             "--attribute", "--json"])
     assert r.exit_code == 0, r.output
     att = json.loads(r.output)["attribution"]
-    assert len(att["per_position"]) == 4 and all(np.isfinite(att["per_position"]))
+    n = len(json.loads(r.output)["prompt_ids"])
+    assert len(att["per_position"]) == n and all(np.isfinite(att["per_position"]))
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-tiny", "qwen2-moe-tiny"])

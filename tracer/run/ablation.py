@@ -36,10 +36,11 @@ class Ablation:
             raise ValueRefused(f"{str(text)[:40]!r} is not an ablation: expected LAYER:HEAD, LAYER:HEAD:mean, LAYER:*, "
                                f"LAYER:mlp or LAYER:expert:E (e.g. 1:0)", "ablate")
         head, how = m.group(2), m.group(3) or "zero"
-        if head in ("mlp",) or head.startswith("expert:"):
-            if how == "mean":
-                raise ValueRefused(f"{str(text)[:40]!r}: an MLP or an expert is removed, not averaged (LAYER:mlp, "
-                                   f"LAYER:expert:E)", "ablate")
+        if head == "mlp" and how == "mean":
+            raise ValueRefused(f"{str(text)[:40]!r}: an MLP is removed by zeros only (LAYER:mlp)", "ablate")
+        if head.startswith("expert:") and how == "mean":
+            raise ValueRefused(f"{str(text)[:40]!r}: an expert is taken out of the routing, not averaged "
+                               f"(LAYER:expert:E)", "ablate")
         if head.startswith("expert:"):
             return cls(int(m.group(1)), "expert", how, int(head.split(":")[1]))
         return cls(int(m.group(1)), head if head in ("*", "mlp") else int(head), how)
