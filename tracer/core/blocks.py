@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import hooks
-from .attention import SINKS, SOFTMAX
+from .attention import GATED, SINKS, SOFTMAX
 from .derivatives import (d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize, d_rotate, d_scale_and_shift,
                           d_softcap)
 from .equations import (normalize, one_plus_gain, position_vectors, rms_normalize, rotate, scale_and_shift,
@@ -128,7 +128,7 @@ def unregister(kind: Sublayer) -> None:
         hooks.register(other.scope, other.hooks)
 
 
-for _kind in (SOFTMAX, SINKS, LINEAR, GELU, SWIGLU, GEGLU, EXPERTS):
+for _kind in (SOFTMAX, SINKS, GATED, LINEAR, GELU, SWIGLU, GEGLU, EXPERTS):
     register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 DEFAULT_ATTENTION = "softmax"

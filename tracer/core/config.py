@@ -30,7 +30,7 @@ QUIET = {"attention": "softmax", "n_experts": None, "experts_per_token": None, "
          "norm_topk": False, "expert_mlp": "swiglu", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "router_bias": False,
          "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None,
          "layer_types": None, "linear_k_heads": None, "linear_v_heads": None, "linear_d_k": None, "linear_d_v": None,
-         "linear_conv": None}
+         "linear_conv": None, "rotary_dim": None}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -90,6 +90,7 @@ class Config:
     linear_d_k: int | None = None
     linear_d_v: int | None = None
     linear_conv: int | None = None  # the short causal convolution's kernel (Qwen3.5: 4)
+    rotary_dim: int | None = None  # partial rotary: the first rotary_dim numbers of each head turn (Qwen3.5: a quarter); None: all
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -145,6 +146,10 @@ class Config:
             raise TracerError(f"config: rope_theta must be a number > 0, got {self.rope_theta!r}")
         if self.position_kind.rotary and self.d_head % 2:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
+        r = self.rotary_dim
+        if r is not None and (not is_whole(r, 2) or r % 2 or r > self.d_head):
+            raise TracerError(f"config: rotary_dim (partial rotary) must be an even number from 2 to d_head "
+                              f"({self.d_head}), got {r!r}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
         if self.norm_place not in blocks.NORM_PLACES:
@@ -198,9 +203,9 @@ class Config:
         kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
         if kind == "factors":  # a divisor per pair of dimensions (a GGUF's rope_freqs)
             factors = rs.get("factors")
-            if not isinstance(factors, list) or len(factors) != self.d_head // 2 or not all(
+            if not isinstance(factors, list) or len(factors) != self.rotary_width // 2 or not all(
                     _positive(f) and f < float("inf") for f in factors):
-                raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
+                raise TracerError(f"config: rope_scaling.factors must be {self.rotary_width // 2} numbers > 0 "
                                   f"(one per pair of a head's dimensions)")
             return
         if kind == "linear":  # every angle divided by one factor (Gemma 3's global layers)
@@ -346,6 +351,11 @@ class Config:
     def has_positions(self) -> bool:
         """Whether a position vector is added to each embedding (W_pos); rotary positions add none."""
         return self.position_kind.adds
+
+    @cached_property
+    def rotary_width(self) -> int:
+        """How many of each head's numbers RoPE turns: rotary_dim (partial rotary), else d_head."""
+        return self.d_head if self.rotary_dim is None else self.rotary_dim
 
     @cached_property
     def kv_heads(self) -> int:

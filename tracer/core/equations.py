@@ -144,12 +144,16 @@ def rope_angles(frequencies: np.ndarray, start: int, n: int) -> np.ndarray:  # [
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # [pos, head, d_head], 2 × [pos, d_head / 2] → [pos, head, d_head]
-    """RoPE: each pair (x_i, x_{i + d_head/2}) turned by its position's angle (transformers' rotate_half
-    pairing): (x_i·cos − x_{i+h}·sin, x_{i+h}·cos + x_i·sin)."""
-    h = x.shape[-1] // 2
-    c, s = cos[..., :, None, :], sin[..., :, None, :]  # [pos, 1, d_head / 2]: the same angle for every head
-    first, second = x[..., :h], x[..., h:]  # [pos, head, d_head / 2] each
-    return np.concatenate([first * c - second * s, second * c + first * s], axis=-1)  # [pos, head, d_head]
+    """RoPE: each pair (x_i, x_{i + h}) turned by its position's angle (transformers' rotate_half
+    pairing): (x_i·cos − x_{i+h}·sin, x_{i+h}·cos + x_i·sin), h = the angles given (d_head / 2; partial
+    rotary, Qwen3.5's: the first 2h of each head's numbers turn, the rest pass as they are)."""
+    h = cos.shape[-1]
+    c, s = cos[..., :, None, :], sin[..., :, None, :]  # [pos, 1, h]: the same angle for every head
+    first, second = x[..., :h], x[..., h: 2 * h]  # [pos, head, h] each
+    turned = [first * c - second * s, second * c + first * s]
+    if 2 * h < x.shape[-1]:
+        turned.append(x[..., 2 * h:])  # partial rotary: these do not turn
+    return np.concatenate(turned, axis=-1)  # [pos, head, d_head]
 
 
 def _grouped(x: np.ndarray, groups: int) -> np.ndarray:  # [..., head, a, b] → [..., kv_head, group, a, b]

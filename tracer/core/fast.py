@@ -93,9 +93,9 @@ def layout_top(cfg: Config, params: Params, layers, W_U, unembed=None) -> Weight
         layers=layers,
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=unembed if unembed is not None else Affine(W_U, params["b_U"], by_rows=True),
-        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
+        rope=rope_frequencies(cfg.rotary_width, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
         rope_factor=rope_attention_factor(cfg.rope_scaling),
-        rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
+        rope_local=rope_frequencies(cfg.rotary_width, cfg.rope_local_theta)
         if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
     )
 

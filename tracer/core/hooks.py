@@ -164,7 +164,7 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
     positions over `n_keys` keys, the logit lens over `n_lens`."""
     dh, qk = cfg.d_head, cfg.qk_norm_kind
     out = {"pos": (n_new,), "key": (n_keys,), "head": (cfg.n_heads,), "kv": (cfg.kv_heads,), "d_head": (dh,),
-           "half": (dh // 2,), "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
+           "half": (cfg.rotary_width // 2,), "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
            "one": (1,), "layers+1": (cfg.n_layers + 1,), "lens": () if n_lens is None else (n_lens,)}
     for m, heads in (("q", cfg.n_heads), ("k", cfg.kv_heads)):
         out[f"{m}_rows"] = (heads,) if qk.per_head else ()
