@@ -135,6 +135,13 @@ def save(model: torch.nn.Module, folder: Path, tokenizer: str) -> None:
 
 
 def reference(cls, folder: Path) -> dict:
+    _, arrays = reference_arrays(cls, folder)
+    np.savez_compressed(folder / "reference.npz", **arrays)
+    return {k: v.tolist() for k, v in arrays.items() if k.startswith(("greedy_ids_", "input_ids_"))}
+
+
+def reference_arrays(cls, folder: Path) -> tuple[torch.nn.Module, dict]:
+    """transformers' outputs for both prompts (the arrays of reference.npz) and the model that gave them."""
     model = cls.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None  # all 8 greedy tokens, whatever they are
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -170,8 +177,7 @@ def reference(cls, folder: Path) -> dict:
             f"greedy_margins_{k}": (top2[:, 0] - top2[:, 1]).numpy().astype(np.float32),
             f"step_input_{k}": runs[0][:1].numpy().astype(np.int64), f"step_logits_{k}": step.numpy().astype(np.float32),
         })
-    np.savez_compressed(folder / "reference.npz", **arrays)
-    return {k: v.tolist() for k, v in arrays.items() if k.startswith(("greedy_ids_", "input_ids_"))}
+    return model, arrays
 
 
 def main(only: list[str]) -> int:
