@@ -548,6 +548,43 @@ def _override(w, arch: str, meta: dict) -> None:
             add_gguf_value(w, key, v)
 
 
+def _finish_gguf(w, arch: str, meta: dict, out: Path) -> Path:
+    """`meta`'s changes (`_override`), then the file written and closed."""
+    _override(w, arch, meta)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+def _gguf_vocab(w, cfg: dict, tok: dict, pre: str) -> None:
+    """The tokenizer.json as a `gpt2` (byte-level BPE) vocabulary with pre-tokenizer `pre`: tokens, types, merges,
+    BOS/EOS ids and whether a BOS is added; ids the tokenizer lacks become [PADn] control tokens."""
+    import json
+
+    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
+    tokens = [""] * cfg["vocab_size"]
+    types = [1] * cfg["vocab_size"]
+    for s, i in vocab.items():
+        tokens[i] = s
+    for a in tok.get("added_tokens", []):
+        types[a["id"]] = 3 if a.get("special") else 4
+    for i, s in enumerate(tokens):
+        if not s:
+            tokens[i], types[i] = f"[PAD{i}]", 3
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    w.add_token_merges(merges)
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(cfg["bos_token_id"])
+    if cfg.get("eos_token_id") is not None:
+        w.add_eos_token_id(cfg["eos_token_id"])
+    w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+
+
 def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
                 permute: bool | None = None) -> Path:
     """A Llama-family folder (config.json, model.safetensors, tokenizer.json) written as a GGUF file with
@@ -588,27 +625,7 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
         _gemma_metadata(w, arch, cfg)
     if arch == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
-    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}}
-    tokens = [""] * cfg["vocab_size"]
-    types = [1] * cfg["vocab_size"]
-    for s, i in vocab.items():
-        tokens[i] = s
-    for a in tok.get("added_tokens", []):
-        types[a["id"]] = 3 if a.get("special") else 4
-    for i, s in enumerate(tokens):
-        if not s:
-            tokens[i], types[i] = f"[PAD{i}]", 3
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    w.add_token_merges(merges)
-    if cfg.get("bos_token_id") is not None:
-        w.add_bos_token_id(cfg["bos_token_id"])
-    if cfg.get("eos_token_id") is not None:
-        w.add_eos_token_id(cfg["eos_token_id"])
-    w.add_add_bos_token(bool(tok.get("post_processor") and "TemplateProcessing" in json.dumps(tok["post_processor"])))
+    _gguf_vocab(w, cfg, tok, pre)
     if rope.get("rope_type") == "llama3":  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, as written there
         import math
 
@@ -649,28 +666,228 @@ def _write_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dic
             w.add_tensor(g, data, raw_dtype=qt)
         else:
             w.add_tensor(g, a)
-    _override(w, arch, meta or {})
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
+    return _finish_gguf(w, arch, meta or {}, out)
 
 
 @pytest.fixture(scope="session")
 def gguf_of_folder(tmp_path_factory):
     """`gguf_of_folder(folder, pre, quant="F32", meta=None, permute=None)`: the Llama-family fixture folder
     written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`)."""
+    import json
+
     made: dict = {}
 
     def make(folder, pre: str, quant: str = "F32", meta: dict | None = None, permute: bool | None = None) -> Path:
         key = (str(folder), pre, quant, repr(sorted((meta or {}).items())), permute)
         if key not in made:
             out = tmp_path_factory.mktemp("gguf") / f"{Path(folder).name}.{quant}.gguf"
-            made[key] = _write_gguf(Path(folder), out, pre, quant, meta, permute)
+            kind = json.loads((Path(folder) / "config.json").read_text()).get("model_type")
+            write = _write_new_family_gguf if kind in GGUF_NEW_ARCH else _write_gguf  # issue 37's families
+            made[key] = write(Path(folder), out, pre, quant, meta, permute)
         return made[key]
 
     return make
+
+
+# --------------------------------------------------------------------------- issue 37's families as GGUF files
+#
+# The folders of tools/make_new_family_fixtures.py written as llama.cpp's converter (convert_hf_to_gguf.py, its
+# conversion/ package) writes them: qwen.py's Qwen3_5TextModel (Qwen3NextModel's tensors and keys, V heads
+# reordered by _LinearAttentionVReorderBase, mrope sections by _Qwen35MRopeMixin), gemma.py's Gemma4Model (on
+# Gemma3Model), smollm3.py's SmolLM3Model (LlamaModel: Q and K rows permuted) and olmo.py's Olmo2Model, which
+# also converts Olmo3ForCausalLM (llama.cpp has no `olmo3` architecture). Names come from gguf's own tensor map,
+# as the converter's map_tensor_name takes them. tests/data/README.md lists every tensor stored transformed.
+GGUF_NEW_ARCH = {"qwen3_5_text": "qwen35", "gemma4_text": "gemma4", "smollm3": "smollm3", "olmo3": "olmo2"}
+
+
+def reorder_v_heads(a: np.ndarray, axis: int, n_k: int, per_k: int, size: int) -> np.ndarray:
+    """_LinearAttentionVReorderBase._reorder_v_heads: value heads grouped by key head ([k0v0, k0v1, k1v0, k1v1])
+    put in tiled order ([k0v0, k1v0, k0v1, k1v1]) along `axis` (each head `size` wide)."""
+    shape = list(a.shape)
+    b = a.reshape(shape[:axis] + [n_k, per_k, size] + shape[axis + 1 :])
+    return np.ascontiguousarray(np.swapaxes(b, axis, axis + 1).reshape(shape))
+
+
+def new_family_gguf_arrays(cfg: dict, t: dict) -> dict:
+    """The folder's tensors as the converter's modify_tensors hands them to the tensor map (by HF name, float32):
+    Qwen3.5: V heads tiled, A_log → -exp(A_log), dt_bias renamed dt_proj.bias, the convolution squeezed to
+    [channel, kernel], (1 + w) norms stored with the 1 added (not the gated linear_attn.norm); Gemma 4:
+    layer_scalar renamed layer_scalar.weight, no lm_head; SmolLM3: Q and K rows permuted."""
+    kind, out = cfg["model_type"], {}
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    for name in sorted(t):
+        a = np.ascontiguousarray(t[name], dtype=np.float32)
+        if kind == "qwen3_5_text" and ".linear_attn." in name:
+            nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv, per = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], nv // nk
+            if per > 1:
+                if ".in_proj_qkv." in name:
+                    a = np.concatenate([a[: 2 * nk * dk], reorder_v_heads(a[2 * nk * dk :], 0, nk, per, dv)])
+                elif ".in_proj_z." in name:
+                    a = reorder_v_heads(a, 0, nk, per, dv)
+                elif ".in_proj_a." in name or ".in_proj_b." in name or name.endswith((".A_log", ".dt_bias")):
+                    a = reorder_v_heads(a, 0, nk, per, 1)
+                elif ".conv1d." in name:
+                    a = a.reshape(a.shape[0], a.shape[-1])
+                    a = np.concatenate([a[: 2 * nk * dk], reorder_v_heads(a[2 * nk * dk :], 0, nk, per, dv)])
+                elif ".out_proj." in name:
+                    a = reorder_v_heads(a, 1, nk, per, dv)
+            if name.endswith(".A_log"):
+                a = -np.exp(a)
+            elif name.endswith(".dt_bias"):
+                name = name.replace(".dt_bias", ".dt_proj.bias")
+            elif ".conv1d." in name:
+                a = np.ascontiguousarray(a.reshape(a.shape[0], a.shape[-1]))
+        elif kind == "qwen3_5_text" and name.endswith("norm.weight"):
+            a = a + np.float32(1)
+        elif kind == "gemma4_text" and name == "lm_head.weight":
+            continue
+        elif kind == "gemma4_text" and name.endswith("layer_scalar"):
+            name += ".weight"
+        elif kind == "smollm3" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            a = _llama_cpp_permute(a, H if "q_proj" in name else KV)
+        out[name] = a
+    return out
+
+
+def _gemma4_global(cfg: dict) -> tuple[int, int | None]:
+    """Gemma 4's global head size and key/value heads: the Hub's global_head_dim / num_global_key_value_heads,
+    or (what transformers 5.24 writes instead) per_layer_config's entries for the full-attention layers."""
+    first = cfg["layer_types"].index("full_attention")
+    given = cfg.get("per_layer_config", {}).get(str(first), {})
+    return (cfg.get("global_head_dim") or given["head_dim"],
+            cfg.get("num_global_key_value_heads") or given.get("num_key_value_heads"))
+
+
+def _new_family_metadata(w, cfg: dict, arch: str) -> None:
+    """TextModel.set_gguf_parameters and each model's additions, as written there, each key once (its last value)."""
+    L, rp = cfg["num_hidden_layers"], cfg["rope_parameters"]
+    w.add_block_count(L)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    full = rp.get("full_attention", rp)
+    w.add_rope_freq_base(full["rope_theta"])
+    if "sliding_attention" in rp:
+        w.add_rope_freq_base_swa(rp["sliding_attention"]["rope_theta"])
+    if full.get("rope_type") == "yarn":  # TextModel: the full-attention layers' YaRN
+        w.add_rope_scaling_type(_gguf().RopeScalingType.YARN)
+        w.add_rope_scaling_factor(full["factor"])
+        w.add_rope_scaling_orig_ctx_len(full["original_max_position_embeddings"])
+        if full.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(full["attention_factor"])
+        w.add_rope_scaling_yarn_beta_fast(full["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(full["beta_slow"])
+    swa = [t == "sliding_attention" for t in cfg.get("layer_types") or []]
+    if arch == "gemma4":
+        global_dim, global_kv = _gemma4_global(cfg)
+        first_shared = L - cfg["num_kv_shared_layers"]
+        n_ff = cfg["intermediate_size"]
+        w.add_feed_forward_length([n_ff if l < first_shared or not cfg.get("use_double_wide_mlp") else 2 * n_ff
+                                   for l in range(L)])
+        w.add_head_count_kv([cfg["num_key_value_heads"] if s else global_kv for s in swa] if global_kv
+                            else cfg["num_key_value_heads"])
+        w.add_key_length(global_dim)
+        w.add_value_length(global_dim)
+        w.add_key_length_swa(cfg["head_dim"])
+        w.add_value_length_swa(cfg["head_dim"])
+        w.add_rope_dimension_count(global_dim)  # "proportional": the whole head, rope_freqs masks the rest
+        w.add_rope_dimension_count_swa(int(cfg["head_dim"] * rp.get("partial_rotary_factor", 1.0)))
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_shared_kv_layers(cfg["num_kv_shared_layers"])
+        w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
+        w.add_sliding_window_pattern(swa)
+        return
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    if cfg.get("head_dim"):
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch == "qwen35":  # Qwen3NextModel, _Qwen35MRopeMixin
+        w.add_rope_dimension_sections((list(rp.get("mrope_section", [11, 11, 10])) + [0, 0, 0, 0])[:4])
+        w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
+        w.add_ssm_state_size(cfg["linear_key_head_dim"])
+        w.add_ssm_group_count(cfg["linear_num_key_heads"])
+        w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
+        w.add_ssm_inner_size(cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
+        w.add_full_attention_interval(cfg.get("full_attention_interval", 4))
+        w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.25)))
+    elif arch == "smollm3":  # LlamaModel (the NoPE step of 4 is llama.cpp's own constant: no key)
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    elif arch == "olmo2" and cfg.get("sliding_window"):  # Olmo2Model
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern(swa)
+
+
+def _gguf():
+    return pytest.importorskip("gguf")
+
+
+def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
+    """Gemma4Model.set_vocab: gguf's LlamaHfVocab (tokens in id order, every score -1000, <0xXX> BYTE, special
+    tokens CONTROL, the rest NORMAL) as tokenizer model `gemma4`, SpecialVocab's merges and ids, no space prefix,
+    a BOS added. Written here without transformers (which LlamaHfVocab needs)."""
+    g = _gguf()
+    import re
+
+    special = {a["id"] for a in tok.get("added_tokens", []) if a.get("special")}
+    texts = {i: s for s, i in tok["model"]["vocab"].items()}
+    texts.update({a["id"]: a["content"] for a in tok.get("added_tokens", [])})
+    types = [g.TokenType.BYTE if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", texts[i]) else
+             g.TokenType.CONTROL if i in special else g.TokenType.NORMAL for i in range(len(texts))]
+    w.add_tokenizer_model("gemma4")
+    w.add_token_list([texts[i] for i in range(len(texts))])
+    w.add_token_scores([-1000.0] * len(texts))
+    w.add_token_types(types)
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
+    for kind in ("bos", "eos", "pad"):
+        if cfg.get(f"{kind}_token_id") is not None:
+            getattr(w, f"add_{kind}_token_id")(cfg[f"{kind}_token_id"])
+    w.add_add_space_prefix(False)
+    w.add_add_bos_token(True)
+
+
+def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
+                           permute: bool | None = None) -> Path:
+    """A folder of tools/make_new_family_fixtures.py as a GGUF file (see the section's comment); matrices stored as
+    `quant` (F32, F16 or Q8_0; a matrix whose rows Q8_0 cannot split into blocks of 32 falls back to F16, as the
+    converter does; vectors and the convolution stay F32). `permute` is unused (the family decides)."""
+    import json
+
+    g = _gguf()
+    from safetensors.numpy import load_file
+
+    cfg = json.loads((folder / "config.json").read_text())
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    arch = GGUF_NEW_ARCH[cfg["model_type"]]
+    w = g.GGUFWriter(str(out), arch)
+    _new_family_metadata(w, cfg, arch)
+    if arch == "gemma4":
+        _gemma4_vocab(w, cfg, tok)
+    else:
+        _gguf_vocab(w, cfg, tok, pre)
+    tmap = g.get_tensor_name_map(g.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+    if arch == "gemma4":  # Gemma4Model.generate_extra_tensors: 1 for the rotated pairs, 1e30 (no rotation) after
+        dim, rp = _gemma4_global(cfg)[0], cfg["rope_parameters"]["full_attention"]
+        rotated = int(dim * rp["partial_rotary_factor"] / 2)
+        w.add_tensor("rope_freqs.weight", np.array([1.0] * rotated + [1e30] * (dim // 2 - rotated), dtype=np.float32))
+    for hf, a in new_family_gguf_arrays(cfg, load_file(str(folder / "model.safetensors"))).items():
+        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert name is not None, hf
+        if a.ndim == 2 and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
+            qt = getattr(g.GGMLQuantizationType, quant)
+            try:
+                data = a.astype(np.float16) if quant == "F16" else g.quants.quantize(a, qt)
+            except g.quants.QuantError:
+                data, qt = a.astype(np.float16), g.GGMLQuantizationType.F16
+            w.add_tensor(name, data, raw_dtype=qt)
+        else:
+            w.add_tensor(name, a)
+    return _finish_gguf(w, arch, meta or {}, out)
 
 
 # --------------------------------------------------------------------------- bounded growth

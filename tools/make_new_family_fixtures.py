@@ -59,11 +59,12 @@ from make_family_fixtures import DATA, PROMPTS, build, reference_arrays, save  #
 FAMILIES = {
     "qwen3-5-tiny": dict(  # Qwen3.5 text: layers linear, full, linear, full (full_attention_interval 2); full attention
         # with the sigmoid output gate (q_proj 2 × wide), (1 + w) Q/K norms, rotary on a quarter of each head (8 of 32);
-        # Gated DeltaNet with 2 key heads shared by 4 value heads, d_k 8 ≠ d_v 12, a causal convolution of 4; tied
+        # Gated DeltaNet with 2 key heads shared by 4 value heads (d_k = d_v = 16: llama.cpp's loader takes both from
+        # ssm.state_size), a causal convolution of 4; tied
         cls=Qwen3_5ForCausalLM, tokenizer="qwen3.5-like", seed=40, qk_gain=1.0,  # the gain is 1 + w: about 2
         config=Qwen3_5TextConfig(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, linear_conv_kernel_dim=4,
-                                 linear_key_head_dim=8, linear_value_head_dim=12, linear_num_key_heads=2,
+                                 linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
                                  linear_num_value_heads=4, max_position_embeddings=128, rms_norm_eps=1e-6,
                                  tie_word_embeddings=True, bos_token_id=None, eos_token_id=1019, initializer_range=0.15,
                                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
@@ -281,6 +282,20 @@ def gemma4_arrays(model, ids: torch.Tensor, k: int) -> dict:
             f"per_layer_proj_{k}": seen["proj"][0].transpose(0, 1).numpy()}
 
 
+def gemma4_hub_config_agrees(folder: Path) -> None:
+    """transformers 5.24 writes a Gemma 4's global head size and key/value heads as per_layer_config; the Hub's
+    files say global_head_dim and num_global_key_value_heads. Both must give the same layers."""
+    saved = json.loads((folder / "config.json").read_text())
+    hub = {k: v for k, v in saved.items() if k != "per_layer_config"}
+    first = saved["layer_types"].index("full_attention")
+    hub["global_head_dim"] = saved["per_layer_config"][str(first)]["head_dim"]
+    hub["num_global_key_value_heads"] = saved["per_layer_config"][str(first)]["num_key_value_heads"]
+    a, b = Gemma4TextConfig(**saved), Gemma4TextConfig(**hub)
+    for l in range(a.num_hidden_layers):
+        assert (a.per_layer_config[l].head_dim, a.per_layer_config[l].num_key_value_heads) == (
+            b.per_layer_config[l].head_dim, b.per_layer_config[l].num_key_value_heads), l
+
+
 def kv_source(config) -> np.ndarray:
     """transformers' rule (Gemma4TextConfig.kv_sharing_modes): the last num_kv_shared_layers layers "reuse" the
     keys and values of the last earlier ("store") layer of their own type; every other layer uses its own."""
@@ -301,6 +316,7 @@ def reference_new(cls, folder: Path) -> dict:
             arrays["linear_layers"] = np.array([l for l, t in enumerate(types) if t == "linear_attention"], dtype=np.int64)
             arrays.update(qwen35_arrays(model, ids, torch.tensor(arrays[f"step_input_{k}"]), k))
         if cfg.model_type == "gemma4_text":
+            gemma4_hub_config_agrees(folder)
             arrays["kv_source"] = kv_source(cfg)
             arrays.update(gemma4_arrays(model, ids, k))
     np.savez_compressed(folder / "reference.npz", **arrays)
