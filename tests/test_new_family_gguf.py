@@ -103,9 +103,9 @@ def test_the_reordering_moves_value_heads():
     from .conftest import reorder_v_heads
 
     z = load_file(str(DATA / "qwen3-5-tiny" / "model.safetensors"))["model.layers.0.linear_attn.in_proj_z.weight"]
-    tiled = reorder_v_heads(z, 0, 2, 2, 16)
-    np.testing.assert_array_equal(tiled[16:32], z[32:48])  # tiled head 1 is grouped head 2 (key head 1's first)
-    np.testing.assert_array_equal(_tiled_to_grouped(tiled, 0, 2, 2, 16), z)
+    tiled = reorder_v_heads(z, 0, 2, 2, 8)
+    np.testing.assert_array_equal(tiled[8:16], z[16:24])  # tiled head 1 is grouped head 2 (key head 1's first)
+    np.testing.assert_array_equal(_tiled_to_grouped(tiled, 0, 2, 2, 8), z)
     assert not np.array_equal(tiled, z)
 
 
@@ -115,7 +115,7 @@ def test_qwen35_metadata(gguf_of_folder):
     want = {"block_count": 4, "embedding_length": 64, "feed_forward_length": 96, "attention.head_count": 4,
             "attention.head_count_kv": 2, "attention.key_length": 32, "attention.value_length": 32,
             "rope.dimension_count": 8, "rope.dimension_sections": [2, 1, 1, 0], "ssm.conv_kernel": 4,
-            "ssm.state_size": 16, "ssm.group_count": 2, "ssm.time_step_rank": 4, "ssm.inner_size": 64,
+            "ssm.state_size": 8, "ssm.group_count": 2, "ssm.time_step_rank": 4, "ssm.inner_size": 32,
             "full_attention_interval": 2}
     for key, value in want.items():
         assert meta[a + key] == value, key

@@ -59,12 +59,12 @@ from make_family_fixtures import DATA, PROMPTS, build, reference_arrays, save  #
 FAMILIES = {
     "qwen3-5-tiny": dict(  # Qwen3.5 text: layers linear, full, linear, full (full_attention_interval 2); full attention
         # with the sigmoid output gate (q_proj 2 × wide), (1 + w) Q/K norms, rotary on a quarter of each head (8 of 32);
-        # Gated DeltaNet with 2 key heads shared by 4 value heads (d_k = d_v = 16: llama.cpp's loader takes both from
+        # Gated DeltaNet with 2 key heads shared by 4 value heads (d_k = d_v = 8: llama.cpp's loader takes both from
         # ssm.state_size), a causal convolution of 4; tied
         cls=Qwen3_5ForCausalLM, tokenizer="qwen3.5-like", seed=40, qk_gain=1.0,  # the gain is 1 + w: about 2
         config=Qwen3_5TextConfig(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, linear_conv_kernel_dim=4,
-                                 linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                                 linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
                                  linear_num_value_heads=4, max_position_embeddings=128, rms_norm_eps=1e-6,
                                  tie_word_embeddings=True, bos_token_id=None, eos_token_id=1019, initializer_range=0.15,
                                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
