@@ -917,6 +917,8 @@ def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
     for kind in ("bos", "eos", "pad"):
         if cfg.get(f"{kind}_token_id") is not None:
             getattr(w, f"add_{kind}_token_id")(cfg[f"{kind}_token_id"])
+    if tok["model"].get("unk_token") in tok["model"]["vocab"]:  # SpecialVocab finds it in tokenizer.json's model
+        w.add_unk_token_id(tok["model"]["vocab"][tok["model"]["unk_token"]])
     w.add_add_space_prefix(False)
     w.add_add_bos_token(True)
 

@@ -139,6 +139,9 @@ def test_gemma4_metadata_and_rope_freqs(gguf_of_folder):
     np.testing.assert_array_equal(tensors["rope_freqs.weight"], np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32))  # 0.25 × 32 / 2 pairs rotate
     assert meta["tokenizer.ggml.model"] == "gemma4" and len(meta["tokenizer.ggml.tokens"]) == 600
     assert meta["tokenizer.ggml.add_bos_token"] is True and meta["tokenizer.ggml.add_space_prefix"] is False
+    assert [meta[f"tokenizer.ggml.{k}_token_id"] for k in ("bos", "eos", "padding")] == [1, 2, 0]
+    types = meta["tokenizer.ggml.token_type"]
+    assert types[:5] == [3, 3, 3, 1, 6] and meta["tokenizer.ggml.scores"][:2] == [-1000.0, -1000.0]
     assert "output.weight" not in tensors  # tied: llama.cpp reads token_embd
 
 
