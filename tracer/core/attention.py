@@ -44,8 +44,8 @@ def dots_of(cfg, l: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:  # → [he
 
 
 def meeting(cfg, l: int = 0) -> tuple[str, str]:
-    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
-    return cfg.position_kind.meets
+    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones where layer l turns them."""
+    return cfg.position_kind.meets if cfg.rotates(l) else ("attn.hook_q", "attn.hook_k")
 
 
 # --------------------------------------------------------------------------- the layout and the cache
@@ -177,8 +177,8 @@ class SoftmaxAttention(Sublayer):
                  span: Span) -> np.ndarray:  # [..., pos, d_model] → [..., pos, d_model]
         H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
         z, pattern = acts[p + "hook_z"], acts[p + "hook_pattern"]
-        q_name, k_name = meeting(cfg)  # under RoPE, the rotated Q and K
         block = p[: -len("attn.")]
+        q_name, k_name = meeting(cfg, int(block.split(".")[1]))  # under RoPE, the rotated Q and K
         q, k, v = acts[block + q_name], acts[block + k_name], acts[p + "hook_v"]
         z_out = self.z_out_recorded(acts, p, z)
         dmerged, dW_O, grads[p + "b_O"] = d_affine(dy, z_out.reshape(*z_out.shape[:-2], -1), w.out.W)

@@ -157,7 +157,8 @@ def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  
         turn_local = rope_turn(angle)
     n = dx.shape[-2]
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, Span(0, n, turn_local if cfg.is_local(l) else turn))
+        here = (turn_local if cfg.is_local(l) else turn) if cfg.rotates(l) else None
+        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, Span(0, n, here))
     return dx, dW_U
 
 

@@ -30,7 +30,7 @@ QUIET = {"attention": "softmax", "n_experts": None, "experts_per_token": None, "
          "norm_topk": False, "expert_mlp": "swiglu", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "router_bias": False,
          "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None,
          "layer_types": None, "linear_k_heads": None, "linear_v_heads": None, "linear_d_k": None, "linear_d_v": None,
-         "linear_conv": None, "rotary_dim": None}
+         "linear_conv": None, "rotary_dim": None, "nope_layers": None}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -91,6 +91,7 @@ class Config:
     linear_d_v: int | None = None
     linear_conv: int | None = None  # the short causal convolution's kernel (Qwen3.5: 4)
     rotary_dim: int | None = None  # partial rotary: the first rotary_dim numbers of each head turn (Qwen3.5: a quarter); None: all
+    nope_layers: tuple | None = field(default=None, hash=False)  # layers whose Q and K are not rotated (SmolLM3's NoPE)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -164,6 +165,11 @@ class Config:
         if w is not None and not is_whole(w, 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
         self._check_windowed()
+        nope = self.nope_layers
+        if nope is not None:
+            if not isinstance(nope, (list, tuple)) or not all(is_whole(l, 0) and l < self.n_layers for l in nope):
+                raise TracerError(f"config: nope_layers must list layers 0–{self.n_layers - 1}, got {str(nope)[:80]}")
+            object.__setattr__(self, "nope_layers", tuple(sorted(set(nope))))
 
     def _check_windowed(self) -> None:
         if not isinstance(self.embed_scale, bool):
@@ -180,6 +186,10 @@ class Config:
         object.__setattr__(self, "windowed", tuple(sorted(set(layers))))
         if self.sliding_window is None:
             raise TracerError("config: windowed names the sliding-window layers, but sliding_window is absent")
+
+    def rotates(self, layer: int) -> bool:
+        """Whether layer `layer` turns Q and K by position (rotary positions, and not a NoPE layer)."""
+        return self.position_kind.rotary and not (self.nope_layers and layer in self.nope_layers)
 
     def is_local(self, layer: int) -> bool:
         """Whether layer `layer` uses the sliding window (and, with rope_local_theta, the local RoPE base)."""

@@ -61,7 +61,8 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
         turn_local = rope_turn(angle)
     for l in range(len(w.layers)):  # by index, and `layer` let go: nothing keeps layer l alive while l + 1 is expanded (`tracer.core.streamed`)
         layer = w.layers[l]
-        span = Span(start, n, turn_local if layer.local else turn, cache.layers[l] if cache is not None else None)
+        here = (turn_local if layer.local else turn) if layer.rotates else None  # this layer's rotation, if it turns
+        span = Span(start, n, here, cache.layers[l] if cache is not None else None)
         x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), span)
         del layer
     if cache is not None:

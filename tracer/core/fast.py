@@ -39,6 +39,7 @@ class Layer:
     ln1_post: tuple | None = None
     ln2_post: tuple | None = None
     local: bool = False  # the layer turns by the local RoPE base's angles (`cfg.is_local`: Gemma 3)
+    rotates: bool = True  # the layer turns Q and K at all (not SmolLM3's NoPE layers: `cfg.rotates`)
 
 
 @dataclass
@@ -80,6 +81,7 @@ def layout_layer(cfg: Config, params: Params, l: int, W: np.ndarray | None = Non
         ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
         ln2_post=norm_weights(cfg, params, p + "ln2_post") if mlp is not None and place.after else None,
         local=cfg.is_local(l),
+        rotates=cfg.rotates(l),
     )
 
 

@@ -82,7 +82,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
     yield visibility(ctx, t, layer)
-    if cfg.position_kind.rotary:
+    if cfg.rotates(layer):
         yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
@@ -186,7 +186,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
     src = f"ln1(x_{L})" if cfg.layer_norm and cfg.norm_place_kind.before else f"x_{L}"  # W_Q meets LN(x)·ln1.w + ln1.b
-    rope = cfg.position_kind.rotary
+    rope = cfg.rotates(layer)
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
     for m in "QKV":

@@ -64,7 +64,7 @@ def layer_words(cfg) -> list[dict]:
     earlier key), whether it is a global layer among windowed ones, and how RoPE turns Q and K there
     (`layer.rotation_words`, the token's {L} and {t} left to fill)."""
     return [{"window": cfg.window_of(l), "global": cfg.windowed is not None and cfg.window_of(l) is None,
-             "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
+             "rope": rotation_words(cfg, l) if cfg.rotates(l) else None} for l in range(cfg.n_layers)]
 
 
 def steps_data(checked: bool) -> list[list[str]]:

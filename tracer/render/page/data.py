@@ -176,7 +176,7 @@ def layers_data(rows: Rows, cfg, carried: list[int], whole: int) -> list[dict]:
         b = f"blocks.{layer}."
         entry = {}
         for key, hook, per_head in VECTORS:
-            if key in ("q", "k") and cfg.position_kind.rotary:
+            if key in ("q", "k") and cfg.rotates(layer):
                 hook = hook.replace("hook_", "hook_rot_")  # rotary positions: the Q and K that meet in Q·K
             groups = cfg.n_heads // cfg.kv_heads if key in ("k", "v") else 1
             entry[key] = vector_block(rows, b + hook, carried, cfg.d_head if per_head else dims[key], whole, per_head,
