@@ -277,7 +277,8 @@ class Limited:
     """A `tests/limited_runner.py` process: `limited(*args, memory=MEMORY_LIMIT, seconds=TIME_LIMIT,
     cwd=None)` runs `tracer ARGS` in a forked process of its own under those limits and returns a
     `subprocess.CompletedProcess`-like result: `.returncode` (None when a signal ended it: then
-    `.signal`), `.stdout`, `.stderr` (text, decoded leniently) and `.seconds`."""
+    `.signal`), `.stdout`, `.stderr` (text, decoded leniently), `.seconds` (the CPU time it used: a loaded
+    machine stretches it far less than the wall time) and `.wall`."""
 
     def __init__(self, folder: Path):
         env = _this_checkout({**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
@@ -297,7 +298,7 @@ class Limited:
         self.proc.stdin.write(json.dumps(case) + "\n")
         self.proc.stdin.flush()
         got = json.loads(self.proc.stdout.readline())
-        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"],
+        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"], wall=got["wall"],
                                stdout=out.read_bytes().decode("utf-8", "replace"),
                                stderr=err.read_bytes().decode("utf-8", "replace"), args=args)
 
