@@ -19,6 +19,7 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
                     (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers)
     tracer_files.py tracer's own weights files and scenarios
     places.py       where people keep models: Ollama's manifests, LM Studio's folders
+    ollama_compat.py Ollama's own older blobs, translated as its compat layer does before llama.cpp reads them
     inventory.py    `tracer models`: what this machine has, from headers only
 
 A new family that only renames tensors is one module here plus an entry in FOLDER_FAMILIES (and,

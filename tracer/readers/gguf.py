@@ -57,6 +57,7 @@ from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 from .gguf_experts import Family as ExpertsFamily, config_json as experts_config, is_experts
+from .ollama_compat import translate as translate_ollama
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
@@ -287,6 +288,7 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
 
     path = Path(path).expanduser()
     f = open_gguf(path)
+    notes = translate_ollama(f, path, name, ARCHITECTURES)  # Ollama's older blobs, as llama.cpp reads them (readers.ollama_compat)
     raw = config_json_of(f.metadata, f.tensors, path)
     fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
     check_layer_count(int(raw["num_hidden_layers"]), path, "metadata 'block_count'")
@@ -315,7 +317,7 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
 
         source = gguf_source(cfg, f, {g: hf for g, (hf, _) in wanted.items()}, fixes, fam,
                              f"reading {name or path.name} (GGUF)", progress)
-        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source)
+        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source, notes)
     check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
                                cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
     t: dict[str, np.ndarray] = {}
@@ -327,7 +329,7 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
             t[hf] = fixes[g](arr) if fixes[g] else arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
-    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name)
+    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name, notes=notes)
 
 
 def fix_of(arch: str, cfg, g: str, hf: str):
@@ -347,7 +349,7 @@ def fix_of(arch: str, cfg, g: str, hf: str):
     return None
 
 
-def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None) -> Checkpoint:
+def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None, notes=()) -> Checkpoint:
     """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
     storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf",
                                                  nbytes=f.tensors[gguf_of[hf]].nbytes)
@@ -358,7 +360,7 @@ def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, nam
     template = f.metadata.get("tokenizer.chat_template")
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
                       storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
-                      examples=storage_examples(f, storage), lazy=source)
+                      examples=storage_examples(f, storage), lazy=source, notes=tuple(notes))
 
 
 EXAMPLE_PARTS = ("d", "m", "dmin", "sub_block", "sc", "scale", "min", "q", "q_low", "q_high_bit", "bits")

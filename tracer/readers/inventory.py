@@ -45,8 +45,11 @@ def _folder(folder: Path) -> tuple[str, int, str]:
 def _gguf(path: Path) -> tuple[str, int, str]:
     """(architecture, bytes, the storage types it holds, most numbers first) of a GGUF file, from its header."""
     from ..formats.gguf_file import open_gguf
+    from .gguf import ARCHITECTURES
+    from .ollama_compat import translate
 
     f = open_gguf(path)
+    translate(f, path, known=ARCHITECTURES)  # an Ollama blob as llama.cpp reads it (gptoss: gpt-oss), or refused
     counts: dict[str, int] = {}
     for t in f.tensors.values():
         n = 1
