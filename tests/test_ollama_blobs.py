@@ -29,6 +29,8 @@ TEXT = "The quick brown fox, 12345 times: don't stop!"
 SAME = [
     ("gemma3-tiny", "gemma3-1b-new", "default", "F32", {"{arch}.attention.sliding_window_pattern": [True, False]},
      "rope.local.freq_base read as rope.freq_base_swa"),
+    ("gemma3-tiny", "gemma3-1b", "default", "F32", {"{arch}.attention.sliding_window_pattern": [True, True]},  # no pattern: every sixth global
+     "the final_logit_softcapping 30 its converter wrote dropped"),
     ("gemma3-tiny", "gemma3-4b", "default", "F32", {"{arch}.context_length": 131072, "{arch}.rope.scaling.type": "linear",
                                                     "{arch}.rope.scaling.factor": 8.0},
      "64 tokenizer entries beyond token_embd's 768 rows dropped; 5 tensors of the vision tower (v.*, mm.*) not read"),
@@ -84,7 +86,6 @@ def test_gemma3_4b_blobs_get_the_scaling_and_template_they_dropped(tmp_path):
 
 
 @pytest.mark.parametrize("name, variant, says", [
-    ("gemma3-tiny", "gemma3-1b", "predates llama.cpp's naming: its converter wrote final_logit_softcapping 30 for this 2-layer model"),
     ("gemma3-tiny", "embeddinggemma", "is EmbeddingGemma (dense.0.weight): llama.cpp reads it as gemma-embedding"),
     ("mixtral-tiny", "mixtral", "(a Mixtral) stores each expert's w2 (the down projection) as ffn_up_exps"),
     ("phi3-tiny", "phi3", "tensor 'rope_factors_long.weight' has a dimension of 0"),

@@ -12,7 +12,9 @@ file is untouched), and says once what it did (`Checkpoint.notes`):
               rope.freq_base_swa; ε 1e-6, bases 1e6 and 1e4 and Gemma's chat template where absent; the
               linear ×8 RoPE scaling of the 4B, 12B and 27B models (context_length 131072 or more) that
               the blobs dropped; the tokenizer's entries beyond token_embd's rows (the image tokens)
-              dropped; the vision tower (v.*, mm.*) left unread.
+              dropped; the vision tower (v.*, mm.*) left unread; the final_logit_softcapping 30 the 2025
+              converter wrote for the 1B and 270M models dropped (Gemma 3 has none: transformers computes
+              none, Ollama's engine ignored it, llama.cpp's sliding-window Gemma 3 graph applies none).
     gptoss    → gpt-oss: every gptoss.* key copied to gpt-oss.*, expert_feed_forward_length from
               ffn_gate_exps, rope.scaling.type yarn, the pre-tokenizer gpt-4o; tensors attn_out →
               attn_output, attn_sinks → attn_sinks.weight, ffn_norm → post_attention_norm.
@@ -21,9 +23,7 @@ file is untouched), and says once what it did (`Checkpoint.notes`):
               (or "default") pre-tokenizer, or <|end_of_text|> as the end token → llama-bpe and <|eot_id|>.
 
 A blob that needs a fix neither llama.cpp nor tracer makes is refused by name: EmbeddingGemma under
-`gemma3` (dense.0.weight: llama.cpp reads it as gemma-embedding, bidirectional); a gemma3 blob whose
-converter wrote final_logit_softcapping 30 for the 1B and 270M models (Ollama's own engine dropped it,
-llama.cpp applies it, transformers' Gemma 3 has none: tracer will not pick one); a Mixtral blob of 2024
+`gemma3` (dense.0.weight: llama.cpp reads it as gemma-embedding, bidirectional); a Mixtral blob of 2024
 whose ffn_up_exps holds w2 (down) and ffn_down_exps w3 (up); and `rope.scaling.attn_factor` other than 1,
 which llama.cpp multiplies every rotated Q and K by. (A phi3 blob's rope_factors_long/short, written for
 every Phi-3, are refused as they are for any file: empty ones, a dimension of 0, by the GGUF reader, as
@@ -132,11 +132,9 @@ def _gemma3(v: _View, blob: bool) -> None:
                        "model whose attention sees both ways; tracer traces causal decoders")
     cap = v.meta.get("gemma3.final_logit_softcapping")
     if cap == 30 and "gemma3.rope.global.freq_base" in v.meta:  # the converter of 2025 wrote cmp.Or(cap, 30)
-        n = v.meta.get("gemma3.block_count")
-        raise v.refuse(f"predates llama.cpp's naming: its converter wrote final_logit_softcapping {cap:g} for this "
-                       f"{n}-layer model, a soft-cap Gemma 3 has none of (Ollama's own engine dropped it; llama.cpp, "
-                       f"through Ollama's compat layer, applies it); tracer will not choose between them: read a GGUF "
-                       f"file llama.cpp wrote{GGML_ORG.get(n, '')} or the model's Hugging Face folder")
+        del v.meta["gemma3.final_logit_softcapping"]
+        v.done.append("the final_logit_softcapping 30 its converter wrote dropped (Gemma 3 has no soft-cap; Ollama's "
+                      "engine and llama.cpp's sliding-window Gemma 3 graph ignore it)")
     for old, new in (("global.freq_base", "freq_base"), ("local.freq_base", "freq_base_swa")):
         if v.copy(f"gemma3.rope.{old}", f"gemma3.rope.{new}"):
             v.done.append(f"rope.{old} read as rope.{new}")
