@@ -162,8 +162,9 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raw["rope_scaling"] = {"rope_type": "linear", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float)}
     elif scaling == "yarn":  # llama.cpp rounds the correction range outwards (ggml_rope_yarn_corr_dims): truncate
         raw["rope_scaling"] = {"rope_type": "yarn", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float),
-                               "original_max_position_embeddings": _meta(meta, f"{a}.rope.scaling.original_context_length",
-                                                                         where, float),
+                               "original_max_position_embeddings": _meta(  # absent: the training context, as llama.cpp
+                                   meta, f"{a}.rope.scaling.original_context_length", where, float,
+                                   meta.get(f"{a}.context_length")),
                                "beta_fast": _meta(meta, f"{a}.rope.scaling.yarn_beta_fast", where, float, 32.0),
                                "beta_slow": _meta(meta, f"{a}.rope.scaling.yarn_beta_slow", where, float, 1.0),
                                "truncate": True}
