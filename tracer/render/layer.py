@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..sections import renders
 from .context import Ctx
-from .experts import routing
+from .experts import recorded, routing
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
@@ -276,7 +276,11 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     yield from ctx.checks_at(a + "hook_dots", t, h, attention=True)
     yield from ctx.checks_at(a + "hook_attn_scores", t, h, attention=True)
     if pattern is not None and sc is not None and n_keys <= BRIEF_KV_ROWS:
-        yield line(say("softmax", scores=", ".join(num(x, p) for x in sc), weights=", ".join(num(x, p) for x in pattern)))
+        scores_, weights_ = ", ".join(num(x, p) for x in sc), ", ".join(num(x, p) for x in pattern)
+        share = sink_at(ctx, a, t, h)
+        sink = None if share is None else sink_logit(sc, share)
+        yield line(say("softmax", scores=scores_, weights=weights_) if sink is None else
+                   say("softmax.sink", scores=scores_, sink=num(sink, p), weights=weights_, share=prob(share, p)))
     if pattern is not None:
         yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
         yield from sink_share(ctx, a, t, h)
@@ -290,13 +294,31 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield from ctx.checks_at(a + "hook_z", t, h)
 
 
-def sink_share(ctx: Ctx, a: str, t: int, h: int):
-    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink."""
+def sink_at(ctx: Ctx, a: str, t: int, h: int) -> float | None:
+    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink (None
+    for attention without sinks)."""
     st = ctx.gen.steps[ctx.step_of(t)]
     arr = ctx.get(a + "hook_sink_share", st)  # [head, pos]
-    if arr is not None:
-        share = float(arr[h, t - st.start])
+    return None if arr is None else float(arr[h, t - st.start])
+
+
+def sink_share(ctx: Ctx, a: str, t: int, h: int):
+    """The sentence of what head h's sink took of position t's weight."""
+    share = sink_at(ctx, a, t, h)
+    if share is not None:
         yield line(say("sink.share", h=str(h), share=prob(share, ctx.p), rest=prob(1.0 - share, ctx.p)))
+
+
+def sink_logit(scores, share: float) -> float | None:
+    """A head's sink (a learned logit the trace does not hold) worked back from one recorded row: its share
+    is e^s ÷ (e^s + Σ e^score over the visible keys), so s = log(share ÷ (1 − share)) + log Σ e^score.
+    None where the share is 0 or 1 (nothing left to work it back from) or no key is visible."""
+    seen = np.asarray(scores, dtype=np.float64)  # [key_pos]
+    seen = seen[np.isfinite(seen)]  # the keys the mask leaves visible
+    if not 0.0 < share < 1.0 or not seen.size:
+        return None
+    top = float(seen.max())
+    return float(np.log(share) - np.log1p(-share) + top + np.log(np.exp(seen - top).sum()))
 
 
 def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
@@ -348,14 +370,19 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             for words in split_words(ctx.gen.meta, b + "mlp.W_gate"):
                 yield indent(Text(words, style="dim"))
         yield from routing(ctx, t, layer, "ln2(x)" if cfg.norm_place_kind.before else "x")  # a mixture of experts
-        for hook, name, words in cfg.mlp_of(layer).steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
+        kind = cfg.mlp_of(layer)
+        width = kind.width(cfg) if kind.steps else cfg.d_mlp  # a dense layer among experts: its own width
+        for hook, name, words in kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:
-                said = words.format(shape=shape(dm, cfg.d_mlp))
+                said = words.format(shape=shape(dm, width))
                 yield ctx.eq(said if cfg.norm_place_kind.before else said.replace("ln2(x)", "x"), name, ctx.v(value))
         mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
-            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, say("mlp.wout", shape=shape(cfg.d_mlp, dm)))
+            shared = ctx.at(b + "mlp.hook_shared_out", t) is not None
+            words = say("experts.out", shared=say("experts.out_shared") if shared else "") if recorded(ctx, layer, t) \
+                else say("mlp.wout", shape=shape(width, dm))
+            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, words)
             yield from ctx.checks_at(b + "hook_mlp_out", t)
     post_ = ctx.at(b + "hook_resid_post", t)
     if post_ is not None:

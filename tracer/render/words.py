@@ -17,12 +17,17 @@ The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo s
 box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) and the rows' (`rows.*`:
 whose each pass of a generation of several rows is, which the page is sent finished).
 
+The words of attention sinks and of a mixture of experts are in `words_experts.py` (one kind's
+words, beside each other), added here.
+
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
 here, and that every template here is said.
 """
 
 from __future__ import annotations
+
+from .words_experts import EXPERT_WORDS
 
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
@@ -117,33 +122,7 @@ WORDS: dict[str, str] = {
     "sum.more": " + … ({n} more terms, weights summing to {rest})",
     "sum.new": "{L}'s new representation",
     "sum.from_head": " from head {h}",
-    "scores.with_sink": ", softmax with the head's sink → weights that sum to less than 1",
-    "sink.share": "head {h}'s sink takes {share} of the weight (a learned logit that joins the softmax as one more key, "
-                  "with no value): the weights above sum to {rest}, not 1",
-    # a mixture of experts (the MLP step of a routed model)
-    "experts.title": "mixture of experts: ",
-    "experts.router": "the router scores every one of the {E} experts for {x}: {x}·W_router ({shape}){bias}; "
-                      "the highest: {scores}",
-    "experts.bias": " + b_router",
-    "experts.more": ", … ({n} more)",
-    "experts.choice": "{how}: {chosen}",
-    "experts.one": "expert {e}: {middle}",
-    "experts.same": "expert {e}: the same steps with its own weights",
-    "experts.rerouted": "without {removed} (--ablate): in the clean run this token chose {before}; it was sent to {after}",
-    "experts.sum": "{terms} = the experts' part of the MLP's output (as attention's weighted sum of values, one level up)",
-    "experts.shared": "+ the shared expert every token goes through (width {width}), × its sigmoid gate {gate}",
-    "experts.skipped": "{unused} of {E} experts not used by this token: {share}% of this layer's expert weights untouched",
-    "experts.token": "token",
-    "experts.chosen": "experts chosen (weight)",
-    "experts.layer": "layer {layer}: ",
-    "experts.layer_of": "each token's experts, of {experts}, {k} per token, most weight first",
-    "experts.layer_col": "layer",
-    "experts.dense": "a dense MLP: no routing, every token through one network",
-    "experts.overview": "{L}'s experts in every layer, most weight first (the router's weights):",
-    "experts.grid": "layer {layer}: each token's experts",
-    "experts.grid_some": " (the first {shown} of the {used} experts some token chose)",
-    "experts.grid_legend": "Row: the token; column: an expert some token chose; digit = the router's weight in tenths, "
-                           "█ ≥ 0.95, · not chosen by that token.",
+    # attention sinks and a mixture of experts (the softmax and the MLP steps): words_experts.py, added below
     # the heads and W_O, the residual, the MLP (steps 6 and 7)
     "title.heads": "The heads and W_O", "path.heads": "Heads",
     "heads.one": "This model has a single head, so the 'concatenation' is just that head's output; W_O still maps it "
@@ -485,6 +464,8 @@ WORDS: dict[str, str] = {
                       "seed article's.",
     "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
 }
+
+WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
 PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()
