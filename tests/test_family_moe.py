@@ -7,6 +7,8 @@ per expert) equals a naive loop over tokens and experts written here."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +154,26 @@ def test_the_walkthrough_works_out_the_routing(render_text):
     E, k = model.config.n_experts, model.config.experts_per_token
     assert f"{E - k} of {E} experts not used by this token: {100 * (E - k) / E:.1f}%" in flat
     assert f"a mixture of {E} experts, {k} per token" in flat and "sink takes" in flat
+
+
+def test_the_layers_section_lists_each_tokens_experts_in_each_layer(render_text):
+    """--section layers --full: under each layer's table, every token's experts, most weight first, with
+    their weights (the recorded choice, read back from the printed rows)."""
+    from tracer.render import show_generation
+    from tracer.render.view import View
+
+    model = tracer.load(str(DATA / "qwen2-moe-tiny"))
+    gen = model.generate("The quick brown fox", max_new_tokens=1)
+    out = render_text(lambda c: show_generation(gen, model.tokenizer, View(sections=("layers",), brief=False,
+                                                                           max_lines=0), console=c), width=120)
+    t = gen.steps[0]
+    for l in (0, 2):  # the routed layers (layer 1 is dense)
+        block = out.split(f"layer {l}: each token's experts")[1].splitlines()[2:2 + len(t.tokens)]
+        for row, chosen, weights in zip(block, t[f"blocks.{l}.mlp.hook_expert_indices"], t[f"blocks.{l}.mlp.hook_expert_weights"]):
+            got = re.findall(r"E(\d+) (\d\.\d+)", row)
+            assert [int(e) for e, _ in got] == [int(e) for e in chosen], row
+            np.testing.assert_allclose([float(w) for _, w in got], weights, atol=0.006)
+    assert "layer 1: each token's experts" not in out
 
 
 def test_the_walkthrough_works_out_the_sinks_softmax_and_the_experts_output(render_text):

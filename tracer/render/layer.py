@@ -109,7 +109,7 @@ def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
     cfg, L = ctx.cfg, ctx.labels[t]
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
-    half = cfg.d_head // 2
+    half = cfg.rotary_width // 2
     if angle is None:
         return Text("")
     first = ", ".join(f"{float(a):.{ctx.p}f}" for a in angle[: min(4, half)])
@@ -124,8 +124,20 @@ def rotation_words(cfg, layer: int) -> str:
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     theta = cfg.rope_local_theta if local else cfg.rope_theta
     base = (say("rope.local") if local else say("rope.global")) if cfg.rope_local_theta else ""
-    return say("rope.turns", L="{L}", t="{t}", half=str(cfg.d_head // 2), theta=f"{theta:g}", d_head=str(cfg.d_head),
-               base=base, scaling=say("rope.scaling") if cfg.rope_scaling else "")
+    width = cfg.rotary_width
+    words = say("rope.turns", L="{L}", t="{t}", half=str(width // 2), theta=f"{theta:g}", d_head=str(width), base=base,
+                scaling=scaling_words(cfg) if not local else "")
+    return words + (say("rope.partial", width=str(width), d_head=str(cfg.d_head)) if width != cfg.d_head else "")
+
+
+def scaling_words(cfg) -> str:
+    """The RoPE scaling's words (Llama 3's, YaRN's, linear), or none."""
+    from ..core.equations import rope_attention_factor
+
+    rs = cfg.rope_scaling or {}
+    key = {"llama3": "rope.scaling.llama3", "yarn": "rope.scaling.yarn", "linear": "rope.scaling.linear"}.get(
+        rs.get("rope_type", rs.get("type")))
+    return say(key, factor=f"{float(rs.get('factor', 1)):g}", mscale=f"{rope_attention_factor(rs):.4g}") if key else ""
 
 
 def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
