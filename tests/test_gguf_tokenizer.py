@@ -189,7 +189,7 @@ def test_gpt2_vocabularies_equal_transformers(tmp_path, name, pre):
 
 def test_what_cannot_be_reproduced_is_refused_in_one_line():
     meta = _gpt2_meta("qwen2-like", "qwen2")
-    with pytest.raises(TracerError, match=r"tokenizer.ggml.pre 'qwen-2' is not a pre-tokenizer tracer knows \(did you mean 'qwen2'\?\); known: ") as e:
+    with pytest.raises(TracerError, match=r"tokenizer.ggml.pre 'qwen-2' is not a pre-tokenizer tracer knows \(did you mean 'qwen2' or 'qwen35'\?\); known: ") as e:
         tokenizer_from_gguf({**meta, "tokenizer.ggml.pre": "qwen-2"})
     assert all(name in str(e.value) for name in PRE_TOKENIZERS) and "\n" not in str(e.value)
     with pytest.raises(TracerError, match="tokenizer.ggml.model 't5'"):

@@ -14,8 +14,12 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     gemma3.py       model_type gemma3_text (Gemma's switches: √d_model, (1 + w), four norms, GeGLU, local layers)
     gemma2.py       model_type gemma2 (Gemma 3's switches without Q/K norms, with soft-capped scores and logits)
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
-    gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's,
-                    and what llama.cpp decides by rule where a Gemma file says nothing (`gguf.gemma_settings`)
+    gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's
+    gguf_meta.py    a GGUF metadata value checked, each layer's attention kind as llama.cpp decides it
+    gguf_gemma.py   what llama.cpp decides by rule where a Gemma file says nothing
+    gguf_qwen35.py  Qwen3.5 files: the linear layers' keys, names and stored forms undone
+    gguf_olmo3.py   OLMo 3 files (an `olmo2` file with windows), as llama.cpp's olmo2 graph computes them
+    gguf_experts.py mixture-of-experts files: the experts stacked as the file stores them
                     (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers)
     tracer_files.py tracer's own weights files and scenarios
     places.py       where people keep models: Ollama's manifests, LM Studio's folders

@@ -36,6 +36,8 @@ _LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"  # Qwen2's, combining marks kept
+           r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")         # with their letters
 _GPT4O = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
           r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
           r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -63,11 +65,14 @@ PRE_TOKENIZERS = {
     **dict.fromkeys(("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"), (_DIGITS_THEN_GPT2, False)),
     **dict.fromkeys(_GPT4O_NAMES, (_split(_GPT4O), False)),
     "tekken": (_split(_TEKKEN), False),
+    "qwen35": (_split(_QWEN35), False),
 }
 # transformers' table (GGUF_PRE_TOKENIZER_SPLITS) for the same names: the others get GPT-2's ByteLevel
 # split, and ignore_merges is never set
 TRANSFORMERS_PRE = {**dict.fromkeys(_LLAMA3_NAMES, _split(_LLAMA3)), **dict.fromkeys(_QWEN2_NAMES, _split(_QWEN2)),
-                    **dict.fromkeys(_GPT4O_NAMES, _split(_GPT4O)), "tekken": _split(_TEKKEN)}
+                    **dict.fromkeys(_GPT4O_NAMES, _split(_GPT4O)), "tekken": _split(_TEKKEN),
+                    "qwen35": _split(_QWEN35)}  # (not in transformers' table, which reads no qwen35 file: its Qwen3.5 split)
+NFC_FIRST = ("qwen35",)  # `pre` names whose model's tokenizer.json puts text in NFC first (Qwen3_5Tokenizer)
 GEMMA = ("gemma", "gemma2", "gemma3")  # transformers' gemma_tokenizer: respelled spaces, merges in file order
 PHI3 = ("phi3",)  # transformers' phi3_tokenizer: the space prefix from a normalizer, no pre-tokenizer
 _REBUILT = ("gemma3n", "gemma4")  # transformers builds these another way again
@@ -180,7 +185,8 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
             refuse(where, "a gpt2 vocabulary without tokenizer.ggml.merges")
         model_table = {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False, "byte_fallback": False,
                        "ignore_merges": ignore_merges, "vocab": {t: i for i, t in enumerate(spelled)}, "merges": merges}
-        data = {"normalizer": None, "pre_tokenizer": pre_tokenizer,
+        nfc = follow == "transformers" and pre in NFC_FIRST  # the model's own tokenizer.json normalizes; llama.cpp does not
+        data = {"normalizer": {"type": "NFC"} if nfc else None, "pre_tokenizer": pre_tokenizer,
                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}}
     else:
         gemma = arch in GEMMA
