@@ -13,6 +13,7 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     phi3.py         model_type phi3 (fused qkv_proj and gate_up_proj split once)
     gemma3.py       model_type gemma3_text (Gemma's switches: √d_model, (1 + w), four norms, GeGLU, local layers)
     gemma2.py       model_type gemma2 (Gemma 3's switches without Q/K norms, with soft-capped scores and logits)
+    gemma4.py       model_type gemma4_text (Gemma 4: per-layer inputs, shared keys and values, K = V, per-layer head sizes)
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
     gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's,
                     and what llama.cpp decides by rule where a Gemma file says nothing (`gguf.gemma_settings`)
