@@ -243,3 +243,73 @@ def test_a_config_json_without_per_layer_config_reads_the_hubs_keys(tmp_path, mo
     folder = family_copy(tmp_path, "gemma4-tiny", per_layer_config=None, global_head_dim=32, num_global_key_value_heads=1)
     again = tracer.load(str(folder))
     assert again.config == model.config
+
+
+# --------------------------------------------------------------------------- the same model as a GGUF file
+
+
+def gguf_reference(path: Path, tokens) -> np.ndarray:
+    """tests/reference.py's naive forward on the file's own weights, de-quantized by the gguf package and put back
+    under the folder's names (its rounding included)."""
+    gguf = pytest.importorskip("gguf")
+    from safetensors.numpy import load_file
+
+    raw, _ = new_family_folder(FOLDER)
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA4, raw["num_hidden_layers"])
+    shapes = {k: v.shape for k, v in load_file(str(FOLDER / "model.safetensors")).items()}
+    of = {tmap.get_name(hf + (".weight" if hf.endswith("layer_scalar") else ""), try_suffixes=(".weight",)): hf
+          for hf in shapes if hf != "lm_head.weight"}
+    params = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        if t.name in of:
+            params[of[t.name]] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(shapes[of[t.name]])
+    return new_family_forward(raw, params, tokens)["logits"]
+
+
+@pytest.mark.parametrize("quant, atol", [("F32", ATOL), ("F16", 1e-4), ("Q8_0", 1e-4)])
+def test_the_gguf_file_gives_the_same_numbers(gguf_of_folder, model, ref, quant, atol):
+    """llama.cpp's converter's file (tests/conftest.py): the per-layer sizes, shared keys and values, K = V and
+    proportional RoPE read from its metadata and rope_freqs; F32 gives transformers' logits, greedy tokens with and
+    without the cache and the cached step; F16 and Q8_0 give the naive forward of their own de-quantized weights."""
+    path = gguf_of_folder(FOLDER, "", quant)
+    m = tracer.load(str(path))
+    want = {k: v for k, v in model.config.to_dict().items() if k != "ln_eps"}  # the file holds ε as float32
+    assert {k: v for k, v in m.config.to_dict().items() if k != "ln_eps"} == want
+    t = m.run(ids(ref, 0))
+    if quant == "F32":
+        np.testing.assert_allclose(t["logits"], ref["logits_0"], atol=ATOL, rtol=0)
+        for cache in (True, False):
+            assert m.generate(ids(ref, 1), max_new_tokens=8, cache=cache).generated_ids == ref["greedy_ids_1"].tolist()
+        step = m.generate(ids(ref, 0), max_new_tokens=2).steps[1]
+        np.testing.assert_allclose(step["logits"][-1], ref["step_logits_0"], atol=ATOL, rtol=0)
+    else:  # float32 arithmetic on the de-quantized weights against float64 on the same weights
+        np.testing.assert_allclose(t["logits"], gguf_reference(path, ids(ref, 0)), atol=atol, rtol=0)
+
+
+def test_the_gguf_tokenizer_is_transformers_gemma4_tokenizer(gguf_of_folder, ref):
+    """Tokenizer model `gemma4`: GemmaTokenizer's steps (spaces as ▁, no prefix) on the file's tokens and merges, no
+    BOS (transformers': the chat template writes it; llama.cpp's adds one, follow="llama.cpp")."""
+    from tracer.tokenizers.gguf_tokenizer import tokenizer_from_gguf
+
+    m = tracer.load(str(gguf_of_folder(FOLDER, "")))
+    text = str(ref["prompt_0"])
+    ids_ = m.tokenize(text)
+    assert ids_[0] != 1 and m.tokenizer.decode(ids_) == text
+    gguf = pytest.importorskip("gguf")
+    meta = {k: f.contents() for k, f in gguf.GGUFReader(str(gguf_of_folder(FOLDER, ""))).fields.items()
+            if k.startswith("tokenizer.") or k == "general.architecture"}
+    assert tokenizer_from_gguf(meta, follow="llama.cpp").encode(text) == [1] + ids_
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"{arch}.feed_forward_length": [64, 80, 64, 128, 128]}, "feed_forward_length' .* is not Gemma 4's"),
+    ({"{arch}.attention.sliding_window_pattern": None}, "sliding_window_pattern' must be one true/false per layer"),
+    ({"{arch}.attention.head_count_kv": [2, 1, 1, 2, 1]}, "gives the sliding layers different key/value head counts"),
+    ({"{arch}.attention.shared_kv_layers": 4, "{arch}.feed_forward_length": 64}, "layer 2 .full_attention. shares keys"),
+    ({"{arch}.rope.dimension_count": 8}, "rope.dimension_count' is 8, not the head's 32"),
+    ({"{arch}.embedding_length_per_layer_input": 4}, "per_layer_token_embd.weight' has shape"),
+])
+def test_gguf_metadata_tracer_cannot_read_is_a_one_line_error(gguf_of_folder, changes, says):
+    with pytest.raises(TracerError, match=says) as e:
+        tracer.load(str(gguf_of_folder(FOLDER, "", meta=changes)))
+    assert "\n" not in str(e.value)

@@ -17,7 +17,8 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
     gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's,
                     and what llama.cpp decides by rule where a Gemma file says nothing (`gguf.gemma_settings`)
-                    (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers)
+                    (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers;
+                    `gguf_gemma4.py`: a gemma4 file's per-layer metadata and rope_freqs as Gemma 4's config.json)
     tracer_files.py tracer's own weights files and scenarios
     places.py       where people keep models: Ollama's manifests, LM Studio's folders
     inventory.py    `tracer models`: what this machine has, from headers only

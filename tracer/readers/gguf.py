@@ -33,6 +33,10 @@ norms: attn_norm (before attention), post_attention_norm (after it), ffn_norm (b
 post_ffw_norm (after it). What llama.cpp decides by rules the file does not state is in
 `gemma_settings`.
 
+Gemma 4 (architecture `gemma4`): its metadata gives sizes per layer and per layer type, read by
+`tracer.readers.gguf_gemma4` into a gemma4_text config.json (and its rope_freqs into proportional RoPE);
+its norms are stored as w, as Gemma 4 multiplies by w.
+
 Sliding windows: Phi-3's `sliding_window` applies to every layer, as transformers applies it (0, which
 the converter writes for a config without one, Phi-4's, is none; llama.cpp itself currently turns
 Phi's window off, llama.cpp#13676, so on prompts longer than the window its numbers differ from
@@ -57,16 +61,18 @@ from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 from .gguf_experts import Family as ExpertsFamily, config_json as experts_config, is_experts
+from .gguf_gemma4 import LAYER as GEMMA4_LAYER, TOP as GEMMA4_TOP, config_json as gemma4_config, with_rope
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
                  "olmo2": ("olmo2", False), "phi3": ("phi3", False), "gemma2": ("gemma2", False),
                  "gemma3": ("gemma3_text", False), "gpt-oss": ("gpt_oss", False), "qwen3moe": ("qwen3_moe", False),
-                 "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False)}  # (a llama file with experts: mixtral)
+                 "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False),  # (a llama file with experts: mixtral)
+                 "gemma4": ("gemma4_text", False)}
 NORM_SHIFTED = ("gemma2", "gemma3")  # architectures whose *norm.weight tensors hold 1 + w
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-       "output.weight": "lm_head.weight"}
+       "output.weight": "lm_head.weight", **GEMMA4_TOP}
 LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
          "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
          "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
@@ -85,7 +91,7 @@ ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.
 GEMMA_LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight",  # Gemma's four norms: ffn_norm is
                "ffn_norm.weight": "pre_feedforward_layernorm.weight",            # the one before the MLP
                "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
-ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER,
+ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER, "gemma4": GEMMA4_LAYER,
                    "gpt-oss": {"post_attention_norm.weight": "post_attention_layernorm.weight"}})  # its norm before the MLP
 
 
@@ -122,6 +128,8 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: GGUF architecture {arch!r} is not supported; tracer reads "
                           f"{', '.join(ARCHITECTURES)} (more families come through the same table)")
     a = str(arch)
+    if a == "gemma4":  # its sizes per layer and per layer type: `tracer.readers.gguf_gemma4`
+        return gemma4_config(meta, tensors, where, lambda key, kind, default: _meta(meta, key, where, kind, default))
     n_heads = _meta(meta, f"{a}.attention.head_count", where)
     d_model = _meta(meta, f"{a}.embedding_length", where)
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -288,6 +296,9 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
     path = Path(path).expanduser()
     f = open_gguf(path)
     raw = config_json_of(f.metadata, f.tensors, path)
+    arch = str(f.metadata["general.architecture"])
+    if arch == "gemma4":  # its rope_freqs: proportional RoPE on the full layers
+        raw = with_rope(f, raw, path)
     fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
     check_layer_count(int(raw["num_hidden_layers"]), path, "metadata 'block_count'")
     gguf_of = tensor_names(int(raw["num_hidden_layers"]), str(f.metadata["general.architecture"]))
@@ -302,13 +313,12 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
             raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)")
         if tuple(info.shape) != tuple(shape):
             raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}")
-    cfg = with_rope_factors(f, cfg, path)
+    cfg = with_rope_factors(f, cfg, path) if arch != "gemma4" else cfg
     extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS]
     if extra:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
     kinds = sorted({f.tensors[g].type_name for g in wanted})
-    arch = str(f.metadata["general.architecture"])
     fixes = {g: fix_of(arch, cfg, g, hf) for g, (hf, _) in wanted.items()}
     if lazy:
         from .source import gguf_source
