@@ -38,6 +38,10 @@ says so, llama.cpp's loader sets the step itself (`NOPE_STEP`). Qwen3.5 (`qwen35
 layers' keys, names and stored forms (tiled value heads, −exp(A_log), 1 + w norms) are `gguf_qwen35`'s.
 `olmo2` files with a sliding window are OLMo 3's (`gguf_olmo3`).
 
+Gemma 4 (architecture `gemma4`): its metadata gives sizes per layer and per layer type, read by
+`tracer.readers.gguf_gemma4` into a gemma4_text config.json (and its rope_freqs into proportional RoPE);
+its norms are stored as w, as Gemma 4 multiplies by w.
+
 Sliding windows: Phi-3's `sliding_window` applies to every layer, as transformers applies it (0, which
 the converter writes for a config without one, Phi-4's, is none; llama.cpp itself currently turns
 Phi's window off, llama.cpp#13676, so on prompts longer than the window its numbers differ from
@@ -64,13 +68,14 @@ from .gguf_experts import Family as ExpertsFamily, config_json as experts_config
 from .gguf_gemma import GEMMA_RULES, gemma_settings
 from .gguf_meta import layer_types_of, meta_value as _meta
 from .ollama_compat import translate as translate_ollama
+from .gguf_gemma4 import LAYER as GEMMA4_LAYER, TOP as GEMMA4_TOP, config_json as gemma4_config, with_rope
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
                  "olmo2": ("olmo2", False), "phi3": ("phi3", False), "gemma2": ("gemma2", False),
                  "gemma3": ("gemma3_text", False), "gpt-oss": ("gpt_oss", False), "qwen3moe": ("qwen3_moe", False),
                  "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False),  # (a llama file with experts: mixtral)
-                 "smollm3": ("smollm3", True), "qwen35": ("qwen3_5_text", False)}
+                 "smollm3": ("smollm3", True), "qwen35": ("qwen3_5_text", False), "gemma4": ("gemma4_text", False)}
 NORM_SHIFTED = ("gemma2", "gemma3")  # architectures whose *norm.weight tensors hold 1 + w
 NOPE_STEP = 4  # llama.cpp's SmolLM3 leaves rotary out of every 4th layer (n_no_rope_layer_step): no key says so
 # Architectures whose differences live in their own module (imported when read): `config_json(meta, tensors,
@@ -79,7 +84,7 @@ NOPE_STEP = 4  # llama.cpp's SmolLM3 leaves rotary out of every 4th layer (n_no_
 ARCH_MODULES = {"qwen35": "gguf_qwen35", "olmo2": "gguf_olmo3"}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-       "output.weight": "lm_head.weight"}
+       "output.weight": "lm_head.weight", **GEMMA4_TOP}
 LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
          "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
          "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
@@ -98,7 +103,7 @@ ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.
 GEMMA_LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight",  # Gemma's four norms: ffn_norm is
                "ffn_norm.weight": "pre_feedforward_layernorm.weight",            # the one before the MLP
                "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
-ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER,
+ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER, "gemma4": GEMMA4_LAYER,
                    "gpt-oss": {"post_attention_norm.weight": "post_attention_layernorm.weight"}})  # its norm before the MLP
 
 
@@ -130,6 +135,8 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: GGUF architecture {arch!r} is not supported; tracer reads "
                           f"{', '.join(ARCHITECTURES)} (more families come through the same table)")
     a = str(arch)
+    if a == "gemma4":  # its sizes per layer and per layer type: `tracer.readers.gguf_gemma4`
+        return gemma4_config(meta, tensors, where, lambda key, kind, default: _meta(meta, key, where, kind, default))
     n_heads = _meta(meta, f"{a}.attention.head_count", where)
     d_model = _meta(meta, f"{a}.embedding_length", where)
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -231,6 +238,8 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
     compat = translate_ollama(f, path, name, ARCHITECTURES)  # Ollama's older blobs, as llama.cpp reads them (readers.ollama_compat)
     raw = config_json_of(f.metadata, f.tensors, path)
     arch = str(f.metadata["general.architecture"])
+    if arch == "gemma4":  # its rope_freqs: proportional RoPE on the full layers
+        raw = with_rope(f, raw, path)
     fam, mod = family_module(raw["model_type"]), arch_module(arch)  # the family's reader: its config, shapes, names
     check_layer_count(int(raw["num_hidden_layers"]), path, "metadata 'block_count'")
     gguf_of = tensor_names(int(raw["num_hidden_layers"]), arch)
@@ -249,7 +258,7 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
         if tuple(info.shape) != tuple(shape):
             raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}"
                               f"{mod.shape_keys(f.metadata, g) if hasattr(mod, 'shape_keys') else ''}")
-    cfg = with_rope_factors(f, cfg, path)
+    cfg = with_rope_factors(f, cfg, path) if arch != "gemma4" else cfg
     ignored = getattr(mod, "ignored", lambda raw, g: False)  # (Qwen3.5's multi-token-prediction blocks)
     extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS and not ignored(raw, g)]
     if extra:

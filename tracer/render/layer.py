@@ -109,9 +109,9 @@ def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
     cfg, L = ctx.cfg, ctx.labels[t]
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
-    half = cfg.rotary_width // 2
     if angle is None:
         return Text("")
+    half = len(angle)
     first = ", ".join(f"{float(a):.{ctx.p}f}" for a in angle[: min(4, half)])
     more = f", … ({half} angles)" if half > 4 else ""
     return line((say("rope.title"), "bold"), rotation_words(cfg, layer).format(L=L, t=str(t)),
@@ -124,10 +124,16 @@ def rotation_words(cfg, layer: int) -> str:
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     theta = cfg.rope_local_theta if local else cfg.rope_theta
     base = (say("rope.local") if local else say("rope.global")) if cfg.rope_local_theta else ""
-    width = cfg.rotary_width
+    here = cfg.layer(layer)  # the layer's own head size (Gemma 4's full layers are wider)
+    dh, width = here.d_head, here.rotary_width
+    scaling = cfg.rope_scaling if not local else None  # the local layers turn by their base alone
+    if scaling and scaling.get("rope_type") == "proportional":  # Gemma 4: a fraction of the pairs turn
+        said = say("rope.proportional", turned=str(int(float(scaling["partial_rotary_factor"]) * dh // 2)), half=str(dh // 2))
+    else:
+        said = scaling_words(cfg) if scaling else ""
     words = say("rope.turns", L="{L}", t="{t}", half=str(width // 2), theta=f"{theta:g}", d_head=str(width), base=base,
-                scaling=scaling_words(cfg) if not local else "")
-    return words + (say("rope.partial", width=str(width), d_head=str(cfg.d_head)) if width != cfg.d_head else "")
+                scaling=said)
+    return words + (say("rope.partial", width=str(width), d_head=str(dh)) if width != dh else "")
 
 
 def scaling_words(cfg) -> str:
@@ -148,11 +154,16 @@ def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
     if scale is None or normalized is None:
         return
     scale = scale[head] if kind.per_head else scale  # [1]
-    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.d_head)[head]  # [d_head]
+    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.layer(layer_of(prefix)).d_head)[head]  # [d_head]
     gain = ctx.cfg.norm_kind.gain_words(prefix.split(".", 2)[-1].rstrip("."))
     yield ctx.eq(kind.words.format(m=m, scale=f"{float(scale[0]):.{ctx.p}f}", gain=gain), f"{L}_{m} normalized",
                  ctx.v(part))
     yield from ctx.checks_at(prefix + "hook_normalized", t)
+
+
+def layer_of(name: str) -> int:
+    """The layer of a name within `blocks.{l}.`."""
+    return int(name.split(".", 2)[1])
 
 
 def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
@@ -177,7 +188,7 @@ def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
 
 @group()
 def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
-    cfg, L, p = ctx.cfg, ctx.labels[t], ctx.p
+    cfg, L, p = ctx.cfg.layer(layer), ctx.labels[t], ctx.p  # the layer's own sizes
     a = f"blocks.{layer}.attn."
     H, KV = cfg.n_heads, cfg.kv_heads
     g = kv_head(cfg, h)
@@ -201,6 +212,8 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     rope = cfg.rotates(layer)
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
+    own = cfg.attention_of(layer).vector_words(cfg, layer)  # where the kind makes K or V otherwise (Gemma 4)
+    scale = ctx.at(a + "v_norm.hook_scale", t)  # [kv_head, 1]: Gemma 4's value norm
     for m in "QKV":
         row = ctx.at(a + f"hook_{m.lower()}", t)
         have[m] = row is not None
@@ -210,7 +223,10 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             continue
         if row is not None:
             which = h if m == "Q" else g
-            yield ctx.eq("", say("head.vector", L=L, m=m, src=src, slice=sl if m == "Q" else kl), ctx.v(row[which]))
+            slots = dict(L=L, m=m, src=src, slice=sl if m == "Q" else kl, source=str(cfg.kv_source[layer]) if cfg.kv_source
+                         else "", scale=f"{float(scale[g, 0]):.{p}f}" if scale is not None else "")
+            name, why = own[m] if m in own else (None, "")
+            yield ctx.eq(why.format(**slots), name.format(**slots) if name else say("head.vector", **slots), ctx.v(row[which]))
             yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
         if cfg.qk_norm_kind.on and m in "QK":
             yield from qk_normed(ctx, a + f"{m.lower()}_norm.", t, m, h if m == "Q" else g)
@@ -352,8 +368,8 @@ def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words:
 
 @group()
 def after_attention(ctx: Ctx, t: int, layer: int):
-    """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
-    cfg, L, b = ctx.cfg, ctx.labels[t], f"blocks.{layer}."
+    """Concat of heads and W_O, residual, layer norm and MLP, (Gemma 4's per-layer input and scalar,) the layer's output."""
+    cfg, L, b = ctx.cfg.layer(layer), ctx.labels[t], f"blocks.{layer}."
     H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
     z = ctx.at(b + "attn.hook_z", t)
     attn_out = ctx.at(b + "hook_attn_out", t)
@@ -396,15 +412,44 @@ def after_attention(ctx: Ctx, t: int, layer: int):
                 else say("mlp.wout", shape=shape(width, dm))
             yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, words)
             yield from ctx.checks_at(b + "hook_mlp_out", t)
+    yield from per_layer_input(ctx, t, layer)
     post_ = ctx.at(b + "hook_resid_post", t)
+    unscaled = ctx.at(b + "hook_resid_unscaled", t) if cfg.layer_scalar else None
     if post_ is not None:
-        if cfg.mlp:
+        if unscaled is not None:  # Gemma 4: the sum times the layer's scalar (read off the two recorded vectors)
+            i = int(np.argmax(np.abs(unscaled)))
+            how = say("out.scaled", scalar=num(float(post_[i]) / float(unscaled[i]), ctx.p) if unscaled[i] else "?")
+        elif cfg.mlp:
             how = say("out.mlp") if cfg.residual else say("out.mlp_alone")
         else:
             how = say("out.attn", L=L) if cfg.residual else say("out.attn_alone", L=L)
         nxt = say("out.next", next=str(layer + 1)) if layer + 1 < cfg.n_layers else say("out.final")
         yield ctx.eq(say("out.of", how=how, L=L, layer=str(layer), next=nxt), f"out_{L}", ctx.v(post_))
         yield from ctx.checks_at(b + "hook_resid_post", t)
+
+
+def per_layer_input(ctx: Ctx, t: int, layer: int):
+    """Gemma 4's third step: the layer's own input from the token (`hook_per_layer_inputs`), gated by the stream,
+    projected back and normalized (`hook_ple_out`), added; then the sum before the layer's scalar."""
+    cfg, L, b = ctx.cfg.layer(layer), ctx.labels[t], f"blocks.{layer}."
+    kind = cfg.ple_kind
+    if kind is None:
+        return
+    st = ctx.gen.steps[ctx.step_of(t)]
+    given = ctx.get("hook_per_layer_inputs", st)  # [layer, pos, d_ple]
+    if given is not None:
+        yield ctx.eq(kind.input_words.format(layer=str(layer), L=L, width=str(cfg.d_ple), d_model=str(cfg.d_model)),
+                     f"ple_{layer}({L})", ctx.v(given[layer, t - st.start]))
+    for hook, name, words in kind.steps:
+        value = ctx.at(b + hook, t)
+        if value is not None:
+            yield ctx.eq(words.format(shape=shape(cfg.d_model, cfg.d_ple), width=str(cfg.d_ple)), name, ctx.v(value))
+    out = ctx.at(b + "hook_ple_out", t)
+    if out is not None:
+        yield ctx.eq(kind.out_words.format(shape=shape(cfg.d_ple, cfg.d_model)), f"ple_out_{L}", ctx.v(out))
+    after = ctx.at(b + ("hook_resid_unscaled" if cfg.layer_scalar else "hook_resid_post"), t)
+    if after is not None and out is not None and cfg.layer_scalar:
+        yield ctx.eq(kind.added_words, f"x_{L} + ple_out_{L}", ctx.v(after))
 
 
 @group()
