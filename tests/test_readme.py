@@ -1,4 +1,5 @@
-"""The README's Python example runs as written, and its stated results hold."""
+"""The README's Python example runs as written, and its stated results hold; every pasted output of the README
+and of the docs/ pages is what its command prints now."""
 
 from __future__ import annotations
 
@@ -46,26 +47,29 @@ def _pasted():
 
 
 PASTED = _pasted()
-RUNS = PASTED.blocks(README.read_text(encoding="utf-8"))
+RUNS = [(page.name, r) for page in PASTED.pages() for r in PASTED.blocks(page.read_text(encoding="utf-8"))]
 
 
 def test_every_pasted_output_block_names_its_command():
-    """Each fenced block of output in the README says which command printed it (`<!-- output: … -->`)."""
-    text = README.read_text(encoding="utf-8")
-    assert len(RUNS) >= 11
-    lines, unnamed, inside = text.split("\n"), [], False
-    for i, line in enumerate(lines):
-        if line.startswith("```"):
-            if not inside and line == "```" and not lines[i - 1].startswith("<!-- output: "):
-                unnamed.append(lines[i + 1])  # a block of output (no language) without its command
-            inside = not inside
-    assert unnamed == ["$ tracer serve --host 0.0.0.0 --model abc --model tiny"], unnamed  # a server: not run here
+    """Each fenced block of output (no language) in the README and the docs/ pages says which command printed
+    it (`<!-- output: … -->`); a block that is not output names its language (```text, ```bash, …)."""
+    assert len(RUNS) >= 17 and {page for page, _ in RUNS} >= {"README.md", "walkthrough.md", "gguf.md", "lesson.md"}
+    unnamed = []
+    for page in PASTED.pages():
+        lines, inside = page.read_text(encoding="utf-8").split("\n"), False
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                if not inside and line == "```" and not lines[i - 1].startswith("<!-- output: "):
+                    unnamed.append((page.name, lines[i + 1]))  # a block of output without its command
+                inside = not inside
+    assert unnamed == [("serve.md", "$ tracer serve --host 0.0.0.0 --model abc --model tiny")], unnamed  # a server
 
 
-@pytest.mark.parametrize("run", [pytest.param(r, id=r.command[:70], marks=[pytest.mark.slow] if ".gguf" in r.command else [])
-                                 for r in RUNS])
+@pytest.mark.parametrize("run", [pytest.param(r, id=f"{page}: {r.command[:70]}",
+                                              marks=[pytest.mark.slow] if ".gguf" in r.command else [])
+                                 for page, r in RUNS])
 def test_pasted_output_is_what_its_command_prints(run):
-    """Each pasted line is, in order, a line of what the command prints now (numbers within two units of
+    """Each pasted line (README.md, docs/*.md) is, in order, a line of what the command prints now (numbers within two units of
     their last decimal: another CPU's rounding). `python tools/readme_output.py --write` refreshes them."""
     missing = PASTED.needs(run.command)
     if missing is not None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The README's pasted output, made from its commands and checked against them.
+"""The pasted output of README.md and of every docs/*.md page, made from its commands and checked against them.
 
     python tools/readme_output.py            # say which pasted block no longer is what its command prints
     python tools/readme_output.py --write    # rewrite every pasted line from a fresh run of its command
@@ -10,7 +10,8 @@ would read it, `COLUMNS=100 tracer trace "A B C D E F" --section predict`), or, 
 A block may be an excerpt: a line `…` stands for lines left out, and every other line must be a line
 of the output, in order. Numbers may differ by two units in their last printed decimal (another CPU's
 rounding); words, ids and counts must be the same. `tests/test_readme.py` runs every block (those
-needing a file that is not on this machine are skipped, and say so).
+needing a file that is not on this machine are skipped, and say so). Commands run in the repository's
+folder whichever page holds them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+
+
+def pages() -> list[Path]:
+    """The pages whose pasted blocks are checked: the README, then docs/*.md by name."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
 MARK = re.compile(r"<!-- output: (.*?) -->\n```\n(.*?)\n```", re.S)
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]\d+)?")
 GAP = "…"
@@ -34,11 +41,11 @@ SEARCH = [ROOT, Path.home() / ".cache" / "tracer-tests"]  # where a file a comma
 class Run:
     command: str  # as written: COLUMNS=100 tracer trace …
     expected: list[str]  # the pasted lines, `…` included
-    span: tuple[int, int]  # where those lines sit in the README's text
+    span: tuple[int, int]  # where those lines sit in the page's text
 
 
 def blocks(text: str) -> list[Run]:
-    """Every pasted block of the README, one Run per command."""
+    """Every pasted block of a page's text, one Run per command."""
     out = []
     for m in MARK.finditer(text):
         what, body = m.group(1).strip(), m.group(2)
@@ -143,22 +150,23 @@ def fresh(expected: list[str], output: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
-    text = README.read_text(encoding="utf-8")
     bad = 0
-    for r in reversed(blocks(text)):  # from the end, so earlier spans stay where they are
-        if needs(r.command) is not None:
-            print(f"skipped (needs {needs(r.command)}): {r.command}")
-            continue
-        output = run(r.command)
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for r in reversed(blocks(text)):  # from the end, so earlier spans stay where they are
+            if needs(r.command) is not None:
+                print(f"{page.name}: skipped (needs {needs(r.command)}): {r.command}")
+                continue
+            output = run(r.command)
+            if "--write" in argv:
+                body = "\n".join(fresh(r.expected, output))
+                text = text[: r.span[0]] + body + text[r.span[1]:]
+            wrong = compare(fresh(r.expected, output) if "--write" in argv else r.expected, output)
+            if wrong:
+                bad += 1
+                print(f"{page.name}: {r.command}:\n" + "\n".join(wrong))
         if "--write" in argv:
-            body = "\n".join(fresh(r.expected, output))
-            text = text[: r.span[0]] + body + text[r.span[1]:]
-        wrong = compare(fresh(r.expected, output) if "--write" in argv else r.expected, output)
-        if wrong:
-            bad += 1
-            print(f"{r.command}:\n" + "\n".join(wrong))
-    if "--write" in argv:
-        README.write_text(text, encoding="utf-8")
+            page.write_text(text, encoding="utf-8")
     return 1 if bad else 0
 
 
