@@ -417,3 +417,20 @@ def test_no_module_outside_the_table_branches_on_a_sublayer_kind():
                                                      for o in [node.left, *node.comparators]):
                 wrong.append(f"tracer/{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not wrong, wrong
+
+
+def test_the_architecture_map_lists_every_module_once():
+    """docs/architecture.md's module map is the folder tree, one line per module: every module of tracer/ is in
+    it once, and it names no module that does not exist."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = text.split("## The module map", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0].split("\n")
+    listed, folders = [], []
+    for line in tree[1:]:  # after `tracer/`
+        depth, name = (len(line) - len(line.lstrip())) // 2, line.split()[0]
+        folders[depth - 1:] = [name] if name.endswith("/") else []
+        if name.endswith(".py"):
+            listed.append("".join(folders[: depth - 1]) + name)
+    actual = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+    assert sorted(listed) == sorted(set(listed)), [n for n in listed if listed.count(n) > 1]
+    implied = {f"{p.parent}/__init__.py" for p in map(Path, listed) if str(p.parent) != "."}  # a folder's line
+    assert sorted(set(listed) | implied) == actual, (sorted(set(actual) - set(listed) - implied), sorted(set(listed) - set(actual)))
