@@ -838,7 +838,7 @@ def gguf_moe_tensors(path: Path, folder: Path) -> dict:
 def gguf_of_folder(tmp_path_factory):
     """`gguf_of_folder(folder, pre, quant="F32", meta=None, permute=None)`: the Llama-family fixture folder
     written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`); a MoE
-    folder as `_write_moe_gguf` writes it (quant "F32" or "MXFP4": the experts' matrices); issue 37's families
+    folder as `_write_moe_gguf` writes it (quant "F32" or "MXFP4": the experts' matrices); Qwen3.5, Gemma 4, SmolLM3 and OLMo 3
     as `_write_new_family_gguf` writes them."""
     import json
 
@@ -849,7 +849,7 @@ def gguf_of_folder(tmp_path_factory):
         if key not in made:
             out = tmp_path_factory.mktemp("gguf") / f"{Path(folder).name}.{quant}.gguf"
             kind = json.loads((Path(folder) / "config.json").read_text()).get("model_type")
-            write = _write_new_family_gguf if kind in GGUF_NEW_ARCH else _write_gguf  # issue 37's families
+            write = _write_new_family_gguf if kind in GGUF_NEW_ARCH else _write_gguf  # Qwen3.5, Gemma 4, SmolLM3 and OLMo 3
             made[key] = write(Path(folder), out, pre, quant, meta, permute)
         return made[key]
 
@@ -976,7 +976,7 @@ def family_copy():
     return make
 
 
-# --------------------------------------------------------------------------- issue 37's families (newfix)
+# --------------------------------------------------------------------------- Qwen3.5, Gemma 4, SmolLM3, OLMo 3
 
 
 # Qwen3.5's added tokens, from id 248044 on, as its tokenizer_config lists them; `<tool_call>`, the FIM tokens,
@@ -1047,7 +1047,7 @@ def real_qwen35_tokenizer() -> Path:
     return target
 
 
-# --------------------------------------------------------------------------- issue 37's families as GGUF files
+# --------------------------------------------------------------------------- Qwen3.5, Gemma 4, SmolLM3, OLMo 3 as GGUF files
 #
 # The folders of tools/make_new_family_fixtures.py written as llama.cpp's converter (convert_hf_to_gguf.py, its
 # conversion/ package) writes them: qwen.py's Qwen3_5TextModel (Qwen3NextModel's tensors and keys, V heads

@@ -195,7 +195,7 @@ def next_token_loss(cfg, params: dict, tokens) -> float:
     return total / count
 
 
-# --------------------------------------------------------------------------- mixture-of-experts families (issue 35)
+# --------------------------------------------------------------------------- mixture-of-experts families
 #
 # A second naive forward, for the MoE fixtures of tests/data (tools/make_moe_fixtures.py), written from
 # transformers 5.24's modeling_gpt_oss.py, modeling_qwen3_moe.py, modeling_olmoe.py, modeling_mixtral.py and
@@ -447,7 +447,7 @@ def moe_greedy(cfg: dict, w: dict, tokens, n: int = 8, rope: str = "transformers
     return seq[len(tokens):], out
 
 
-# --------------------------------------------------------------------------- issue 37's families: Qwen3.5, Gemma 4, SmolLM3, OLMo 3
+# --------------------------------------------------------------------------- Qwen3.5, Gemma 4, SmolLM3, OLMo 3
 #
 # A naive forward for the fixtures of tools/make_new_family_fixtures.py, written from transformers 5.24's
 # modeling_qwen3_5.py, modeling_gemma4.py, modeling_smollm3.py and modeling_olmo3.py. It reads the checkpoint's

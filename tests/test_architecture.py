@@ -190,7 +190,7 @@ def test_imports_go_one_way():
 
 
 def test_the_trace_hands_itself_to_the_renderers_without_importing_them():
-    """Issue 21: `trace.py` imported `render.notebook` (layer 1 importing layer 6) for `Generation.show`
+    """`trace.py` imported `render.notebook` (layer 1 importing layer 6) for `Generation.show`
     and `_repr_html_`. Now nothing below the renderers imports them, not even inside a function: the
     renderers are entered in `tracer.showing` by the package's `__init__` (the top layer)."""
     edges = tracer_edges()

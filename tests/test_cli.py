@@ -4,7 +4,7 @@
 The walkthrough tests use the embedded untrained model `tiny` (24 layers, d_model 8, 2 heads, GPT-2
 tokens, seeded weights: `run` adds `--model tiny` to `trace`), whose shape they spell out; the default
 model, the trained `abc`, has its own tests at the end. Bad input in depth is `test_bad_inputs.py`; `demo`, `replay` and
-`download` are tested with what they read (`test_demo.py`, `test_scenario.py`, `test_hf.py`).
+`download` are tested with what they read (`test_demo.py`, `test_scenario.py`, `test_reader_gpt2.py`).
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def test_a_shorter_context_than_tinys_is_named(runner):
 
 
 def test_a_bad_view_option_is_refused_before_anything_runs_or_is_saved(runner, tmp_path):
-    """Issue 13: `--layer 30 --save x.npz` used to run, write the file, then exit 2."""
+    """`--layer 30 --save x.npz` used to run, write the file, then exit 2."""
     path = tmp_path / "x.npz"
     r = run(runner, "trace", PROMPT, "--layer", "30", "--save", str(path))
     assert r.exit_code == 2 and "--layer 30" in r.stderr

@@ -166,7 +166,7 @@ GEMMA3_LIKE = dict(positional="rope", norm="gemma_rms", mlp="geglu", norm_place=
                    sliding_window=2, windowed=(0,), rope_local_theta=10.0, attn_softcap=50.0, final_softcap=30.0,
                    embed_scale=True, n_kv_heads=1)
 # The tracer functions one decode step of a GPT-2 block called per layer at 9d2e41b, the commit before
-# the redesign (the table of block switches): everything recorded 127, nothing 75 (BENCHMARKS.md, issue 21).
+# the redesign (the table of block switches): everything recorded 127, nothing 75 (BENCHMARKS.md).
 CALLS_PER_LAYER_BEFORE = {"everything": 127, "nothing": 75}
 
 

@@ -21,7 +21,7 @@ from tracer.core.config import Config
 from tracer.model import Model
 from tracer.render import demo
 
-LESSON = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
+LESSON = "the river window garden and the doctor village. the river window"  # the README's lesson
 from tracer.run.trace import Generation
 
 VOCAB = ["A", "B", "C", "D", "E", "F", "G", "H", "<end>"]
@@ -498,7 +498,7 @@ def _screen_text(console, shown) -> str:
     ("article", None, "abc"), ("two_heads", None, "abc"), ("rotary", None, "abc"), ("gpt2_small_article", None, "abc"),
     (None, "A B C D E F", "abc"), (None, "hello", "tests/data/llama-tiny"), (None, LESSON, "abc")])
 def test_every_step_of_the_shipped_demos_is_one_screen(size, scenario, prompt, model):
-    """Issue 27: `demo article` steps 5, 9 and 10 (and the default demo's step 10) went on to a second,
+    """`demo article` steps 5, 9 and 10 (and the default demo's step 10) went on to a second,
     nearly empty screen at 80×24. Folded (no blank lines, fewer table rows, ✗ in one line) every step
     is one screen with its heading and footer in view, at 80×24 and 100×40, question pages too."""
     from pathlib import Path

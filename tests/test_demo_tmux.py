@@ -136,7 +136,7 @@ def test_auto_advances_and_ctrl_c_restores_the_terminal(pane_factory):
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 40)])
 def test_the_articles_long_steps_are_one_screen_each(pane_factory, size):
-    """Issue 27: `demo article` steps 5, 9 and 10 went on to a second, nearly empty screen at 80×24;
+    """`demo article` steps 5, 9 and 10 went on to a second, nearly empty screen at 80×24;
     folded, each is one screen (no "(1/2)"), its last numbers and the keys in view."""
     p = pane_factory(shlex.join([sys.executable, "-m", "tracer", "demo", "article"]), size)
     p.heading(1, "Tokens")

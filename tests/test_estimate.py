@@ -1,4 +1,4 @@
-"""The line estimate (issue 21): computed from the resolved view (which tokens, heads and layers are
+"""The line estimate: computed from the resolved view (which tokens, heads and layers are
 shown), within 10% of what the walkthrough prints, and --max-lines never lets more through: what is
 printed is counted before it is, and a view longer than --max-lines is refused (exit 2)."""
 
@@ -67,7 +67,7 @@ def test_the_estimate_is_within_ten_percent_of_what_prints(runs, model, prompt):
 
 
 def test_the_issues_cases_are_estimated_from_the_layers_shown(runs):
-    """Issue 21: `--section heatmap --layer all` was estimated at 30 lines and printed 51–59 (the
+    """`--section heatmap --layer all` was estimated at 30 lines and printed 51–59 (the
     estimate counted one heatmap, the section drew one per layer)."""
     gen, tok = runs("abc", "A B C D E F")
     view = View(layer="all", sections=("heatmap",), max_lines=0)
@@ -77,7 +77,7 @@ def test_the_issues_cases_are_estimated_from_the_layers_shown(runs):
 
 
 def test_max_lines_never_lets_more_through(runs):
-    """Issue 21: `--section attention --layer all --full` on llama-tiny printed 5,302 lines with
+    """`--section attention --layer all --full` on llama-tiny printed 5,302 lines with
     --max-lines 4820. Now it prints at most --max-lines, or refuses (exit 2) before printing."""
     gen, tok = runs(LLAMA, "A B C D E F")
     view = View(layer="all", brief=False, sections=("attention",), max_lines=0)

@@ -379,7 +379,7 @@ STRING = re.compile(r'"[^"\n]*"')
 def mutate_toml(text: str, rng: random.Random) -> str:
     """One change to a scenario's text: a number made absurd, a string or key made of escapes, a
     line dropped or doubled, a list nested too deep, a list of 40,000 lines or a header that never
-    closes (issue 28: the scanner was quadratic), the weights file pointed elsewhere."""
+    closes (the scanner was quadratic), the weights file pointed elsewhere."""
     lines = text.splitlines()
     how = rng.randrange(9)
     if how == 0:
@@ -517,7 +517,7 @@ def _blocks_mutated(src: Path, dst: Path, rng: random.Random) -> str:
 
 @pytest.mark.parametrize("i", cases("gguf_blocks"))
 def test_gguf_blocks_of_the_lookup_types(tmp_path_factory, tmp_path, limited, check_outcome, gguf_of_folder, i):
-    """A GGUF model in one of the lookup types (issue 38), a wide Llama written by the gguf package, with
+    """A GGUF model in one of the lookup types, a wide Llama written by the gguf package, with
     hostile blocks (`_blocks_mutated`): read whole or layer by layer, a correct run or one line."""
     from .quant_blocks import wide_llama
 

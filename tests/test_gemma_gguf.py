@@ -1,4 +1,4 @@
-"""Gemma 2 and Gemma 3 as GGUF files (issue 24): the gemma2-tiny and gemma3-tiny fixtures written as
+"""Gemma 2 and Gemma 3 as GGUF files: the gemma2-tiny and gemma3-tiny fixtures written as
 llama.cpp's convert_hf_to_gguf.py writes them (Gemma2Model / Gemma3Model: norm weights stored with
 the 1 added, gguf's own tensor map, the soft-caps and window as metadata, no query_pre_attn_scalar,
 no layer types, no local RoPE base) give the numbers of the same model as llama.cpp reads such a

@@ -179,7 +179,7 @@ def test_rope_factors_that_cannot_be_are_one_line(factors, says):
 
 def test_a_model_whose_float32_layer_would_not_fit_is_refused_with_the_numbers(gguf_of_folder, monkeypatch):
     """A model bigger than memory runs layer by layer; one whose single layer would not fit in what the
-    process may take is one line, before any copy (issue 23)."""
+    process may take is one line, before any copy."""
     import tracer.core.memory
 
     path = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")

@@ -1,4 +1,4 @@
-"""Hostile files, resource limits and the terminal (issue 17), one test per finding.
+"""Hostile files, resource limits and the terminal, one test per finding.
 
 A small file must never cost minutes or gigabytes, a file must never write to the terminal, and
 input at fault is one line and exit 2, never exit 1 ("internal error"). Runs that could take
@@ -524,7 +524,7 @@ def test_the_docs_say_bytes_may_differ_between_blas_thread_counts():
 
 
 # --------------------------------------------------------------------------------------------
-# Issue 28: tokenizer files (tokenizer.json, a GGUF's tokenizer metadata)
+# Tokenizer files (tokenizer.json, a GGUF's tokenizer metadata)
 
 QWEN2 = Path(__file__).parent / "data" / "qwen2-tiny"
 
@@ -593,7 +593,7 @@ def template(i: int) -> dict:
             "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [i], "tokens": ["<s>"]}}}
 
 
-OUT_OF_RANGE = {  # issue 28: a template id of 10⁹ was an IndexError (exit 1); vocab["H"] = -1 read W_E[1023] for H
+OUT_OF_RANGE = {  # a template id of 10⁹ was an IndexError (exit 1); vocab["H"] = -1 read W_E[1023] for H
     "template id 10⁹": (lambda d: d.update(post_processor=template(10**9)),
                         "the post-processor's template adds the id 1,000,000,000, which no token of the vocabulary has"),
     "vocabulary id -1": (lambda d: d["model"]["vocab"].update(H=-1), "the vocabulary's token 'H' has the id -1, outside 0..2,147,483,647"),
@@ -635,7 +635,7 @@ def test_sentencepiece_and_gguf_tokenizer_ids_are_checked_alike(tmp_path):
 
 LLAMA = Path(__file__).parent / "data" / "llama-tiny"  # its tokenizer.json runs on the tiktoken engine
 
-TIKTOKEN_CASES = {  # issue 28: each was a PyO3 PanicException (a BaseException) past the CLI's handler, or accepted
+TIKTOKEN_CASES = {  # each was a PyO3 PanicException (a BaseException) past the CLI's handler, or accepted
     "duplicate id": (lambda d: d["model"]["vocab"].update(H=d["model"]["vocab"]["e"]), "both have the id"),
     "float id": (lambda d: d["model"]["vocab"].update(H=float(d["model"]["vocab"]["H"])), "not a whole number"),
     "bool id": (lambda d: d["model"]["vocab"].update(H=True), "the vocabulary's token 'H' has the id True, not a whole number"),

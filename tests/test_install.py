@@ -1,4 +1,4 @@
-"""A non-editable install (`pip install .`, issue 27): it installs the package and its data, and
+"""A non-editable install (`pip install .`): it installs the package and its data, and
 leaves the source tree as it found it (setuptools' build/ and .egg-info go to a temporary directory,
 tools/build/out_of_tree.py)."""
 

@@ -1,4 +1,4 @@
-"""Models bigger than memory (issue 23): weights kept as stored, expanded layer by layer under a budget.
+"""Models bigger than memory: weights kept as stored, expanded layer by layer under a budget.
 
 The reference is tracer's own fully expanded run of the same file (the reading there was before
 layers streamed, itself checked against transformers and the gguf package elsewhere): a tiny

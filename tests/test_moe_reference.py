@@ -1,4 +1,4 @@
-"""The references the mixture-of-experts decoder (issue 35) is checked against, checked first.
+"""The references the mixture-of-experts decoder is checked against, checked first.
 
 tests/reference.py's naive MoE forward (per position, head, key and expert, float64, from the checkpoint's own
 tensors) gives transformers' numbers for every MoE fixture (tools/make_moe_fixtures.py): logits and residuals

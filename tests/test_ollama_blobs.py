@@ -1,4 +1,4 @@
-"""Ollama's own older blobs (issue 38), read as llama.cpp's current code reads them through Ollama's compat layer
+"""Ollama's own older blobs, read as llama.cpp's current code reads them through Ollama's compat layer
 (tracer/readers/ollama_compat.py): the fixtures written as Ollama's converter wrote them (tests/ollama_blobs.py)
 give the numbers of the same fixtures written by llama.cpp's converter with the keys the compat layer supplies
 (tests/conftest.py `_write_gguf`): config, every parameter, the logits, the tokenizer's ids. The blobs that need a

@@ -1,4 +1,4 @@
-"""The page's interventions (issue 25): every single-head ablation of the prompt precomputed for the page
+"""The page's interventions: every single-head ablation of the prompt precomputed for the page
 (`tracer.run.interventions.head_ablations`, checked against `model.run(…, hooks=ablate_head(…))` and against a
 model whose W_O slice is zero), the sentence the page carries for each (the terminal's), what a page over
 the limit says instead, and `tracer compare A B --export FILE.html`'s page (its heatmap's numbers are

@@ -437,7 +437,7 @@ def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable
         assert px >= 16, (selector, px)
 
 
-COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
+COPY = "the river window garden and the doctor village. the river window"  # the README's lesson
 
 
 @pytest.fixture(scope="module")

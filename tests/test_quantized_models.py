@@ -1,4 +1,4 @@
-"""GGUF models stored in the lookup types (issue 38): a Llama-family model written by the gguf package's
+"""GGUF models stored in the lookup types: a Llama-family model written by the gguf package's
 GGUFWriter with its matrices as IQ1_S … NVFP4 (`tests/quant_blocks.stored_as`: gguf's own quantization
 where it has one, random blocks with sane scales where it has none) gives, read whole or layer by
 layer, the logits of a NumPy forward (`tests/reference.naive_forward`) on the gguf package's own

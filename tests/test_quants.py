@@ -1,4 +1,4 @@
-"""The lookup types (issue 38: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0,
+"""The lookup types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0,
 TQ2_0, MXFP4, NVFP4) against the gguf package (llama.cpp's gguf-py): the tables equal its own copies, and
 every block de-quantizes to its float32 bits exactly — random blocks, blocks made to reach every grid
 row, sign pattern, scale field and table entry, the E8M0 and UE4M3 scale bytes from end to end, float16

@@ -73,6 +73,6 @@ def test_pasted_output_is_what_its_command_prints(run):
     their last decimal: another CPU's rounding). `python tools/readme_output.py --write` refreshes them."""
     missing = PASTED.needs(run.command)
     if missing is not None:
-        pytest.skip(f"needs {missing} (tests/test_smollm2.py fetches it into ~/.cache/tracer-tests)")
+        pytest.skip(f"needs {missing} (tests/test_real_smollm2.py fetches it into ~/.cache/tracer-tests)")
     wrong = PASTED.compare(run.expected, PASTED.run(run.command))
     assert not wrong, f"{run.command}:\n" + "\n".join(wrong)

@@ -1,6 +1,6 @@
 """Progress bars (`tracer.render.progress`): drawn only for multi-token runs of large models on a
 terminal, and advanced once per generated token. Reading big weights files with a bar is tested
-with the files, in `test_hf.py`."""
+with the files, in `test_reader_gpt2.py`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The trained model tracer ships (tracer/models/abc, issue 14): it does what it was trained for on
+"""The trained model tracer ships (tracer/models/abc): it does what it was trained for on
 prompts other than the ones tools/make_model.py checks, its heads are worth pointing at, its logits
 are moderate, transformers reads its folder and computes its numbers, and it can be rebuilt: the
 corpus regenerates bit for bit and a few steps of training reproduce the recorded losses."""
@@ -168,7 +168,7 @@ def _copies(model, cases, hooks=None) -> int:
 
 @pytest.mark.parametrize("seed, n, at_least", [(1, 40, 32), (7, 60, 48)])
 def test_it_copies_phrases_of_everyday_words_it_never_saw_together(abc, seed, n, at_least):
-    """Issue 25: "the X Y Z and the V W. the X Y" → " Z" with five different everyday words, a phrase the
+    """A phrase "the X Y Z and the V W. the X Y" → " Z" with five different everyday words, a phrase the
     corpus never holds (tests/test_train.py checks that): at least 80% copied, on the cases make_model.py
     checks (seed 1) and on others (seed 7)."""
     from tracer.run.corpus import copy_cases

@@ -1,6 +1,6 @@
 """The recording store holds long causal arrays as their lower half and recomputable values as
 recipes (scores from Q·K, Q·K from Q and K, the GELU, each head's result), and gives back every
-value bit for bit (issue 8's "no value lost"); loading a file holds it the same way, and only
+value bit for bit ("no value lost"); loading a file holds it the same way, and only
 where the file's values allow it.
 
 Each test compares against the same pass recorded into a plain dict (nothing packed), against

@@ -178,13 +178,13 @@ el("td", { class: "r n", title: `dim ${d}: ${exact(x)}` }, say("scores.none"), `
 
 
 def test_the_page_scripts_hold_no_prose_literal():
-    """Every sentence or phrase the pages show is tracer/render/words.py's, the script calls say(key, {slots}) (issue 21)."""
+    """Every sentence or phrase the pages show is tracer/render/words.py's, the script calls say(key, {slots})."""
     said = [f"{name}:{line}: {text!r}" for name, src in SCRIPTS.items() for line, text in literals(src) if prose(text)]
     assert not said, "prose in the page's script (a WORDS entry and say() instead):\n" + "\n".join(said)
 
 
 def test_the_old_twins_are_gone_from_the_script():
-    """Sentences the script used to word itself, beside the terminal's (issue 21)."""
+    """Sentences the script used to word itself, beside the terminal's."""
     for old in ("queries the embedding matrix", "can see the keys and values of", "the causal mask hides nothing",
                 "is the end token, so generation stops", "Each reused row is that token's keys and values",
                 "first becomes the top-1", "stated values agree", "Every layer repeats the steps above",
@@ -331,7 +331,7 @@ def test_the_rule_tells_a_sentence_from_a_title_a_column_and_a_style_sheet():
 
 
 def test_the_demos_modules_hold_no_sentence_of_their_own():
-    """The demo's narration, questions and frame are `say(key, …)` of tracer/render/words.py (issue 21)."""
+    """The demo's narration, questions and frame are `say(key, …)` of tracer/render/words.py."""
     assert len(DEMO) >= 8  # __init__, base, layer, output, copying, screens, deck, pager
     found = sentences(DEMO)
     assert not found, "the demo words these itself; say(key, ...) of a WORDS entry instead:\n" + "\n".join(found)

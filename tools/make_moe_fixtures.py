@@ -1,4 +1,4 @@
-"""Build the mixture-of-experts parity fixtures of `tests/data/` (issue 35) with PyTorch + transformers.
+"""Build the mixture-of-experts parity fixtures of `tests/data/` with PyTorch + transformers.
 
 Run it with the torch venv (never a dependency of tracer or its tests):
 

@@ -1,4 +1,4 @@
-"""Build the parity fixtures of issue 37's families (Qwen3.5, Gemma 4, SmolLM3, OLMo 3) in `tests/data/`.
+"""Build the parity fixtures of Qwen3.5, Gemma 4, SmolLM3 and OLMo 3 in `tests/data/`.
 
 Run it with the torch venv (never a dependency of tracer or its tests):
 

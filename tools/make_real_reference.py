@@ -13,7 +13,7 @@ prompt the reference keeps the ids, every position's top-1 id, the last position
 logits (ids and values) and log-sum-exp, and 16 greedy tokens; for the article's prompt also the
 logit lens (each layer's top-1 at the last position); for a chat (SmolLM2), the ids of
 `apply_chat_template(…, add_generation_prompt=True)` and its greedy answer; and the ids of more texts
-(`TEXTS`, the tokenizer alone). The tests (`tests/test_smollm2.py`, `tests/test_gemma3.py`) compare
+(`TEXTS`, the tokenizer alone). The tests (`tests/test_real_smollm2.py`, `tests/test_real_gemma3.py`) compare
 tracer with these numbers without torch. Needs torch, transformers, accelerate and gguf (a dev venv;
 never tracer's runtime).
 """

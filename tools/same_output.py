@@ -7,8 +7,8 @@
 Each command's stdout, stderr and exit code are written to `OUT/{old,new}/NAME.{out,err,rc}` and
 compared byte for byte (a speed in tokens/s and the default memory budget masked); saved `.npz` traces
 (their arrays and metadata, but the memory budget) and exported files are compared by sha256. The old commit is checked out with `git worktree` under OUT and installed into
-its own venv (once: reused by later runs with the same OUT). Used to show that a change of structure changes no output
-(issue 13); a difference is printed as a unified diff of the first lines that differ.
+its own venv (once: reused by later runs with the same OUT). Used to show that a change of structure changes no output;
+a difference is printed as a unified diff of the first lines that differ.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 pip builds a local folder in place (`pip install .`), and setuptools writes `build/` and
 `transformer_tracer.egg-info/` next to the sources while it does; a non-editable install then leaves
-them in the checkout (issue 27). Each build here gets a temporary directory instead, named to
+them in the checkout. Each build here gets a temporary directory instead, named to
 setuptools by a config file that `DIST_EXTRA_CONFIG` points to (read after `setup.cfg`, so it wins):
 `[build] build_base` for `build/`, `[egg_info] egg_base` for the `.egg-info`. Editable installs are
 setuptools' unchanged (they keep their metadata beside the sources, as pip expects).

@@ -1,4 +1,4 @@
-"""Qwen3, OLMo 2 and Phi-3 (issue 24) beyond the shared parity tests of tests/test_families.py (which
+"""Qwen3, OLMo 2 and Phi-3 beyond the shared parity tests of tests/test_family_parity.py (which
 run every fixture of tests/data/*-tiny: logits, residual streams, patterns, the final norm's output,
 greedy generation with and without the KV cache, a cached step): what each family switches on is
 read, recorded under its names, differentiated (central differences), shown in the walkthrough, and

@@ -1,4 +1,4 @@
-"""The naive forward of issue 37's families (tests/reference.py: Qwen3.5's Gated DeltaNet as a token-by-token
+"""The naive forward of Qwen3.5, Gemma 4, SmolLM3 and OLMo 3 (tests/reference.py: Qwen3.5's Gated DeltaNet as a token-by-token
 recurrence, Gemma 4's per-layer inputs and shared keys and values, SmolLM3's NoPE layer, OLMo 3's windows and
 YaRN) against what transformers computed for each fixture (tools/make_new_family_fixtures.py): proven right
 here, it is the second reference the decoder is checked against."""

@@ -1,6 +1,6 @@
-"""Issue 37's families read from GGUF files: Qwen3.5 (`qwen35`), SmolLM3 (`smollm3`) and OLMo 3 (an `olmo2` file
+"""Families read from GGUF files: Qwen3.5 (`qwen35`), SmolLM3 (`smollm3`) and OLMo 3 (an `olmo2` file
 with sliding windows), each written from its fixture folder as llama.cpp's converter writes it (tests/conftest.py,
-`_write_new_family_gguf`; tests/test_new_family_gguf.py checks what is written). Read back by tracer, the F32 file
+`_write_new_family_gguf`; tests/test_gguf_converter_fixtures.py checks what is written). Read back by tracer, the F32 file
 gives transformers' numbers (the folder's reference.npz): logits, every residual, the softmax layers' patterns,
 Qwen3.5's recurrent state after every position, greedy tokens with and without the cache; its vocabulary gives the
 folder tokenizer's ids. A Q8_0 copy, and a Q6_K copy of a wider model (rows of whole 256-number super-blocks), hold

@@ -1,4 +1,4 @@
-"""Issue 37's fixtures written as GGUF files the way llama.cpp's converter writes them (tests/conftest.py,
+"""The Qwen3.5, Gemma 4, SmolLM3 and OLMo 3 fixtures written as GGUF files the way llama.cpp's converter writes them (tests/conftest.py,
 `_write_new_family_gguf`) and read back with the gguf package: every tensor of the folder is there under
 llama.cpp's name, stored as the converter stores it (undone here, one rule per transformation, as
 tests/data/README.md lists them), and the metadata llama.cpp reads says what the folder's config.json says."""

@@ -1,4 +1,4 @@
-"""The second hostile audit (issue 28), one test per finding that is not about tokenizers.
+"""Hostile inputs (a second audit's findings that are not about tokenizers), one test per finding.
 
 The rule every finding broke is the README's: bad input is one line on stderr and exit 2, in
 bounded time and memory, and nothing of the user's is lost. Timings are checked as growth (doubling

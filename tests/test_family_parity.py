@@ -1,4 +1,4 @@
-"""Llama, Qwen2 and Mistral (issue 15): tracer's decoder on the fixtures transformers made
+"""Llama, Qwen2 and Mistral: tracer's decoder on the fixtures transformers made
 (tests/data/*-tiny, tools/make_family_fixtures.py) gives transformers' numbers — logits, every
 layer's residual stream, every attention pattern, greedy generation with and without the KV cache —
 and records and shows the steps where these blocks differ from GPT-2's."""
