@@ -71,6 +71,32 @@ def gpt2_weights(gpt2_config):
 
 
 @pytest.fixture(scope="session")
+def gradient_check():
+    """`gradient_check(cfg, params, tokens, names, picks=3, seed=1)`: tracer's backward pass against central
+    differences of the next-token loss, both from tests/reference.py (`next_token_loss`, written out row by row
+    from the logits; `loss_slope`, its central difference along one entry): the loss itself to 1e-10, then
+    `picks` random entries of each named parameter (float64, C order; every entry when it has fewer), or the
+    entries `picks(name, rng)` gives, within rel 1e-4, abs 1e-8. Returns the gradients."""
+    from tracer.core.backward import loss_and_grads
+
+    from .reference import loss_slope, next_token_loss
+
+    def check(cfg, params, tokens, names, picks=3, seed=1):
+        loss, grads = loss_and_grads(cfg, params, tokens)
+        assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-10)
+        rng = np.random.default_rng(seed)
+        for name in names:
+            size = params[name].size
+            chosen = picks(name, rng) if callable(picks) else rng.choice(size, min(picks, size), replace=False)
+            for i in chosen:
+                slope = loss_slope(cfg, params, tokens, name, i)
+                assert grads[name].reshape(-1)[i] == pytest.approx(slope, rel=1e-4, abs=1e-8), (name, int(i))
+        return grads
+
+    return check
+
+
+@pytest.fixture(scope="session")
 def random_params():
     """`random_params(cfg, seed=1)`: every parameter drawn from N(0, 0.5²) (biases and layer-norm
     weights too, unlike GPT-2's init; layer-norm weights around 1), so no term of the block is zero."""
@@ -1260,3 +1286,46 @@ def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32"
         else:
             w.add_tensor(name, a)
     return _finish_gguf(w, arch, meta or {}, out)
+
+
+# --------------------------------------------------------------------------- a browser (the page, tracer serve)
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+BROWSER_SIZE = (1280, 720)  # a projector's screen
+
+
+@pytest.fixture(scope="module")
+def browser(request, tmp_path_factory):
+    """Headless Chromium through selenium and Debian's chromedriver (nothing downloaded; skipped where either is
+    missing), its viewport 1280×720, the console's and the network's logs kept. A module that sets
+    `BROWSER_OFFLINE = True` gets it with the network switched off (a page from file:// that fetched anything
+    would then break); `tracer serve`'s tests need it on, for the local server."""
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
+                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    saved = {k: os.environ.get(k) for k in ("SE_AVOID_STATS", "SE_OFFLINE")}
+    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    width, height = BROWSER_SIZE
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={width},{height}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    if getattr(request.module, "BROWSER_OFFLINE", False):
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions",
+                               {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

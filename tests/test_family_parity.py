@@ -22,7 +22,6 @@ from tracer.formats.files import load_npz
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]
 ATOL = 1e-4  # float32 through a few layers; logits are of size ~5
-from .reference import loss_slope, next_token_loss
 
 
 @pytest.fixture(scope="module", params=FOLDERS)
@@ -135,8 +134,6 @@ def test_rotated_dot_products_depend_on_the_distance_only():
     assert dot(7, 3) != pytest.approx(dot(7, 4), rel=1e-3)
 
 
-
-
 def test_a_sliding_window_hides_old_keys_and_the_cache_agrees(tmp_path, family_copy):
     folder = family_copy(tmp_path, "mistral-tiny", sliding_window=4)
     model = tracer.load(str(folder))
@@ -200,24 +197,15 @@ def test_a_folder_without_tokenizer_json_says_so(tmp_path, family_copy):
         tracer.load(str(folder))
 
 
-def test_gradients_of_a_llama_block_match_central_differences():
+def test_gradients_of_a_llama_block_match_central_differences(gradient_check):
     """The backward pass on a loaded Qwen2 (float64 copy): a few entries of each kind of parameter."""
-    from tracer.core.backward import loss_and_grads
-
     m = tracer.load(str(DATA / "qwen2-tiny"))
     cfg = Config(**{**m.config.to_dict(), "dtype": "float64", "n_layers": 1})
     params = {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in m.params.items()
               if not k.startswith(("blocks.1.", "blocks.2."))}  # C order: reshape(-1) below is a view
     tokens = np.array(ids(load_npz(DATA / "qwen2-tiny" / "reference.npz"), 1)[:12])
-    loss, grads = loss_and_grads(cfg, params, tokens)
-    assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-10)
-    rng = np.random.default_rng(1)
-    for name in ["blocks.0.attn.W_Q", "blocks.0.attn.b_K", "blocks.0.attn.W_V", "blocks.0.mlp.W_gate", "blocks.0.mlp.W_in",
-                 "blocks.0.ln1.w", "blocks.0.ln2.w", "ln_final.w", "W_U"]:
-        flat = params[name].reshape(-1)
-        for i in rng.choice(flat.size, 3, replace=False):
-            slope = loss_slope(cfg, params, tokens, name, i)
-            assert grads[name].reshape(-1)[i] == pytest.approx(slope, rel=1e-4, abs=1e-8), name
+    gradient_check(cfg, params, tokens, ["blocks.0.attn.W_Q", "blocks.0.attn.b_K", "blocks.0.attn.W_V", "blocks.0.mlp.W_gate",
+                                         "blocks.0.mlp.W_in", "blocks.0.ln1.w", "blocks.0.ln2.w", "ln_final.w", "W_U"])
 
 
 def test_cli_trace_shows_where_the_block_differs(run_tracer):

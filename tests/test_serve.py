@@ -35,6 +35,8 @@ from tracer.serve.app import make_app  # noqa: E402
 from tracer.serve.engine import Engine  # noqa: E402
 from tracer.serve.limits import Limits  # noqa: E402
 
+from .conftest import BROWSER_SIZE  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -454,33 +456,7 @@ def test_a_port_in_use_is_one_line():
 
 # --------------------------------------------------------------------------- in a browser
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-SIZE = (1280, 720)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
-                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={SIZE[0]},{SIZE[1]}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1, "mobile": False})
-    try:
-        yield driver
-    finally:
-        driver.quit()
+SIZE = BROWSER_SIZE  # the `browser` fixture is conftest's
 
 
 def wait_for(driver, script: str, timeout: float = 30):
