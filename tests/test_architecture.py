@@ -23,7 +23,7 @@ MAX_LINES = 500
 # Each package's (or top-level module's) layer; a module imports modules of its own layer or below, never above.
 # The folder listing is the map: tracer/core, tracer/formats, tracer/tokenizers, tracer/run, tracer/readers, …
 LAYERS = {
-    0: ["errors", "version", "showing", "sections"],  # foundations (showing: who shows a trace, filled from above; sections: the walkthrough's steps)
+    0: ["errors", "version", "showing", "sections", "scenarios"],  # foundations (showing: who shows a trace, filled from above; sections: the walkthrough's steps; scenarios: the shipped scenario files, data only)
     1: ["core"],  # the decoder's arithmetic: config, block table, equations, parameters, recording, forward, backward
     2: ["formats"],  # files: reading, writing, GGUF and its storage types, tensors as stored
     3: ["tokenizers"],  # text to token ids and back
@@ -237,13 +237,12 @@ def test_the_core_imports_numpy_and_the_standard_library_only():
 
 
 def test_every_package_folder_is_installed():
-    """pyproject.toml lists every package folder, so a non-editable install has all of them."""
+    """The wheel ships the whole tracer/ folder, so a non-editable install has every package and data file
+    (tests/test_install.py installs it and checks them)."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    folders = {"tracer" + "".join("." + p for p in f.parent.relative_to(PACKAGE).parts)
-               for f in PACKAGE.rglob("__init__.py")}
-    assert folders <= listed, f"not listed in pyproject.toml: {sorted(folders - listed)}"
+    wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["packages"] == ["tracer"] and not {"only-include", "exclude", "only-packages"} & set(wheel), wheel
 
 
 # What reads weights from a file: only the readers (and the modules that define the formats).
@@ -336,19 +335,14 @@ def test_the_switch_check_finds_a_comparison():
 
 
 def test_the_package_metadata_is_current():
-    """The license as an SPDX expression with its file (setuptools stops building the table form after
-    2027-02-18), and every folder of shipped data a package of its own with its files named."""
+    """The license as an SPDX expression with its file (PEP 639), and the version read from the one place it is
+    written."""
     import tomllib
 
     doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert doc["project"]["license"] == "MIT" and doc["project"]["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
-    listed, data = doc["tool"]["setuptools"]["packages"], doc["tool"]["setuptools"]["package-data"]
-    for model in sorted(p for p in (PACKAGE / "models").iterdir() if p.is_dir() and p.name != "__pycache__"):
-        name = f"tracer.models.{model.name}"
-        assert name in listed and name in data, f"{name}: add it to packages and package-data in pyproject.toml"
-        shipped = {f.suffix for f in model.iterdir() if f.is_file()}
-        assert shipped <= {"." + pattern.split(".")[-1] for pattern in data[name]}, (name, shipped)
+    assert doc["project"]["dynamic"] == ["version"] and doc["tool"]["hatch"]["version"]["path"] == "tracer/version.py"
 
 
 def test_no_merge_conflict_is_left_in_a_file():

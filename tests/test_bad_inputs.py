@@ -364,7 +364,7 @@ def test_a_prompt_that_starts_with_a_dash_after_double_dash(runner):
 
 def test_an_expectation_written_as_1e999_is_a_disagreement_not_a_crash(tmp_path, runner):
     """Found by tests/test_properties.py: the written-digits tolerance of 1e999 overflowed."""
-    text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
+    text = (Path(tracer.__file__).parent / "scenarios" / "two_heads.toml").read_text()
     path = tmp_path / "inf.toml"
     path.write_text(text + '\n[[expect]]\nname = "logits"\nindex = [0, 0]\nvalue = 1e999\n')
     r = runner.invoke(app, ["replay", str(path), "--json"])

@@ -421,7 +421,7 @@ def test_the_articles_pass_through_layers_are_said_where_the_layers_are(runner):
     from tracer.render.predict import unchanged_layers
     from tracer.replay import replay
 
-    toml = Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"  # this checkout's, with its notes
+    toml = Path(__file__).resolve().parents[1] / "tracer" / "scenarios" / "article.toml"  # this checkout's, with its notes
     done = replay(str(toml))
     assert unchanged_layers(done.gen.steps[0].get, 24) == list(range(1, 24))
     why = [n["text"] for n in done.scenario.notes if n["section"] == "layers"]
@@ -473,7 +473,7 @@ def test_the_articles_demo_at_80x24_has_no_page_of_holding_checks_only(runner):
     from tracer.cli.teach import _demo_run
     from tracer.render.demo.screens import fit_pages
 
-    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "tracer" / "scenarios" / "article.toml"), None, "abc")
     steps = demo.build_steps(d)
     console = Console(width=80, height=24, color_system=None, record=True)
     pages = fit_pages(d, steps, False, console)
@@ -508,7 +508,7 @@ def test_every_step_of_the_shipped_demos_is_one_screen(size, scenario, prompt, m
     from tracer.cli.teach import _demo_run
 
     root = Path(__file__).resolve().parents[1]
-    d = _demo_run(str(root / "scenarios" / f"{scenario}.toml") if scenario else None, prompt,
+    d = _demo_run(str(root / "tracer" / "scenarios" / f"{scenario}.toml") if scenario else None, prompt,
                   str(root / model) if "/" in model else model)
     width, height = size
     console = Console(width=width, height=height, color_system=None, record=True)
@@ -534,7 +534,7 @@ def test_the_articles_folded_screens_keep_what_they_are_for():
 
     from tracer.cli.teach import _demo_run
 
-    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "tracer" / "scenarios" / "article.toml"), None, "abc")
     console = Console(width=80, height=24, color_system=None, record=True)
     steps, pages = demo.fitted(d, console)
     shown = {p.step + 1: _screen_text(console, demo.screen(d, steps, p, keys=True)) for p in pages}
@@ -558,7 +558,7 @@ def test_a_short_terminal_puts_each_wrong_value_on_one_line_where_it_fits():
 
     from tracer.cli.teach import _demo_run
 
-    d = _demo_run(str(Path(__file__).resolve().parents[1] / "scenarios" / "article.toml"), None, "abc")
+    d = _demo_run(str(Path(__file__).resolve().parents[1] / "tracer" / "scenarios" / "article.toml"), None, "abc")
     console = Console(width=80, height=21, color_system=None, record=True)
     steps, pages = demo.fitted(d, console)
     five = [p for p in pages if p.step == 4]

@@ -37,7 +37,7 @@ SEED = int(os.environ.get("FUZZ_SEED", "17"))
 CASES = 32  # per reader: 128 cases, about 20 s of CPU
 ESCAPES = "\x1b]52;c;aGk=\x07\x1b[2J\x9b31m\u202e\x00[/x][bold red]"  # escape sequences, and Rich markup
 HUB = Path(__file__).parent / "data" / "gpt2-tiny" / "hub"
-TWO_HEADS = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
+TWO_HEADS = Path(tracer.__file__).parent / "scenarios" / "two_heads.toml"
 
 
 def nested(depth: int):

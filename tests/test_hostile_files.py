@@ -249,7 +249,7 @@ def test_escapes_in_shard_names_are_shown_not_sent(tmp_path, runner):
 
 
 def test_replay_json_escapes_c1_controls_and_bidi_overrides(tmp_path, runner):
-    text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
+    text = (Path(tracer.__file__).parent / "scenarios" / "two_heads.toml").read_text()
     path = tmp_path / "t.toml"
     path.write_text(text.replace('title = "Two heads', 'title = "\\u009b31m\\u202eevil Two heads', 1))
     for args in (["replay", str(path), "--json"], ["trace", "X Y", "--model", str(path), "--json"]):
@@ -263,7 +263,7 @@ def test_replay_json_escapes_c1_controls_and_bidi_overrides(tmp_path, runner):
 def test_rich_markup_in_a_file_is_text(tmp_path, runner):
     """A vocabulary word or a title '[/x]' is shown as written: Rich does not parse it (it raised
     MarkupError, exit 1), nor style the terminal with '[bold red]'."""
-    text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
+    text = (Path(tracer.__file__).parent / "scenarios" / "two_heads.toml").read_text()
     path = tmp_path / "markup.toml"
     path.write_text(text.replace('title = "Two heads', 'title = "[/x][bold red]Two heads', 1)
                     .replace('vocab = ["X", "Y", "Z", "<end>"]', 'vocab = ["[/x]", "Y", "Z", "<end>"]')
@@ -360,7 +360,7 @@ def test_a_file_name_over_255_bytes(tmp_path, runner, args):
 
 
 def test_an_expectation_that_states_nothing_is_refused(tmp_path, runner):
-    text = (Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml").read_text()
+    text = (Path(tracer.__file__).parent / "scenarios" / "two_heads.toml").read_text()
     path = tmp_path / "empty.toml"
     path.write_text(text + '\n[[expect]]\nname = "blocks.0.attn.hook_pattern"\nindex = [0, 0, "0:0"]\nvalue = []\n')
     one_line(runner.invoke(app, ["replay", str(path)]), "value: an empty list states nothing")

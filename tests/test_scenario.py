@@ -143,16 +143,16 @@ def words_and_numbers(text: str) -> tuple[str, list[float]]:
 
 
 def test_derive_article_check_mode_agrees_with_the_file():
-    """Rerunning tools/derive_article.py gives the weights written in scenarios/article.toml: the same
+    """Rerunning tools/derive_article.py gives the weights written in tracer/scenarios/article.toml: the same
     text around the numbers, and the same numbers up to rounding. Layer 0's matrices come from
     np.linalg.solve, whose last bits depend on the CPU's BLAS, so numbers are compared with a tolerance."""
     spec = importlib.util.spec_from_file_location("derive_article", ROOT / "tools" / "derive_article.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     derived = mod.derive()
-    text = (ROOT / "scenarios" / "article.toml").read_text(encoding="utf-8")
+    text = (ROOT / "tracer" / "scenarios" / "article.toml").read_text(encoding="utf-8")
     written = re.search(re.escape(mod.BEGIN) + r".*?" + re.escape(mod.END), text, re.S)
-    assert written, "the generated weights' markers are not in scenarios/article.toml"
+    assert written, "the generated weights' markers are not in tracer/scenarios/article.toml"
     words, numbers = words_and_numbers(mod.toml_block(derived))
     written_words, written_numbers = words_and_numbers(written.group(0))
     assert words == written_words  # rerunning changes no comment, key or line

@@ -177,7 +177,7 @@ def test_prompt_escapes_are_shown_in_trace_and_tokens(runner):
 
 def test_scenario_text_cannot_drive_the_terminal(tmp_path, runner):
     """A scenario someone shared: its title and description are shown, escapes and all, never obeyed."""
-    shipped = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
+    shipped = Path(tracer.__file__).parent / "scenarios" / "two_heads.toml"
     text = shipped.read_text()
     lines = [ln if not ln.startswith("title = ") else 'title = "shared \\u001b]0;owned\\u0007\\u001b[2J title"'
              for ln in text.splitlines()]
@@ -192,7 +192,7 @@ def test_scenario_text_cannot_drive_the_terminal(tmp_path, runner):
 
 
 def test_scenario_text_is_escaped_in_html_exports(tmp_path, runner):
-    shipped = Path(tracer.__file__).parent.parent / "scenarios" / "two_heads.toml"
+    shipped = Path(tracer.__file__).parent / "scenarios" / "two_heads.toml"
     lines = [ln if not ln.startswith("title = ") else 'title = "<script>alert(1)</script><img src=x onerror=alert(2)>"'
              for ln in shipped.read_text().splitlines()]
     path = tmp_path / "xss.toml"

@@ -69,7 +69,7 @@ def test_a_setting_added_to_the_table_is_a_key_of_a_scenarios_generate_table(toy
     from tracer.errors import TracerError
     from tracer.scenario import load_scenario
 
-    base = (Path(__file__).resolve().parents[1] / "scenarios" / "article.toml").read_text(encoding="utf-8")
+    base = (Path(__file__).resolve().parents[1] / "tracer" / "scenarios" / "article.toml").read_text(encoding="utf-8")
     assert "\n[generate]\n" in base
     path = tmp_path / "toy.toml"
     path.write_text(base.replace("\n[generate]\n", "\n[generate]\nmin_q = 0.5\n"), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The scenarios shipped with tracer (`scenarios/` in the repository, `tracer.scenarios` installed).
+"""The scenarios shipped with tracer (`tracer/scenarios/`, the package `tracer.scenarios`).
 
 Core module: standard library only.
 """
