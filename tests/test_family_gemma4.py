@@ -20,7 +20,7 @@ from tracer.core.config import Config
 from tracer.errors import TracerError
 from tracer.formats.files import load_npz
 
-from .reference import new_family_folder, new_family_forward
+from .reference import grads_match_central_differences, new_family_folder, new_family_forward
 
 DATA = Path(__file__).parent / "data"
 FOLDER = DATA / "gemma4-tiny"
@@ -129,7 +129,7 @@ def float64_model(model):
 
 def test_the_float64_decoder_is_the_naive_forward(model, ref):
     """tests/reference.py's loop over positions, heads and keys, from the checkpoint's own names (itself checked
-    against transformers in tests/test_reference_families.py), and tracer's decoder in float64 agree."""
+    against transformers in tests/test_new_family_reference.py), and tracer's decoder in float64 agree."""
     from tracer.core.decoder import forward
     from tracer.core.record import Recorder
 
@@ -153,21 +153,13 @@ CHECKED = ["blocks.0.attn.W_V", "blocks.1.attn.W_K", "blocks.1.attn.k_norm.w", "
            "blocks.1.layer_scalar", "blocks.4.layer_scalar", "blocks.3.mlp.W_in", "W_E"]
 
 
-def test_the_backward_pass_matches_central_differences(model, gradient_check):
+def test_the_backward_pass_matches_central_differences(model):
     """The whole model in float64: three entries of each named parameter (every one for the scalars) against
     central differences of the next-token loss. Layer 1's and 2's K and V reach the loss through layers 3 and 4
     too; ple.W_E only through the tokens' rows."""
     cfg, params = float64_model(model)
     tokens = np.array(model.tokenize("The quick brown fox jumps over")[:9])
-
-    def picks(name, rng):
-        size, width = params[name].size, params[name].shape[-1]
-        if name in ("ple.W_E", "W_E"):  # an embedding: entries of the tokens' rows
-            return [int(rng.choice(tokens)) * width + int(rng.integers(width)) for _ in range(3)]
-        return rng.choice(size, min(3, size), replace=False)
-
-    grads = gradient_check(cfg, params, tokens, CHECKED, picks=picks)
-    assert set(grads) == set(params)
+    grads_match_central_differences(cfg, params, tokens, CHECKED, seed=1, embeddings=("ple.W_E", "W_E"))
 
 
 def test_gradient_times_input_reaches_the_per_layer_inputs_projection(model):
