@@ -267,6 +267,54 @@ def run_tracer():
     return _run_tracer
 
 
+class ServeProcess:
+    """A real `python -m tracer serve --port 0 ARGS` on 127.0.0.1 (a free port), as `serve_process` gives it."""
+
+    @staticmethod
+    def start(*args, until: str = "open ", timeout: float = 60):
+        """Start the server and read what it prints until a line holds `until`: (the process, its base address
+        `http://127.0.0.1:PORT`); `proc.printed` is what it printed up to then."""
+        import re
+        import time
+
+        env = _this_checkout({**os.environ, **PLAIN, "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1"})
+        proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--port", "0", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        lines, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline and not any(until in line for line in lines):
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+            lines.append(line.rstrip("\n"))
+        proc.printed = "\n".join(lines)
+        found = re.search(r"open (http://127\.0\.0\.1:\d+)/", proc.printed)
+        if not found or until not in proc.printed:
+            proc.kill()
+            raise AssertionError(f"the server did not start: {proc.printed!r} {proc.stderr.read()!r}")
+        return proc, found.group(1)
+
+    @staticmethod
+    def stop(proc, sig=None) -> tuple[int, str]:
+        """Send `sig` (SIGTERM) and wait (20 s at most, then kill): (its exit code, its stderr)."""
+        import signal
+
+        proc.send_signal(signal.SIGTERM if sig is None else sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        return proc.returncode, proc.stderr.read()
+
+
+@pytest.fixture(scope="session")
+def serve_process() -> ServeProcess:
+    """`serve_process.start(*args, until="open ")` → (proc, "http://127.0.0.1:PORT"), `serve_process.stop(proc,
+    sig=SIGTERM)` → (exit code, stderr): a real `tracer serve` process (its traffic: 127.0.0.1 only). Mark a test
+    that uses it `slow`, and stop what it starts."""
+    return ServeProcess()
+
+
 # --------------------------------------------------------------------------- hostile files: limited processes
 
 MEMORY_LIMIT = 2**30  # address space a command run on a hostile file may take (resource.RLIMIT_AS)

@@ -294,38 +294,11 @@ def test_a_network_host_prints_the_address_and_warns(monkeypatch, models):
 # --------------------------------------------------------------------------- a real server
 
 
-def start_server(*args, timeout: float = 60):
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--port", "0", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    line = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not line:
-        line = proc.stdout.readline()
-        if proc.poll() is not None:
-            break
-    found = re.search(r"open (http://127\.0\.0\.1:\d+)/", line)
-    if not found:
-        proc.kill()
-        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read()!r}")
-    return proc, found.group(1)
-
-
-def stop_server(proc, sig=signal.SIGTERM) -> tuple[int, str]:
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return proc.returncode, proc.stderr.read()
-
-
 @pytest.fixture(scope="module")
-def server():
-    proc, url = start_server("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6", "--per-client", "0")
+def server(serve_process):
+    proc, url = serve_process.start("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6", "--per-client", "0")
     yield url
-    code, err = stop_server(proc)
+    code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err, err
     assert "stopped (SIGTERM)" in err
 
@@ -408,17 +381,17 @@ def test_hostile_bodies_leave_it_serving(server):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_and_sigterm_stop_it_cleanly(sig):
+def test_ctrl_c_and_sigterm_stop_it_cleanly(sig, serve_process):
     import httpx
 
-    proc, url = start_server("--model", "tiny")
+    proc, url = serve_process.start("--model", "tiny")
     r = httpx.post(url + "/api/trace", json={"prompt": "A B", "model": "tiny"}, timeout=30)
     assert r.status_code == 200
     flight = threading.Thread(target=lambda: httpx.post(url + "/api/trace", json={"prompt": "A B C", "model": "tiny",
                                                                                  "max_new_tokens": 16}, timeout=30))
     flight.start()
     time.sleep(0.3)  # a request in flight when the signal comes
-    code, err = stop_server(proc, sig)
+    code, err = serve_process.stop(proc, sig)
     flight.join(timeout=30)
     assert code == 0, err
     assert "Traceback" not in err and f"stopped ({signal.Signals(sig).name})" in err
@@ -607,11 +580,11 @@ def chat_folder(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_chat_switch(browser, chat_folder, runner):
+def test_the_chat_switch(browser, chat_folder, runner, serve_process):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    proc, url = start_server("--model", str(chat_folder))
+    proc, url = serve_process.start("--model", str(chat_folder))
     try:
         browser.get(url + "/")
         wait_for(browser, "return document.body.dataset.runs === '0'")
@@ -631,18 +604,18 @@ def test_the_chat_switch(browser, chat_folder, runner):
         assert not chat.is_enabled() and not chat.is_selected()  # abc has none
         assert not severe(browser)
     finally:
-        code, err = stop_server(proc)
+        code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err
 
 
 @pytest.mark.slow
-def test_a_busy_server_is_asked_again(browser):
+def test_a_busy_server_is_asked_again(browser, serve_process):
     """With its one worker busy and no queue, the page hears 503 + Retry-After, says so, and tries again."""
     import httpx
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    proc, url = start_server("--model", "tiny", "--workers", "1", "--queue", "0")
+    proc, url = serve_process.start("--model", "tiny", "--workers", "1", "--queue", "0")
     try:
         browser.get(url + "/")
         wait_for(browser, "return document.body.dataset.runs === '0'")
@@ -663,5 +636,5 @@ def test_a_busy_server_is_asked_again(browser):
         hog.join(timeout=60)
         assert page_state(browser)["title"] == "“X Y”"
     finally:
-        code, err = stop_server(proc)
+        code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err
