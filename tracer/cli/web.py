@@ -20,7 +20,7 @@ def serve(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
     seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
     lesson: Annotated[Optional[str], typer.Option("--lesson", help="Lead a class through a lesson file (tracer lesson new writes one): its model and settings pinned, every page opening on its starter prompt; prints the join address, its QR code and the teacher's address with a secret (once). Each student's page follows the teacher's step and choices on their own prompt.")] = None,
-    followers: Annotated[int, typer.Option("--followers", min=1, max=2000, help="With --lesson: student pages that may follow at once (beyond: 503 with Retry-After), at most 8 from one address (none with --per-client 0). Each is sent at most 5 events a second, the latest state only: nothing queues for a slow page or one that left. About 10 kB of memory per page.")] = 100,
+    followers: Annotated[int, typer.Option("--followers", min=1, max=2000, help="With --lesson: student pages that may follow at once (beyond: 503 with Retry-After), at most 8 from one address (none with --per-client 0). Each is sent at most 5 events a second, the latest state only: nothing queues for a slow page or one that left. About 25 kB of memory per page.")] = 100,
     memory: MemoryOpt = None,
 ) -> None:
     """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
