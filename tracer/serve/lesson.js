@@ -173,15 +173,18 @@
 
   // ------------------------------------------------------------------ the teacher moves the class
 
-  let sent = "", timer = null;
-  function report() {                  // the teacher's page as the class should see it, sent at most every 100 ms
-    if (!teacher || !state || timer) return;
+  let sent = "", timer = null, busy = false;
+  function report() {                  // the teacher's page as the class should see it, sent at most every 100 ms,
+    if (!teacher || !state || timer) return;  // one move at a time (two in flight could arrive in either order)
     timer = setTimeout(async () => {
       timer = null;
+      if (busy) { report(); return; }
       const move = JSON.stringify(Object.assign({ lesson_step: at }, where()));
       if (move === sent) return;
       sent = move;
+      busy = true;
       const r = await post(`${base}/move`, JSON.parse(move));
+      busy = false;
       if (r.error) { sent = ""; tell(say("lesson.move_refused", { error: r.error }), "error"); }
       else tell(say("lesson.moved", { i: at + 1 }), "joined");
     }, 100);
