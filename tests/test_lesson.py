@@ -318,6 +318,26 @@ def test_the_pinned_settings_hold(client):
     assert client.post("/api/trace", json={"prompt": "J K L", "seed": 3}).status_code == 200  # not pinned: free
 
 
+def test_a_setting_left_out_takes_the_pinned_value(lesson_file, abc):
+    """Pinned off the defaults (3 new tokens, temperature 0.5, seed 7): a request that leaves them out is run with
+    them, as `Model.generate` runs them; one that gives another seed is refused."""
+    import dataclasses
+
+    pinned = {"max_new_tokens": 3, "temperature": 0.5, "seed": 7}
+    lead = Lead(dataclasses.replace(load_lesson(lesson_file), settings=pinned), abc, Limits(), followers=2)
+    engine = Engine({"abc": abc}, workers=1, queue=2)
+    try:
+        with TestClient(make_app(engine, None, lead), raise_server_exceptions=False) as c:
+            got = c.post("/api/trace", json={"prompt": "J K L"}).json()
+            other = c.post("/api/trace", json={"prompt": "J K L", "seed": 8})
+    finally:
+        engine.close()
+    want = abc.generate("J K L", **pinned)
+    assert {k: got["settings"][k] for k in pinned} == pinned
+    assert got["generated_ids"] == [int(t) for t in want.generated_ids] and len(got["generated_ids"]) == 3
+    assert other.status_code == 422 and other.json()["error"] == "seed: this lesson pins it to 7"
+
+
 def test_bad_bodies_are_refused_in_json(client, lead):
     secret = lead.room.secret
     for url in ("/api/lesson/answer", f"/teach/{secret}/move"):

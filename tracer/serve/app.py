@@ -76,7 +76,7 @@ def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Sta
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
             if lesson is not None:
-                lesson.check(req)
+                req = lesson.pin(req, body)
             answer = await engine.trace(req, request.client.host if request.client else None)
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)

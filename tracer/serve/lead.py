@@ -14,14 +14,16 @@ Routes (docs/lesson.md):
 - `GET /teach/{secret}/events`, `POST /teach/{secret}/move`: the teacher's stream (the state, the tally, how
   many follow) and moves.
 
-Every refusal is JSON as the rest of the server's. A student's request to `/api/trace` must keep the pinned
-settings (422 naming the setting otherwise); the model is the lesson's, the only one served. Nothing a
+Every refusal is JSON as the rest of the server's. A student's request to `/api/trace` runs with the pinned
+settings: one it leaves out takes the lesson's value, another value is 422 naming the setting; the model is the
+lesson's, the only one served. Nothing a
 student sends reaches another page: their prompts go to `/api/trace` and back to them alone, their answers
 only into counts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import html
 import json
@@ -64,11 +66,14 @@ class Lead:
         """The starter run every page opens on: the lesson's prompt with its pinned settings."""
         return engine.answer(TraceRequest(self.lesson.prompt, self.lesson.model, dict(self.lesson.settings)))
 
-    def check(self, req: TraceRequest) -> None:
-        """A student's request keeps the pinned settings."""
+    def pin(self, req: TraceRequest, body: bytes) -> TraceRequest:
+        """A student's request (`body`: its JSON, already checked) with the pinned settings: those it leaves out
+        take the lesson's value, one it gives otherwise is refused (422 naming it)."""
+        given = json.loads(body.decode("utf-8"), parse_constant=lambda c: float("nan"))
         for name, pinned in self.lesson.settings.items():
-            if req.settings.get(name) != pinned:
+            if name in given and req.settings.get(name) != pinned:
                 raise RequestError(422, f"{name}: this lesson pins it to {shown(pinned)}", name, pinned)
+        return dataclasses.replace(req, settings={**req.settings, **self.lesson.settings})
 
     def pages(self, data: dict, models: list[dict], limits: dict, request: dict, settings: list[dict]) -> tuple[str, str]:
         """Build the teacher's page and the class's (kept) and return the class's with its CSP, as `served_page`."""
