@@ -462,6 +462,64 @@ def socket_teacher(teacher: str) -> socket.socket:
     return s
 
 
+PER_PAGE_KB = 25  # what --followers' help states a following page costs
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.slow
+def test_a_full_class_costs_what_the_help_says_and_leaving_frees_it(lesson_file, serve_process):
+    """100 pages follow (the default --followers; one address, --per-client 0): the 101st is refused, the server's
+    memory grows by at most twice the stated 25 kB a page (21 kB here); when they leave, 100 new pages cost at most
+    a third of that (3.3 kB a page here: what the first ones held is reused)."""
+    import httpx
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads the server's memory from /proc (Linux)")
+    proc, base = serve_process.start("--lesson", str(lesson_file), "--per-client", "0", until="teacher")
+    pages: list[socket.socket] = []
+
+    def follow(n: int) -> None:
+        for _ in range(n):
+            pages.append(open_stream(base))
+        for s in pages[-n:]:
+            assert b"200 OK" in read_for(s, 0.05)[:40] or b"200 OK" in read_for(s, 2)[:40]
+
+    try:
+        follow(10)  # the first streams make what every stream shares (the event loop's, the room's)
+        time.sleep(0.5)
+        before = rss_kb(proc.pid)
+        follow(90)
+        time.sleep(0.5)
+        full = rss_kb(proc.pid)
+        state = httpx.get(base + "/api/lesson/state").json()
+        assert (state["followers"], state["most"]) == (100, 100)
+        refused = httpx.get(base + "/api/lesson/events", timeout=5)
+        assert refused.status_code == 503 and "full" in refused.json()["error"]
+        assert full - before <= 2 * PER_PAGE_KB * 90, (full - before) / 90  # kB a page
+        for s in pages:
+            s.close()
+        pages.clear()
+        deadline = time.monotonic() + 5
+        while httpx.get(base + "/api/lesson/state").json()["followers"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert httpx.get(base + "/api/lesson/state").json()["followers"] == 0
+        follow(100)
+        time.sleep(0.5)
+        again = rss_kb(proc.pid) - full
+        assert again <= (full - before) / 3, again  # mostly what the first ones held, reused
+    finally:
+        for s in pages:
+            s.close()
+        code, err = serve_process.stop(proc)
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_serve_help_states_the_bounds(runner):
     r = runner.invoke(cli_app, ["serve", "--help"], env={"COLUMNS": "200"})
     text = " ".join(r.stdout.split())
