@@ -32,7 +32,7 @@ from tracer.scenario.lesson import check_with_model, load_lesson, page_steps  # 
 from tracer.serve import room as room_module  # noqa: E402
 from tracer.serve.app import make_app  # noqa: E402
 from tracer.serve.engine import Engine  # noqa: E402
-from tracer.serve.lead import Lead, qr_code  # noqa: E402
+from tracer.serve.lead import Lead, qr_code, qr_text  # noqa: E402
 from tracer.serve.limits import Limits  # noqa: E402
 from tracer.serve.room import Refused, Room  # noqa: E402
 
@@ -518,6 +518,29 @@ def test_a_full_class_costs_what_the_help_says_and_leaving_frees_it(lesson_file,
             s.close()
         code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err, err
+
+
+def test_on_the_rooms_network_the_join_address_and_its_code_are_the_network_s(monkeypatch, lesson_file, abc):
+    """--host 0.0.0.0: students join at the machine's network address, which the QR code holds; the teacher's
+    address is this machine's own (127.0.0.1), with a secret of 24 characters; nothing says 'only this machine'."""
+    from tracer.serve import run
+
+    lines = []
+    monkeypatch.setattr(run, "bind", lambda host, port: run.socket.create_server(("127.0.0.1", 0)))
+    monkeypatch.setattr(run, "lan_address", lambda: "192.168.1.20")
+    monkeypatch.setattr(run._Server, "run", lambda self, sockets=None: None)
+    run.serve(["abc"], host="0.0.0.0", port=8000, workers=1, load=lambda name: abc, say=lines.append,
+              lesson=load_lesson(lesson_file), followers=7)
+    text = "\n".join(lines)
+    join = re.search(r"^students join: (http://192\.168\.1\.20:\d+/)$", text, re.M).group(1)
+    assert re.search(r"^students type: " + re.escape(join) + "$", text, re.M)
+    assert "at most 7 student pages follow, 5 events per second each" in text and "only this machine" not in text
+    teacher = re.search(r"^teacher \(printed only now; keep it to yourself\): http://127\.0\.0\.1:\d+/teach/(\S+)$",
+                        text, re.M)
+    assert teacher and len(teacher.group(1)) == 24
+    drawn = lines[lines.index(f"students join: {join}") + 1]
+    here = join.replace("192.168.1.20", "127.0.0.1")
+    assert drawn == qr_text(join) != qr_text(here)  # the code of the network address (test_a_real_lesson_server reads one)
 
 
 def test_serve_help_states_the_bounds(runner):
