@@ -172,8 +172,16 @@ def test_a_students_page_on_a_phone(windows, served_page, tmp_path):
         keep = Path(os.environ.get("TRACER_LESSON_SCREENSHOTS") or tmp_path)
         keep.mkdir(parents=True, exist_ok=True)
         assert ann.save_screenshot(str(keep / "lesson-phone.png")) and (keep / "lesson-phone.png").stat().st_size > 10_000
-        assert on(driver, handles, "teacher").save_screenshot(str(keep / "lesson-teacher.png"))
+        teacher = on(driver, handles, "teacher")  # the teacher's page too, as a phone in the teacher's hand
+        assert teacher.save_screenshot(str(keep / "lesson-teacher.png"))
+        teacher.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 2, "mobile": True})
+        time.sleep(0.3)
+        assert where(teacher)["sideways"] <= 0
+        assert teacher.execute_script("return document.getElementById('lesson-next').getBoundingClientRect().height") >= 44
+        assert teacher.save_screenshot(str(keep / "lesson-teacher-phone.png"))
     finally:
-        on(driver, handles, "ann").execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                                   {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1,
-                                                    "mobile": False})
+        for name in ("ann", "teacher"):
+            on(driver, handles, name).execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                                      {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1,
+                                                       "mobile": False})
