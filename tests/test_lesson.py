@@ -161,13 +161,30 @@ def test_pages_are_bounded_and_one_that_leaves_is_gone(lesson_file):
     with pytest.raises(Refused) as full:
         room.join("10.0.0.3")
     assert full.value.status == 503 and full.value.retry_after and "--followers" in full.value.message
-    for page in (a, b, c):
-        room.leave(page)
-    assert room.followers == {} and room.addresses == {}
+    for page, address in ((a, "10.0.0.1"), (b, "10.0.0.1"), (c, "10.0.0.2")):
+        room.leave(page, address)
+    assert room.followers == {} and room.addresses == {} and room.open == 0
     again = room.join("10.0.0.1", a)  # a page joining again keeps its id
     assert again == a
     forged = room.join("10.0.0.1", a.split(".")[0] + ".0000000000000000000a")
-    assert forged != a and room.join("10.0.0.2", again) != again  # an id in use is not handed out twice
+    assert forged != a and len(room.followers) == 2
+
+
+def test_a_page_that_joins_again_before_its_old_stream_ends_is_one_page(lesson_file):
+    """A phone's network drops: its page joins again (with its id) while the server still holds the old stream. One
+    page, one answer (the new one replaces it), two streams counted against the bounds until the old one ends."""
+    room = small_room(lesson_file, most=3, per_address=0)
+    room.move({"lesson_step": 3})
+    page = room.join("10.0.0.1")
+    room.answer({"page": page, "lesson_step": 3, "choice": 0})
+    assert room.join("10.0.0.9", page) == page  # joined again from another address (another network)
+    room.answer({"page": page, "lesson_step": 3, "choice": 2})
+    assert room.tally()["counts"] == [0, 0, 1] and room.public()["followers"] == 1 and room.open == 2
+    room.leave(page, "10.0.0.1")  # the old stream is seen to end: the page still follows
+    assert page in room.followers and room.open == 1
+    room.leave(page, "10.0.0.9")
+    assert room.followers == {} and room.open == 0 and room.addresses == {}
+    assert room.tally()["counts"] == [0, 0, 1]  # its answer still counts, once
 
 
 def test_answers_are_counts_one_per_page_until_the_reveal(lesson_file):
@@ -203,7 +220,7 @@ def test_answers_are_counts_one_per_page_until_the_reveal(lesson_file):
     with pytest.raises(Refused) as closed:
         room.answer({"page": pages[2], "lesson_step": ask, "choice": 0})
     assert closed.value.status == 409
-    room.leave(pages[2])
+    room.leave(pages[2], "x")
     assert room.tally()["counts"] == [2, 0, 1]  # a page that answered and left still counts
 
 

@@ -173,11 +173,12 @@ class Lead:
 
         async def events(request: Request) -> Response:
             asked = request.query_params.get("page") or request.headers.get("last-event-id")
+            address = request.client.host if request.client else None
             try:
-                page = room.join(request.client.host if request.client else None, asked)
+                page = room.join(address, asked)
             except Refused as e:
                 return refused(e)
-            return room.stream(page, SECURITY)
+            return room.stream(page, SECURITY, address)
 
         async def answer(request: Request) -> Response:
             try:

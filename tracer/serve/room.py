@@ -9,12 +9,13 @@ stored), so a slow page costs what a fast one does and a page that left costs no
 ends (the response listens for the disconnect and ends at once, `EventStream`). The event's bytes are
 made once per version and shared by every stream.
 
-Bounds: `most` pages follow at once (503 beyond, with Retry-After), `per_address` from one address (429),
+Bounds: `most` streams of pages that follow at once (503 beyond, with Retry-After), `per_address` from one address (429),
 `TEACHER_STREAMS` teacher pages; the teacher's moves `MOVES_PER_SECOND` (429), a page's answers
 `ANSWERS_PER_SECOND` (429), one answer per page per question (a new one replaces it), and the answers of a
 question at most twice `most` (pages that answered and left still count; 503 past that). A page is known by
 an id the server signs (HMAC with the teacher's secret), given with its first event and sent back with its
-answers and when it joins again, so a page that reconnects is the same page and a forged id is refused.
+answers and when it joins again, so a page that reconnects is the same page (even before its old stream is
+seen to end) and a forged id is refused.
 Counts only: the tally says how many pages chose each answer, never which.
 """
 
@@ -63,8 +64,9 @@ class Room:
         self.page_steps = list(page_steps)
         self.secret = secret or secrets.token_urlsafe(18)  # the teacher's: printed once, in the teacher's address
         self._key = hashlib.sha256(b"tracer lesson pages " + self.secret.encode()).digest()
-        self.followers: dict[str, dict] = {}  # page id → {"address", "answers": deque of times}
-        self.addresses: dict[str, int] = {}
+        self.followers: dict[str, dict] = {}  # page id → {"answers": deque of times, "streams": how many are open}
+        self.addresses: dict[str, int] = {}  # address → the streams open from it
+        self.open = 0  # the followers' streams open
         self.teachers = 0
         self.status: dict[int, str] = {}  # lesson step → "open" or "shown"
         self.answers: dict[int, dict[str, int]] = {}  # lesson step → page id → the chosen index
@@ -144,8 +146,9 @@ class Room:
         return hmac.new(self._key, nonce.encode("ascii"), hashlib.sha256).hexdigest()[:20]
 
     def page_id(self, asked) -> str:
-        """`asked` when it is an id this server signed and no page uses now (a page joining again), else a new one."""
-        if isinstance(asked, str) and 0 < len(asked) <= 64 and asked.count(".") == 1 and asked not in self.followers:
+        """`asked` when it is an id this server signed (a page joining again, or joining again before its last
+        stream was seen to end), else a new one."""
+        if isinstance(asked, str) and 0 < len(asked) <= 64 and asked.count(".") == 1:
             nonce, sig = asked.split(".")
             if nonce.isascii() and hmac.compare_digest(sig, self._sign(nonce)):
                 return asked
@@ -153,29 +156,39 @@ class Room:
         return f"{nonce}.{self._sign(nonce)}"
 
     def join(self, address: str | None, asked=None) -> str:
-        """A page of `address` starts following: its id, or Refused when the class is full."""
+        """A stream of a page of `address` opens: the page's id, or Refused when the class is full. A page that
+        joins again with its id is the same page (its answer kept), also while its old stream is still open (a
+        phone whose network dropped: the server sees that stream end only at its next write)."""
         if self.stopped:
             raise Refused(503, "stopping: the lesson has ended", None, 5)
-        if len(self.followers) >= self.most:
+        if self.open >= self.most:
             raise Refused(503, f"the class is full: {self.most:,} pages follow (tracer serve --followers)", None, 5)
         address = address or "?"
         if self.per_address and self.addresses.get(address, 0) >= self.per_address:
             raise Refused(429, f"too many pages from this address ({self.per_address} follow at once)", None, 5)
         page = self.page_id(asked)
-        self.followers[page] = {"address": address, "answers": deque()}
+        self.followers.setdefault(page, {"answers": deque(), "streams": 0})["streams"] += 1
         self.addresses[address] = self.addresses.get(address, 0) + 1
+        self.open += 1
         self._crowd()
         return page
 
-    def leave(self, page: str) -> None:
-        gone = self.followers.pop(page, None)
-        if gone is not None:
-            left = self.addresses.get(gone["address"], 1) - 1
-            if left > 0:
-                self.addresses[gone["address"]] = left
-            else:
-                self.addresses.pop(gone["address"], None)
-            self._crowd()
+    def leave(self, page: str, address: str | None) -> None:
+        """A stream of `page` (opened from `address`) ended; the page leaves when its last one has."""
+        entry = self.followers.get(page)
+        if entry is None:
+            return
+        entry["streams"] -= 1
+        if entry["streams"] <= 0:
+            del self.followers[page]
+        address = address or "?"
+        left = self.addresses.get(address, 1) - 1
+        if left > 0:
+            self.addresses[address] = left
+        else:
+            self.addresses.pop(address, None)
+        self.open -= 1
+        self._crowd()
 
     def teacher_joins(self) -> None:
         if self.stopped:
@@ -273,10 +286,10 @@ class Room:
             except TimeoutError:
                 yield b": still here\n\n"
 
-    def stream(self, page: str | None, headers: dict) -> "EventStream":
-        """The response that streams `events(page)`; when it ends (the page left, or the server stops), the page
-        leaves the class."""
-        done = (lambda: self.leave(page)) if page else self.teacher_leaves
+    def stream(self, page: str | None, headers: dict, address: str | None = None) -> "EventStream":
+        """The response that streams `events(page)` (opened from `address`); when it ends (the page left, or the
+        server stops), the stream leaves the class."""
+        done = (lambda: self.leave(page, address)) if page else self.teacher_leaves
         return EventStream(self.events(page), on_close=done, media_type="text/event-stream",
                            headers={**headers, "X-Accel-Buffering": "no"})
 
