@@ -4,7 +4,7 @@ windows of one browser; skipped where chromium or chromedriver is missing).
 
 Each student types a prompt of their own; the teacher's ▶ moves both pages to the lesson's step, its layer, head
 and token (the last prompt token of each student's own prompt); the question's tally on the teacher's page counts
-both answers, the reveal marks each student's answer right or wrong; a head the teacher clicks is every page's; a student who leaves follow mode stays where
+both answers, the reveal marks each student's answer right or wrong; a head the teacher clicks is every page's; a move from another teacher's page moves this one and the class; a student who leaves follow mode stays where
 they are and comes back when they tick it again; no page ever holds another page's prompt. Then a student's page
 on a phone (390×844): nothing scrolls sideways, the bar and the question fit, and its screenshot is kept
 (`TRACER_LESSON_SCREENSHOTS=DIR` keeps it and the teacher's; docs/lesson-phone.png is one).
@@ -91,7 +91,9 @@ def severe(driver) -> list:
     return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def test_two_students_follow_the_teacher_and_answer(windows, served_page):
+def test_two_students_follow_the_teacher_and_answer(windows, served_page, lesson):
+    import httpx
+
     driver, handles = windows
     wait_for, run_prompt = served_page.wait_for, served_page.run_prompt
     students = ("ann", "ben")
@@ -143,6 +145,17 @@ def test_two_students_follow_the_teacher_and_answer(windows, served_page):
     assert where(on(driver, handles, "ben"))["step"] == "scores"
     click(on(driver, handles, "ben"), "#follow")  # and back: the teacher's step at once
     wait_for(on(driver, handles, "ben"), "return document.body.dataset.step === 'sum'")
+
+    base, secret_address = lesson  # another teacher's page (the laptop beside the projector) moves the class
+    moved = httpx.post(secret_address + "/move", json={"lesson_step": 7, "show": "layers", "layer": 1}, timeout=10).json()
+    for name in handles:  # this teacher's page goes there too, and every student's
+        wait_for(on(driver, handles, name), "return document.body.dataset.step === 'layers' && "
+                                            "new URLSearchParams(location.hash.slice(1)).get('layer') === '1'")
+    assert where(on(driver, handles, "teacher"))["lesson"].startswith("8 of 12")
+    time.sleep(1)
+    assert httpx.get(base + "/api/lesson/state").json()["version"] == moved["version"]  # nothing sent back
+    httpx.post(secret_address + "/move", json={"lesson_step": 4, "show": "sum"}, timeout=10)
+    wait_for(on(driver, handles, "teacher"), "return document.body.dataset.step === 'sum'")
 
     for name, prompt in zip(students, PROMPTS):  # no page holds another's prompt, the teacher's none
         others = [n for n in handles if n != name]

@@ -143,7 +143,13 @@
     if (teacher && !state) {           // the teacher's page (re)opens where the class is, or on the lesson's first step
       at = st.lesson_step;
       state = st;
+      acked = st.version;
       if (st.n_prompt !== null) apply(st); else goLesson(at);
+    } else if (teacher && st.version > acked && !busy && !timer) {  // another teacher's page moved the class (the
+      acked = st.version;              // laptop beside the projector): this one goes there too, and sends nothing back
+      at = st.lesson_step;
+      if (st.n_prompt !== null) apply(st);
+      sent = JSON.stringify(Object.assign({ lesson_step: at }, where()));
     }
     state = st;
     if (!teacher && following) apply(st);
@@ -173,7 +179,7 @@
 
   // ------------------------------------------------------------------ the teacher moves the class
 
-  let sent = "", timer = null, busy = false;
+  let sent = "", timer = null, busy = false, acked = 0;  // acked: the state's version this page's last move made
   function report() {                  // the teacher's page as the class should see it, sent at most every 100 ms,
     if (!teacher || !state || timer) return;  // one move at a time (two in flight could arrive in either order)
     timer = setTimeout(async () => {
@@ -186,7 +192,7 @@
       const r = await post(`${base}/move`, JSON.parse(move));
       busy = false;
       if (r.error) { sent = ""; tell(say("lesson.move_refused", { error: r.error }), "error"); }
-      else tell(say("lesson.moved", { i: at + 1 }), "joined");
+      else { acked = Math.max(acked, r.version); tell(say("lesson.moved", { i: at + 1 }), "joined"); }
     }, 100);
   }
 
@@ -206,6 +212,7 @@
     $("reveal").addEventListener("click", async () => {
       const r = await post(`${base}/move`, { lesson_step: at, reveal: true });
       if (r.error) tell(say("lesson.move_refused", { error: r.error }), "error");
+      else acked = Math.max(acked, r.version);
     });
     const join = $("join-url"), qr = $("join-qr");
     join.replaceChildren(el("button", { type: "button", "aria-controls": "join-qr", "aria-expanded": "false" }, say("lesson.join_at", { url: L.join })));
