@@ -129,7 +129,7 @@ def float64_model(model):
 
 def test_the_float64_decoder_is_the_naive_forward(model, ref):
     """tests/reference.py's loop over positions, heads and keys, from the checkpoint's own names (itself checked
-    against transformers in tests/test_new_family_reference.py), and tracer's decoder in float64 agree."""
+    against transformers in tests/test_reference_families.py), and tracer's decoder in float64 agree."""
     from tracer.core.decoder import forward
     from tracer.core.record import Recorder
 

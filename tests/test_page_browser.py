@@ -26,12 +26,21 @@ from tracer.core.equations import tempered_softmax
 from tracer.render.fmt import num
 from tracer.run.trace import Generation
 
-from .conftest import BROWSER_SIZE
-
 pytestmark = pytest.mark.slow
 
-SIZE = BROWSER_SIZE
-BROWSER_OFFLINE = True  # conftest's `browser` with the network off: the page fetches nothing
+SIZE = (1280, 720)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    driver = chromium(SIZE)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions",  # offline: a page that fetched anything would break
+                           {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 @pytest.fixture(scope="module")
