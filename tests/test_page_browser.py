@@ -437,6 +437,54 @@ def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable
         assert px >= 16, (selector, px)
 
 
+# --------------------------------------------------------------------------- what a class saw (issue 40)
+
+PHONE = (390, 844)
+
+
+def open_at(driver, path: Path, address: str, size: tuple[int, int]):
+    """`open_page` at another screen size (a phone's: 390×844)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
+    driver.get("about:blank")
+    driver.get(path.as_uri() + address)
+    driver.get_log("browser")
+    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
+
+
+@pytest.fixture(scope="module")
+def abc_page(tmp_path_factory, runner):
+    """The shipped model's page of the README's first command (`abc`, "A B C D E F", two passes), and its trace."""
+    out = tmp_path_factory.mktemp("abc")
+    r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(out / "abc.npz"), "--export", str(out / "abc.html")],
+                      env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    return {"html": out / "abc.html", "gen": Generation.load(out / "abc.npz")}
+
+
+def in_view(driver, selector: str) -> list[bool]:
+    """Whether each element is wholly inside the box that clips it (its scrolling parent) and the screen."""
+    return driver.execute_script("""return [...document.querySelectorAll(arguments[0])].map(e => {
+        const r = e.getBoundingClientRect(), box = e.closest('.lenswrap') || document.documentElement;
+        const b = box.getBoundingClientRect();
+        return r.left >= Math.max(b.left, 0) - 1 && r.right <= Math.min(b.right, window.innerWidth) + 1; })""", selector)
+
+
+@pytest.mark.parametrize("size", [SIZE, PHONE])
+def test_the_lens_shows_the_predicting_position_and_its_rank(browser, abc_page, size):
+    """The column that matters (F, the last position, which predicts G) and the rank column are in view at
+    1280×720 and on a phone, the rows' names beside them; earlier positions scroll in the table's box."""
+    open_at(browser, abc_page["html"], "#step=lens", size)
+    heads = browser.execute_script("return [...document.querySelectorAll('table.lens thead th')].map(e => e.textContent)")
+    assert heads[-2].startswith("F") and heads[-1] == "rank of ␣G", heads
+    assert in_view(browser, "table.lens thead th:nth-last-child(-n+2)") == [True, True]
+    assert all(in_view(browser, "table.lens tbody th"))  # the rows' names stay (sticky)
+    ranks = browser.execute_script("return [...document.querySelectorAll('table.lens tbody tr')].map(r => r.lastChild.textContent)")
+    recorded = abc_page["gen"].steps[0]["lens.target_rank"][:, -1]  # [layer + 1] the recorded ranks of G at F
+    assert [int(x.replace(",", "")) for x in ranks] == [int(r) + 1 for r in recorded]
+    assert sideways(browser) <= 0 and errors(browser) == []
+
+
 COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 
 
@@ -544,9 +592,6 @@ def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_p
 
 # --------------------------------------------------------------------------- a mixture of experts, attention sinks
 
-PHONE = (390, 844)
-
-
 @pytest.fixture(scope="module")
 def moe_pages(tmp_path_factory, runner):
     """gpt-oss-tiny (sinks, experts; its trace saved) and qwen2-moe-tiny (a dense layer, the shared expert)
@@ -561,16 +606,6 @@ def moe_pages(tmp_path_factory, runner):
                             "--ablate", "0:expert:1", "--export", str(out / "qwen2.html")], env=env)
     assert r.exit_code == 0, r.stderr
     return {"oss": out / "oss.html", "qwen2": out / "qwen2.html", "npz": out / "oss.npz"}
-
-
-def open_at(driver, path: Path, address: str, size: tuple[int, int]):
-    """`open_page` at another screen size (a phone's: 390×844)."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
-    driver.get("about:blank")
-    driver.get(path.as_uri() + address)
-    driver.get_log("browser")
-    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
 
 
 @pytest.mark.parametrize("name", ["oss", "qwen2"])

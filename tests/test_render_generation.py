@@ -223,31 +223,28 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top(word_mode
     assert f"the chosen token '{m.tokenizer.token_str(chosen)}' first becomes the top-1 {where}" in flat
     for r, t in enumerate(tops):  # rows in the 0-based names the layers have everywhere
         label = "embedding" if r == 0 else ("out of layer 2 (the last)" if r == 3 else f"out of layer {r - 1}")
-        last_cell = cells(row(text, label))[-1]
+        last_cell = cells(row(text, label))[-2]  # the last position's (the rank of the chosen token follows)
         assert last_cell.split()[0] == m.tokenizer.token_str(t)
         assert last_cell.endswith("✓") == (t == chosen)
 
 
-def test_logit_lens_names_each_rank_by_its_row(word_model, render_text, final_ln_unembed):
-    """The chosen token's rank, row by row, each number named by the row it belongs to (equal neighbours
-    as one range), computed here from the naive decoder's residual streams through the final norm and W_U."""
+def test_logit_lens_gives_each_rows_rank_in_its_own_column(word_model, render_text, final_ln_unembed):
+    """The chosen token's rank at the last position, one number per row in the table's last column (beside
+    the row's name), computed here from the naive decoder's residual streams through the final norm and W_U."""
     m = word_model(seed=7, n_layers=3)
     gen = m.generate([1, 2, 3, 4], max_new_tokens=1, temperature=0)
     ref = naive_forward(m.config, m.params, [1, 2, 3, 4])
     streams = [ref[f"blocks.{l}.hook_resid_pre"] for l in range(3)] + [ref["blocks.2.hook_resid_post"]]
     chosen = gen.generated_ids[0]
     ranks = [1 + int((lg > lg[chosen]).sum()) for lg in (final_ln_unembed(m, x[-1:])[0] for x in streams)]
-    flat = " ".join(render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 120).split())
-    said = flat.split("row by row (1: the top): ", 1)[1].split(".", 1)[0]
-    named = {}
-    for part in said.split(" · "):
-        where, n = part.rsplit(": ", 1)
-        rows = ([0] if where == "embedding" else
-                [int(x) + 1 for x in where.removeprefix("out of layers ").split("–")] if "layers" in where else
-                [int(where.removeprefix("out of layer ")) + 1])
-        for r in range(rows[0], rows[-1] + 1):
-            named[r] = int(n.replace(",", ""))
-    assert named == dict(enumerate(ranks))
+    assert len(set(ranks)) > 1  # the rows differ: a column of equal numbers would prove little
+    text = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 120)
+    header = cells(next(l for l in text.splitlines() if "read from" in l).replace("┃", "│"))
+    assert header[-1] == f"rank of {m.tokenizer.token_str(chosen)}"
+    said = [int(cells(row(text, label))[-1].replace(",", ""))
+            for label in ("embedding", "out of layer 0", "out of layer 1", "out of layer 2 (the last)")]
+    assert said == ranks
+    flat = " ".join(text.split())
     assert f"among the {m.config.d_vocab} tokens" in flat
 
 

@@ -242,6 +242,9 @@ WORDS: dict[str, str] = {
     # the logit lens (step 12)
     "lens.title": "Logit lens: each layer's residual stream through {through}",
     "lens.through": "the final {norm} and W_U", "lens.through_none": "W_U alone (this model has no final norm)",
+    "lens.rank": "rank of {token}",
+    "lens.rank_note": "The last column: the rank of {token} (the token that follows {at}) at {at} among the {n} "
+                      "tokens, row by row (1: the top).",
     "title.lens": "The logit lens", "path.lens": "Lens",
     "lens.question": ", as if the model stopped there: when does the prediction appear?",
     "lens.none": "no logit lens recorded in this run",

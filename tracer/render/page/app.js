@@ -98,6 +98,7 @@ function drawSlide() {
   if (checks && checks.querySelector(".check.bad") && lead) lead.after(checks);  // the article's errors are the lesson: in view
   else if (checks) section.append(checks);
   slides.replaceChildren(section);
+  for (const box of section.querySelectorAll("[data-scroll-end]")) box.scrollLeft = box.scrollWidth;  // its last columns in view
 }
 
 function render(scrollTop) {
