@@ -485,6 +485,73 @@ def test_the_lens_shows_the_predicting_position_and_its_rank(browser, abc_page, 
     assert sideways(browser) <= 0 and errors(browser) == []
 
 
+CUT = """return [...document.querySelectorAll('#slides td, #slides .n, #detail td, #detail .n')].filter(e => {
+    const r = e.getBoundingClientRect();
+    if (!r.width || (r.left >= -1 && r.right <= window.innerWidth + 1)) return false;
+    for (let a = e.parentElement; a; a = a.parentElement) {  // past the screen's edge: cut unless a box scrolls to it
+      const s = getComputedStyle(a);
+      if (['auto', 'scroll'].includes(s.overflowX) && a.scrollWidth > a.clientWidth) return false;
+    }
+    return true; }).map(e => e.closest('[id]').id + ': ' + e.textContent)"""
+
+
+@pytest.mark.parametrize("name", ["abc", "tiny"])
+def test_on_a_phone_the_controls_leave_room_and_no_number_is_cut(browser, pages, abc_page, name):
+    """390×844: the header (steps, tokens, layers, heads, passes) takes at most a quarter of the height (it took
+    30% on abc, 40% on the 24 layers of tiny), each row scrolling sideways with the chosen item in view; at every
+    step no number is cut at the screen's edge (the card cut -10.903 to '-0.'), unless a box scrolls to it."""
+    page = abc_page["html"] if name == "abc" else pages["default"]
+    open_at(browser, page, "#step=lens&layer=3&token=4", PHONE)
+    top = browser.execute_script("return document.getElementById('top').getBoundingClientRect().height")
+    assert top <= PHONE[1] / 4, top
+    for chosen in ("#path [aria-current]", "#tokens [aria-pressed=true]", "#layers [aria-pressed=true]"):
+        assert in_view(browser, chosen) == [True], chosen
+    for name_ in steps(browser):
+        open_at(browser, page, f"#step={name_}", PHONE)
+        assert browser.execute_script(CUT) == [], name_
+        assert sideways(browser) <= 0
+    assert errors(browser) == []
+
+
+def test_the_page_shows_the_terminals_digits(browser, abc_page, runner):
+    """Every number of the logits step and the card as the terminal prints it: the recorded value rounded once to
+    --precision decimals (the page showed f's -10.9035… as -10.903, the terminal -10.904; the logits' norm
+    1592.9436 as 1592.940, a 6-digit value padded with a zero)."""
+    st = abc_page["gen"].steps[0]
+    f, logits = st["unembed.hook_in"][-1], st["logits"][-1]
+    open_at(browser, abc_page["html"], "#step=predict", SIZE)
+    shown = browser.execute_script("return [...document.querySelectorAll('#step-predict table.eqs .vec')].map(v => "
+                                   "[[...v.querySelectorAll('.n')].map(e => e.textContent), v.querySelector('.dims').textContent])")
+    ends = lambda a: [num(x, 3) for x in [*a[:4], *a[-4:]]]  # noqa: E731  the terminal's --dims 8
+    assert shown[0][0] == ends(f) and shown[1][0] == ends(logits)
+    assert shown[0][1].endswith(f"‖·‖ {num(np.linalg.norm(f.astype(float)), 3)})")
+    assert shown[1][1].endswith(f"‖·‖ {num(np.linalg.norm(logits.astype(float)), 3)})")
+    r = runner.invoke(app, ["trace", "A B C D E F", "--section", "predict", "-n", "1"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    said = " ".join(r.stdout.split())
+    assert f"f = [{', '.join(ends(f)[:4])}, …, {', '.join(ends(f)[4:])}]" in said  # the same digits in the terminal
+    card = browser.execute_script("return [...document.querySelectorAll('#detail tr[data-for=predict] td.n, "
+                                  "#detail tr[data-for=predict] td.gap')].map(e => e.textContent)")
+    assert [c for c in card if c != "…"] == [num(x, 3) for x in [*f[:3], *f[-2:]]]
+    assert errors(browser) == []
+
+
+def test_choosing_a_pass_follows_the_token_it_reads(browser, abc_page):
+    """Pass 1 reads G: its slide and the card are G's (the card stayed on F of pass 0); pass 0 again: F."""
+    gen = abc_page["gen"]
+    open_at(browser, abc_page["html"], "#step=predict", SIZE)
+    assert text(browser, "#detail h2").startswith("Following F")
+    click(browser, '#passes [data-pass="1"]')
+    assert text(browser, "#detail h2").startswith("Following G") and "token=6" in browser.current_url
+    assert browser.find_element("css selector", '[data-token="6"]').get_attribute("aria-pressed") == "true"
+    f = gen.steps[1]["unembed.hook_in"][-1]  # pass 1's final vector: G's
+    card = browser.execute_script("return [...document.querySelectorAll('#detail tr[data-for=predict] td.n')].map(e => e.textContent)")
+    assert card == [num(x, 3) for x in [*f[:3], *f[-2:]]]
+    assert "Pass 1" in text(browser, "#step-predict")
+    click(browser, '#passes [data-pass="0"]')
+    assert text(browser, "#detail h2").startswith("Following F")
+    assert errors(browser) == []
+
+
 COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 
 
