@@ -240,6 +240,14 @@ WORDS: dict[str, str] = {
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
+    # --attribute (under the tokens)
+    "attribute.title": "Which prompt token mattered to {target}: gradient × input, the sum over each position's input "
+                       "to layer 0 ({input}) of value × ∂logit/∂value",
+    "attribute.input": "embedding + position", "attribute.input_none": "its embedding: this model adds no position vector",
+    "attribute.caveat": "Gradient × input is a linear estimate at this one input, not a measurement: a negative score "
+                        "does not mean the token works against {target} (the cue a model copies by can score below zero), "
+                        "and knocking something out can disagree with it. To measure, remove a part and run again: "
+                        "--ablate L:H (a head), L:mlp, L:*.",
     "lens.title": "Logit lens: each layer's residual stream through {through}",
     "lens.through": "the final {norm} and W_U", "lens.through_none": "W_U alone (this model has no final norm)",
     "lens.rank": "rank of {token}",
