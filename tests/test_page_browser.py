@@ -552,6 +552,23 @@ def test_choosing_a_pass_follows_the_token_it_reads(browser, abc_page):
     assert errors(browser) == []
 
 
+def test_a_newline_predicted_is_named_by_its_text_not_by_the_next_letter(browser, abc_page, runner):
+    """abc's pass 1 chooses a line break after G (␣H is the runner-up): the slide says "G … predicts ↵ at H", as the
+    terminal says it for "A B C D E F G" (both said "predicts H"); pass 0's letter stays "predicts G"."""
+    gen = abc_page["gen"]
+    tok = tracer.load("abc").tokenizer
+    assert tok.token_str(gen.generated_ids[1]) == "\n"  # the recorded choice of pass 1
+    open_at(browser, abc_page["html"], "#step=predict&pass=1", SIZE)
+    said = " ".join(text(browser, "#step-predict").split())
+    assert "G, the last token, predicts ↵ at H:" in said and "predicts H" not in said
+    open_at(browser, abc_page["html"], "#step=predict&pass=0", SIZE)
+    assert "F, the last token, predicts G:" in " ".join(text(browser, "#step-predict").split())
+    r = runner.invoke(app, ["trace", "A B C D E F G", "-n", "1", "--section", "predict"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    flat = " ".join(r.stdout.split())
+    assert "(how to predict ↵ at H)" in flat and "G, the last token, predicts ↵ at H:" in flat
+    assert errors(browser) == []
+
+
 COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 
 

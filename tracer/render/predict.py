@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..sections import renders
-from ..tokenizers.tokens import label, named
+from ..tokenizers.tokens import label, named, predicted
 from .context import Ctx
 from .experts import experts_of_layer, experts_overview
 from .fmt import count, integer, num, prob, shape, span, stok
@@ -162,7 +162,8 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
 def predict_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
     last = ctx.n - 1
-    L, G = ctx.labels[last], ctx.labels[ctx.n]
+    chosen = ctx.step.arrays.get("sample.token")
+    L, G = ctx.labels[last], ctx.labels[ctx.n] if chosen is None else predicted(ctx.n, ctx.text(int(chosen)))
     yield section(f"{number} · Predicting the next token (how to predict {G})")
     yield line(say("predict.intro", layers=count(cfg.n_layers, "layer"), L=L, G=G))
     yield indent(prediction(ctx))

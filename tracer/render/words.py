@@ -317,6 +317,9 @@ WORDS: dict[str, str] = {
                    "vocabulary of {n_vocab}, each one an id. Like the article, we name them A, B, C, … by place; "
                    "positions, layers, heads and passes (a pass: one run of the model, which chooses one new token) "
                    "count from 0, as in the code. We follow {L} ({mark}) through the first layer.",
+    "demo.tokens.bos": "A is {token}, a special token the tokenizer puts before the text (the model expects it "
+                       "there), so the prompt's own tokens start at B: the letters name places, not the prompt's "
+                       "words (B is {first}), and a head's weight on A is its weight on {token}.",
     "demo.tokens.spaces": "␣ marks a leading space (␣B is \" B\"), ↵ a line break.",
     "demo.tokens.model": "{model} — {layers}, {d_model} numbers per token (d_model), {heads}, vocabulary of {n_vocab} "
                          "tokens ({vocab})",

@@ -89,7 +89,8 @@ function sequenceEl(n, chosen, named) {  // named: the chosen token as the termi
 }
 
 SLIDES.predict = function slidePredict() {
-  const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
+  const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), next = label(r + 1);
+  const G = pass.named && !pass.named.startsWith(`${next} = `) ? pass.named : next;  // "↵ at H", never "predicts H" for a newline
   const out = [p(`Pass ${k}. `, say("predict.intro", { layers: count(CFG.n_layers, "layer"), L, G }))];
   const unembed = say("predict.unembed", { shape: shape(CFG.d_model, CFG.d_vocab), tied: CFG.tied_unembed ? say("predict.tied") : "" });
   const lv = pass.logits_vec;
@@ -105,7 +106,7 @@ SLIDES.predict = function slidePredict() {
   }
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
-    out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
+    out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === next ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
     out.push(end ? p(say("predict.end", { token: text(pass.chosen) }))
       : pass.appended ? sequenceEl(pass.n, pass.chosen, pass.named) : p(`${seq(0, pass.n)} `, say("loop.not_appended", { why: D.stopped })));
   }
