@@ -86,6 +86,22 @@ def test_every_position_on_a_cached_pass_has_one_row_and_says_why(hand_model, re
     assert "This pass computed only D" in " ".join(text.split())
 
 
+def test_every_position_says_which_rows_a_step_computes_and_where_every_rows_prediction_is_used(hand_model, render_text):
+    """The seed Q&A's point, said precisely and held to the recorded passes: the prompt pass computes every prompt
+    row, a later pass with the cache only its new row, without the cache every row again (the sentence said the
+    other rows are "computed anyway" on every step); every row's prediction is used in training and in the verify
+    pass of speculative decoding."""
+    m = hand_model()
+    cached, full = m.generate("A B C", max_new_tokens=2), m.generate("A B C", max_new_tokens=2, cache=False)
+    assert [len(s.tokens) - s.start for s in cached.steps] == [3, 1]  # rows computed: the prompt's, then one
+    assert [len(s.tokens) - s.start for s in full.steps] == [3, 4]  # without the cache: every row again
+    flat = " ".join(render_text(P.every_position(cached.steps[0], m.tokenizer, View()), 100).split())
+    assert "the prompt pass runs every prompt row through every layer" in flat
+    assert "each later step with the cache computes only its one new row, and without the cache (--no-cache) every row again" in flat
+    assert "in training, where each position's loss counts" in flat and "speculative decoding" in flat
+    assert "computed anyway" not in flat
+
+
 def test_every_position_without_the_arrays_says_so(hand_model, render_text):
     m = hand_model()
     gen = m.generate("A B", max_new_tokens=1, names=["hook_embed"])

@@ -301,8 +301,7 @@ def every_position(step, tokenizer, view) -> Group:
         mean = float(np.mean(loss[:last]))
         notes.append(say("positions.mean", rows=span(start, start + last), mean=num(mean, p),
                          n=integer(step.config.d_vocab), uniform=num(np.log(step.config.d_vocab), p)))
-    notes.append(f"◀ Generation reads only the last row ({label(n - 1)}) to choose the next token; the other rows "
-                 "are computed anyway, because the same matrices process every position at once.")
+    notes.append(say("positions.last", L=label(n - 1)))
     if start > 0:
         notes.append(f"This pass computed only {span(start, n)}: the earlier rows came from the KV cache and have no "
                      "logits in this pass (the prompt pass, step 0, has every row).")

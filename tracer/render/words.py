@@ -236,6 +236,14 @@ WORDS: dict[str, str] = {
     "positions.rows": "The decoder turns every position's final vector into logits (the unembedding is applied to all "
                       "rows at once); row p predicts the token at p + 1. loss = −log p(actual), in nats. * the token "
                       "the sampler chose.",
+    "positions.last": "◀ Generation reads only the last row ({L}) to choose the next token. The rows a step computes: "
+                      "the prompt pass runs every prompt row through every layer, because their keys and values are "
+                      "what later tokens attend to (the KV cache keeps them); each later step with the cache computes "
+                      "only its one new row, and without the cache (--no-cache) every row again. Only the last "
+                      "row's logits are needed to generate (engines skip the rest; tracer computes them to show "
+                      "them). Every row's prediction is used elsewhere: in training, where each position's loss "
+                      "counts, so one pass learns from every position; and in speculative decoding, where one verify "
+                      "pass checks every drafted token at once, one row each.",
     "positions.click": " Generation reads only the last row of each pass (◀). Click a row to follow its token.",
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",

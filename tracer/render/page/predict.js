@@ -171,6 +171,7 @@ SLIDES.positions = function slidePositions() {
     el("tbody", null, body)));
   if (D.loss_mean !== null) out.push(p(say("positions.mean", { rows: span(0, D.n_prompt - 1), mean: num(D.loss_mean), n: integer(CFG.d_vocab),
     uniform: num(Math.log(CFG.d_vocab)) })));
+  out.push(p(say("positions.last", { L: label(D.passes[0].reads) })));  // which rows a step computes, where every row's prediction is used
   return out;
 };
 
