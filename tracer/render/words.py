@@ -248,6 +248,7 @@ WORDS: dict[str, str] = {
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
+    "pager.prompt": "tracer: space or ↓ for more, b or ↑ back, q quits (what you read stays on the screen)",
     # --attribute (under the tokens)
     "attribute.title": "Which prompt token mattered to {target}: gradient × input, the sum over each position's input "
                        "to layer 0 ({input}) of value × ∂logit/∂value",
