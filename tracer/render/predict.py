@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..sections import renders
-from ..tokenizers.tokens import label, named, predicted
+from ..tokenizers.tokens import label, named
 from .context import Ctx
 from .experts import experts_of_layer, experts_overview
 from .fmt import count, integer, num, prob, shape, span, stok
@@ -155,6 +155,13 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     if ctx.text(new_id) != ctx.labels[n_before]:
         t.append(f"   ({named(n_before, ctx.text(new_id))})")
     return t
+
+
+def predicted(pos: int, text: str) -> str:
+    """The token predicted for position `pos`, as a sentence says it: its letter when the text is the letter
+    ("G"), else the text at its place ("↵ at H"), never "predicts H" for a newline."""
+    said = named(pos, text)
+    return label(pos) if said.startswith(f"{label(pos)} = ") else said
 
 
 @renders("predict")

@@ -28,6 +28,7 @@ here, and that every template here is said.
 from __future__ import annotations
 
 from .words_experts import EXPERT_WORDS
+from .words_reading import READING_WORDS
 
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
@@ -236,32 +237,12 @@ WORDS: dict[str, str] = {
     "positions.rows": "The decoder turns every position's final vector into logits (the unembedding is applied to all "
                       "rows at once); row p predicts the token at p + 1. loss = −log p(actual), in nats. * the token "
                       "the sampler chose.",
-    "positions.last": "◀ Generation reads only the last row ({L}) to choose the next token. The rows a step computes: "
-                      "the prompt pass runs every prompt row through every layer, because their keys and values are "
-                      "what later tokens attend to (the KV cache keeps them); each later step with the cache computes "
-                      "only its one new row, and without the cache (--no-cache) every row again. Only the last "
-                      "row's logits are needed to generate (engines skip the rest; tracer computes them to show "
-                      "them). Every row's prediction is used elsewhere: in training, where each position's loss "
-                      "counts, so one pass learns from every position; and in speculative decoding, where one verify "
-                      "pass checks every drafted token at once, one row each.",
     "positions.click": " Generation reads only the last row of each pass (◀). Click a row to follow its token.",
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
-    "pager.prompt": "tracer: space or ↓ for more, b or ↑ back, q quits (what you read stays on the screen)",
-    # --attribute (under the tokens)
-    "attribute.title": "Which prompt token mattered to {target}: gradient × input, the sum over each position's input "
-                       "to layer 0 ({input}) of value × ∂logit/∂value",
-    "attribute.input": "embedding + position", "attribute.input_none": "its embedding: this model adds no position vector",
-    "attribute.caveat": "Gradient × input is a linear estimate at this one input, not a measurement: a negative score "
-                        "does not mean the token works against {target} (the cue a model copies by can score below zero), "
-                        "and knocking something out can disagree with it. To measure, remove a part and run again: "
-                        "--ablate L:H (a head), L:mlp, L:*.",
     "lens.title": "Logit lens: each layer's residual stream through {through}",
     "lens.through": "the final {norm} and W_U", "lens.through_none": "W_U alone (this model has no final norm)",
-    "lens.rank": "rank of {token}",
-    "lens.rank_note": "The last column: the rank of {token} (the token that follows {at}) at {at} among the {n} "
-                      "tokens, row by row (1: the top).",
     "title.lens": "The logit lens", "path.lens": "Lens",
     "lens.question": ", as if the model stopped there: when does the prediction appear?",
     "lens.none": "no logit lens recorded in this run",
@@ -326,9 +307,6 @@ WORDS: dict[str, str] = {
                    "vocabulary of {n_vocab}, each one an id. Like the article, we name them A, B, C, … by place; "
                    "positions, layers, heads and passes (a pass: one run of the model, which chooses one new token) "
                    "count from 0, as in the code. We follow {L} ({mark}) through the first layer.",
-    "demo.tokens.bos": "A is {token}, a special token the tokenizer puts before the text (the model expects it "
-                       "there), so the prompt's own tokens start at B: the letters name places, not the prompt's "
-                       "words (B is {first}), and a head's weight on A is its weight on {token}.",
     "demo.tokens.spaces": "␣ marks a leading space (␣B is \" B\"), ↵ a line break.",
     "demo.tokens.model": "{model} — {layers}, {d_model} numbers per token (d_model), {heads}, vocabulary of {n_vocab} "
                          "tokens ({vocab})",
@@ -495,6 +473,7 @@ WORDS: dict[str, str] = {
 }
 
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+WORDS.update(READING_WORDS)  # how to read a result right: the lens's ranks, --attribute, … (render/words_reading.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
 PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()

@@ -54,13 +54,6 @@ def named(pos: int, text: str) -> str:
     return f"{letter} = {text}" if bare == letter else f"{text} at {letter}"
 
 
-def predicted(pos: int, text: str) -> str:
-    """The token predicted for position `pos`, as a sentence says it: its letter when the text is the letter
-    ("G"), else the text at its place ("↵ at H"), never "predicts H" for a newline."""
-    said = named(pos, text)
-    return label(pos) if said.startswith(f"{label(pos)} = ") else said
-
-
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
 
 
