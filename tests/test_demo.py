@@ -425,7 +425,7 @@ def test_the_tokens_screen_says_when_the_tokenizer_put_a_token_first(runner):
     assert r.exit_code == 0, r.output
     first = " ".join(r.output.split("Step 2 of 14")[0].split())
     assert re.search(rf"A <s> {ids[0]} 0 ▶ B ␣A {ids[1]} 1", first), first
-    assert "A is <s>, a special token the tokenizer puts before the text" in first and "(B is ␣A)" in first
+    assert "A is <s>, a special token the tokenizer puts before the text" in first and "(B is the prompt's first token, “␣A”)" in first
     plain = runner.invoke(app, ["demo"], env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert "a special token the tokenizer puts before" not in " ".join(plain.output.split())
 

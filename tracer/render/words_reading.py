@@ -29,5 +29,5 @@ READING_WORDS: dict[str, str] = {
                       "pass checks every drafted token at once, one row each.",
     "demo.tokens.bos": "A is {token}, a special token the tokenizer puts before the text (the model expects it "
                        "there), so the prompt's own tokens start at B: the letters name places, not the prompt's "
-                       "words (B is {first}), and a head's weight on A is its weight on {token}.",
+                       "words (B is the prompt's first token, {first}), and a head's weight on A is its weight on {token}.",
 }

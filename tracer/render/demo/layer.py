@@ -41,7 +41,7 @@ def step_tokens(d: Demo) -> Step:
     parts = [t, Text(say("demo.tokens.spaces") if spaces else ""), about]  # said under the table that shows them
     first = int(d.trace.tokens[0])
     if d.n > 1 and first in set(tok.special_tokens.values()):  # <bos> (Gemma, Llama): the letters are shifted by one
-        parts.insert(1, Text(say("demo.tokens.bos", token=d.text(0), first=d.text(1))))
+        parts.insert(1, Text(say("demo.tokens.bos", token=d.text(0), first=f"“{d.text(1)}”")))
     info = d.trace.meta.get("training")
     if isinstance(info, dict):
         parts.append(Text(say("demo.tokens.trained", steps=str(info.get("steps", "?")),
