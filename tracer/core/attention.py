@@ -98,6 +98,7 @@ class SoftmaxAttention(Sublayer):
     key = "softmax"
     scope = "attn"
     title = "softmax attention"
+    shown_as = "heads"
     hooks = {
         "hook_q": h("pos head d_head", "qkv"),
         "hook_k": h("pos kv d_head", "qkv"),
@@ -223,6 +224,9 @@ class SoftmaxAttention(Sublayer):
 
     def new_cache(self, cfg, capacity: int, owner) -> LayerKV:
         return LayerKV(owner, capacity, cfg.kv_heads, cfg.d_head, cfg.dtype)
+
+    def cache_bytes(self, cfg, n: int) -> int:  # a key and a value per key/value head and position: it grows
+        return 2 * n * cfg.kv_heads * cfg.d_head * np.dtype(cfg.dtype).itemsize
 
 
 def _qk_norm_weights(cfg, params: dict, name: str) -> tuple | None:

@@ -52,6 +52,7 @@ class Sublayer:
     plain: str = ""  # the demo's words: what it does to each token
     steps: tuple = ()  # (hook within the block, its name, words with {shape}) for each step the walkthrough shows
     example: dict = {}  # the config fields a small model of this kind needs besides its key (tests, docs)
+    shown_as: str = ""  # which of the walkthrough's views shows it token by token (`tracer.render.layer`): "heads", "state"
 
     # -- parameters and layout
     def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
@@ -102,6 +103,14 @@ class Sublayer:
     def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
         """Numbers one recorded pass holds at most (every value whole), per layer."""
         raise NotImplementedError
+
+    def n_heads(self, cfg) -> int:
+        """The heads whose outputs W_O merges (what `--head` and `--ablate L:H` count in this layer)."""
+        return cfg.n_heads
+
+    def cache_bytes(self, cfg, n: int) -> int:
+        """Bytes this layer's cache (`new_cache`) holds for `n` positions: 0 without a cache."""
+        return 0
 
     def new_cache(self, cfg, capacity: int, owner):
         """This layer's cache for a generation of up to `capacity` positions (`owner`: the
