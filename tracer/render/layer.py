@@ -16,11 +16,12 @@ from rich.text import Text
 from ..sections import renders
 from .context import Ctx
 from .experts import routing
+from .linear import state_steps
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
 from .words import say
-from ..core.equations import largest_first
+from ..core.equations import largest_first, sigmoid
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
 BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, and "… N more"
@@ -80,18 +81,30 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
         if ln is not None:
             yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
+    yield VIEWS[cfg.attention_of(layer).shown_as](ctx, t, layer)  # the heads' scores, or a linear layer's state
+    yield after_attention(ctx, t, layer)
+
+
+@group()
+def heads_steps(ctx: Ctx, t: int, layer: int):
+    """Softmax attention at token t: what the mask hides, RoPE's turn, every shown head's Q, K, V, scores,
+    weights and weighted sum."""
+    cfg = ctx.cfg
     heads = ctx.shown_heads()
     yield visibility(ctx, t, layer)
     if cfg.rotates(layer):
         yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
-        yield head_at_token(ctx, t, layer, h)
+        if h < cfg.n_heads:
+            yield head_at_token(ctx, t, layer, h)
     if len(heads) < cfg.n_heads:
         rest = [h for h in range(cfg.n_heads) if h not in heads]
         yield Text(f"heads {rest[0]}–{rest[-1]}: the same steps with their own W_Q, W_K, W_V "
                         f"(--head N shows one, --full shows all)", style="dim")
-    yield after_attention(ctx, t, layer)
+
+
+VIEWS = {"heads": heads_steps, "state": state_steps}  # `Sublayer.shown_as` → what shows the layer token by token
 
 
 def norm_name(cfg) -> str:
@@ -288,6 +301,16 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         whose = say("sum.new", L=L) + (say("sum.from_head", h=str(h)) if H > 1 else "")
         yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
         yield from ctx.checks_at(a + "hook_z", t, h)
+    yield from output_gate(ctx, t, a, h)
+
+
+def output_gate(ctx: Ctx, t: int, a: str, h: int):
+    """Qwen3.5's gated softmax attention: head h's weighted sum times sigmoid(its gate), what W_O merges."""
+    gate, gated = ctx.at(a + "hook_gate", t), ctx.at(a + "hook_z_gated", t)
+    if gate is not None and gated is not None:
+        yield ctx.eq(say("gate.sigmoid", h=str(h)), "sigmoid(gate)", ctx.v(sigmoid(np.asarray(gate[h], dtype=np.float64))))
+        yield ctx.eq(say("gate.out", h=str(h)), f"{ctx.labels[t]}_z gated", ctx.v(gated[h]))
+        yield from ctx.checks_at(a + "hook_z_gated", t, h)
 
 
 def sink_share(ctx: Ctx, a: str, t: int, h: int):
@@ -320,16 +343,19 @@ def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words:
 def after_attention(ctx: Ctx, t: int, layer: int):
     """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
     cfg, L, b = ctx.cfg, ctx.labels[t], f"blocks.{layer}."
-    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
-    z = ctx.at(b + "attn.hook_z", t)
+    dm = cfg.d_model
+    gated = ctx.records(b + "attn.hook_z_gated")  # an output gate (or a linear layer's gated norm) before W_O
+    z = ctx.at(b + ("attn.hook_z_gated" if gated else "attn.hook_z"), t)  # [head, d_head]: what W_O merges
+    H, dh = z.shape if z is not None else (cfg.n_heads, cfg.d_head)
     attn_out = ctx.at(b + "hook_attn_out", t)
     if H > 1 and z is not None:
-        yield ctx.eq(say("heads.concat", H=str(H), d_head=str(dh), n=str(H * dh)), f"z_{L}",
+        yield ctx.eq(say("heads.concat", H=str(H), d_head=str(dh), n=str(H * dh)), f"z_{L}" + (" gated" if gated else ""),
                      ctx.v(z.reshape(-1)))
     added = f"attn_out_{L}"  # what the residual adds: attention's output, or (OLMo 2) its norm
     if attn_out is not None:
+        biased = "b_O" in cfg.attention_of(layer).shapes(cfg, layer)
         yield from output_norm(ctx, t, b + "ln1_post.", "attention", added, attn_out,
-                               say("heads.wo", shape=shape(H * dh, dm), d_model=str(dm)))
+                               say("heads.wo" if biased else "heads.wo_no_bias", shape=shape(H * dh, dm), d_model=str(dm)))
         yield from ctx.checks_at(b + "hook_attn_out", t)
         added = f"ln1_post({added})" if cfg.norm_place_kind.after else added
     if cfg.mlp:

@@ -17,12 +17,13 @@ The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo s
 box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) and the rows' (`rows.*`:
 whose each pass of a generation of several rows is, which the page is sent finished).
 
-`tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
-sentences, that the demo's modules hold no sentence of their own, that every key either reads is
-here, and that every template here is said.
-"""
+The kinds beyond softmax attention (linear attention's state, a hybrid's cache) are `words_kinds`'s, entered at
+the end. `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these sentences,
+that the demo's modules hold none either, that every key either reads is here, and that every template is said."""
 
 from __future__ import annotations
+
+from .words_kinds import KIND_WORDS
 
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
@@ -352,7 +353,7 @@ WORDS: dict[str, str] = {
                  "dot product then depends only on how far apart the tokens are, which is what attention needs to "
                  "know.{normed}",
     "demo.rope.normed": " {how}; only then it turns.",
-    "demo.rope.heading": "{L} at position {t}, {head}, first layer",
+    "demo.rope.heading": "{L} at position {t}, {head}, {layer}",
     # Query, Key and Value (step_qkv)
     "demo.qkv": "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
                 "from database search: the Query is like a search term (what this token is looking for), the Key is "
@@ -484,6 +485,7 @@ WORDS: dict[str, str] = {
     "demo.deck.made": "Made with tracer ({command}). The Query/Key/Value analogy (search term, index, content) is the "
                       "seed article's.",
     "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
+    **KIND_WORDS,
 }
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)

@@ -19,6 +19,7 @@ from .base import Demo, FirstThatFits, Page, Step, sentence
 from .copying import step_copying  # noqa: F401  each screen enters itself in tracer.sections (@screen)
 from .layer import step_tokens  # noqa: F401
 from .output import step_layers
+from .state import step_state  # noqa: F401  a linear-attention layer's screen (a hybrid model's)
 
 
 def screen_of(name: str):

@@ -30,6 +30,7 @@ from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
+from .states import with_states
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
                      stop_words, texts_of, tokens_data)
@@ -139,7 +140,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "carried": carried, "whole": whole, "left_out": left_out,
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
-        "layers": layers_data(rows, cfg, carried, whole),
+        "layers": with_states(layers_data(rows, cfg, carried, whole), rows, cfg, carried, whole),
         "layer_words": layer_words(cfg),
         "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,
