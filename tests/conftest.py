@@ -277,7 +277,8 @@ class Limited:
     """A `tests/limited_runner.py` process: `limited(*args, memory=MEMORY_LIMIT, seconds=TIME_LIMIT,
     cwd=None)` runs `tracer ARGS` in a forked process of its own under those limits and returns a
     `subprocess.CompletedProcess`-like result: `.returncode` (None when a signal ended it: then
-    `.signal`), `.stdout`, `.stderr` (text, decoded leniently) and `.seconds`."""
+    `.signal`), `.stdout`, `.stderr` (text, decoded leniently), `.seconds` (the CPU time it used: a loaded
+    machine stretches it far less than the wall time) and `.wall`."""
 
     def __init__(self, folder: Path):
         env = _this_checkout({**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
@@ -297,7 +298,7 @@ class Limited:
         self.proc.stdin.write(json.dumps(case) + "\n")
         self.proc.stdin.flush()
         got = json.loads(self.proc.stdout.readline())
-        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"],
+        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"], wall=got["wall"],
                                stdout=out.read_bytes().decode("utf-8", "replace"),
                                stderr=err.read_bytes().decode("utf-8", "replace"), args=args)
 
@@ -1210,11 +1211,27 @@ def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
     w.add_add_bos_token(True)
 
 
+def _quantized(g, a: np.ndarray, quant: str):
+    """(storage type, bytes) of a matrix stored as `quant`: Q6_K by tests/quant_blocks.quantize_q6_k when its rows
+    are whole super-blocks of 256, else Q8_0 (llama-quantize's fallback for Q6_K); Q8_0 (or F16) by the gguf package,
+    F16 when the rows are not whole blocks of 32 (the converter's fallback)."""
+    if quant == "Q6_K":
+        if a.shape[1] % 256 == 0:
+            from .quant_blocks import quantize_q6_k
+
+            return g.GGMLQuantizationType.Q6_K, quantize_q6_k(a)
+        quant = "Q8_0"
+    qt = getattr(g.GGMLQuantizationType, quant)
+    try:
+        return qt, a.astype(np.float16) if quant == "F16" else g.quants.quantize(a, qt)
+    except g.quants.QuantError:
+        return g.GGMLQuantizationType.F16, a.astype(np.float16)
+
+
 def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
                            permute: bool | None = None) -> Path:
     """A folder of tools/make_new_family_fixtures.py as a GGUF file (see the section's comment); matrices stored as
-    `quant` (F32, F16 or Q8_0; a matrix whose rows Q8_0 cannot split into blocks of 32 falls back to F16, as the
-    converter does; vectors and the convolution stay F32). `permute` is unused (the family decides)."""
+    `quant` (F32, F16, Q8_0 or Q6_K, `_quantized`; vectors and the convolution stay F32). `permute` is unused (the family decides)."""
     import json
 
     g = _gguf()
@@ -1238,11 +1255,7 @@ def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32"
         name = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf
         if a.ndim == 2 and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
-            qt = getattr(g.GGMLQuantizationType, quant)
-            try:
-                data = a.astype(np.float16) if quant == "F16" else g.quants.quantize(a, qt)
-            except g.quants.QuantError:
-                data, qt = a.astype(np.float16), g.GGMLQuantizationType.F16
+            qt, data = _quantized(g, a, quant)
             w.add_tensor(name, data, raw_dtype=qt)
         else:
             w.add_tensor(name, a)

@@ -164,6 +164,19 @@ def naive_forward(cfg, params, tokens):
     return out
 
 
+def loss_slope(cfg, params: dict, tokens, name: str, i: int, eps: float = 1e-6) -> float:
+    """The next-token loss's central difference along entry i of `params[name]` (flattened: a C-ordered array,
+    whose entry is changed in place and put back)."""
+    flat = params[name].reshape(-1)
+    keep = flat[i]
+    flat[i] = keep + eps
+    up = next_token_loss(cfg, params, tokens)
+    flat[i] = keep - eps
+    down = next_token_loss(cfg, params, tokens)
+    flat[i] = keep
+    return (up - down) / (2 * eps)
+
+
 def next_token_loss(cfg, params: dict, tokens) -> float:
     """The mean next-token loss written out from tracer's logits one row at a time, independently of
     `tracer.core.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""

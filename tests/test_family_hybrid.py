@@ -17,7 +17,7 @@ import tracer
 from tracer.core.config import Config
 from tracer.formats.files import load_npz
 
-from .reference import next_token_loss
+from .reference import loss_slope, next_token_loss
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["qwen3-5-tiny", "smollm3-tiny", "olmo3-tiny"]
@@ -197,10 +197,21 @@ def test_the_backward_pass_matches_central_differences(name, check):
     for p in check:
         flat = params[p].reshape(-1)
         for i in rng.choice(flat.size, 3, replace=False):
-            keep = flat[i]
-            flat[i] = keep + 1e-6
-            up = next_token_loss(cfg, params, tokens)
-            flat[i] = keep - 1e-6
-            down = next_token_loss(cfg, params, tokens)
-            flat[i] = keep
-            assert grads[p].reshape(-1)[i] == pytest.approx((up - down) / 2e-6, rel=1e-4, abs=1e-8), (name, p, i)
+            slope = loss_slope(cfg, params, tokens, p, i)
+            assert grads[p].reshape(-1)[i] == pytest.approx(slope, rel=1e-4, abs=1e-8), (name, p, i)
+
+
+@pytest.mark.parametrize("name, says", [
+    ("qwen3-5-tiny", "pair (q_i, q_(i+4)) turns by angle 0·θ_i, θ_i = 1e+07^(−2i/8); only the first 8 of 32 numbers turn"),
+    ("olmo3-tiny", "(YaRN divides the slow ones by 8, and cos and sin are × 1.208)"),
+])
+def test_the_walkthrough_says_how_much_of_each_head_turns_and_by_which_scaling(runner, name, says):
+    """Partial rotary (Qwen3.5: 8 of a head's 32 numbers) and YaRN's factor and attention factor, in the
+    rotation's sentence of a softmax layer (OLMo 3's full layer 3; its factor 0.1·ln 8 + 1 = 1.2079)."""
+    from tracer.cli import app
+
+    layer = "1" if name == "qwen3-5-tiny" else "3"
+    r = runner.invoke(app, ["trace", "The quick brown fox", "--model", str(DATA / name), "--layer", layer, "--no-pager"],
+                      env={"COLUMNS": "400", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output[-800:]
+    assert says in " ".join(r.output.split()), r.output[-2000:]

@@ -252,6 +252,20 @@ def test_every_section_and_option_works_on_the_hybrid(runner, tmp_path, columns)
     assert r.exit_code == 0, r.output[-400:]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gemma4-tiny", "gpt-oss-tiny"])
+def test_every_section_and_option_works_beside_the_hybrid(runner, model):
+    """The hybrid's views share their code with Gemma 4's per-layer sizes and shared keys and values and with
+    gpt-oss's sinks and experts: those models' every section and option still fits 80 and 100 columns."""
+    last = str(tracer.load(str(DATA / model)).config.n_layers - 1)
+    for columns, options in itertools.product(["80", "100"], [[*(last if o == "2" else o for o in opts)] for opts in OPTIONS]):
+        r = runner.invoke(app, ["trace", PROMPT, "--model", str(DATA / model), "--no-pager", *options],
+                          env={"COLUMNS": columns, "NO_COLOR": "1"})
+        assert r.exit_code == 0, (columns, options, r.output[-400:])
+        if "--json" not in options:
+            assert all(len(line) <= int(columns) for line in r.stdout.splitlines()), (columns, options)
+
+
 def test_a_head_the_layer_lacks_is_refused_in_one_line(runner):
     r = runner.invoke(app, ["trace", PROMPT, "--model", MODEL, "--ablate", "0:4"], env={"COLUMNS": "100"})
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0 and "layer 0 has heads 0–3" in r.stderr

@@ -141,6 +141,18 @@ class SoftmaxAttention(Sublayer):
     # -- the passes
 
     def run(self, cfg, w: AttentionWeights, x: np.ndarray, rec: Recorder, span: Span) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+        q, k, v = self.project(cfg, w, x, rec, span)  # [pos, head, d_head]; [key_pos, kv_head, d_head] ×2
+        dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
+        scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
+        pattern = rec("hook_pattern", self.weights(cfg, w, scores, rec))  # [head, query_pos, key_pos]
+        z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
+        z = self.z_out(cfg, w, x, z, rec)  # what W_O merges (an output gate's product: Qwen3.5)
+        rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
+        return w.out(merge_heads(z))  # [pos, d_model]
+
+    def project(self, cfg, w: AttentionWeights, x: np.ndarray, rec: Recorder, span: Span):
+        """The queries, and every key and value they may see (the cached positions', then these): the fused
+        product cut into heads, the Q/K norms, the rotation, the cache."""
         q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
         q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
         if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
@@ -150,13 +162,7 @@ class SoftmaxAttention(Sublayer):
             q, k = rec("hook_rot_q", rotate(q, *span.turn)), rec("hook_rot_k", rotate(k, *span.turn))
         if span.cache is not None:
             k, v = span.cache.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
-        dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-        scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
-        pattern = rec("hook_pattern", self.weights(cfg, w, scores, rec))  # [head, query_pos, key_pos]
-        z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
-        z = self.z_out(cfg, w, x, z, rec)  # what W_O merges (an output gate's product: Qwen3.5)
-        rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
-        return w.out(merge_heads(z))  # [pos, d_model]
+        return q, k, v
 
     def z_out(self, cfg, w: AttentionWeights, x: np.ndarray, z: np.ndarray, rec: Recorder) -> np.ndarray:
         """What W_O merges, of the weighted sums z: z itself (a subclass may gate it)."""
@@ -176,7 +182,7 @@ class SoftmaxAttention(Sublayer):
 
     def backward(self, cfg, w: AttentionWeights, dy: np.ndarray, acts, p: str, grads: dict, x: np.ndarray,
                  span: Span) -> np.ndarray:  # [..., pos, d_model] → [..., pos, d_model]
-        H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+        H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
         z, pattern = acts[p + "hook_z"], acts[p + "hook_pattern"]
         block = p[: -len("attn.")]
         q_name, k_name = meeting(cfg, int(block.split(".")[1]))  # under RoPE, the rotated Q and K
@@ -190,16 +196,28 @@ class SoftmaxAttention(Sublayer):
         if cfg.attn_softcap is not None:  # Gemma 2: back through cap · tanh(s / cap), from the capped scores
             dscores = cfg.softcap_kind.backward(dscores, acts[p + "hook_attn_scores"], cfg.attn_softcap)
         dq, dk = d_attention_scores(d_scale_and_mask(dscores, cfg.scores_scale), q, k)
-        if span.turn is not None:  # back through the rotation to the projections' Q and K
-            d_rotate = cfg.position_kind.backward
-            dq, dk = d_rotate(dq, *span.turn), d_rotate(dk, *span.turn)
-        if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
-            dq = d_qk_norm(cfg, dq, w.q_norm, acts, p + "q_norm.", grads, p + "q_norm")
-            dk = d_qk_norm(cfg, dk, w.k_norm, acts, p + "k_norm.", grads, p + "k_norm")
+        dx = self.d_project(cfg, w, dq, dk, dv, acts, p, grads, x, span)
+        return dx if dx_gate is None else dx + dx_gate
+
+    def d_project(self, cfg, w: AttentionWeights, dq, dk, dv, acts, p: str, grads: dict, x: np.ndarray,
+                  span: Span) -> np.ndarray:  # → [..., pos, d_model]
+        """Back through `project`: the gradients of the Q and K that met and of the values weighed → the input's."""
+        H, KV = cfg.n_heads, cfg.kv_heads
+        dq, dk = self.d_turn(cfg, w, dq, dk, acts, p, grads, span)
         dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), x, w.qkv.W)
         for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
             grads[p + f"W_{m}"], grads[p + f"b_{m}"] = dW, db
-        return dx if dx_gate is None else dx + dx_gate
+        return dx
+
+    def d_turn(self, cfg, w: AttentionWeights, dq, dk, acts, p: str, grads: dict, span: Span):
+        """Back through the rotation and the Q/K norms to the projections' Q and K (dk None: no K of its own)."""
+        if span.turn is not None:  # back through the rotation to the projections' Q and K
+            d_rotate = cfg.position_kind.backward
+            dq, dk = d_rotate(dq, *span.turn), (d_rotate(dk, *span.turn) if dk is not None else None)
+        if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
+            dq = d_qk_norm(cfg, dq, w.q_norm, acts, p + "q_norm.", grads, p + "q_norm")
+            dk = d_qk_norm(cfg, dk, w.k_norm, acts, p + "k_norm.", grads, p + "k_norm") if dk is not None else None
+        return dq, dk
 
     def z_out_recorded(self, acts, p: str, z: np.ndarray) -> np.ndarray:
         """What `z_out` gave in the recorded pass."""
@@ -222,11 +240,12 @@ class SoftmaxAttention(Sublayer):
     def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
         return n_new * 4 * cfg.n_heads * cfg.d_head + 3 * cfg.n_heads * n_new * n_seen  # Q, K, V, Z; dots, scores, weights
 
-    def new_cache(self, cfg, capacity: int, owner) -> LayerKV:
-        return LayerKV(owner, capacity, cfg.kv_heads, cfg.d_head, cfg.dtype)
+    def cache_row(self, cfg, l: int = 0) -> int:
+        """Numbers the cache keeps of one position in layer l: its key and value in every key/value head."""
+        return 2 * cfg.kv_heads * cfg.d_head
 
-    def cache_bytes(self, cfg, n: int) -> int:  # a key and a value per key/value head and position: it grows
-        return 2 * n * cfg.kv_heads * cfg.d_head * np.dtype(cfg.dtype).itemsize
+    def new_cache(self, cfg, capacity: int, owner, layer: int = 0) -> LayerKV:
+        return LayerKV(owner, capacity, cfg.kv_heads, cfg.d_head, cfg.dtype)
 
 
 def _qk_norm_weights(cfg, params: dict, name: str) -> tuple | None:

@@ -77,7 +77,9 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
     each divided by its own factor when it says {"rope_type": "factors", "factors": [d_head / 2]}
     (how a GGUF file stores Llama 3's scaling: its `rope_freqs` tensor, as llama.cpp applies it), or
     all divided by one factor when it says {"rope_type": "linear", "factor": f} (positions stretched f
-    times: Gemma 3's global layers)."""
+    times: Gemma 3's global layers); {"rope_type": "proportional", "partial_rotary_factor": p} (Gemma 4's
+    full layers, transformers' "proportional"): the first ⌊p·d_head/2⌋ pairs keep the whole head's θ_i, the
+    others θ_i = 0 (they do not turn) — unlike partial rotary's, whose turning pairs span only its width."""
     inv = 1.0 / np.power(float(theta), np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head / 2]
     if not scaling:
         return inv
@@ -85,6 +87,9 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
         return inv / np.asarray(scaling["factors"], dtype=np.float64)  # [d_head / 2]
     if scaling.get("rope_type") == "linear":
         return inv / float(scaling["factor"])  # [d_head / 2]
+    if scaling.get("rope_type") == "proportional":  # Gemma 4's full layers: the first pairs turn at the whole head's
+        inv[int(float(scaling["partial_rotary_factor"]) * d_head // 2):] = 0.0  # frequencies, the rest not at all
+        return inv / float(scaling.get("factor", 1.0))  # [d_head / 2]
     if scaling.get("rope_type") == "yarn":
         return yarn_frequencies(inv, d_head, theta, scaling)
     factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))

@@ -161,13 +161,13 @@ class LinearAttention(Sublayer):
     def gated_norm(cfg, o, z, w):
         return gated_norm(o, z, w, cfg.ln_eps)
 
-    def new_cache(self, cfg, capacity: int, owner) -> LayerState:
+    def new_cache(self, cfg, capacity: int, owner, layer: int = 0) -> LayerState:
         return LayerState(owner, cfg)
 
     def n_heads(self, cfg) -> int:
         return cfg.linear_v_heads  # one state per value head; W_O merges their gated read-outs
 
-    def cache_bytes(self, cfg, n: int) -> int:  # the state and the convolution's last inputs: whatever n is
+    def cache_bytes(self, cfg, n: int, l: int = 0) -> int:  # the state and the convolution's last inputs: whatever n is
         conv = 2 * cfg.linear_k_heads * cfg.linear_d_k + cfg.linear_v_heads * cfg.linear_d_v
         numbers = cfg.linear_v_heads * cfg.linear_d_k * cfg.linear_d_v + (cfg.linear_conv - 1) * conv
         return numbers * np.dtype(cfg.dtype).itemsize

@@ -6,7 +6,8 @@ projection and the short causal convolution over this token and the K−1 before
 itself"), the state before the token, what it recalls for the key (Sᵀk), the error v − Sᵀk written along
 k with weight β, the state after, the read-out o = Sᵀq/√d_k and the gated norm; then what the layer keeps
 (a fixed state) against what a softmax layer's KV cache adds per token. Also the `layers` overview's cells,
-the heatmap's note and the cache table's words of such a layer.
+the heatmap's note and the cache table's words of such a layer, and the output gate of Qwen3.5's softmax
+layers (sigmoid(gate) and z × gate, what their W_O merges).
 
 Reads the recorded arrays only (`blocks.{l}.attn.hook_qkv_pre`, `hook_qkv_conv`, `hook_q`, `hook_k`,
 `hook_v`, `hook_beta`, `hook_decay`, `hook_state`, `hook_z`, `hook_gate_z`, `hook_z_gated`): what S was
@@ -23,8 +24,10 @@ from rich.text import Text
 
 from .context import Ctx
 from .fmt import count, cprob, letters, num, shape, size
+from .loop import cache_layers
 from .text import BRIEF_CORNER, FULL_CORNER, indent, line
 from .words import say
+from ..core.equations import sigmoid
 
 
 
@@ -188,11 +191,6 @@ def head_line(ctx: Ctx, t: int, layer: int, h: int):
 # --------------------------------------------------------------------------- what the layer keeps
 
 
-def growing_layers(cfg) -> list[int]:
-    """The layers whose cache grows with every token (softmax attention's keys and values)."""
-    return [l for l in range(cfg.n_layers) if cfg.attention_of(l).cache_bytes(cfg, 2) > cfg.attention_of(l).cache_bytes(cfg, 1)]
-
-
 def keeps_words(cfg, layer: int, n: int) -> str:
     """What this linear layer keeps (its state and the convolution's last inputs, in bytes) and, when the
     model has softmax layers too, what one of them keeps per token: the lesson of a hybrid model (the
@@ -203,12 +201,13 @@ def keeps_words(cfg, layer: int, n: int) -> str:
     W_V = shapes["W_V"]  # [v_head, d_model, d_v]
     W_K = shapes["W_K"]  # [k_head, d_model, d_k]
     out = say("linear.keeps", d_k=str(W_K[2]), d_v=str(W_V[2]), H=str(W_V[0]), before=str(K - 1),
-              bytes=size(kind.cache_bytes(cfg, n)), dtype=cfg.dtype)
-    grows = growing_layers(cfg)
+              bytes=size(kind.cache_bytes(cfg.layer(layer), n, layer)), dtype=cfg.dtype)
+    grows, _ = cache_layers(cfg)
     if grows:
-        other = cfg.attention_of(grows[0])
-        out += say("linear.versus", per_token=size(other.cache_bytes(cfg, 1)), kv=str(cfg.kv_heads), d_head=str(cfg.d_head),
-                   now=size(other.cache_bytes(cfg, n)), n=str(n), full=size(other.cache_bytes(cfg, cfg.n_ctx)),
+        g = grows[0]
+        other, view = cfg.attention_of(g), cfg.layer(g)
+        out += say("linear.versus", per_token=size(other.cache_bytes(view, 1, g)), kv=str(view.kv_heads), d_head=str(view.d_head),
+                   now=size(other.cache_bytes(view, n, g)), n=str(n), full=size(other.cache_bytes(view, cfg.n_ctx, g)),
                    n_ctx=f"{cfg.n_ctx:,}")
     return out
 
@@ -277,3 +276,12 @@ def heatmap_note(ctx: Ctx, layer: int) -> list:
     if grid is not None:
         out += [Text(say("linear.grid", layer=str(layer)), style="bold"), grid, Text(say("linear.grid_legend"), style="dim")]
     return out
+
+
+def output_gate(ctx: Ctx, t: int, a: str, h: int):
+    """Qwen3.5's gated softmax attention: head h's weighted sum times sigmoid(its gate), what W_O merges."""
+    gate, gated = ctx.at(a + "hook_gate", t), ctx.at(a + "hook_z_gated", t)
+    if gate is not None and gated is not None:
+        yield ctx.eq(say("gate.sigmoid", h=str(h)), "sigmoid(gate)", ctx.v(sigmoid(np.asarray(gate[h], dtype=np.float64))))
+        yield ctx.eq(say("gate.out", h=str(h)), f"{ctx.labels[t]}_z gated", ctx.v(gated[h]))
+        yield from ctx.checks_at(a + "hook_z_gated", t, h)

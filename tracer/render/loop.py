@@ -68,6 +68,23 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     return Group(*parts)
 
 
+def kept_words(cfg, kept: list[int]) -> str:
+    """What each layer's cache keeps of a position: "layers 0, 1: 2 × 2 × 16; layer 2: 2 × 1 × 32; layers 3, 4: none
+    (they attend with the keys and values of layers 1, 2)"."""
+    groups: dict = {}
+    for l, n in enumerate(kept):
+        view = cfg.layer(l)
+        groups.setdefault(f"2 × {view.kv_heads} × {view.d_head}" if n else "none", []).append(l)
+    said = []
+    for what, layers in groups.items():
+        names = f"layer{'s' * (len(layers) > 1)} {', '.join(map(str, layers))}"
+        why = ""
+        if what == "none" and cfg.kv_source and any(cfg.kv_source[l] != l for l in layers):
+            why = f" of their own (they attend with the keys and values of layers {', '.join(str(cfg.kv_source[l]) for l in layers)})"
+        said.append(f"{names}: {what}{why}")
+    return "; ".join(said)
+
+
 def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     """What the KV cache's table says, in sentences (the terminal and the page): each reused row's size,
     grouped-query attention's saving, the totals, the Q&A's claim."""
@@ -80,13 +97,19 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     per_row = 2 * len(grows) * cfg.kv_heads * cfg.d_head
     kv = count(cfg.n_heads, "head") if cfg.kv_heads == cfg.n_heads else count(cfg.kv_heads, "key/value head")
     notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass."]
+    kept = [cfg.attention_of(l).cache_row(cfg.layer(l), l) for l in range(cfg.n_layers)]  # per layer: what a row holds
     if fixed:  # a hybrid: the linear-attention layers keep a state, no rows
         notes.append(say("cache.rows", layers=count(len(grows), "layer"), kv=kv, d_head=str(cfg.d_head),
                          numbers=integer(per_row), linear=layer_runs(fixed), s="s" if len(fixed) == 1 else ""))
+    elif len(set(kept)) > 1:  # layers that keep different rows (Gemma 4's head sizes and shared layers)
+        per_row = sum(kept)
+        notes.append(f"Each reused row is that token's keys and values in the layers that keep them (key and value × "
+                     f"key/value heads × dims): {kept_words(cfg, kept)}; {integer(per_row)} numbers in all, computed once "
+                     f"and kept.")
     else:
         notes.append(f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
                      f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept.")
-    if cfg.kv_heads < cfg.n_heads and grows:
+    if cfg.kv_heads < cfg.n_heads and len({k for k in kept if k}) == 1:  # the same rows in every layer that keeps any
         full_row = 2 * len(grows) * cfg.n_heads * cfg.d_head
         notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {count(cfg.kv_heads, 'key/value head')}, so the "
                      f"cache keeps {integer(per_row)} numbers per token instead of {integer(full_row)} "
@@ -124,7 +147,7 @@ def cache_layers(cfg) -> tuple[list[int], list[int]]:
     grows, fixed = [], []
     for l in range(cfg.n_layers):
         kind = cfg.attention_of(l)
-        one, two = kind.cache_bytes(cfg, 1), kind.cache_bytes(cfg, 2)
+        one, two = kind.cache_bytes(cfg.layer(l), 1, l), kind.cache_bytes(cfg.layer(l), 2, l)
         (grows if two > one else fixed if one else []).append(l)
     return grows, fixed
 
@@ -146,10 +169,11 @@ def cache_by_layer(gen) -> Table | None:
     for l in grows + fixed:
         kinds.setdefault(cfg.attention_of(l), []).append(l)
     for kind, layers in sorted(kinds.items(), key=lambda kv: kv[1][0]):
-        keeps = say("cache.grows", per_token=size(kind.cache_bytes(cfg, 1))) if layers[0] in grows else say("cache.state")
-        t.add_row(layer_runs(sorted(layers)), keeps, size(kind.cache_bytes(cfg, n)),
-                  size(kind.cache_bytes(cfg, cfg.n_ctx)))
-    total = [sum(cfg.attention_of(l).cache_bytes(cfg, m) for l in range(cfg.n_layers)) for m in (n, cfg.n_ctx)]
+        one = layers[0]
+        kept = [size(kind.cache_bytes(cfg.layer(one), m, one)) for m in (1, n, cfg.n_ctx)]
+        keeps = say("cache.grows", per_token=kept[0]) if one in grows else say("cache.state")
+        t.add_row(layer_runs(sorted(layers)), keeps, kept[1], kept[2])
+    total = [sum(cfg.attention_of(l).cache_bytes(cfg.layer(l), m, l) for l in range(cfg.n_layers)) for m in (n, cfg.n_ctx)]
     t.add_row(say("cache.all", n=count(cfg.n_layers, "layer")), "", size(total[0]), size(total[1]), style="bold")
     return t
 
