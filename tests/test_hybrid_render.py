@@ -80,6 +80,16 @@ def nbytes(text: str, words: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
+def worked(text: str) -> dict:
+    """The state's number worked by hand: "row k5, column v6 (…): 0.923 × 0.080 + 0.464 × 0.264 × 2.019 = 0.321"."""
+    flat = " ".join(text.split())
+    m = re.search(r"row k(\d+), column v(\d+) \([^)]*\): (" + NUMBER + r") × (" + NUMBER + r") \+ (" + NUMBER + r") × ("
+                  + NUMBER + r") × (" + NUMBER + r") = (" + NUMBER + ")", flat)
+    assert m, "no number of the state worked by hand"
+    return {"i": int(m.group(1)), "j": int(m.group(2)),
+            **{key: float(m.group(n)) for n, key in enumerate(("keep", "s", "k", "beta", "e", "after"), start=3)}}
+
+
 def close_to_size(said: float, exact: int):
     """`fmt.size` keeps three significant digits."""
     assert abs(said - exact) <= 0.005 * exact + 0.5, (said, exact)
@@ -122,6 +132,14 @@ def test_each_step_of_a_linear_layer_shows_the_recorded_numbers(run, t, h):
     after = S + np.outer(k[g_head], beta * error)
     np.testing.assert_allclose(st[a + "hook_state"][row, h], after, atol=1e-5)  # the recorded state is that write
     np.testing.assert_allclose(matrix_after(text, f"the state after {L}"), st[a + "hook_state"][row, h], atol=SHOWN)
+    cell = worked(text)  # one number of the state by hand: the largest write, its sum equal to the recorded state
+    write = np.outer(k[g_head], beta * error)
+    i, j = np.unravel_index(np.argmax(np.abs(write)), write.shape)
+    assert (cell["i"], cell["j"]) == (i, j)
+    np.testing.assert_allclose([cell["keep"], cell["s"], cell["k"], cell["beta"], cell["e"], cell["after"]],
+                               [np.exp(g), before[i, j], k[g_head][i], beta, error[j], st[a + "hook_state"][row, h, i, j]],
+                               atol=SHOWN)
+    assert cell["keep"] * cell["s"] + cell["k"] * cell["beta"] * cell["e"] == pytest.approx(cell["after"], abs=4 * SHOWN)
     o = st[a + "hook_z"][row, h]
     np.testing.assert_allclose(o, after.T @ q[g_head] / np.sqrt(len(q[g_head])), atol=1e-5)  # read: Sᵀq / √d_k
     np.testing.assert_allclose(vector(text, f"o_{L}"), o, atol=SHOWN)
@@ -318,6 +336,37 @@ def test_the_page_carries_the_linear_layers_state_not_heads(run):
     np.testing.assert_allclose(lin["state"]["o"]["rows"][i], st["blocks.0.attn.hook_z_gated"][3], rtol=1e-4, atol=1e-6)
     assert "1.79 KB in all" in lin["state"]["keeps"]
     assert lin["z_out"] is None  # the gated softmax layer's heads reach W_O through their gate
+    # each head's update, as the terminal works it: recorded q, k, v, the state before and after, the delta rule
+    u, a = lin["state"]["update"], "blocks.0.attn."
+    for t in (0, 3):
+        i = d["carried"].index(t)
+        for h in range(4):
+            g_head = h // 2
+            k, v = st[a + "hook_k"][t, g_head], st[a + "hook_v"][t, h]
+            beta, g = float(st[a + "hook_beta"][t, h]), float(st[a + "hook_decay"][t, h])
+            before = np.zeros((8, 8)) if t == 0 else st[a + "hook_state"][t - 1, h].astype(np.float64)
+            recalled = (np.exp(g) * before).T @ k  # the naive recall, written here
+            np.testing.assert_allclose(u["k"]["rows"][i][h], k, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(u["q"]["rows"][i][h], st[a + "hook_q"][t, g_head], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(u["v"]["rows"][i][h], v, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(u["recall"]["rows"][i][h], recalled, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(u["error"]["rows"][i][h], v - recalled, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(u["o"]["rows"][i][h], st[a + "hook_z"][t, h], rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(u["after"][i][h], st[a + "hook_state"][t, h, :4, :4], rtol=1e-5, atol=1e-7)
+            assert u["g"][i][h] == pytest.approx(g, rel=1e-5)
+            assert (u["before"][i][h] is None) == (t == 0)
+            if t:
+                np.testing.assert_allclose(u["before"][i][h], before[:4, :4], rtol=1e-5, atol=1e-7)
+            cell = worked(u["cell"][i][h])
+            assert cell["after"] == pytest.approx(float(st[a + "hook_state"][t, h, cell["i"], cell["j"]]), abs=SHOWN)
+            assert cell["keep"] * cell["s"] + cell["k"] * cell["beta"] * cell["e"] == pytest.approx(cell["after"], abs=4 * SHOWN)
+    # the loop step's table of what each kind keeps: the cache's real bytes
+    kinds = d["cache_kinds"]
+    n = len(gen.steps[-1].tokens)
+    cache = KVCache(m.config, n)
+    assert [r[0] for r in kinds["rows"]] == ["layers 0 and 2", "layers 1 and 3"]
+    for r, layer in zip(kinds["rows"], (0, 1)):
+        close_to_size(nbytes(r[2] + "|", "|"), cache.layers[layer].nbytes)
     np.testing.assert_allclose(soft["z_out"]["rows"][i][2][:8], st["blocks.1.attn.hook_z_gated"][3, 2][:8], rtol=1e-4, atol=1e-6)
 
 
@@ -334,5 +383,13 @@ def test_the_demo_shows_the_state_then_follows_the_first_softmax_layer(run, rend
     st = gen.steps[0]
     assert number_after(text, "β") == pytest.approx(st["blocks.0.attn.hook_beta"][1, 0], abs=SHOWN)
     assert number_after(text, "exp(g)") == pytest.approx(np.exp(st["blocks.0.attn.hook_decay"][1, 0]), abs=SHOWN)
+    cell = worked(text)  # B's largest write, by hand: the recorded state after B
+    assert cell["after"] == pytest.approx(float(st["blocks.0.attn.hook_state"][1, 0, cell["i"], cell["j"]]), abs=SHOWN)
+    assert cell["s"] == pytest.approx(float(st["blocks.0.attn.hook_state"][0, 0, cell["i"], cell["j"]]), abs=SHOWN)
+    cache = render_text(steps[names.index("The KV cache")].body)
+    kv = KVCache(m.config, len(gen.steps[-1].tokens))
+    close_to_size(nbytes(cache, " each after 15 tokens; layers 1"), kv.layers[0].nbytes)  # the state, whatever n is
+    close_to_size(nbytes(cache, " each after 15 tokens."), kv.layers[1].nbytes)  # the keys and values of 15 positions
+    assert "each of the 2 softmax layers" in " ".join(cache.split())
     heads = render_text(steps[names.index("Multi-head: concat and W_O")].body)
     assert "B, layer 1" in heads and "gated, concat 4×32" in heads

@@ -130,6 +130,7 @@ def state_lines(r, t: int, layer: int) -> int:
     matrix = 2 + min(dk, corner) + (1 if max(dk, dv) > corner else 0)
     whole = eq_lines(r, 0, 9, dk) * 2 + eq_lines(r, 0, 9, dv) + wrapped(r, 120) + wrapped(r, 75) + wrapped(r, 150)
     whole += (1 if t == 0 else matrix) + matrix + sum(eq_lines(r, w, 9, dv) for w in (45, 50, 60, 30, 65))
+    whole += wrapped(r, 150)  # one number of the state worked by hand
     shown_whole = len(heads) if not r.view.brief or r.head_chosen else min(len(heads), 1)
     lines += shown_whole * whole + (len(heads) - shown_whole) * eq_lines(r, 90, 12, dv)
     lines += 1 if 0 < len(heads) < vh else 0

@@ -30,7 +30,6 @@ from .words import say
 from ..core.equations import sigmoid
 
 
-
 def _prefix(layer: int) -> str:
     return f"blocks.{layer}.attn."
 
@@ -55,6 +54,22 @@ def update(S_prev, k, v, beta: float, g: float):  # [d_k, d_v], [d_k], [d_v] →
     recalled = S.T @ np.asarray(k, dtype=np.float64)  # [d_v]
     error = np.asarray(v, dtype=np.float64) - recalled  # [d_v]
     return S, recalled, error, S + np.outer(k, beta * error)
+
+
+def worked_cell(S_prev, k, beta: float, g: float, error, after) -> dict:  # [d_k, d_v] or None, [d_k], ·, ·, [d_v], [d_k, d_v]
+    """The delta rule on one number of the state, the one this token changed most (k_i·β·error_j largest):
+    S_after[i, j] = exp(g)·S[i, j] + k_i·β·(v − Sᵀk)_j, every factor a recorded number (or `update`'s
+    arithmetic on them) and `after` the recorded state the sum must equal."""
+    write = np.outer(np.asarray(k, dtype=np.float64), beta * np.asarray(error, dtype=np.float64))  # [d_k, d_v]
+    i, j = (int(x) for x in np.unravel_index(np.argmax(np.abs(write)), write.shape))
+    return {"i": i, "j": j, "keep": float(np.exp(g)), "s": 0.0 if S_prev is None else float(S_prev[i, j]),
+            "k": float(k[i]), "beta": float(beta), "e": float(error[j]), "after": float(after[i, j])}
+
+
+def cell_words(cell: dict, p: int) -> str:
+    """`worked_cell`'s sum in words and numbers (the terminal, the demo and the page say it alike)."""
+    n = {key: num(cell[key], p) for key in ("keep", "s", "k", "beta", "e", "after")}
+    return say("linear.cell_worked", i=str(cell["i"]), j=str(cell["j"]), **n)
 
 
 def matrix(S, p: int, corner: int) -> Table:
@@ -167,6 +182,8 @@ def head_state(ctx: Ctx, t: int, layer: int, h: int):
     after = ctx.at(a + "hook_state", t)
     if after is not None:
         yield from state_view(ctx, np.asarray(after[h]), say("linear.write", L=L))
+        cell = worked_cell(None if S_prev is None else S_prev[h], k[g_head], b, gh, error, after[h])
+        yield line(cell_words(cell, p))
     o = ctx.at(a + "hook_z", t)
     if o is not None:
         yield ctx.eq(say("linear.read", d_k=str(dk), L=L, h=str(h)), f"o_{L}", ctx.v(o[h]))

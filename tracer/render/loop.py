@@ -152,29 +152,40 @@ def cache_layers(cfg) -> tuple[list[int], list[int]]:
     return grows, fixed
 
 
-def cache_by_layer(gen) -> Table | None:
-    """A hybrid model's cache, kind by kind: what each layer of a kind keeps for the next pass and its bytes
-    (`Sublayer.cache_bytes`, what `tracer.core.decoder.KVCache` allocates) after this run's positions and at
-    the model's context, and the whole cache's; None when every layer keeps a cache of the same kind."""
-    cfg = gen.steps[0].config
+def cache_kinds(cfg, n: int) -> dict | None:
+    """A hybrid model's cache, kind by kind: {"head": the columns' words, "rows": [layers, what they keep, bytes
+    per layer after n positions, at n_ctx], "all": the whole cache's row} (`Sublayer.cache_bytes`, what
+    `tracer.core.decoder.KVCache` allocates); None when every layer keeps a cache of the same kind. The
+    terminal's table and the page's read it alike."""
     grows, fixed = cache_layers(cfg)
     if not fixed:
         return None
-    n = len(gen.steps[-1].tokens)  # the positions the cache holds after the last pass
-    t = Table(title=say("cache.kinds"), title_justify="left")
-    for c, j in ((say("cache.layer"), "left"), (say("cache.keeps"), "left"), (say("cache.now", n=str(n)), "right"),
-                 (say("cache.ctx", n_ctx=f"{cfg.n_ctx:,}"), "right")):
-        t.add_column(c, justify=j, no_wrap=j == "right")
     kinds: dict = {}
     for l in grows + fixed:
         kinds.setdefault(cfg.attention_of(l), []).append(l)
+    rows = []
     for kind, layers in sorted(kinds.items(), key=lambda kv: kv[1][0]):
         one = layers[0]
         kept = [size(kind.cache_bytes(cfg.layer(one), m, one)) for m in (1, n, cfg.n_ctx)]
         keeps = say("cache.grows", per_token=kept[0]) if one in grows else say("cache.state")
-        t.add_row(layer_runs(sorted(layers)), keeps, kept[1], kept[2])
+        rows.append([layer_runs(sorted(layers)), keeps, kept[1], kept[2]])
     total = [sum(cfg.attention_of(l).cache_bytes(cfg.layer(l), m, l) for l in range(cfg.n_layers)) for m in (n, cfg.n_ctx)]
-    t.add_row(say("cache.all", n=count(cfg.n_layers, "layer")), "", size(total[0]), size(total[1]), style="bold")
+    return {"title": say("cache.kinds"),
+            "head": [say("cache.layer"), say("cache.keeps"), say("cache.now", n=str(n)), say("cache.ctx", n_ctx=f"{cfg.n_ctx:,}")],
+            "rows": rows, "all": [say("cache.all", n=count(cfg.n_layers, "layer")), "", size(total[0]), size(total[1])]}
+
+
+def cache_by_layer(gen) -> Table | None:
+    """`cache_kinds` as a table, after the last pass's positions."""
+    kinds = cache_kinds(gen.steps[0].config, len(gen.steps[-1].tokens))
+    if kinds is None:
+        return None
+    t = Table(title=kinds["title"], title_justify="left")
+    for c, j in zip(kinds["head"], ("left", "left", "right", "right")):
+        t.add_column(c, justify=j, no_wrap=j == "right")
+    for row in kinds["rows"]:
+        t.add_row(*row)
+    t.add_row(*kinds["all"], style="bold")
     return t
 
 

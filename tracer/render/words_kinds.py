@@ -36,11 +36,14 @@ KIND_WORDS: dict[str, str] = {
     "linear.recall": "what the state recalls for {L}'s key: (exp(g)·S)ᵀ k",
     "linear.error": "the error: what {L}'s value adds to that, v − Sᵀk",
     "linear.write": "write along k with weight β: S ← exp(g)·S + k ⊗ β(v − Sᵀk), the state after {L}",
+    "linear.cell_worked": "one number of it by hand, row k{i}, column v{j} (the one this token changed most): "
+                          "{keep} × {s} + {k} × {beta} × {e} = {after} (exp(g) × S before + k{i} × β × error{j})",
     "linear.read": "read with the query: o = Sᵀq ÷ √d_k (√{d_k}), {L}'s output of head {h}",
     "linear.gate": "the gate: ln1(x)·W_Z[{h}]",
     "linear.gated": "gated norm: o ÷ its root mean square ({rms}) × out_norm.w ⊙ SiLU(gate)",
     "linear.compact": "head {h}: β {beta}, the state keeps {keep} of itself; the same steps give (--full shows them)",
     "linear.corner": "(the first {rows} × {cols} of {d_k} × {d_v}; --full shows more)",
+    "linear.corner_page": "(the first {rows} × {cols} of {d_k} × {d_v}; tracer trace --full shows more)",
     "linear.rest": "{heads}: the same steps with their own state (--head N shows one, --full shows all)",
     "linear.no_head": "layer {layer} has heads 0–{last}: --head {h} names none of its states",
     "linear.keeps": "This layer keeps no keys and values and no attention weights over earlier tokens: one {d_k} × {d_v} "
@@ -71,7 +74,9 @@ KIND_WORDS: dict[str, str] = {
     "demo.state.heading": "layer {layer}, head 0 of {H}, {L}: its state S is {d_k} × {d_v}",
     "demo.state.after": "S after {L} (its first rows and columns)",
     "demo.cache.hybrid": " Only the softmax layers keep keys and values; the linear-attention layers ({layers}) carry "
-                         "a state of one size from pass to pass instead.",
+                         "a state of one size from pass to pass instead: {kept}.",
+    "demo.cache.softmax": "{n} softmax",
+    "demo.cache.kind": "{layers}, {keeps}, {now} each after {n} tokens",
     # what a hybrid model's cache keeps, layer by layer (render/loop.py)
     "cache.kinds": "What each layer keeps for the next pass (bytes per layer; the last row: the whole cache)",
     "cache.layer": "layer",

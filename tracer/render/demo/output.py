@@ -12,7 +12,7 @@ from ...core.equations import largest_first, tempered_softmax
 from ...tokenizers.tokens import label
 from .. import fmt
 from ..linear import overview_cells_of
-from ..loop import cache_layers
+from ..loop import cache_kinds, cache_layers
 from ..predict import pass_through_words, unchanged_layers
 from ...sections import screen
 from ..words import say
@@ -225,8 +225,13 @@ def step_cache(d: Demo) -> Step:
     elif len(g.steps) == 1:
         state = say("demo.cache.one_pass")
     else:
-        state = say("demo.cache.on", L=label(d.n), reused=d.letters(d.n), layers=str(cfg.n_layers))
-        fixed = cache_layers(cfg)[1]  # a hybrid: its linear-attention layers keep a state, not keys and values
-        state += say("demo.cache.hybrid", layers=fmt.layer_runs(fixed)) if fixed else ""
+        grows, fixed = cache_layers(cfg)
+        state = say("demo.cache.on", L=label(d.n), reused=d.letters(d.n),  # a hybrid: only its softmax layers reuse rows
+                    layers=say("demo.cache.softmax", n=str(len(grows))) if fixed else str(cfg.n_layers))
+        held = len(g.steps[-1].tokens)  # the positions the cache holds after the last pass
+        kinds = cache_kinds(cfg, held)  # a hybrid: its linear-attention layers keep a state, not keys and values
+        if kinds is not None:
+            state += say("demo.cache.hybrid", layers=fmt.layer_runs(fixed), kept="; ".join(
+                say("demo.cache.kind", layers=row[0], keeps=row[1], now=row[2], n=str(held)) for row in kinds["rows"]))
     return Step("The KV cache", say("demo.cache"),
                 Group(Text(state), Text(), t, Text(say("demo.cache.counted"), style="italic")))

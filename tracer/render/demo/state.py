@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ...sections import screen
 from ...tokenizers.tokens import label
-from ..linear import keeps_words, update
+from ..linear import cell_words, keeps_words, update, worked_cell
 from ..text import BRIEF_CORNER
 from ..words import say
 from .base import Demo, Step, pairs, sentence
@@ -30,7 +30,8 @@ def step_state(d: Demo) -> Step | None:
     g_head = h // (vh // kh)
     beta, g = float(d.block("attn.hook_beta", l)[f, h]), float(d.block("attn.hook_decay", l)[f, h])
     states = d.block("attn.hook_state", l)  # [pos, v_head, d_k, d_v]
-    _, recalled, error, _ = update(states[f - 1, h] if f else None, k[g_head], v[h], beta, g)
+    before = states[f - 1, h] if f else None  # [d_k, d_v]: the state the previous position recorded
+    _, recalled, error, _ = update(before, k[g_head], v[h], beta, g)
     rows = [(f"{label(f)}_k", d.vector(k[g_head])), (f"{label(f)}_v", d.vector(v[h])), (f"{label(f)}_q", d.vector(q[g_head])),
             ("β", d.num(beta)), ("exp(g)", d.num(np.exp(g))), ("Sᵀk", d.vector(recalled)), ("v − Sᵀk", d.vector(error)),
             ("o = Sᵀq ÷ √d_k", d.vector(d.block("attn.hook_z", l)[f, h], "bold"))]
@@ -42,7 +43,9 @@ def step_state(d: Demo) -> Step | None:
         t.add_column(f"v{j}", justify="right")
     for i in range(corner[0]):
         t.add_row(f"k{i}", *(d.num(after[i, j]) for j in range(corner[1])))
+    cell = cell_words(worked_cell(before, k[g_head], beta, g, error, after), d.precision)  # the delta rule on one number
     heading = sentence((say("demo.state.heading", layer=str(l), L=label(f), H=str(vh), d_k=str(dk), d_v=str(dv)), "bold"))
     return Step("A state instead of scores", say("demo.state", layer=str(l), L=label(f), d_k=str(dk), d_v=str(dv),
                                                   softmax=str(d.layer)),
-                Group(heading, Text(), pairs(rows), Text(), Text(say("demo.state.after", L=label(f)), style="bold"), t, Text(), Text(keeps_words(d.cfg, l, d.n), style="italic")))
+                Group(heading, Text(), pairs(rows), Text(), Text(say("demo.state.after", L=label(f)), style="bold"), t, Text(cell), Text(),
+                      Text(keeps_words(d.cfg, l, d.n), style="italic")))

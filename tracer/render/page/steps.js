@@ -75,7 +75,7 @@ function inputEq(l, t) {
 
 SLIDES.qkv = function slideQKV() {
   if (!CFG.n_layers) return noLayers();
-  if (D.layers[S.layer].state) return stateSlide(S.layer, false);
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "qkv");
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads;
   const out = [p(say("qkv.intro", { layer: l, h, H, L }))];
   out.push(inputEq(l, t));
@@ -174,7 +174,7 @@ function hoverText(td, l, h) {
 
 SLIDES.scores = function slideScores() {
   if (!CFG.n_layers) return noLayers();
-  if (D.layers[S.layer].state) return stateSlide(S.layer, false);
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "scores");
   const l = S.layer, h = S.head, t = S.token, L = L_();
   const scaled = !CFG.scale_scores ? say("scores.unscaled")
     : say("scores.divided", { by: CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }) })
@@ -208,7 +208,7 @@ SLIDES.scores = function slideScores() {
 
 SLIDES.sum = function slideSum() {
   if (!CFG.n_layers) return noLayers();
-  if (D.layers[S.layer].state) return stateSlide(S.layer, false);
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "sum");
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
   const out = [p(say("sum.intro", { new: say("sum.new", { L }) }))];
   if (!row || !row.w) return out.concat(p(say("sum.none")));
@@ -231,7 +231,7 @@ SLIDES.sum = function slideSum() {
 
 SLIDES.heads = function slideHeads() {
   if (!CFG.n_layers) return noLayers();
-  if (D.layers[S.layer].state) return stateSlide(S.layer, true);
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "heads");
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
   const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }), say("heads.click"))];
   const grid = el("div", { class: "minis" });
