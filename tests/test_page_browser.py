@@ -778,3 +778,66 @@ def test_moe_screenshots(browser, moe_pages, tmp_path):
             if keep:
                 shutil.copy(path, Path(keep) / path.name)
     assert errors(browser) == []
+
+
+# --------------------------------------------------------------------------- a hybrid: linear attention's state
+
+
+@pytest.fixture(scope="module")
+def hybrid_page(tmp_path_factory, runner):
+    """qwen3-5-tiny (linear attention on layers 0 and 2, gated softmax on 1 and 3), two tokens generated."""
+    out = tmp_path_factory.mktemp("hybrid")
+    r = runner.invoke(app, ["trace", "The quick brown fox", "-n", "2", "--model", str(Path(__file__).parent / "data" / "qwen3-5-tiny"),
+                            "--export", str(out / "hybrid.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    return out / "hybrid.html"
+
+
+def table_numbers(driver, selector: str, n: int) -> list[np.ndarray]:
+    """The numbers of the first n tables matching `selector`, a row per k_i."""
+    return [np.array(rows, dtype=float) for rows in driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].slice(0, arguments[1]).map(t => [...t.tBodies[0].rows]"
+        ".map(r => [...r.cells].slice(1).map(c => Number(c.title))))", selector, n)]
+
+
+@pytest.mark.parametrize("size", [SIZE, PHONE])
+def test_a_linear_layers_steps_work_its_state_update_and_fit(browser, hybrid_page, size):
+    """The Q·K·V, scores and sum steps of a linear layer: the followed head's q, k, v, β and decay, the state
+    before and after (their numbers the recorded states'), the recall and the error, one number by hand, the
+    read-out; the loop step's bytes per kind of layer; nothing scrolls sideways, nothing garbled."""
+    import json
+    import re
+
+    d = json.loads(re.search(r'id="trace-data">(.*?)</script>', hybrid_page.read_text(encoding="utf-8"), re.S).group(1))
+    m = tracer.load(str(Path(__file__).parent / "data" / "qwen3-5-tiny"))
+    st = m.run(m.prompt("The quick brown fox"))
+    open_at(browser, hybrid_page, "#step=scores&layer=0&token=3&head=1", size)
+    said = " ".join(text(browser, "#step-scores").split())
+    assert "S before D: the state after C" in said and "one number of it by hand" in said
+    assert d["layers"][0]["state"]["update"]["cell"][d["carried"].index(3)][1] in said
+    before, after = table_numbers(browser, "#step-scores table.state", 2)
+    np.testing.assert_allclose(before, st["blocks.0.attn.hook_state"][2, 1, :4, :4], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(after, st["blocks.0.attn.hook_state"][3, 1, :4, :4], rtol=1e-4, atol=1e-6)
+    assert_reads_right(said, "scores")
+    assert sideways(browser) == 0
+    for step, words in (("qkv", f"β = sigmoid(ln1(x)·W_β[1]) = {num(st['blocks.0.attn.hook_beta'][3, 1], 3)}"),
+                        ("sum", "read with the query: o = Sᵀq ÷ √d_k"), ("heads", "This layer keeps no keys and values")):
+        open_at(browser, hybrid_page, f"#step={step}&layer=0&token=3&head=1", size)
+        shown = " ".join(text(browser, f"#step-{step}").split())
+        assert words in shown, step
+        assert_reads_right(shown, step)
+        assert sideways(browser) == 0, step
+    open_at(browser, hybrid_page, "#step=scores&layer=2&token=14&head=0", size)  # a generated token: S from the cache
+    assert "S before O: the state after N (from the cache: pass 0 computed it)" in " ".join(text(browser, "#step-scores").split())
+    open_at(browser, hybrid_page, "#step=loop", size)
+    loop = " ".join(text(browser, "#step-loop").split())
+    assert "What each layer keeps for the next pass" in loop and "a state per head (linear attention)" in loop
+    assert sideways(browser) == 0
+    assert errors(browser) == []
+    keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
+    if keep:
+        for address, scroll, file in (("#step=scores&layer=0&token=3&head=1", "#step-scores table.state", "page-linear-scores"),
+                                      ("#step=loop", "#step-loop table.grid:last-of-type", "page-hybrid-cache")):
+            open_at(browser, hybrid_page, address, size)
+            browser.execute_script(f"document.querySelector({scroll!r}).scrollIntoView()")
+            assert browser.save_screenshot(str(Path(keep) / f"{file}-{size[0]}.png"))

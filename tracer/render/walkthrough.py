@@ -34,6 +34,7 @@ from .header import ablation_words, head_roles_line, model_words, settings_words
 from .heatmap import heatmaps
 from .layer import layer_sections  # noqa: F401  section 2: it enters itself in tracer.sections, as sections 3–5 do
 from .lens import logit_lens_view
+from .linear import heatmap_note
 from .loop import generation_steps, kv_cache_view
 from .predict import every_position_section, layers_section, predict_section  # noqa: F401
 from .storage import expansion_words, storage_words
@@ -122,8 +123,12 @@ def heatmap_section(ctx: Ctx, number: str):
     for layer in layers:
         pat = ctx.get(f"blocks.{layer}.attn.hook_pattern")
         if pat is None:
+            if ctx.records(f"blocks.{layer}.attn.hook_state"):  # a linear-attention layer: a state, no weights
+                yield from heatmap_note(ctx, layer)
             continue
-        yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], heads, layer, ctx.width)
+        drawn = [h for h in heads if h < len(pat)]  # --head may name a head only another kind of layer has
+        if drawn:
+            yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], drawn, layer, ctx.width)
     if len(heads) < ctx.cfg.n_heads:
         yield Text(f"(heads {heads[-1] + 1}–{ctx.cfg.n_heads - 1}: --head N or --full)", style="dim")
     yield from expert_heatmaps(ctx, layers)  # a mixture of experts: tokens × experts, layer by layer

@@ -21,6 +21,7 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from ..text import BRIEF_CORNER
 from ..experts import ROUTER_SHOWN
 from ..lens import final_norm_words
 from ...core.equations import largest_first
@@ -120,6 +121,10 @@ def estimate(cfg, positions: int, whole: int, full: bool) -> int:
     if cfg.n_experts:  # a mixture of experts: each chosen expert's output, their sum, the shared expert's, the routing
         k = cfg.experts_per_token or 1
         per += (k + 2) * carried_size(dm, whole) + 4 * k + 2 * ROUTER_SHOWN + H
+    linear = [l for l in range(cfg.n_layers) if cfg.attention_of(l).shown_as == "state"]
+    if linear:  # a linear layer's state update per head: six vectors, two corners of the state, one sentence
+        per_state = cfg.linear_v_heads * (6 * carried_size(cfg.linear_d_v, whole) + 2 * BRIEF_CORNER ** 2 + 20)
+        per += len(linear) * per_state // cfg.n_layers
     return cfg.n_layers * per * positions + positions * 3 * carried_size(dm, whole)
 
 

@@ -152,6 +152,7 @@ SLIDES.loop = function slideLoop() {
     el("thead", null, el("tr", null, heads.map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)
+  if (D.cache_kinds) out.push(cacheKinds(D.cache_kinds));  // a hybrid: what each kind of layer keeps, in bytes
   if (D.verify_cache) out.push(p(say(D.verify_cache.ok ? "verify.ok" : "verify.bad"), " (--verify-cache)"));
   out.push(p(D.generated));
   return out;
