@@ -20,7 +20,8 @@ from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
-                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny")), "hybrid"]
+                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny")), "hybrid", "decoding"]
+DECODING = {"decoding": dict(min_p=0.05, repetition_penalty=1.2, presence_penalty=0.5)}  # every stage of the draw
 
 
 def hybrid():
@@ -40,13 +41,14 @@ def hybrid():
 def runs() -> dict[str, Generation]:
     """Each model's prompt pass and two cached one-token passes, sampled (so the draw is recorded),
     everything recorded, the logit lens on every pass."""
-    return {m: (hybrid() if m == "hybrid" else tracer.load(m)).generate(
-        "the cat sat on the", max_new_tokens=2, temperature=1.0, top_k=5, seed=3, lens=True) for m in MODELS}
+    return {m: (hybrid() if m == "hybrid" else tracer.load("tiny" if m in DECODING else m)).generate(
+        "the cat sat on the", max_new_tokens=2, temperature=1.0, top_k=5, seed=3, lens=True, **DECODING.get(m, {}))
+        for m in MODELS}
 
 
 def recorded(gen: Generation):
-    """(name, array, step) of every pass of the run."""
-    for step in gen.steps:
+    """(name, array, step) of every pass of the run (of every row and model)."""
+    for step in gen.passes:
         for name in step:
             yield name, np.asarray(step[name]), step
 

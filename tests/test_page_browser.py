@@ -540,3 +540,32 @@ def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_p
         if keep:
             shutil.copy(path, Path(keep) / file)
     assert errors(browser) == []
+
+
+def test_the_draws_stages_are_one_picture_to_step_through(browser, tmp_path, runner):
+    """The predict step of a run with penalties and min-p: the stage picture shows the same tokens' probabilities
+    stage by stage (those of `render.sampling.stage_probs`), from the model's own softmax to the cut and
+    renormalised distribution drawn from."""
+    from tracer.render.fmt import prob
+    from tracer.render.sampling import stage_probs
+
+    r = runner.invoke(app, ["trace", "A B A B", "-n", "2", "-t", "0.9", "--min-p", "0.05", "--repetition-penalty", "1.3",
+                            "--presence-penalty", "0.4", "--save", str(tmp_path / "s.npz"), "--export",
+                            str(tmp_path / "s.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    gen = Generation.load(tmp_path / "s.npz")
+    want = stage_probs(gen.steps[0], tracer.load("abc").tokenizer)
+    labels = [s["label"] for s in want["stages"]]
+    assert len(labels) == 6 and labels[1].startswith("after the penalties") and labels[-1].startswith("min-p 0.05")
+    open_page(browser, tmp_path / "s.html")
+    go(browser, "predict")
+    shown = lambda: [e.text for e in browser.find_elements("css selector", "#stages .stage-bars .pcol .n")]  # noqa: E731
+    assert f"stage 6 of 6: {labels[-1]}" in text(browser, "#stages")  # the distribution drawn from first
+    assert shown() == [prob(x) for x in want["stages"][-1]["p"]]
+    for i in range(5, 0, -1):
+        click(browser, "#stage-prev")
+        assert f"stage {i} of 6: {labels[i - 1]}" in text(browser, "#stages")
+        assert shown() == [prob(x) for x in want["stages"][i - 1]["p"]]
+    assert browser.find_element("css selector", "#stage-prev").get_attribute("disabled") is not None
+    click(browser, "#stage-next")
+    assert "stage 2 of 6" in text(browser, "#stages") and errors(browser) == []

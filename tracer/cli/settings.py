@@ -31,10 +31,6 @@ def option(s: Setting) -> tuple:
         return Annotated[Optional[list[str]], typer.Option(*flags, help=s.help)], None
     kind = {"integer": int, "number": float, "text": str}[s.kind]
     bounds = {} if kind is str else {k: kind(v) for k, v in (("min", s.low), ("max", s.high)) if v is not None}
-    if s.choices:
-        import click
-
-        bounds["click_type"] = click.Choice(list(s.choices))
     shown = Optional[kind] if s.optional or default is None else kind
     return Annotated[shown, typer.Option(*flags, help=s.help, **bounds)], default
 

@@ -24,7 +24,7 @@ Steps (their page step and demo screen: `tracer/sections.py`): tokens, embed (th
 added), rotation (rotary positions: the angles, Q and K turned), input (a layer's input: at layer 0, embedding + position), qkv, scores, softmax,
 sum (the weighted sum of values), heads (concatenation, W_O, and a norm after the attention), mlp
 (the residual, the second norm, the MLP), unembed (the final norm, W_U, the logits), sample
-(temperature, top-k, top-p), chosen (the token drawn), positions (every position's prediction),
+(penalties, temperature, top-k, top-p, min-p), chosen (the token drawn), positions (every position's prediction),
 lens, loop (what every pass generated)."""
 
 from __future__ import annotations
@@ -63,10 +63,13 @@ TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
     **{f"ln_final.{k}": h(a, "unembed") for k, a in _NORM.items()},
     "unembed.hook_in": h("pos d_model", "unembed"),
     "logits": h("pos d_vocab", "unembed"),
+    "sample.counts": h("d_vocab", "sample", whole=True),  # each token's count in the penalties' window
+    "sample.penalized": h("d_vocab", "sample"),  # the logits after the repetition, presence and frequency penalties
     "sample.scaled": h("d_vocab", "sample"),
     "sample.probs": h("d_vocab", "sample"),
     "sample.kept_top_k": h("", "sample", whole=True),
     "sample.kept_top_p": h("", "sample", whole=True),
+    "sample.kept_min_p": h("", "sample", whole=True),
     "sample.final": h("d_vocab", "sample"),
     "sample.uniform": h("", "sample"),
     "sample.token": h("", "chosen", ids=True),

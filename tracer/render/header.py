@@ -47,7 +47,7 @@ def settings_words(gen) -> str:
     (`tracer.run.settings.SETTINGS`), then the tokens it generated: "temperature 0 (greedy), seed 0, KV cache on,
     3 new tokens"."""
     said = [s.words(getattr(gen.settings, s.name)) for s in declared.SETTINGS if s.words is not None
-            and getattr(gen.settings, s.name) is not None]
+            and getattr(gen.settings, s.name) is not None and not (s.needs and getattr(gen.settings, s.needs) is None)]
     return ", ".join([w for w in said if w] + [count(len(gen.generated_ids), "new token")])
 
 

@@ -24,6 +24,8 @@ here, and that every template here is said.
 
 from __future__ import annotations
 
+from .decoding_words import DECODING
+
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
     "tokens.intro": "The prompt splits into {tokens}, {first}, from the {vocab} vocabulary of {n_vocab} tokens (␣ marks "
@@ -486,6 +488,7 @@ WORDS: dict[str, str] = {
     "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
 }
 
+WORDS.update(DECODING)  # how the model is decoded: the draw's stages, beams, speculative decoding (decoding_words.py)
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
 PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()
                               if not key.startswith(("demo.", "serve.", "rows."))}

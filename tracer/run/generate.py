@@ -10,12 +10,8 @@ context every step, as the seed Q&A assumes generation must. The sequence being 
 `RowState.fork`) and speculative decoding (a draft model's passes, its rejected tokens rewound out of
 both caches, `RowState.rewind`) are built of the same pieces (`tracer.run.trace`'s rows).
 
-Sampling, one recorded stage at a time: logits ÷ temperature (`sample.scaled`) → softmax
-(`sample.probs`) → top-k cut → top-p cut → renormalise (`sample.final`) → one seeded uniform
-draw (`sample.uniform`) → the token whose band of the cumulative distribution, in order of
-probability, holds the draw (`sample.token`). `sample.kept_top_k` and `sample.kept_top_p` count
-the candidates left after each cut (the most likely ones, ties by id). Temperature 0 is greedy:
-the most likely token, no draw. numpy's PCG64 generator makes the draws the same on every machine.
+Each pass ends with the draw of the next token, one recorded stage at a time (penalties, temperature,
+top-k, top-p, min-p, the draw: `tracer.run.sampler`).
 
 Each pass also records what every position predicts (`predict.*`, `loss.per_position`) and the
 logit lens (`lens.*`), see `tracer.run.lens`. `verify_cache` reruns a generation with the other cache
@@ -30,51 +26,13 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.decoder import KVCache, forward
-from ..core.equations import largest_first, scale_logits, tempered_softmax
 from ..core.fast import add_out_rows
 from .lens import logit_lens, position_predictions
 from .overflow import REACHED_NAMES
+from .sampler import sample
 from ..core.record import Recorder
 from .settings import GenerationSettings
 from .trace import TARGET, Generation, Row, Trace
-
-
-def top_k_count(n_vocab: int, top_k) -> int:
-    """Candidates left after the top-k cut."""
-    return n_vocab if top_k is None else min(int(top_k), n_vocab)
-
-
-def top_p_count(sorted_probs: np.ndarray, top_p) -> int:
-    """Smallest number of the most likely candidates whose renormalised probabilities reach `top_p`."""
-    if top_p is None or top_p >= 1:
-        return len(sorted_probs)
-    cum = np.cumsum(sorted_probs / sorted_probs.sum())  # [n_keep]
-    return min(len(sorted_probs), int(np.searchsorted(cum, top_p, side="left")) + 1)
-
-
-def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.Generator, rec: Recorder) -> int:
-    """Choose the next token from the last position's logits [d_vocab], recording each stage."""
-    greedy = temperature == 0
-    rec("sample.scaled", scale_logits(logits, temperature))  # [d_vocab]
-    probs = rec("sample.probs", tempered_softmax(logits, temperature))  # [d_vocab]
-    # [d_vocab] most likely first, ties by id; greedy needs only the first (argmax: no 50k sort per step)
-    order = np.argmax(probs, keepdims=True) if greedy else largest_first(probs)
-    n_k = 1 if greedy else top_k_count(len(probs), top_k)
-    n_p = 1 if greedy else top_p_count(probs[order[:n_k]], top_p)
-    rec("sample.kept_top_k", np.array(n_k))
-    rec("sample.kept_top_p", np.array(n_p))
-    final = np.zeros_like(probs)  # [d_vocab]
-    final[order[:n_p]] = probs[order[:n_p]]
-    final = rec("sample.final", final / final.sum())  # [d_vocab] renormalised
-    if greedy:
-        token = int(order[0])
-    else:
-        u = float(rng.random())
-        rec("sample.uniform", np.array(u))
-        cum = np.cumsum(final[order[:n_p]])  # [n_keep] upper edge of each candidate's band
-        token = int(order[min(int(np.searchsorted(cum, u, side="right")), n_p - 1)])
-    rec("sample.token", np.array(token))
-    return token
 
 
 def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
@@ -167,7 +125,7 @@ def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.
     rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
     new = row.seq[row.start:] if row.kv is not None else row.seq
     logits = forward(cfg, model.weights, new, rec, cache=row.kv)  # [pos, d_vocab]
-    token = sample(logits[-1], settings.temperature, settings.top_k, settings.top_p, rng, Recorder(store=rec.store))
+    token = sample(logits[-1], settings, rng, Recorder(store=rec.store), row.seq)
     start = row.start if row.kv is not None else 0
     record_predictions(model, rec, logits, row.seq, start, token, lens)
     step = Trace(rec.store, np.asarray(row.seq, dtype=np.int64), cfg, list(row.strs), {}, start, settings,

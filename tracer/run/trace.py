@@ -298,7 +298,7 @@ MODEL_META = ("model", "tokenizer", "seed", "trained", "tracer_version")  # what
 def _with_settings(gen: Generation) -> dict:
     """The generation's meta with its `settings` (and `stopped`) in their place in the file: after
     what describes the model, before the prompt and the rest."""
-    settings = {**gen.settings.to_dict(), "stopped": gen.stopped or "max_new_tokens"}
+    settings = {**gen.settings.to_dict(quiet=True), "stopped": gen.stopped or "max_new_tokens"}
     first = {k: v for k, v in gen.meta.items() if k in MODEL_META}
     return {**first, "settings": settings, **{k: v for k, v in gen.meta.items() if k not in MODEL_META}}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 from ..run import settings as declared
@@ -129,11 +130,13 @@ def _setting(s: declared.Setting, v, limits: Limits):
         if not isinstance(v, bool):
             raise RequestError(422, f"{s.name}: must be true or false, got {_kind(v)}", s.name)
         return v
-    if s.kind == "text" and isinstance(v, str) and len(v) <= 200 and (not s.choices or v in s.choices):
+    if s.kind == "text" and isinstance(v, str) and len(v) <= 200 and (not s.choices or v in s.choices) and \
+            (not s.served_as or re.fullmatch(s.served_as[0], v)):
         return v
     if s.kind == "texts" and isinstance(v, list) and len(v) <= 16 and all(isinstance(x, str) and len(x) <= 200 for x in v):
         return v
-    want = f"one of {', '.join(s.choices)}" if s.choices else "text of at most 200 characters" if s.kind == "text" \
+    want = f"one of {', '.join(s.choices)}" if s.choices else s.served_as[1] if s.served_as else \
+        "text of at most 200 characters" if s.kind == "text" \
         else "a list of at most 16 strings of at most 200 characters"
     raise RequestError(422, f"{s.name}: must be {want}, got {_kind(v)}", s.name)
 

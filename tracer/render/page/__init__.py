@@ -23,7 +23,7 @@ from ...run.settings import reading_order
 from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
-from ..sampling import draw_stages, sampling_notes
+from ..sampling import draw_stages, sampling_notes, stage_probs
 from ..storage import example_words, storage_words
 from ..header import block_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
@@ -89,9 +89,11 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     name_passes(passes, gen, tokenizer)
     for k, q in enumerate(passes):  # a sampled run's draw, in the terminal's words (render/sampling.py)
         st = gen.steps[k]
-        drawn = gen.settings.temperature != 0 and all(
+        drawn = (gen.settings.temperature != 0 or "sample.penalized" in st.arrays) and all(
             n in st.arrays for n in ("sample.scaled", "sample.probs", "sample.final", "sample.token"))
         q["sampling"] = {"stages": draw_stages(st), "notes": sampling_notes(st, tokenizer, precision)} if drawn else None
+        if drawn:  # the stages as one picture the teacher steps through
+            q["stages"] = stage_probs(st, tokenizer, top_k)
     positions = positions_data(rows)
     left_out = []
     ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)

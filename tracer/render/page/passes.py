@@ -186,6 +186,8 @@ def referenced_ids(passes, positions) -> set[int]:
             ids.update(p["top"]["ids"])
         if p["chosen"] is not None:
             ids.add(p["chosen"])
+        if p.get("stages"):  # the draw's stages, as one picture
+            ids.update(p["stages"]["ids"])
         lens = p.get("lens")
         if lens:
             ids.update(int(x) for row in lens["top"] for x in row)

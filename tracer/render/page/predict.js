@@ -80,6 +80,30 @@ function updateProbs() {
     el("td", null, id === pass.chosen ? `◀ ${pass.appended ? `at ${label(pass.n)}` : "chosen"}` : "")))));
 }
 
+let STAGE = null;                         // the draw's stage the picture shows (null: the last one)
+function stagesEl(pass) {                 // the draw's stages as one picture: the same tokens' probabilities, stage by stage
+  const st = pass.stages, n = st.stages.length, box = el("div", { class: "stages", id: "stages" });
+  const draw = () => {
+    const i = STAGE === null ? n - 1 : Math.min(STAGE, n - 1), stage = st.stages[i], before = i > 0 ? st.stages[i - 1].p : null;
+    const prev = el("button", { type: "button", id: "stage-prev", disabled: i === 0 ? "" : null }, say("sample.prev"));
+    const next = el("button", { type: "button", id: "stage-next", disabled: i === n - 1 ? "" : null }, say("sample.next"));
+    prev.addEventListener("click", () => { STAGE = Math.max(i - 1, 0); draw(); });
+    next.addEventListener("click", () => { STAGE = Math.min(i + 1, n - 1); draw(); });
+    const bars = el("div", { class: "stage-bars" }, st.ids.map((id, j) => {
+      const pr = stage.p[j], was = before ? before[j] : pr, cut = pr === 0 && was > 0;
+      return el("div", { class: `pcol${id === st.chosen ? " chosen" : ""}${pr === 0 ? " cut" : ""}`, "data-id": id,
+        title: `${text(id)} (id ${id}): ${exact(was)} → ${exact(pr)}` },
+        el("span", { class: "n" }, prob(pr)), el("span", { class: "fill", style: `height:${(80 * Math.min(Math.max(pr, 0), 1)).toFixed(1)}%` }),
+        el("span", { class: "ptok" }, cut ? "✗" : id === st.chosen ? "▶" : "", el("span", { class: "tt" }, short(text(id), 8))));
+    }));
+    box.replaceChildren(p(say("sample.picture", { n: st.ids.length })),
+      el("div", { class: "temp-row" }, prev, b(say("sample.stage_of", { i: i + 1, n, stage: stage.label })),
+        stage.changed ? ` (${say("sample.changed", { n: integer(stage.changed) })})` : "", next), bars);
+  };
+  draw();
+  return box;
+}
+
 function sequenceEl(n, chosen, named) {  // named: the chosen token as the terminal names it ("G = ␣G", "↵ at H")
   const box = el("p", { class: "sequence" }, b(seq(0, n)));
   if (chosen === null || chosen === undefined) return box;
@@ -100,9 +124,10 @@ SLIDES.predict = function slidePredict() {
       el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
   out.push(TEMP.box);
   if (D.settings.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
-  else if (pass.sampling) {                // the terminal's stages and sentences of the draw (render/sampling.py)
+  if (pass.sampling) {                     // the terminal's stages and sentences of the draw (render/sampling.py)
     out.push(p(b(pass.sampling.stages)), ...pass.sampling.notes.map(words => el("p", { class: "note" }, words)));
   }
+  if (pass.stages) out.push(stagesEl(pass));
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
     out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
