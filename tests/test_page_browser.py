@@ -569,3 +569,23 @@ def test_the_draws_stages_are_one_picture_to_step_through(browser, tmp_path, run
     assert browser.find_element("css selector", "#stage-prev").get_attribute("disabled") is not None
     click(browser, "#stage-next")
     assert "stage 2 of 6" in text(browser, "#stages") and errors(browser) == []
+
+
+def test_a_beam_search_page_draws_the_tree(browser, tmp_path, runner):
+    """`--beams 3`: the page gains the beams step after the loop; its tree has a node per continuation (kept ones
+    holding the next step's), and the finished sequences best first with --json's scores."""
+    import json
+
+    args = ["trace", "A B C", "-n", "3", "--beams", "3"]
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "b.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    want = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["beams"]
+    open_page(browser, tmp_path / "b.html")
+    assert steps(browser)[9:11] == ["loop", "beams"]
+    go(browser, "beams")
+    fates = browser.execute_script("return [...document.querySelectorAll('#beam-tree li')].map(e => e.dataset.fate)")
+    assert fates.count("kept") == 3 + 3 and fates.count("finished") >= 1 and "pruned" in fates  # 3 beams, 2 steps on
+    scores = [float(e.get_attribute("data-score")) for e in browser.find_elements("css selector", "#beam-results li")]
+    assert scores == pytest.approx([b["score"] for b in want], abs=1e-9)
+    assert_reads_right(text(browser, "#slides"), "beams")
+    assert sideways(browser) <= 0 and errors(browser) == []

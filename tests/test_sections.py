@@ -58,13 +58,14 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
         sections.drawn("terminal", "attention")
     # the page: its path in its own order (the loop told right after the prediction), the checks' step last
     ids = ["tokens", "embed", "qkv", "scores", "sum", "heads", "mlp", "layers", "predict", "loop", "positions", "lens"]
-    assert [s for s, _ in sections.page_steps()] == ids
+    runs = ["beams"]  # the steps of a beam search's or a speculative run's page, after the loop
+    assert [s for s, _ in sections.page_steps()] == ids[:10] + runs + ids[10:]
     d = page_data(gen, m.tokenizer)
     assert [s[0] for s in d["steps"]] == ids and d["steps"][2] == ["qkv", WORDS["path.qkv"], WORDS["title.qkv"]]
     value = float(gen.steps[0].arrays["logits"][0, 0])
     stated = Check("logits", (0, 0), value, value, 1e-6)
     assert [s[0] for s in page_data(gen, m.tokenizer, checks=[stated])["steps"]] == ids + ["checks"]
-    assert set(re.findall(r"^SLIDES\.(\w+) = function", SCRIPTS, re.M)) == {*ids, "checks"}
+    assert set(re.findall(r"^SLIDES\.(\w+) = function", SCRIPTS, re.M)) == {*ids, *runs, "checks"}
     # the demo: its screens in the list's order, each maker entered once
     screens = [name for name, _ in sections.demo_screens()]
     assert screens == ["tokens", "embedding", "position", "qkv", "scores", "softmax", "weighted_sum", "multihead",

@@ -21,7 +21,7 @@ from .core.config import Config
 from .core.decoder import forward, hook_names
 from .errors import TracerError, ValueRefused
 from .core.fast import Weights, layout
-from .run.generate import generate
+from .run.generate import check_run, generate
 from .core.params import Params
 from .core.record import Hooks, Recorder
 from .run.settings import GenerationSettings
@@ -185,6 +185,7 @@ class Model:
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
         """
         settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
+        check_run(self, settings)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
         gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
         for meta in [gen.meta] + [s.meta for s in gen.passes]:

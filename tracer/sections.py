@@ -49,7 +49,8 @@ SECTIONS: tuple[Section, ...] = (
             demo={"unembed": ("unembed",), "temperature": ("sample",), "chosen": ("chosen",)}),
     Section("positions", "every position's prediction", page={"positions": ("positions",)}),
     Section("heatmap"),  # the page draws the patterns in its scores step
-    Section("loop", "generation and the KV cache", page={"loop": ("loop",)}, demo={"append": (), "cache": ()},
+    Section("loop", "generation and the KV cache; beam search; speculative decoding",
+            page={"loop": ("loop",), "beams": ("beams",)}, demo={"append": (), "cache": ()},
             page_after="predict"),  # the demo's append screen takes the values no screen shows (the loop, the lens, …)
     Section("lens", page={"lens": ("lens",)}),
 )

@@ -15,7 +15,8 @@ these axes' sizes, and that every name here is recorded by some configuration.
 Axes: `pos` the pass's new positions, `key` every position so far, `head` query heads, `kv`
 key/value heads, `d_head`, `half` (d_head / 2: the rotation's pairs), `d_model`, `d_mlp`, `d_vocab`,
 `one` (a length-1 axis: a norm's scale), `layers+1` (the lens's rows: each layer's input, then the
-last layer's output), `lens` (the positions the logit lens covers); `q_rows` / `k_rows` are the
+last layer's output), `lens` (the positions the logit lens covers), `cand` (a beam's continuations: K, the
+search's, not the config's); `q_rows` / `k_rows` are the
 Q/K norm's rows (`[head]` per head, none when it normalizes a position's numbers whole) and
 `q_width` / `k_width` the length it divides; a sublayer kind may add axes of its own (`Sublayer.axes`:
 the experts of a routed MLP, …).
@@ -84,6 +85,10 @@ TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
     "lens.target": h("lens", "lens", ids=True),
     "lens.target_prob": h("layers+1 lens", "lens"),
     "lens.target_rank": h("layers+1 lens", "lens", whole=True),
+    "beam.score": h("", "beams"),  # beam search (tracer.run.beams): the summed log-probability the beam carried in
+    "beam.tokens": h("cand", "beams", ids=True),  # its K best continuations
+    "beam.totals": h("cand", "beams"),  # their summed log-probabilities
+    "beam.fate": h("cand", "beams", whole=True),  # 0 pruned, 1 a beam goes on with it, 2 it ended a finished sequence
 }
 
 # A layer's names (after `blocks.{l}.`), in the order a layer records them: the block's own (the residual
@@ -162,13 +167,16 @@ def step_of(name: str) -> str | None:
     return hook.step if hook is not None else NOT_RECORDED.get(name)
 
 
-def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | None = None) -> dict[str, tuple[int, ...]]:
+def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | None = None,
+          n_cand: int | None = None) -> dict[str, tuple[int, ...]]:
     """Each axis's length (a tuple: the Q/K norm's rows are zero or one axes) for a pass of `n_new`
-    positions over `n_keys` keys, the logit lens over `n_lens`."""
+    positions over `n_keys` keys, the logit lens over `n_lens`, a beam's `n_cand` continuations (when known)."""
     dh, qk = cfg.d_head, cfg.qk_norm_kind
     out = {"pos": (n_new,), "key": (n_keys,), "head": (cfg.n_heads,), "kv": (cfg.kv_heads,), "d_head": (dh,),
            "half": (dh // 2,), "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
            "one": (1,), "layers+1": (cfg.n_layers + 1,), "lens": () if n_lens is None else (n_lens,)}
+    if n_cand is not None:
+        out["cand"] = (n_cand,)
     for m, heads in (("q", cfg.n_heads), ("k", cfg.kv_heads)):
         out[f"{m}_rows"] = (heads,) if qk.per_head else ()
         out[f"{m}_width"] = (qk.width(heads, dh),)
@@ -181,13 +189,14 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
     return out
 
 
-def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> tuple[int, ...] | None:
+def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None, n_cand: int | None = None) \
+        -> tuple[int, ...] | None:
     """The shape a pass records under `name` (see `sizes`), or None for names the table does not know
-    (and for the lens's names when `n_lens` is not known)."""
+    (and for the lens's names when `n_lens` is not known, a beam's when `n_cand` is not)."""
     hook = find(name, cfg)
-    if hook is None or ("lens" in hook.axes and n_lens is None):
+    if hook is None or ("lens" in hook.axes and n_lens is None) or ("cand" in hook.axes and n_cand is None):
         return None
-    each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0])
+    each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0], n_cand)
     return tuple(n for axis in hook.axes for n in each[axis])
 
 

@@ -31,4 +31,19 @@ DECODING: dict[str, str] = {
     "sample.stage_min_p": "min-p {p}: {n} kept",
     "sample.changed": "changed {n}",
     "sample.prev": "◀ stage", "sample.next": "stage ▶",
+    # beam search as a tree (render/beams.py, the page's beams step)
+    "title.beams": "Beam search: the tree", "path.beams": "Beams",
+    "beams.title": "Beam search, {n} beams (length penalty {alpha}): each beam's continuations, their summed "
+                   "log-probabilities, kept, finished or pruned",
+    "beams.rule": "Each step every beam runs one pass; its next-token log-probabilities, added to the sum it carries, "
+                  "give its continuations ({k} shown per beam). Of all beams' continuations the {n} best that do not "
+                  "end go on as the next step's beams; one among the {n} best that ends (the end token, or the last "
+                  "token allowed) is finished; the rest are pruned.",
+    "beams.root": "the prompt (sum 0)",
+    "beams.kept": "{token} {total}: kept → beam {beam}",
+    "beams.finished": "{token} {total}: finished",
+    "beams.pruned": "{token} {total}: pruned",
+    "beams.more": "… {n} more pruned",
+    "beams.result": "The {n} finished sequences, best first:",
+    "beams.score": "score = sum {sum} ÷ {n}^{alpha} = {score}",
 }

@@ -135,6 +135,10 @@ def heatmap_section(ctx: Ctx, number: str):
 def loop_section(ctx: Ctx, number: str):
     yield section(f"{number} · After predicting {ctx.labels[ctx.n]}: the loop")
     yield generation_steps(ctx.gen, ctx.tok, ctx.view)
+    if ctx.gen.beams:  # beam search: the tree of every beam's continuations
+        from .beams import beam_tree
+
+        yield beam_tree(ctx.gen, ctx.tok, ctx.view)
     yield kv_cache_view(ctx.gen, ctx.tok, ctx.view)
 
 

@@ -6,9 +6,10 @@ cache (on by default) each pass after the first computes Q, K and V only for the
 and reuses the cached keys and values of the earlier ones; `cache=False` recomputes the whole
 context every step, as the seed Q&A assumes generation must. The sequence being generated is a
 `RowState` (nanochat's name: its tokens, its own KV cache) and each pass is `run_pass` for a row;
-`finish` makes the `Generation` of the passes and rows. Beam search (rows forked from one another,
-`RowState.fork`) and speculative decoding (a draft model's passes, its rejected tokens rewound out of
-both caches, `RowState.rewind`) are built of the same pieces (`tracer.run.trace`'s rows).
+`finish` makes the `Generation` of the passes and rows (`tracer.run.rows`). With `beams` the run is a
+beam search (`tracer.run.beams`: rows forked from one another), with `draft` speculative decoding
+(`tracer.run.speculative`: a draft model's passes, its rejected tokens rewound out of both caches);
+`check_run` refuses what a model cannot do with the settings before any pass.
 
 Each pass ends with the draw of the next token, one recorded stage at a time (penalties, temperature,
 top-k, top-p, min-p, the draw: `tracer.run.sampler`).
@@ -20,30 +21,14 @@ setting and compares the logits and tokens. Core module: imports numpy only.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
-
 import numpy as np
 
-from ..core.decoder import KVCache, forward
 from ..core.fast import add_out_rows
-from .lens import logit_lens, position_predictions
 from .overflow import REACHED_NAMES
-from .sampler import sample
-from ..core.record import Recorder
-from .settings import GenerationSettings
-from .trace import TARGET, Generation, Row, Trace
-
-
-def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
-                       lens: bool) -> None:
-    """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
-    if rec.wants("loss.per_position"):
-        rec.store.update(position_predictions(logits, seq, start, token))
-    if lens and rec.wants("lens.top_token"):
-        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W)
-        if found is not None:
-            rec.store.update(found)
+from .rows import RowState, finish, run_pass, why_stop  # noqa: F401  (the loop's pieces, imported from here too)
+from .sampler import sample  # noqa: F401
+from .settings import GenerationSettings, SettingError
+from .trace import Generation
 
 
 LENS_EVERY_PASS_MAX = 50_000_000  # parameters
@@ -77,72 +62,20 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
         return _generate(model, ids, settings, names, on_step, lens, hooks)
 
 
-class RowState:
-    """One sequence being generated (nanochat's `RowState`): its tokens and their texts, the tokens it
-    generated, its own KV cache (None: every pass recomputes the whole context), the first position
-    its next pass computes, and the row it continues (`parent`) when its sequence and cache were
-    copied from another row (`fork`). Beam search keeps one per beam, speculative decoding one per
-    model."""
+def check_run(model, settings: GenerationSettings) -> None:
+    """What this model cannot do with these settings, refused before any pass (a SettingError naming the setting):
+    beam search or speculative decoding without a new token, more beam continuations than the vocabulary holds."""
+    from .beams import candidates_kept
 
-    def __init__(self, model, ids: list[int], cache: bool, capacity: int, index: int = 0):
-        self.index, self.parent, self.stopped = index, None, None
-        self.seq = list(ids)
-        self.strs = [model.tokenizer.token_str(t) for t in self.seq]  # grows with seq: each pass gets a copy
-        self.generated: list[int] = []
-        self.kv = KVCache(model.config, capacity) if cache else None
-        self.start = 0
-
-    def append(self, token: int, tokenizer) -> None:
-        """`token` becomes the row's next token (its next pass computes it, with any appended since)."""
-        self.generated.append(token)
-        self.seq.append(token)
-        self.strs.append(tokenizer.token_str(token))
-
-    def fork(self, index: int) -> "RowState":
-        """A new row `index` continuing this one: the same tokens, a copy of its cache."""
-        other = copy.copy(self)
-        other.seq, other.strs, other.generated = list(self.seq), list(self.strs), list(self.generated)
-        other.kv, other.index, other.parent = copy.deepcopy(self.kv), index, self.index
-        return other
-
-    def rewind(self, n: int) -> None:
-        """Keep the first `n` tokens (a draft's rejected tokens dropped): the cache forgets the rest."""
-        del self.generated[max(n - (len(self.seq) - len(self.generated)), 0):]
-        del self.seq[n:], self.strs[n:]
-        self.start = min(self.start, n)
-        if self.kv is not None:
-            self.kv.length = min(self.kv.length, n)
-
-
-def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.Generator, names=None,
-             hooks=None, lens: bool = True, which: str = TARGET) -> tuple[Trace, np.ndarray, int]:
-    """One recorded pass of `model` for `row`: the positions from `row.start` on, through the row's
-    cache (all of them without one), the draw from the last position's logits, every position's
-    prediction, and the logit lens when `lens`. Returns the pass (labelled with the row, `which`
-    model, and the row it continued), the logits of the positions it computed [pos, d_vocab], and
-    the token drawn. The row's cache and `start` move past the positions computed; nothing is appended."""
-    cfg = model.config
-    rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
-    new = row.seq[row.start:] if row.kv is not None else row.seq
-    logits = forward(cfg, model.weights, new, rec, cache=row.kv)  # [pos, d_vocab]
-    token = sample(logits[-1], settings, rng, Recorder(store=rec.store), row.seq)
-    start = row.start if row.kv is not None else 0
-    record_predictions(model, rec, logits, row.seq, start, token, lens)
-    step = Trace(rec.store, np.asarray(row.seq, dtype=np.int64), cfg, list(row.strs), {}, start, settings,
-                 row.index, which, row.parent)
-    row.start, row.parent = len(row.seq), None  # its next pass continues its own sequence from there
-    return step, logits, token
-
-
-def why_stop(row: RowState, token: int, settings: GenerationSettings, tokenizer, ends: set) -> str | None:
-    """Why `row` stops after appending `token` (None: it goes on): an end token (`ends`: the
-    tokenizer's `eos_ids`), a stop string, the limit."""
-    if token in ends:  # the end token, or a chat turn's end (<|im_end|>, <|eot_id|>)
-        return "end_token"
-    text = tokenizer.decode(row.generated)
-    if any(x and x in text for x in settings.stop):
-        return "stop_string"
-    return "max_new_tokens" if len(row.generated) >= settings.max_new_tokens else None
+    s = settings
+    for name in ("beams", "draft"):
+        if getattr(s, name) is not None and s.max_new_tokens < 1:
+            raise SettingError(name, "needs --max-new-tokens ≥ 1 (it makes new tokens)")
+    if s.beams is not None:
+        K = candidates_kept(s.beams, len(set(model.tokenizer.eos_ids)))
+        if K > model.config.d_vocab:
+            raise SettingError("beams", f"{s.beams} weighs {K} continuations a step, more than the {model.config.d_vocab:,} "
+                                        f"tokens of the vocabulary")
 
 
 def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None) -> Generation:
@@ -151,8 +84,13 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
         add_out_rows(cfg, model.weights)
     rng = np.random.default_rng(s.seed)
+    if s.beams is not None:
+        from .beams import beam_search
+
+        return beam_search(model, ids, s, rng, names, on_step, lambda n: lens_every_pass or (lens is not False and n == 0),
+                           hooks)
     row = RowState(model, ids, s.cache, len(ids) + max(s.max_new_tokens, 1))
-    passes: list[Trace] = []
+    passes: list = []
     ends = set(model.tokenizer.eos_ids)
     while True:
         step, _, token = run_pass(model, row, s, rng, names, hooks, lens_every_pass or (lens is not False and not passes))
@@ -166,22 +104,6 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
         if row.stopped is not None:
             break
     return finish(model, ids, passes, [row], s, hooks)
-
-
-def finish(model, ids: list[int], passes: list[Trace], rows: list[RowState], settings: GenerationSettings,
-           hooks=None) -> Generation:
-    """The generation of `passes` and `rows`: each row's text decoded, the model's metadata on every
-    pass (a draft's pass keeps what it set of its own)."""
-    meta = model.meta()
-    if hooks is not None:
-        meta["hooked"] = list(hooks.changed)  # the hook points whose values were replaced
-    for step in passes:
-        step.meta = {**meta, **step.meta}
-    done = []
-    for r in rows:
-        done.append(Row(r.generated, model.tokenizer.decode(r.generated) if r.generated else "",
-                        r.stopped or "max_new_tokens"))
-    return Generation(passes, list(ids), meta=meta, settings=settings, rows=done)
 
 
 # --------------------------------------------------------------------------- verifying the KV cache

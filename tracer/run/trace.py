@@ -71,6 +71,7 @@ FORMAT = "tracer-trace"
 FORMAT_VERSION = 2  # the newest version written and read (a plain run is still written as version 1)
 STEP_PREFIX = "steps."
 TARGET, DRAFT = "target", "draft"  # the model that ran a pass: the one generating, or speculative decoding's proposer
+PRUNED, KEPT, FINISHED = 0, 1, 2  # a beam's continuation (`beam.fate`): pruned, a beam goes on with it, it ended a sequence
 MAX_ROWS = 1024  # sequences a file may hold
 MAX_PASSES = 100_000  # passes a version 2 file may list (version 1: at most one per token)
 
@@ -170,22 +171,22 @@ class Generation:
         return len(self.rows) == 1 and self.rows[0].score is None and all(
             p.row == 0 and p.model == TARGET and p.parent is None for p in self.passes)
 
-    @property
-    def trace(self) -> Trace:
-        return self.steps[0]
-
-    @property
-    def tokens(self) -> list[int]:
-        return list(self.prompt_ids) + list(self.generated_ids)
+    trace = property(lambda self: self.steps[0], doc="Row 0's first pass (the prompt's).")
+    tokens = property(lambda self: list(self.prompt_ids) + list(self.generated_ids), doc="Row 0's whole sequence.")
 
     def row_tokens(self, row: int) -> list[int]:
         """Row `row`'s whole sequence: the prompt, then the tokens it generated."""
         return list(self.prompt_ids) + list(self.rows[row].generated_ids)
 
+    beams = property(lambda self: bool(self.passes) and "beam.tokens" in self.passes[0], doc="A beam search's (run.beams).")
+
     def lineage(self, row: int = 0, model: str = TARGET) -> list[Trace]:
         """The passes of `model` that made row `row`'s sequence, first to last: its last pass, then
         the pass that one continued (the latest earlier pass, seeing fewer tokens, of the same row or
-        of its `parent`), and so on back to the prompt pass."""
+        of its `parent`), and so on back to the prompt pass. A beam search's: the passes whose tokens begin its sequence."""
+        if self.beams:
+            seq = self.row_tokens(row)
+            return [p for p in self.passes if p.model == model and list(p.tokens) == seq[:len(p.tokens)] != seq]
         chain, want, seen = [], row, None
         for p in reversed(self.passes):
             if p.model == model and p.row == want and (seen is None or len(p.tokens) < seen):
@@ -196,6 +197,8 @@ class Generation:
     def kept(self, p: Trace) -> bool:
         """Whether a row's final sequence goes on from pass `p`'s tokens with the token it drew: appended,
         not a pruned beam's or a rejected draft's."""
+        if self.beams:  # a beam's pass: some finished sequence goes on from its tokens
+            return any(q is p for r in range(len(self.rows)) for q in self.lineage(r, p.model))
         if "sample.token" not in p:
             return False
         n, token = len(p.tokens), int(p["sample.token"])
@@ -479,10 +482,13 @@ def _entry(name: str, z: Npz, passes: list[Pass], where: str) -> tuple[int, str]
     h = z.header(name)
     lens = STEP_PREFIX + f"{n}.lens.positions" if n else "lens.positions"
     n_lens = z.header(lens).shape[0] if lens in z.names and len(z.header(lens).shape) == 1 else None
-    if leaf == "lens.positions":  # which of the pass's positions the lens covers: some of them
-        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= k, f"[≤ {k}]"
+    cand = STEP_PREFIX + f"{n}.beam.tokens" if n else "beam.tokens"  # a beam's continuations: some of the vocabulary
+    n_cand = z.header(cand).shape[0] if cand in z.names and len(z.header(cand).shape) == 1 else None
+    if leaf in ("lens.positions", "beam.tokens"):  # which positions the lens covers, a beam's continuations: some
+        most = k if leaf == "lens.positions" else cfg.d_vocab
+        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= most, f"[≤ {most}]"
     else:
-        want = hooks.shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
+        want = hooks.shape(leaf, cfg, k - start, k, n_lens, n_cand)  # None: a name tracer does not record
         known = hooks.find(leaf)
         kinds = "iu" if known and known.whole else "f" if want is not None else "biuf"
         ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))

@@ -23,6 +23,7 @@ from ...run.settings import reading_order
 from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
+from ..beams import beam_nodes
 from ..sampling import draw_stages, sampling_notes, stage_probs
 from ..storage import example_words, storage_words
 from ..header import block_words, model_words, settings_words, training_line, weights_warning
@@ -67,10 +68,15 @@ def layer_words(cfg) -> list[dict]:
              "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
 
 
-def steps_data(checked: bool) -> list[list[str]]:
+RUN_STEPS = {"beams": lambda gen: gen.beams}  # page steps only a run of that kind has: whether `gen` has it
+
+
+def steps_data(checked: bool, gen=None) -> list[list[str]]:
     """The page's path of steps (`tracer.sections`), each [id, its label on the path, its title]; the
-    stated values' step last when a scenario states values (`checked`)."""
-    ids = [step for step, _ in sections.page_steps()] + ([sections.CHECKS] if checked else [])
+    stated values' step last when a scenario states values (`checked`); given the run (`gen`), without the
+    steps of kinds of run it is not (beam search, speculative decoding: `RUN_STEPS`)."""
+    ids = [step for step, _ in sections.page_steps() if gen is None or RUN_STEPS.get(step, lambda g: True)(gen)]
+    ids += [sections.CHECKS] if checked else []
     return [[step, say(f"path.{step}"), say(f"title.{step}")] for step in ids]
 
 
@@ -121,7 +127,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "words": PAGE_WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
-        "steps": steps_data(bool(stated)),  # the path of steps and each one's slide (the script's SLIDES[id])
+        "steps": steps_data(bool(stated), gen),  # the path of steps and each one's slide (the script's SLIDES[id])
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
@@ -153,6 +159,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
         **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes
+        **({"beams": beam_nodes(gen, tokenizer, precision)} if gen.beams else {}),  # beam search's tree
     }
 
 

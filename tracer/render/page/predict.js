@@ -1,4 +1,4 @@
-// tracer page, part 4 of 6: predicting the next token (with the temperature control, which recomputes
+// tracer page, part 4 of 7: predicting the next token (with the temperature control, which recomputes
 // softmax(logits ÷ T) over the recorded logits, as tracer.core.equations.tempered_softmax does), the loop and
 // the KV cache, every position's prediction, the logit lens and the checks. The sentences the terminal
 // says too are tracer/render/words.py's (say) or sent finished (D.kv_notes, D.generated, a pass's lens.notes).

@@ -1,4 +1,4 @@
-// tracer page, part 3 of 6: the steps of the article, one slide each, drawn from the recorded numbers
+// tracer page, part 3 of 7: the steps of the article, one slide each, drawn from the recorded numbers
 // for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass). The
 // sentences the terminal says too are tracer/render/words.py's (say(key, slots)): laid out here, never re-worded.
 
