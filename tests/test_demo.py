@@ -208,14 +208,14 @@ def test_cache_screen_without_the_cache_recomputes_everything(page_text, article
 
 def test_screens_never_run_the_model(run, monkeypatch, render_text):
     import tracer.core.decoder
-    import tracer.run.generate
+    import tracer.run.rows
     import tracer.model
 
     def boom(*a, **k):
         raise AssertionError("the demo ran the model")
 
     monkeypatch.setattr(tracer.core.decoder, "forward", boom)
-    monkeypatch.setattr(tracer.run.generate, "forward", boom)
+    monkeypatch.setattr(tracer.run.rows, "forward", boom)  # the loop's passes (run_pass)
     monkeypatch.setattr(tracer.model, "forward", boom)
     monkeypatch.setattr(Model, "generate", boom)
     d, _ = run

@@ -20,9 +20,11 @@ from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
-                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny")), "hybrid", "decoding", "beams"]
+                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny")), "hybrid", "decoding", "beams",
+          "speculative"]
 DECODING = {"decoding": dict(min_p=0.05, repetition_penalty=1.2, presence_penalty=0.5),  # every stage of the draw
-            "beams": dict(beams=2, temperature=0.0)}  # every beam's continuations
+            "beams": dict(beams=2, temperature=0.0),  # every beam's continuations
+            "speculative": dict(max_new_tokens=6, draft="layer:1")}  # a draft's passes, the model's verifying ones
 
 
 def hybrid():
@@ -62,8 +64,8 @@ def test_every_recorded_name_is_in_the_table_with_its_shape(runs, model):
         hook = hooks.find(name)
         assert hook is not None, f"{name} is recorded but not in tracer/core/hooks.py"
         n_lens = step["lens.positions"].shape[0] if "lens.positions" in step else None
-        n_cand = len(step["beam.tokens"]) if "beam.tokens" in step else None
-        want = hooks.shape(name, step.config, len(step.tokens) - step.start, len(step.tokens), n_lens, n_cand)
+        runs = [len(step[x]) if x in step else None for x in ("beam.tokens", "verify.drafted")]
+        want = hooks.shape(name, step.config, len(step.tokens) - step.start, len(step.tokens), n_lens, *runs)
         assert arr.shape == want, (name, arr.shape, want)
         assert (arr.dtype.kind in "iu") == hook.whole, (name, arr.dtype)
         if hook.ids:

@@ -589,3 +589,28 @@ def test_a_beam_search_page_draws_the_tree(browser, tmp_path, runner):
     assert scores == pytest.approx([b["score"] for b in want], abs=1e-9)
     assert_reads_right(text(browser, "#slides"), "beams")
     assert sideways(browser) <= 0 and errors(browser) == []
+
+
+def test_a_speculative_page_shows_each_round(browser, tmp_path, runner):
+    """`--draft layer:2`: the page gains the speculative step after the loop; each round's table marks the drafted
+    tokens accepted or rejected as --json's rounds say, and the step answers the Q&A's X distributions."""
+    import json
+
+    args = ["trace", "A B C", "-n", "8", "--draft", "layer:2"]
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "s.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    spec = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["speculative"]
+    open_page(browser, tmp_path / "s.html")
+    assert steps(browser)[9:11] == ["loop", "speculative"]
+    go(browser, "speculative")
+    tables = browser.find_elements("css selector", "table.spec")
+    judged = [r for r in spec["rounds"] if r["drafted_ids"]]
+    assert len(tables) == len(judged)
+    for t, r in zip(tables, judged):
+        verdicts = [e.get_attribute("data-verdict") for e in t.find_elements("css selector", "tr[data-verdict]")]
+        assert verdicts.count("accepted") == r["accepted"] and len(verdicts) == len(r["drafted_ids"])
+    shown = text(browser, "#slides")
+    assert f"8 tokens in {spec['target_passes']} passes of the model instead of 8" in shown
+    assert "X probability distributions" in text(browser, "#spec-answer")
+    assert_reads_right(shown, "speculative")
+    assert sideways(browser) <= 0 and errors(browser) == []

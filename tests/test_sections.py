@@ -58,7 +58,7 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
         sections.drawn("terminal", "attention")
     # the page: its path in its own order (the loop told right after the prediction), the checks' step last
     ids = ["tokens", "embed", "qkv", "scores", "sum", "heads", "mlp", "layers", "predict", "loop", "positions", "lens"]
-    runs = ["beams"]  # the steps of a beam search's or a speculative run's page, after the loop
+    runs = ["beams", "speculative"]  # the steps of a beam search's or a speculative run's page, after the loop
     assert [s for s, _ in sections.page_steps()] == ids[:10] + runs + ids[10:]
     d = page_data(gen, m.tokenizer)
     assert [s[0] for s in d["steps"]] == ids and d["steps"][2] == ["qkv", WORDS["path.qkv"], WORDS["title.qkv"]]
@@ -69,10 +69,10 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
     # the demo: its screens in the list's order, each maker entered once
     screens = [name for name, _ in sections.demo_screens()]
     assert screens == ["tokens", "embedding", "position", "qkv", "scores", "softmax", "weighted_sum", "multihead",
-                       "layers", "copying", "unembed", "temperature", "chosen", "append", "cache"]
+                       "layers", "copying", "unembed", "temperature", "chosen", "append", "cache", "speculative"]
     makers = [sections.drawn("screen", name)[0] for name in screens]
     built = [s.remake for s in demo.build_steps(demo.Demo(gen, m.tokenizer))]
-    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 1  # copying: only a repeat
+    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 2  # copying: only a repeat; speculative
 
 
 def test_what_draws_a_step_enters_it_under_a_name_of_the_list():

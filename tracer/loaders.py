@@ -132,3 +132,8 @@ def scenario_model(scn) -> Model:
     from .readers.tracer_files import scenario_checkpoint
 
     return model_of(scenario_checkpoint(scn))
+
+
+from . import model as _model  # noqa: E402
+
+_model.LOAD = load  # a draft model named by `Model.generate(draft=…)` is loaded as any model is

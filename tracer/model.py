@@ -31,6 +31,9 @@ from .version import __version__
 
 
 
+LOAD = None  # how a model is loaded by name (`tracer.loaders.load`, which sits above and enters itself here): a draft's
+
+
 def check_prompt_kind(prompt_or_ids) -> None:
     """A TracerError for what is neither a prompt string nor a sequence of ids or words: bytes (whose
     bytes would be read as token ids: b"A B" → 65, 32, 66), None, a number, a table."""
@@ -186,11 +189,39 @@ class Model:
         """
         settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
         check_run(self, settings)
+        draft = self.draft_model(settings.draft) if settings.draft is not None else None
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
-        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
+        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), draft)
         for meta in [gen.meta] + [s.meta for s in gen.passes]:
             meta.update(prompt.meta())
         return gen
+
+    def draft_model(self, draft: str) -> "Model":
+        """The model that proposes tokens in speculative decoding (`draft=`): `layer:L`, this model's own first L + 1
+        layers, then its final norm and unembedding (the logit lens after layer L, sharing these weights); else a
+        model name or path, loaded, whose vocabulary must be this model's. Made once per name."""
+        from .run.settings import SettingError, draft_layer
+        from .run.speculative import check_draft, first_layers
+
+        made = self.__dict__.setdefault("_drafts", {})
+        if draft in made:
+            return made[draft]
+        L = draft_layer(draft)
+        if L is not None:
+            n = self.config.n_layers
+            if not 0 <= L < n:
+                raise SettingError("draft", f"{draft}: layer {L} is not one of this model's layers 0–{n - 1}")
+            self._whole(f"self-speculation (--draft {draft})")
+            from dataclasses import replace
+
+            made[draft] = Model(first_layers(self.config, L + 1), self.params, self.tokenizer,
+                                name=f"{self.name}, layers 0–{L} + logit lens", seed=self.seed, trained=self.trained,
+                                weights=replace(self.weights, layers=self.weights.layers[: L + 1]), source=self.source)
+        else:
+            other = LOAD(draft)
+            check_draft(self, other, draft)
+            made[draft] = other
+        return made[draft]
 
     def attribute(self, prompt_or_ids, target: int | None = None) -> dict:
         """Which input position mattered to the next token: gradient × input at each prompt position for

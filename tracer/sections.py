@@ -50,7 +50,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("positions", "every position's prediction", page={"positions": ("positions",)}),
     Section("heatmap"),  # the page draws the patterns in its scores step
     Section("loop", "generation and the KV cache; beam search; speculative decoding",
-            page={"loop": ("loop",), "beams": ("beams",)}, demo={"append": (), "cache": ()},
+            page={"loop": ("loop",), "beams": ("beams",), "speculative": ("verify",)},
+            demo={"append": (), "cache": (), "speculative": ("verify",)},
             page_after="predict"),  # the demo's append screen takes the values no screen shows (the loop, the lens, …)
     Section("lens", page={"lens": ("lens",)}),
 )

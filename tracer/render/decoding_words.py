@@ -46,4 +46,33 @@ DECODING: dict[str, str] = {
     "beams.more": "… {n} more pruned",
     "beams.result": "The {n} finished sequences, best first:",
     "beams.score": "score = sum {sum} ÷ {n}^{alpha} = {score}",
+    # speculative decoding's rounds (render/speculative.py, the page's speculative step, the demo's screen)
+    "title.speculative": "Speculative decoding: draft, then verify in one pass", "path.speculative": "Speculative",
+    "spec.title": "Speculative decoding: the draft {draft} proposes up to {k} tokens a round; the model checks them "
+                  "all in one pass",
+    "spec.rule_greedy": "Temperature 0: a drafted token is accepted while it is the model's own choice at its position "
+                        "(the argmax after the penalties), so the tokens are exactly plain greedy decoding's.",
+    "spec.rule_sampled": "Temperature above 0: a drafted token d is accepted with probability min(1, p(d) / q(d)) (p the "
+                         "model's distribution at its position, q the draft's; a seeded uniform u below it accepts); at "
+                         "the first rejection the model's token is drawn from max(0, p − q) renormalised, so the output "
+                         "follows the model's own distribution.",
+    "spec.round": "Round {i}: the draft proposed {proposed} ({k} passes of the draft); the model's one pass over "
+                  "{n} positions predicts at every one of them:",
+    "spec.last": "Round {i}: one token left to make: nothing to draft, the model's pass gives {next}.",
+    "spec.outcome": "→ {a} of {k} accepted; then the model's own token {next} ({how}): {gained} token(s) for one pass "
+                    "of the model.",
+    "spec.own": "its choice at the first rejected position",
+    "spec.resampled": "drawn from max(0, p − q) at the rejected position",
+    "spec.bonus": "every draft accepted: the last position's prediction gives it for free",
+    "spec.free": "the next token, for free",
+    "spec.total": "{n} tokens in {passes} passes of the model instead of {n} (plus {drafts} passes of the draft); "
+                  "{accepted} of {drafted} drafted tokens accepted ({rate}).",
+    "demo.speculative.title": "Speculative decoding",
+    "demo.speculative": "A draft ({draft}) guesses the next few tokens cheaply, one pass each; the model then runs "
+                        "ONE pass over all of them and keeps the guesses it agrees with.",
+    "demo.speculative.more": "({n} more rounds: tracer trace --section loop shows them all)",
+    "spec.answer": "The Q&A asks why every position's vector goes through the final linear layer: “Wouldn't you have X "
+                   "probability distributions when in reality you only want one?” In the plain loop only the last is "
+                   "used. The verifying pass uses all of them: the distribution at each drafted position judges the "
+                   "draft's token there, so one pass can accept several tokens.",
 }

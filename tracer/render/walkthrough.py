@@ -139,6 +139,10 @@ def loop_section(ctx: Ctx, number: str):
         from .beams import beam_tree
 
         yield beam_tree(ctx.gen, ctx.tok, ctx.view)
+    if isinstance(ctx.gen.meta.get("speculative"), dict):  # speculative decoding: each round, drafted and verified
+        from .speculative import speculative_view
+
+        yield speculative_view(ctx.gen, ctx.tok, ctx.view)
     yield kv_cache_view(ctx.gen, ctx.tok, ctx.view)
 
 

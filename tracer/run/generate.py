@@ -47,7 +47,7 @@ def recording_plan(json: bool = False, save: bool = False, lens_shown: bool = Tr
 
 
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
-             lens: bool | None = None, hooks=None) -> Generation:
+             lens: bool | None = None, hooks=None, draft=None) -> Generation:
     """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
     `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
@@ -56,10 +56,10 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
     skips the logit lens (it needs the residual streams recorded); `True` records it for every
     pass; None (the default) records it for the prompt pass, and for every later pass only on
     models under LENS_EVERY_PASS_MAX parameters (on GPT-2 sizes the lens costs more than the
-    decode step itself).
+    decode step itself). `draft`: the model that proposes tokens when `settings.draft` is set (`Model.draft_model`).
     """
     with np.errstate(all="ignore"):  # a run that overflows records ∞ and NaN where they arise: no warnings
-        return _generate(model, ids, settings, names, on_step, lens, hooks)
+        return _generate(model, ids, settings, names, on_step, lens, hooks, draft)
 
 
 def check_run(model, settings: GenerationSettings) -> None:
@@ -78,7 +78,8 @@ def check_run(model, settings: GenerationSettings) -> None:
                                         f"tokens of the vocabulary")
 
 
-def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None) -> Generation:
+def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None,
+              draft=None) -> Generation:
     cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
@@ -89,6 +90,13 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
 
         return beam_search(model, ids, s, rng, names, on_step, lambda n: lens_every_pass or (lens is not False and n == 0),
                            hooks)
+    if s.draft is not None:
+        from .speculative import speculative
+
+        if draft is None:
+            raise SettingError("draft", "names a draft, but no draft model was given (Model.generate loads it)")
+        return speculative(model, draft, ids, s, rng, names, on_step,
+                           lambda n: lens_every_pass or (lens is not False and n == 0), hooks)
     row = RowState(model, ids, s.cache, len(ids) + max(s.max_new_tokens, 1))
     passes: list = []
     ends = set(model.tokenizer.eos_ids)

@@ -70,7 +70,7 @@ class RowState:
 
 
 def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.Generator, names=None,
-             hooks=None, lens: bool = True, which: str = TARGET) -> tuple[Trace, np.ndarray, int]:
+             hooks=None, lens: bool = True, which: str = TARGET, draw=None) -> tuple[Trace, np.ndarray, int]:
     """One recorded pass of `model` for `row`: the positions from `row.start` on, through the row's
     cache (all of them without one), the draw from the last position's logits, every position's
     prediction, and the logit lens when `lens`. Returns the pass (labelled with the row, `which`
@@ -80,8 +80,11 @@ def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.
     rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
     new = row.seq[row.start:] if row.kv is not None else row.seq
     logits = forward(cfg, model.weights, new, rec, cache=row.kv)  # [pos, d_vocab]
-    token = sample(logits[-1], settings, rng, Recorder(store=rec.store), row.seq)
     start = row.start if row.kv is not None else 0
+    if draw is None:
+        token = sample(logits[-1], settings, rng, Recorder(store=rec.store), row.seq)
+    else:  # another rule of drawing from these logits (speculative decoding's verifying pass)
+        token = draw(logits, start, Recorder(store=rec.store))
     record_predictions(model, rec, logits, row.seq, start, token, lens)
     step = Trace(rec.store, np.asarray(row.seq, dtype=np.int64), cfg, list(row.strs), {}, start, settings,
                  row.index, which, row.parent)
@@ -89,15 +92,18 @@ def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.
     return step, logits, token
 
 
-def why_stop(row: RowState, token: int, settings: GenerationSettings, tokenizer, ends: set) -> str | None:
+def why_stop(row: RowState, token: int, settings: GenerationSettings, tokenizer, ends: set,
+             generated: list | None = None) -> str | None:
     """Why `row` stops after appending `token` (None: it goes on): an end token (`ends`: the
-    tokenizer's `eos_ids`), a stop string, the limit."""
+    tokenizer's `eos_ids`), a stop string, the limit. `generated`: the tokens generated up to `token`
+    (default: the row's)."""
+    generated = row.generated if generated is None else generated
     if token in ends:  # the end token, or a chat turn's end (<|im_end|>, <|eot_id|>)
         return "end_token"
-    text = tokenizer.decode(row.generated)
+    text = tokenizer.decode(generated)
     if any(x and x in text for x in settings.stop):
         return "stop_string"
-    return "max_new_tokens" if len(row.generated) >= settings.max_new_tokens else None
+    return "max_new_tokens" if len(generated) >= settings.max_new_tokens else None
 
 
 def finish(model, ids: list[int], passes: list[Trace], rows: list[RowState], settings: GenerationSettings,

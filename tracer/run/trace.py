@@ -138,17 +138,14 @@ class Row:
     stopped: str | None = None  # max_new_tokens, end_token, stop_string (None: unsaid)
     score: float | None = None
 
-    def to_dict(self) -> dict:
-        return {"generated_ids": [int(i) for i in self.generated_ids], "text": self.text, "stopped": self.stopped,
-                "score": None if self.score is None else float(self.score)}
+    to_dict = lambda self: {"generated_ids": [int(i) for i in self.generated_ids], "text": self.text,  # noqa: E731
+                            "stopped": self.stopped, "score": None if self.score is None else float(self.score)}
 
 
 class Generation:
     """Every pass of a generation run, in the order run, and the sequences (rows) they made.
-
-    `Generation(passes, prompt_ids, generated_ids, text, meta, settings, stopped)` is the plain
-    loop's one row; `rows=[Row, …]` (row 0 first) gives several, and then `generated_ids`, `text`
-    and `stopped` are left out (they are row 0's)."""
+    `Generation(passes, prompt_ids, generated_ids, text, meta, settings, stopped)` is the plain loop's one row;
+    `rows=[Row, …]` (row 0 first) gives several, and then `generated_ids`, `text` and `stopped` are row 0's."""
 
     def __init__(self, passes=(), prompt_ids=(), generated_ids=(), text: str = "", meta: dict | None = None,
                  settings: GenerationSettings | None = None, stopped: str | None = None, *, rows=None):
@@ -187,6 +184,8 @@ class Generation:
         if self.beams:
             seq = self.row_tokens(row)
             return [p for p in self.passes if p.model == model and list(p.tokens) == seq[:len(p.tokens)] != seq]
+        if len(self.rows) == 1:  # one sequence (a draft's trial tokens may shorten the next pass): each pass of the model
+            return [p for p in self.passes if p.model == model]
         chain, want, seen = [], row, None
         for p in reversed(self.passes):
             if p.model == model and p.row == want and (seen is None or len(p.tokens) < seen):
@@ -201,8 +200,9 @@ class Generation:
             return any(q is p for r in range(len(self.rows)) for q in self.lineage(r, p.model))
         if "sample.token" not in p:
             return False
-        n, token = len(p.tokens), int(p["sample.token"])
-        return any(n < len(seq) and int(seq[n]) == token and np.array_equal(seq[:n], p.tokens)
+        n, token = len(p.tokens), int(p["sample.token"])  # a verifying pass draws after the drafts it accepted:
+        n -= len(p["verify.drafted"]) - int(p["verify.accepted"]) if "verify.accepted" in p else 0
+        return any(n < len(seq) and int(seq[n]) == token and np.array_equal(seq[:n], p.tokens[:n])
                    for seq in map(self.row_tokens, range(len(self.rows))))
 
     def save(self, path) -> None:
@@ -460,6 +460,7 @@ def _rows(info) -> list[Row]:
     return rows
 
 
+RUN_LENGTHS = ("lens.positions", "beam.tokens", "verify.drafted")  # entries whose length other entries' shapes hold
 STEP_KEY = re.compile(r"steps\.([1-9][0-9]{0,8})\.(.+)")
 LAYER_KEY = re.compile(r"blocks\.([0-9]{1,9})\.")
 
@@ -480,15 +481,13 @@ def _entry(name: str, z: Npz, passes: list[Pass], where: str) -> tuple[int, str]
         raise TracerError(f"{where}: damaged trace: {name!r} is in layer {layer.group(1)}, but its config has "
                           f"{cfg.n_layers} layer{'s' if cfg.n_layers != 1 else ''}")
     h = z.header(name)
-    lens = STEP_PREFIX + f"{n}.lens.positions" if n else "lens.positions"
-    n_lens = z.header(lens).shape[0] if lens in z.names and len(z.header(lens).shape) == 1 else None
-    cand = STEP_PREFIX + f"{n}.beam.tokens" if n else "beam.tokens"  # a beam's continuations: some of the vocabulary
-    n_cand = z.header(cand).shape[0] if cand in z.names and len(z.header(cand).shape) == 1 else None
-    if leaf in ("lens.positions", "beam.tokens"):  # which positions the lens covers, a beam's continuations: some
-        most = k if leaf == "lens.positions" else cfg.d_vocab
+    runs = [z.header(e).shape[0] if e in z.names and len(z.header(e).shape) == 1 else None
+            for e in ((f"{STEP_PREFIX}{n}." if n else "") + x for x in RUN_LENGTHS)]
+    if leaf in RUN_LENGTHS:  # which positions the lens covers, a beam's continuations, the drafted tokens: some of
+        most = {"lens.positions": k, "beam.tokens": cfg.d_vocab, "verify.drafted": cfg.n_ctx}[leaf]  # these
         kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= most, f"[≤ {most}]"
     else:
-        want = hooks.shape(leaf, cfg, k - start, k, n_lens, n_cand)  # None: a name tracer does not record
+        want = hooks.shape(leaf, cfg, k - start, k, *runs)  # None: a name tracer does not record
         known = hooks.find(leaf)
         kinds = "iu" if known and known.whole else "f" if want is not None else "biuf"
         ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))

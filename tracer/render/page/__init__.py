@@ -24,6 +24,7 @@ from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
 from ..beams import beam_nodes
+from ..speculative import spec_rounds
 from ..sampling import draw_stages, sampling_notes, stage_probs
 from ..storage import example_words, storage_words
 from ..header import block_words, model_words, settings_words, training_line, weights_warning
@@ -68,7 +69,8 @@ def layer_words(cfg) -> list[dict]:
              "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
 
 
-RUN_STEPS = {"beams": lambda gen: gen.beams}  # page steps only a run of that kind has: whether `gen` has it
+RUN_STEPS = {"beams": lambda gen: gen.beams,  # page steps only a run of that kind has: whether `gen` has it
+             "speculative": lambda gen: isinstance(gen.meta.get("speculative"), dict)}
 
 
 def steps_data(checked: bool, gen=None) -> list[list[str]]:
@@ -160,6 +162,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "head_ablations": ablations,
         **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes
         **({"beams": beam_nodes(gen, tokenizer, precision)} if gen.beams else {}),  # beam search's tree
+        **({"speculative": spec} if (spec := spec_rounds(gen, tokenizer, precision)) is not None else {}),
     }
 
 
