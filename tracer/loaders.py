@@ -117,7 +117,8 @@ def model_of(ck, memory: int | None = None) -> Model:
         weights = layout(ck.config, params, W_qkv=fused)
     return Model(ck.config, params, ck.tokenizer, ck.name, seed=ck.seed, trained=ck.trained, weights=weights,
                  source=ck.source, training=ck.training, storage=ck.storage, chat_template=ck.chat_template,
-                 notes=ck.notes, storage_examples=ck.examples, expansion=expansion)
+                 notes=ck.notes, storage_examples=ck.examples, expansion=expansion,
+                 sampling=(ck.sampling, ck.sampling_unused))
 
 
 def hf_model(folder, name: str | None = None, progress=None, memory: int | None = None) -> Model:

@@ -21,6 +21,7 @@ class Found:
     family: str  # gpt2, llama, qwen2, … (or why it cannot be read)
     size: int  # bytes on disk (0: unknown)
     storage: str  # the storage type most of its weights use (F32, BF16, …); every type a GGUF file holds ("Q4_1, F32")
+    sampling: tuple = ()  # the settings its file suggests, (name, value) pairs (a GGUF's general.sampling.*)
 
 
 def _folder(folder: Path) -> tuple[str, int, str]:
@@ -42,9 +43,11 @@ def _folder(folder: Path) -> tuple[str, int, str]:
     return family, sum(f.stat().st_size for f in files), max(counts, key=counts.get) if counts else "?"
 
 
-def _gguf(path: Path) -> tuple[str, int, str]:
-    """(architecture, bytes, the storage types it holds, most numbers first) of a GGUF file, from its header."""
+def _gguf(path: Path) -> tuple[str, int, str, tuple]:
+    """(architecture, bytes, the storage types it holds, most numbers first, the sampling settings it suggests) of a
+    GGUF file, from its header."""
     from ..formats.gguf_file import open_gguf
+    from .gguf_sampling import file_sampling
 
     f = open_gguf(path)
     counts: dict[str, int] = {}
@@ -54,15 +57,16 @@ def _gguf(path: Path) -> tuple[str, int, str]:
             n *= int(d)
         counts[t.type_name] = counts.get(t.type_name, 0) + n
     kinds = ", ".join(sorted(counts, key=lambda k: -counts[k])) or "?"  # every type it holds, most numbers first
-    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, kinds
+    suggested, _ = file_sampling(f.metadata, f.types, str(path))
+    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, kinds, tuple(suggested.items())
 
 
 def _safely(name: str, where: str, read) -> Found:
     try:
-        family, size, storage = read()
+        family, size, storage, *sampling = read()
     except (TracerError, OSError, ValueError, KeyError) as e:
         return Found(name, where, f"unreadable: {str(e).splitlines()[0][:80]}", 0, "")
-    return Found(name, where, family, size, storage)
+    return Found(name, where, family, size, storage, *sampling)
 
 
 def models_here(builtin: dict, shipped_dir: Path) -> list[Found]:

@@ -46,6 +46,12 @@ DECODING: dict[str, str] = {
     "beams.more": "… {n} more pruned",
     "beams.result": "The {n} finished sequences, best first:",
     "beams.score": "score = sum {sum} ÷ {n}^{alpha} = {score}",
+    # the model file's suggested sampling (render/header.py, `tracer models`)
+    "file.suggests": "This file suggests {what} (general.sampling.*); {how}.",
+    "file.defaults": "the samplers' neutral values",
+    "file.used": "this run uses them where no option was given (--sampling file)",
+    "file.unused": "--sampling file uses them",
+    "file.other": " It also names samplers tracer does not have: {what}.",
     # speculative decoding's rounds (render/speculative.py, the page's speculative step, the demo's screen)
     "title.speculative": "Speculative decoding: draft, then verify in one pass", "path.speculative": "Speculative",
     "spec.title": "Speculative decoding: the draft {draft} proposes up to {k} tokens a round; the model checks them "

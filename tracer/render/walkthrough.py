@@ -30,7 +30,7 @@ from .checks import check_line
 from .context import Ctx
 from .experts import expert_heatmaps
 from .fmt import count, integer
-from .header import ablation_words, head_roles_line, model_words, settings_words, training_line, weights_warning
+from .header import ablation_words, file_sampling_words, head_roles_line, model_words, settings_words, training_line, weights_warning
 from .heatmap import heatmaps
 from .layer import layer_sections  # noqa: F401  section 2: it enters itself in tracer.sections, as sections 3–5 do
 from .lens import logit_lens_view
@@ -48,6 +48,9 @@ def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
     yield line(("tracer", "bold"), " · " + model_words(meta, cfg))
     yield Text(settings_words(ctx.gen), style="dim")
+    suggested = file_sampling_words(ctx.gen)
+    if suggested:
+        yield Text(suggested, style="dim")
     if isinstance(meta.get("training"), dict):
         yield Text(training_line(meta["training"]), style="dim")
     stored = storage_words(meta)

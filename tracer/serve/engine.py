@@ -132,7 +132,8 @@ class Engine:
             raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
         try:  # as `tracer trace PROMPT --chat` reads it
             check_prompt(req.prompt)
-            settings = GenerationSettings(**req.settings)  # the others (the KV cache, no stop string): their defaults
+            settings = GenerationSettings(**req.settings).given_only(req.given)  # the others (the KV cache, no stop
+            # string): their defaults; those the request named win over the file's suggestions (sampling "file")
             ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
             check_context(len(ids), settings.max_new_tokens, m.config.n_ctx, lim)
             prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)

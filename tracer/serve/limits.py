@@ -81,6 +81,7 @@ class TraceRequest:
     model: str
     settings: dict = field(default_factory=dict)  # served setting → value; those not given: the commands' defaults
     chat: bool = False
+    given: tuple = ()  # the settings the request named (what a file's suggestions do not replace: sampling "file")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", {**{s.name: s.run_default for s in declared.served()}, **self.settings})
@@ -182,7 +183,7 @@ def parse_trace_request(body: bytes, models, limits: Limits, default_model: str)
     chat = data.get("chat", False)
     if not isinstance(chat, bool):
         raise RequestError(422, f"chat: must be true or false, got {_kind(chat)}", "chat")
-    return TraceRequest(prompt, model, settings, chat)
+    return TraceRequest(prompt, model, settings, chat, tuple(s.name for s in declared.served() if s.name in data))
 
 
 def check_context(n_prompt: int, max_new_tokens: int, n_ctx: int, limits: Limits) -> None:
