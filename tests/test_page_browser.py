@@ -614,3 +614,31 @@ def test_a_speculative_page_shows_each_round(browser, tmp_path, runner):
     assert "X probability distributions" in text(browser, "#spec-answer")
     assert_reads_right(shown, "speculative")
     assert sideways(browser) <= 0 and errors(browser) == []
+
+
+def test_the_static_page_says_which_token_a_click_forces_and_the_command(browser, tmp_path, runner):
+    """A candidate clicked in the static page's logits step: the note names the token and the pass and gives the
+    command that runs the branch, a command that works and puts that token after the prompt."""
+    import shlex
+
+    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--export", str(tmp_path / "p.html"), "--save",
+                            str(tmp_path / "p.npz")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    gen = Generation.load(tmp_path / "p.npz")
+    second = int(np.argsort(-gen.passes[0]["sample.probs"], kind="stable")[1])
+    open_page(browser, tmp_path / "p.html")
+    go(browser, "predict")
+    click(browser, f'#probs [data-id="{second}"]')
+    note = text(browser, "#branch-note")
+    word = tracer.load("abc").tokenizer.token_str(second).replace(" ", "␣")
+    assert note.startswith(f"Forcing {word} at pass 0") and "this command does" in note
+    command = text(browser, "#branch-command")
+    args = shlex.split(command)
+    assert args[:2] == ["tracer", "trace"] and "-n" in args and args[args.index("-n") + 1] == "2"
+    r = runner.invoke(app, [*args[1:], "--json"])
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    ran = json.loads(r.stdout)
+    assert ran["prompt_ids"] == gen.prompt_ids + [second] and len(ran["generated_ids"]) == 2
+    assert errors(browser) == []

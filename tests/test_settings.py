@@ -197,7 +197,8 @@ def test_the_server_refuses_each_setting_out_of_its_range_naming_it():
 
     assert fields_of_request() == ("prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "min_p",
                                    "repetition_penalty", "presence_penalty", "frequency_penalty", "penalty_last_n",
-                                   "seed", "beams", "length_penalty", "draft", "draft_tokens", "sampling", "chat")
+                                   "seed", "beams", "length_penalty", "draft", "draft_tokens", "sampling", "chat",
+                                   "force")
     limits = Limits()
     for s in declared.served():
         most = limits.most(s)

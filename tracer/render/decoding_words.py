@@ -46,6 +46,14 @@ DECODING: dict[str, str] = {
     "beams.more": "… {n} more pruned",
     "beams.result": "The {n} finished sequences, best first:",
     "beams.score": "score = sum {sum} ÷ {n}^{alpha} = {score}",
+    # a candidate clicked: the token forced and the generation continued (the page's logits step, tracer serve)
+    "branch.click": "Click a candidate to force it here and see what would have followed.",
+    "branch.static": "Forcing {token} at pass {k} continues from {text}. This page cannot run it; this command does "
+                     "(the text is tokenized again): {command}",
+    "branch.served": "Forcing {token} at pass {k}: running on from {text}; the branch appears beside the others, "
+                     "above. The same from a terminal: {command}",
+    "serve.trunk": "the run", "serve.forced": "{token} forced at pass {k}",
+    "serve.branches": "Branches: what followed each choice (click a branch's title to open its steps)",
     # the model file's suggested sampling (render/header.py, `tracer models`)
     "file.suggests": "This file suggests {what} (general.sampling.*); {how}.",
     "file.defaults": "the samplers' neutral values",

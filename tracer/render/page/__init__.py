@@ -33,7 +33,7 @@ from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
-from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
+from .passes import (LOGITS_BUDGET, branch_data, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
                      stop_words, texts_of, tokens_data)
 
 FORMAT = "tracer-page"
@@ -163,6 +163,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes
         **({"beams": beam_nodes(gen, tokenizer, precision)} if gen.beams else {}),  # beam search's tree
         **({"speculative": spec} if (spec := spec_rounds(gen, tokenizer, precision)) is not None else {}),
+        "branch": branch_data(gen, tokenizer, passes),  # a candidate clicked: the token forced, and the command
     }
 
 

@@ -49,10 +49,29 @@ const TEMP = (() => {                     // the temperature control, made once 
   input.addEventListener("input", () => { S.T = Number(input.value); updateProbs(); });
   reset.addEventListener("click", () => set(initialTemperature()));
   argmax.addEventListener("click", () => set(0));
+  const branchNote = el("p", { class: "note", id: "branch-note" }, say("branch.click"));
   const box = el("div", { class: "temp" }, el("div", { class: "temp-row" }, el("label", { for: "temperature" }, "temperature T "), input, value, reset, argmax),
-    note, probs, scale, topk);
-  return { box, input, value, note, probs, topk, recorded, scale };
+    note, probs, scale, topk, branchNote);
+  box.addEventListener("click", e => {     // a candidate clicked: force it at this pass and continue (a branch)
+    const hit = e.target.closest("#probs [data-id], #topk tr[data-id], .stage-bars [data-id]");
+    if (hit) branch(S.pass, Number(hit.dataset.id));
+  });
+  return { box, input, value, note, probs, topk, recorded, scale, branchNote };
 })();
+
+function shellWord(s) { return /^[\w.\/:=-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`; }
+
+function branch(k, id) {                  // force token `id` after pass k's text and continue: tracer serve runs it
+  const B = D.branch, raw = B.raw[String(id)] !== undefined ? B.raw[String(id)] : text(id), forced = B.prefix[k] + raw;
+  const left = Math.max(B.n_new - B.before[k].length - 1, 0);
+  const command = ["tracer trace", shellWord(forced), B.model ? `--model ${shellWord(B.model)}` : "", `-n ${left}`, B.flags].filter(x => x).join(" ");
+  const served = typeof window.tracerBranch === "function";
+  const token = el("span", { class: "tt" }, text(id)), before = el("span", { class: "tt" }, B.prefix[k]);
+  const code = el("code", { id: "branch-command" }, command);
+  TEMP.branchNote.replaceChildren(el("span", null, served ? say("branch.served", { token, k, text: before, command: code })
+    : say("branch.static", { token, k, text: before, command: code })));
+  if (served) window.tracerBranch({ force: B.before[k].concat([id]), max_new_tokens: left, token: text(id), pass: k });
+}
 
 function updateProbs() {
   const k = S.pass, pass = D.passes[k], T = S.T;
