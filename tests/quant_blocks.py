@@ -96,3 +96,26 @@ def wide_llama(folder: Path, layers: int = 2) -> Path:
     save_file({k: (1 + rng.normal(0, 0.1, s) if len(s) == 1 else rng.normal(0, 0.05, s)).astype(np.float32)
                for k, s in shapes.items()}, str(folder / "model.safetensors"))
     return folder
+
+
+def quantize_q6_k(a: np.ndarray) -> np.ndarray:
+    """A float32 matrix whose rows are whole 256-number super-blocks stored as Q6_K (the gguf package makes no
+    K-quant), as rows of bytes: per super-block a float16 d, per 16 numbers an int8 scale sc, per number a 6-bit
+    q in −32…31, read back as d·sc·q (ggml's block_q6_K: ql holds the low 4 bits, qh the high 2, in ggml's
+    order of 32-number quarters). Each scale from its 16 numbers' largest magnitude (not ggml's search for the
+    best one: coarser, but within d·sc/2 of every number, which is all the tests ask)."""
+    rows, cols = a.shape
+    x = a.astype(np.float32).reshape(-1, 2, 128)  # [super-block, half, number]
+    sub = np.abs(x.reshape(len(x), 16, 16)).max(axis=-1) / 31  # [super-block, 16]: each scale's ideal size
+    d = (sub.max(axis=-1) / 127).astype(np.float16)  # [super-block]
+    df = d.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.round(sub / np.where(df > 0, df, 1)), 0).clip(-128, 127).astype(np.int8)  # [super-block, 16]
+    step = (df * sc.astype(np.float32)).reshape(len(x), 2, 8).repeat(16, axis=-1)  # [super-block, half, number]
+    q = np.where(step > 0, np.round(x / np.where(step > 0, step, 1)), 0).clip(-32, 31).astype(np.int16) + 32
+    quarter = q.reshape(len(x), 2, 4, 32)  # number j of a half = 32·quarter + l
+    ql = np.concatenate([(quarter[:, :, 0] & 15) | ((quarter[:, :, 2] & 15) << 4),
+                         (quarter[:, :, 1] & 15) | ((quarter[:, :, 3] & 15) << 4)], axis=-1)  # [super-block, half, 64]
+    qh = sum((quarter[:, :, k] >> 4) << (2 * k) for k in range(4))  # [super-block, half, 32]
+    out = np.concatenate([ql.reshape(len(x), 128).astype(np.uint8), qh.reshape(len(x), 64).astype(np.uint8),
+                          sc.view(np.uint8), d.reshape(-1, 1).view(np.uint8)], axis=1)  # [super-block, 210]
+    return out.reshape(rows, cols // 256 * 210)

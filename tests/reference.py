@@ -164,6 +164,19 @@ def naive_forward(cfg, params, tokens):
     return out
 
 
+def loss_slope(cfg, params: dict, tokens, name: str, i: int, eps: float = 1e-6) -> float:
+    """The next-token loss's central difference along entry i of `params[name]` (flattened: a C-ordered array,
+    whose entry is changed in place and put back)."""
+    flat = params[name].reshape(-1)
+    keep = flat[i]
+    flat[i] = keep + eps
+    up = next_token_loss(cfg, params, tokens)
+    flat[i] = keep - eps
+    down = next_token_loss(cfg, params, tokens)
+    flat[i] = keep
+    return (up - down) / (2 * eps)
+
+
 def next_token_loss(cfg, params: dict, tokens) -> float:
     """The mean next-token loss written out from tracer's logits one row at a time, independently of
     `tracer.core.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""
@@ -432,3 +445,302 @@ def moe_greedy(cfg: dict, w: dict, tokens, n: int = 8, rope: str = "transformers
         out = moe_forward(cfg, w, seq, rope)
         seq.append(int(np.argmax(out["logits"][-1])))
     return seq[len(tokens):], out
+
+
+# --------------------------------------------------------------------------- issue 37's families: Qwen3.5, Gemma 4, SmolLM3, OLMo 3
+#
+# A naive forward for the fixtures of tools/make_new_family_fixtures.py, written from transformers 5.24's
+# modeling_qwen3_5.py, modeling_gemma4.py, modeling_smollm3.py and modeling_olmo3.py. It reads the checkpoint's
+# own names and layouts (never tracer's), keeps every number in float64 and walks positions, heads and keys in
+# plain loops (a vector's product with a matrix is numpy's). Qwen3.5's Gated DeltaNet is the recurrence itself,
+# one token and one value head at a time: the causal convolution over the last `kernel` inputs, SiLU, L2-normed
+# q and k, the decay exp(g) with g = -exp(A_log)·softplus(a + dt_bias), β = sigmoid(b), then
+#     S ← exp(g)·S;   S ← S + k ⊗ β(v − Sᵀk);   o = Sᵀq / √d_k     (S: [d_k, d_v]),
+# as transformers' torch_recurrent_gated_delta_rule writes it, and o through the gated RMS norm w·rms(o)·silu(z).
+
+
+def new_family_folder(folder) -> tuple[dict, dict]:
+    """A fixture folder's config.json and its tensors (float64, by the checkpoint's own names)."""
+    import json
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+
+    folder = Path(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    return cfg, {k: v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+
+
+def _nf_rms(x, w=None, eps=1e-6, plus_one=False):
+    """x / √(mean x² + eps), times w (Qwen3.5's zero-centred norms: times 1 + w; Gemma 4's value norm: no w)."""
+    y = x / math.sqrt(float(np.dot(x, x)) / len(x) + eps)
+    if w is None:
+        return y
+    return y * (1.0 + w) if plus_one else y * w
+
+
+def _nf_silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def _nf_gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def nf_inv_freq(rp: dict, head_dim: int) -> tuple[np.ndarray, float]:
+    """One layer type's rotary frequencies (one per rotated pair) and the factor on cos and sin: "default" (with
+    partial_rotary_factor: the first head_dim·factor dimensions rotate), "proportional" (Gemma 4: the first
+    head_dim·factor/2 pairs over the whole head, the rest frequency 0) and "yarn" (OLMo 3, truncate true)."""
+    base, kind = rp["rope_theta"], rp.get("rope_type", "default")
+    if kind == "proportional":
+        rotated = int(rp.get("partial_rotary_factor", 1.0) * head_dim // 2)
+        f = [base ** (-2 * i / head_dim) if i < rotated else 0.0 for i in range(head_dim // 2)]
+        return np.array(f) / rp.get("factor", 1.0), 1.0
+    dim = int(head_dim * rp.get("partial_rotary_factor", 1.0))
+    f = np.array([base ** (-2 * i / dim) for i in range(dim // 2)])
+    if kind == "default":
+        return f, 1.0
+    assert kind == "yarn", kind
+    factor, orig = rp["factor"], rp["original_max_position_embeddings"]
+
+    def pair_of(rotations):  # the pair whose wavelength fits `rotations` times in the original context
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_of(rp.get("beta_fast") or 32), pair_of(rp.get("beta_slow") or 1)
+    if rp.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    high = high + 0.001 if low == high else high
+    out = []
+    for i, fi in enumerate(f):
+        ramp = min(max((i - low) / (high - low), 0.0), 1.0)  # 0: keep the frequency, 1: divide it by the factor
+        out.append(fi / factor * ramp + fi * (1 - ramp))
+    scale = rp.get("attention_factor") or (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    return np.array(out), float(scale)
+
+
+def _nf_rope(vec, pos, freqs, scale):
+    """rotate_half RoPE on the first 2·len(freqs) numbers of one head's vector (the rest pass unchanged)."""
+    half, out = len(freqs), vec.copy()
+    for i in range(half):
+        c, s = math.cos(pos * freqs[i]) * scale, math.sin(pos * freqs[i]) * scale
+        a, b = vec[i], vec[i + half]
+        out[i], out[i + half] = a * c - b * s, b * c + a * s
+    return out
+
+
+def _nf_attend(q, keys, values, seen, scaling):
+    """One query head over the keys it sees: softmax(q·k · scaling) and the weighted sum of values."""
+    scores = [float(np.dot(q, keys[j])) * scaling for j in seen]
+    m = max(scores)
+    e = [math.exp(s - m) for s in scores]
+    total = sum(e)
+    weights = [x / total for x in e]
+    return weights, sum(w * values[j] for w, j in zip(weights, seen))
+
+
+def _nf_mlp(h, p, pre, act):
+    gate, up = p[pre + "mlp.gate_proj.weight"] @ h, p[pre + "mlp.up_proj.weight"] @ h
+    return p[pre + "mlp.down_proj.weight"] @ (act(gate) * up)
+
+
+def _nf_rope_tables(cfg: dict) -> dict:
+    """{layer type: (frequencies, factor)} from config.json (one set per layer type for Gemma 4 and OLMo 3)."""
+    rp, types = cfg["rope_parameters"], cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    out = {}
+    for kind in set(types) - {"linear_attention"}:
+        dim = _nf_gemma4_layer_dims(cfg, types.index(kind))[0] if cfg["model_type"] == "gemma4_text" else head_dim
+        out[kind] = nf_inv_freq(rp.get(kind, rp), dim)
+    return out
+
+
+def nf_kv_source(cfg: dict) -> list[int]:
+    """Gemma 4's KV sharing: each of the last num_kv_shared_layers layers attends with the keys and values of the
+    last layer before them of its own type; the others with their own."""
+    L, types = cfg["num_hidden_layers"], cfg["layer_types"]
+    first = L - cfg.get("num_kv_shared_layers", 0)
+    return [l if l < first else max(j for j in range(first) if types[j] == types[l]) for l in range(L)]
+
+
+def _nf_gemma4_layer_dims(cfg: dict, l: int) -> tuple[int, int]:
+    """A Gemma 4 layer's head size and key/value head count: global layers' from per_layer_config (what
+    transformers 5.24 writes) or global_head_dim / num_global_key_value_heads (the Hub's files)."""
+    if cfg["layer_types"][l] != "full_attention":
+        return cfg["head_dim"], cfg["num_key_value_heads"]
+    given = cfg.get("per_layer_config", {}).get(str(l))
+    if given:
+        return given["head_dim"], given.get("num_key_value_heads", cfg["num_key_value_heads"])
+    kv = cfg.get("num_global_key_value_heads") if cfg.get("attention_k_eq_v") else None
+    return cfg.get("global_head_dim", 512), kv or cfg["num_key_value_heads"]
+
+
+def _nf_softmax_attention(cfg, p, pre, hs, l, rope, keys_values=None):
+    """One softmax-attention layer for every position: Q/K norms and rotary as the family does them; returns
+    (output [pos, d_model], pattern [head, pos, pos], (keys, values) per position for sharing)."""
+    T, H, family = len(hs), cfg["num_attention_heads"], cfg["model_type"]
+    eps = cfg["rms_norm_eps"]
+    if family == "gemma4_text":
+        dh, KV = _nf_gemma4_layer_dims(cfg, l)
+    else:
+        dh, KV = cfg.get("head_dim") or cfg["hidden_size"] // H, cfg["num_key_value_heads"]
+    kind = cfg.get("layer_types", ["full_attention"] * (l + 1))[l]
+    freqs, scale = rope.get(kind, rope.get("full_attention"))
+    use_rope = family != "smollm3" or cfg["no_rope_layers"][l]
+    window = cfg.get("sliding_window") if kind == "sliding_attention" else None
+    a = pre + "self_attn."
+    qs, gates, ks, vs = [], [], [], []
+    for t, h in enumerate(hs):
+        qa = p[a + "q_proj.weight"] @ h
+        if family == "qwen3_5_text":  # per head: dh numbers of query, then dh of its output gate
+            qa = qa.reshape(H, 2 * dh)
+            gates.append(qa[:, dh:].copy())
+            qa = qa[:, :dh]
+        ka = p[a + "k_proj.weight"] @ h if a + "k_proj.weight" in p else None
+        if family == "olmo3":  # Q and K normed whole, before the split into heads
+            qa, ka = _nf_rms(qa, p[a + "q_norm.weight"], eps), _nf_rms(ka, p[a + "k_norm.weight"], eps)
+        q = qa.reshape(H, dh)
+        if family in ("qwen3_5_text", "gemma4_text"):
+            q = np.array([_nf_rms(q[i], p[a + "q_norm.weight"], eps, family == "qwen3_5_text") for i in range(H)])
+        qs.append([_nf_rope(q[i], t, freqs, scale) if use_rope else q[i] for i in range(H)])
+        if keys_values is not None:
+            continue
+        k = ka.reshape(KV, dh)
+        if a + "v_proj.weight" in p:
+            v = (p[a + "v_proj.weight"] @ h).reshape(KV, dh)
+        else:  # Gemma 4's K = V layers: the values are the keys' projection
+            v = k.copy()
+        if family in ("qwen3_5_text", "gemma4_text"):
+            k = np.array([_nf_rms(k[i], p[a + "k_norm.weight"], eps, family == "qwen3_5_text") for i in range(KV)])
+        if family == "gemma4_text":
+            v = np.array([_nf_rms(v[i], None, eps) for i in range(KV)])
+        ks.append([_nf_rope(k[i], t, freqs, scale) if use_rope else k[i] for i in range(KV)])
+        vs.append(list(v))
+    if keys_values is not None:
+        ks, vs = keys_values
+    scaling = 1.0 if family == "gemma4_text" else 1.0 / math.sqrt(dh)
+    pattern, out = np.zeros((H, T, T)), []
+    for t in range(T):
+        z = []
+        for i in range(H):
+            kv = i // (H // len(ks[0]))  # the key/value head this query head reads
+            seen = range(0 if window is None else max(0, t - window + 1), t + 1)
+            w, zi = _nf_attend(qs[t][i], [ks[j][kv] for j in range(T)], [vs[j][kv] for j in range(T)], seen, scaling)
+            pattern[i, t, list(seen)] = w
+            if family == "qwen3_5_text":
+                zi = zi / (1.0 + np.exp(-gates[t][i]))  # the output gate: sigmoid
+            z.append(zi)
+        out.append(p[a + "o_proj.weight"] @ np.concatenate(z))
+    return np.array(out), pattern, (ks, vs)
+
+
+def _nf_gated_deltanet(cfg, p, pre, hs):
+    """Qwen3.5's linear attention for every position, one token and one value head at a time; returns the
+    output [pos, d_model] and the inside: states [pos, v_head, d_k, d_v], β, g, conv tail, read-outs."""
+    a = pre + "linear_attn."
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    conv_w = p[a + "conv1d.weight"][:, 0, :]  # [channel, kernel]: tap j multiplies the input j − (K − 1) places back
+    A = np.exp(p[a + "A_log"])
+    S = np.zeros((nv, dk, dv))
+    inputs, rec = [], {name: [] for name in ("state", "beta", "g", "core_out", "gated_out", "q", "k", "v")}
+    out = []
+    for t, h in enumerate(hs):
+        inputs.append(p[a + "in_proj_qkv.weight"] @ h)
+        window = [inputs[t - K + 1 + j] if t - K + 1 + j >= 0 else np.zeros_like(inputs[t]) for j in range(K)]
+        mixed = _nf_silu(sum(conv_w[:, j] * window[j] for j in range(K)))
+        q, k, v = mixed[: nk * dk].reshape(nk, dk), mixed[nk * dk : 2 * nk * dk].reshape(nk, dk), mixed[2 * nk * dk :].reshape(nv, dv)
+        z = (p[a + "in_proj_z.weight"] @ h).reshape(nv, dv)
+        beta = 1.0 / (1.0 + np.exp(-(p[a + "in_proj_b.weight"] @ h)))
+        x = p[a + "in_proj_a.weight"] @ h + p[a + "dt_bias"]
+        g = -A * np.log1p(np.exp(x))  # softplus
+        o, gated = np.zeros((nv, dv)), np.zeros((nv, dv))
+        for i in range(nv):
+            kh = i // (nv // nk)  # the query/key head this value head reads
+            kn = k[kh] / math.sqrt(float(np.dot(k[kh], k[kh])) + 1e-6)
+            qn = q[kh] / math.sqrt(float(np.dot(q[kh], q[kh])) + 1e-6) / math.sqrt(dk)
+            S[i] = S[i] * math.exp(g[i])  # decay
+            remembered = np.array([sum(S[i][r, c] * kn[r] for r in range(dk)) for c in range(dv)])  # Sᵀk
+            delta = beta[i] * (v[i] - remembered)
+            for r in range(dk):
+                for c in range(dv):
+                    S[i][r, c] += kn[r] * delta[c]  # the delta-rule write: S += k ⊗ β(v − Sᵀk)
+            o[i] = np.array([sum(S[i][r, c] * qn[r] for r in range(dk)) for c in range(dv)])  # read-out Sᵀq
+            gated[i] = _nf_rms(o[i], p[a + "norm.weight"], cfg["rms_norm_eps"]) * _nf_silu(z[i])
+        out.append(p[a + "out_proj.weight"] @ gated.reshape(-1))
+        for name, value in (("state", S.copy()), ("beta", beta), ("g", g), ("core_out", o), ("gated_out", gated),
+                            ("q", q), ("k", k), ("v", v)):
+            rec[name].append(value)
+    inside = {name: np.array(v) for name, v in rec.items()}
+    inside["conv_tail"] = np.array(inputs[-(K - 1):])
+    return np.array(out), inside
+
+
+def _nf_per_layer_inputs(cfg, p, tokens, embeds):
+    """Gemma 4's per-layer inputs [layer, pos, d_ple]: (norm(W_proj·e / √d_model) + E_ple[token]·√d_ple) / √2,
+    e the scaled embedding, the norm per layer's slice."""
+    L, d_ple, eps = cfg["num_hidden_layers"], cfg["hidden_size_per_layer_input"], cfg["rms_norm_eps"]
+    out = np.zeros((L, len(tokens), d_ple))
+    for t, (tok, e) in enumerate(zip(tokens, embeds)):
+        token = (p["model.embed_tokens_per_layer.weight"][tok] * math.sqrt(d_ple)).reshape(L, d_ple)
+        proj = (p["model.per_layer_model_projection.weight"] @ e / math.sqrt(cfg["hidden_size"])).reshape(L, d_ple)
+        for l in range(L):
+            out[l, t] = (_nf_rms(proj[l], p["model.per_layer_projection_norm.weight"], eps) + token[l]) / math.sqrt(2.0)
+    return out
+
+
+def new_family_forward(cfg: dict, p: dict, tokens) -> dict:
+    """logits [pos, d_vocab], hidden_states [layer + 1, pos, d_model] (the embeddings, each layer's output, the last
+    one after the final norm, as transformers' output_hidden_states), patterns {layer: [head, pos, pos]} of the
+    softmax layers, and the families' insides: linear {layer: inside} (Qwen3.5), per_layer_inputs (Gemma 4)."""
+    family, eps, L = cfg["model_type"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    plus_one = family == "qwen3_5_text"  # Qwen3.5's RMS norms multiply by 1 + w (not its gated norm)
+    act = _nf_gelu_tanh if family == "gemma4_text" else _nf_silu
+    rope = _nf_rope_tables(cfg)
+    xs = np.array([p["model.embed_tokens.weight"][t] for t in tokens])
+    if family == "gemma4_text":
+        xs = xs * np.float64(np.float32(math.sqrt(cfg["hidden_size"])))  # the scale is cast to the weights' float32
+    out = {"hidden_states": [xs.copy()], "patterns": {}, "linear": {}}
+    if family == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
+        out["per_layer_inputs"] = _nf_per_layer_inputs(cfg, p, tokens, xs)
+    shared, sources = {}, nf_kv_source(cfg) if family == "gemma4_text" else list(range(L))
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        if family == "olmo3":  # norms after attention and the MLP, none before
+            attn, out["patterns"][l], _ = _nf_softmax_attention(cfg, p, pre, list(xs), l, rope)
+            xs = xs + np.array([_nf_rms(v, p[pre + "post_attention_layernorm.weight"], eps) for v in attn])
+            mlp = [_nf_mlp(x, p, pre, act) for x in xs]
+            xs = xs + np.array([_nf_rms(v, p[pre + "post_feedforward_layernorm.weight"], eps) for v in mlp])
+            out["hidden_states"].append(xs.copy())
+            continue
+        hs = [_nf_rms(x, p[pre + "input_layernorm.weight"], eps, plus_one) for x in xs]
+        if cfg.get("layer_types", [None] * L)[l] == "linear_attention":
+            attn, out["linear"][l] = _nf_gated_deltanet(cfg, p, pre, hs)
+        else:
+            reuse = shared[sources[l]] if sources[l] != l else None
+            attn, out["patterns"][l], shared[l] = _nf_softmax_attention(cfg, p, pre, hs, l, rope, reuse)
+        if family == "gemma4_text":
+            attn = np.array([_nf_rms(v, p[pre + "post_attention_layernorm.weight"], eps) for v in attn])
+        xs = xs + attn
+        norm2 = "pre_feedforward_layernorm.weight" if family == "gemma4_text" else "post_attention_layernorm.weight"
+        mlp = [_nf_mlp(_nf_rms(x, p[pre + norm2], eps, plus_one), p, pre, act) for x in xs]
+        if family == "gemma4_text":
+            mlp = [_nf_rms(v, p[pre + "post_feedforward_layernorm.weight"], eps) for v in mlp]
+        xs = xs + np.array(mlp)
+        if family == "gemma4_text":
+            if "per_layer_inputs" in out:  # the per-layer input, gated by the stream, projected back and added
+                for t in range(len(xs)):
+                    g = act(p[pre + "per_layer_input_gate.weight"] @ xs[t]) * out["per_layer_inputs"][l, t]
+                    xs[t] = xs[t] + _nf_rms(p[pre + "per_layer_projection.weight"] @ g,
+                                            p[pre + "post_per_layer_input_norm.weight"], eps)
+            xs = xs * p[pre + "layer_scalar"][0]
+        out["hidden_states"].append(xs.copy())
+    final = np.array([_nf_rms(x, p["model.norm.weight"], eps, plus_one) for x in xs])
+    out["hidden_states"][-1] = final
+    W_U = p["lm_head.weight"] if "lm_head.weight" in p else p["model.embed_tokens.weight"]
+    logits = np.array([W_U @ x for x in final])
+    if cfg.get("final_logit_softcapping"):
+        cap = cfg["final_logit_softcapping"]
+        logits = cap * np.tanh(logits / cap)
+    out["logits"], out["hidden_states"] = logits, np.array(out["hidden_states"])
+    return out

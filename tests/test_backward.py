@@ -15,7 +15,7 @@ from tracer.core.config import Config
 from tracer.core.params import param_shapes
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny"
-from .reference import next_token_loss
+from .reference import loss_slope, next_token_loss
 
 
 CONFIGS = {
@@ -59,13 +59,7 @@ def test_every_gradient_matches_central_differences(n_heads, switches, random_pa
         flat = params[name].reshape(-1)
         picks = rng.choice(flat.size, size=min(flat.size, 12), replace=False)
         for i in picks:
-            keep = flat[i]
-            flat[i] = keep + h
-            up = next_token_loss(cfg, params, tokens)
-            flat[i] = keep - h
-            down = next_token_loss(cfg, params, tokens)
-            flat[i] = keep
-            want = (up - down) / (2 * h)
+            want = loss_slope(cfg, params, tokens, name, i, h)
             assert g.reshape(-1)[i] == pytest.approx(want, rel=1e-5, abs=1e-8), (name, int(i))
 
 

@@ -629,3 +629,123 @@ def test_a_model_without_layers_gets_the_screens_it_has(word_model, render_text,
     text = re.sub(r"\s+", " ", " ".join(render_text(s.body, 80) + " " + s.narration for s in steps))
     assert "normalized, meets W_U" in text and "all 0 layers" not in text and "limit of 1 new tokens" not in text
     assert ("+ P_" in text) == (positional == "learned") and ("rotary" in text) == (positional == "rope")
+
+
+# ------------------------------------------------------------------ a mixture of experts, attention sinks
+
+MOE = ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-moe-tiny", "mixtral-tiny", "olmoe-tiny"]
+MOE_PROMPT = "the cat sat on the mat"
+
+
+def _moe_demo(model: str, ablate: str | None = None, prompt: str = MOE_PROMPT):
+    from tracer.cli.teach import _demo_run
+    from tracer.run.ablation import Ablation
+
+    root = Path(__file__).resolve().parents[1]
+    return _demo_run(None, prompt, str(root / "tests" / "data" / model), ablate=(Ablation.parse(ablate),) if ablate else ())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 35)])
+@pytest.mark.parametrize("model, ablate", [(m, None) for m in MOE] + [("gpt-oss-tiny", "0:expert:3"),
+                                                                       ("qwen2-moe-tiny", "0:expert:1")])
+def test_a_routed_models_demo_has_the_experts_screen_and_every_screen_fits(size, model, ablate):
+    """The experts' screen comes right after the heads and W_O; at 80×24 and 120×35 every screen, question
+    pages too, is one screen with its heading and keys in view, and no number is cut short ("1.2…")."""
+    from rich.console import Console
+
+    d = _moe_demo(model, ablate)
+    width, height = size
+    console = Console(width=width, height=height, color_system=None, record=True)
+    for quiz in (False, True):
+        steps, pages = demo.fitted(d, console, quiz)
+        names = [s.name for s in steps]
+        assert names[names.index("Multi-head: concat and W_O") + 1] == "Experts: the router's choice"
+        assert all(p.parts == 1 for p in pages) and [p.step for p in pages if not p.quiz] == list(range(len(steps)))
+        for p in pages:
+            lines = _screen_text(console, demo.screen(d, steps, p, keys=True)).splitlines()
+            assert len(lines) <= height - 1 and lines[0].startswith(f"Step {p.step + 1} of {len(steps)} · ")
+            cut = [line for line in lines[:-1] if re.search(r"\d…", line)]  # the last line: the keys and the title
+            assert not cut, cut
+
+
+def test_the_experts_screen_shows_the_recorded_routing(render_text):
+    """gpt-oss-tiny, B in layer 0: the router's scores and the chosen experts with their weights as recorded,
+    each expert's output, and their weighted sum, written as the article writes attention's, which is the
+    recorded MLP output (no shared expert); the experts not used; the header's active parameters; the
+    --ablate to try. The question shows the scores and hides the weights."""
+    d = _moe_demo("gpt-oss-tiny")
+    steps = demo.build_steps(d)
+    i = [s.name for s in steps].index("Experts: the router's choice")
+    text = render_text(demo.screen(d, steps, demo.Page(i, False)), 120)
+    flat = " ".join(text.split())
+    st, f = d.trace, d.focus
+    chosen, weights = st["blocks.0.mlp.hook_expert_indices"][f], st["blocks.0.mlp.hook_expert_weights"][f]
+    logits = st["blocks.0.mlp.hook_router_logits"][f]
+    for j, e in enumerate(chosen):
+        out = st["blocks.0.mlp.hook_expert_out"][f, j]
+        assert re.search(rf"^▶\s+E{e}\s+{re.escape(d.num(logits[e]))}\s+{re.escape(d.num(weights[j]))}\s+\[\s*"
+                         rf"{re.escape(d.num(out[0]))},", text, flags=re.M), text
+    terms = " + ".join(f"{d.num(w)}×E{e}(ln2(x))" for e, w in zip(chosen, weights))
+    assert f"B's mixture of experts = {terms}" in flat
+    mlp_out = st["blocks.0.hook_mlp_out"][f]  # the weighted sum of the recorded outputs is the MLP's output
+    sum_row = next(line for line in text.splitlines() if line.strip().startswith("sum"))
+    assert d.num(mlp_out[0]) in sum_row and d.num(mlp_out[-1]) in sum_row
+    for e in set(range(len(logits))) - set(chosen.tolist()):
+        assert re.search(rf"^\s+E{e}\s+{re.escape(d.num(logits[e]))}\s+not used", text, flags=re.M)
+    E, k = len(logits), len(chosen)
+    assert f"{E - k} of {E} experts not used by this token" in flat
+    assert d.cfg.mlp_kind.block_words(d.cfg) in flat and "parameters active per token" in flat
+    assert f"--ablate 0:expert:{chosen[0]}" in flat
+    question = " ".join(re.sub("[│╭╮╰╯]", " ", render_text(demo.screen(d, steps, demo.Page(i, True)), 120)).split())
+    assert d.num(logits[chosen[0]]) in question and d.num(weights[0]) not in question
+    assert f"Which {k} experts does B go to" in question and "softmax over those" in question
+
+
+def test_the_experts_screen_says_who_an_expert_removed_sent_where(render_text):
+    """--ablate 0:expert:3 on gpt-oss-tiny: the removed expert's score is −∞; the tokens that had chosen it
+    (the clean run's choices, here) are named, each with its experts in the clean run and in this one."""
+    clean = _moe_demo("gpt-oss-tiny").trace
+    d = _moe_demo("gpt-oss-tiny", "0:expert:3")
+    steps = demo.build_steps(d)
+    i = [s.name for s in steps].index("Experts: the router's choice")
+    text = render_text(demo.screen(d, steps, demo.Page(i, False)), 120)
+    flat = " ".join(text.split())
+    assert re.search(r"^\s+E3\s+−∞\s+removed \(--ablate\)", text, flags=re.M)
+    chose = [p for p, row in enumerate(clean["blocks.0.mlp.hook_expert_indices"]) if 3 in row]
+    assert chose and 3 not in d.trace["blocks.0.mlp.hook_expert_indices"]
+    from tracer.tokenizers.tokens import label
+
+    who = f"{label(chose[0])}–{label(chose[-1])}" if chose == list(range(chose[0], chose[-1] + 1)) and len(chose) > 2 else None
+    assert "Without E3 of layer 0 (--ablate), " in flat and (who is None or who in flat)
+    p = chose[0]
+    before = ", ".join(f"E{e} {w:.3f}" for e, w in zip(clean["blocks.0.mlp.hook_expert_indices"][p],
+                                                      clean["blocks.0.mlp.hook_expert_weights"][p]))
+    after = ", ".join(f"E{e} {w:.3f}" for e, w in zip(d.trace["blocks.0.mlp.hook_expert_indices"][p],
+                                                     d.trace["blocks.0.mlp.hook_expert_weights"][p]))
+    assert f"{before}  {after}" in text
+
+
+def test_the_softmax_screen_of_a_model_with_sinks_has_the_sinks_row(render_text):
+    """gpt-oss-tiny: the sink joins the softmax as one more score; its row holds the checkpoint's sink logit
+    (worked back from the recorded row), e^(sink − max) and the recorded share, so that with it the weights
+    add up to 1 and the keys' to 1 − share, as the narration and the weighted sum's screen say."""
+    from safetensors.numpy import load_file
+
+    d = _moe_demo("gpt-oss-tiny")
+    steps = demo.build_steps(d)
+    sink = float(load_file(str(Path(__file__).parent / "data" / "gpt-oss-tiny" / "model.safetensors"))
+                 ["model.layers.0.self_attn.sinks"][d.head])
+    share = float(d.trace["blocks.0.attn.hook_sink_share"][d.head, d.focus])
+    scores = d.trace["blocks.0.attn.hook_attn_scores"][d.head, d.focus, : d.focus + 1]
+    assert share == pytest.approx(np.exp(sink) / (np.exp(sink) + np.exp(scores).sum()), rel=1e-4)  # the softmax, by hand
+    i = [s.name for s in steps].index("Softmax: scores become weights")
+    text = render_text(demo.screen(d, steps, demo.Page(i, False)), 120)
+    row = re.search(r"^\s+sink\s+(\S+)\s+(\S+)\s+(\S+)", text, flags=re.M).groups()
+    assert float(row[0]) == pytest.approx(sink, abs=1.5e-3)
+    assert float(row[1]) == pytest.approx(np.exp(sink - scores.max()), abs=1.5e-3) and row[2] == d.num(share)
+    assert re.search(r"^\s+sum\s+\S+\s+1\.000", text, flags=re.M)
+    assert f"the keys' weights add up to {d.num(1 - share)}, not 1" in " ".join(text.split())
+    j = [s.name for s in steps].index("Weighted sum of values")
+    assert f"sink takes {d.num(share)} of the weight" in " ".join(render_text(demo.screen(d, steps, demo.Page(j, False)), 120).split())
+    ask = " ".join(re.sub("[│╭╮╰╯]", " ", render_text(demo.screen(d, steps, demo.Page(i, True)), 120)).split())
+    assert f"the sink's score {d.num(sink)} joins the softmax too" in ask

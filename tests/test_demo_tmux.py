@@ -151,3 +151,30 @@ def test_the_articles_long_steps_are_one_screen_each(pane_factory, size):
         assert lines[0].startswith(f"Step {n} of 14 · {name} ━") and f"[{n}/14] Enter/→ next" in lines[-1]
     p.keys("q")
     p.wait_for(r"^EXITED 0$")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 35)])
+def test_a_routed_models_experts_and_softmax_screens_in_a_real_terminal(pane_factory, size):
+    """gpt-oss-tiny: the softmax screen's sink row and the experts' screen (router scores, the kept experts,
+    their weighted sum, the experts not used), each one screen with the keys in view; with --quiz the experts'
+    screen asks first, then shows the weights."""
+    model = os.path.join(ROOT, "tests", "data", "gpt-oss-tiny")
+    p = pane_factory(shlex.join([sys.executable, "-m", "tracer", "demo", "--model", model, "--prompt",
+                                 "the cat sat on the mat", "--quiz"]), size)
+    p.wait_for(r"^Step 1 of 16 · Tokens")
+    for n, name, last in ((6, "Softmax: scores become weights", r"^\s+sink\s+-?\d\.\d{3}\s+\d\.\d{3}\s+\d\.\d{3}"),
+                          (9, "Experts: the router's choice", r"experts not used by this token")):
+        p.keys(*str(n), "Enter")
+        asked = p.wait_for(rf"^Step {n} of 16 · {re.escape(name)} — your turn")
+        assert "Predict, then press Enter" in asked and "not used" not in asked
+        p.keys("Enter")
+        screen = p.wait_for(rf"^Step {n} of 16 · {re.escape(name)} ━")
+        screen = p.wait_for(last)
+        lines = screen.rstrip("\n").splitlines()
+        assert len(lines) <= size[1] and "continued on the next page" not in screen
+        assert f"[{n}/16] Enter/→ next" in lines[-1]
+        if n == 9:
+            assert re.search(r"^▶\s+E\d+\s+-?\d+\.\d{3}\s+\d\.\d{3}\s+\[", screen, flags=re.M)  # a kept expert, its weight, its output
+            assert "B's mixture of experts = " in screen and "×E" in screen
+    p.keys("q")
+    p.wait_for(r"^EXITED 0$")

@@ -18,6 +18,8 @@ from tracer.render.view import View
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA = str(ROOT / "tests/data/llama-tiny")
+OSS = str(ROOT / "tests/data/gpt-oss-tiny")  # attention sinks, a mixture of experts: the routing and the sinks' lines
+QWEN2_MOE = str(ROOT / "tests/data/qwen2-moe-tiny")  # a dense layer among the experts, a shared expert
 README_PROMPT = ("You are a business consultant, please analyze the impact of rising oil prices on the "
                  "automotive industry.")
 GRID = list(itertools.product([None, "tokens", "embed", "attention", "layers", "predict", "positions", "heatmap",
@@ -50,7 +52,8 @@ def estimate(gen, view: View, width: int = 100) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model, prompt", [("abc", "A B C D E F"), ("abc", README_PROMPT), ("tiny", "A B C D E F"),
-                                           (LLAMA, "A B C D E F")])
+                                           (LLAMA, "A B C D E F"), (OSS, "the cat sat on the mat"),
+                                           (QWEN2_MOE, "the cat sat on the mat")])
 def test_the_estimate_is_within_ten_percent_of_what_prints(runs, model, prompt):
     gen, tok = runs(model, prompt)
     off = []

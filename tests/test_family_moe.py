@@ -7,6 +7,8 @@ per expert) equals a naive loop over tokens and experts written here."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +154,57 @@ def test_the_walkthrough_works_out_the_routing(render_text):
     E, k = model.config.n_experts, model.config.experts_per_token
     assert f"{E - k} of {E} experts not used by this token: {100 * (E - k) / E:.1f}%" in flat
     assert f"a mixture of {E} experts, {k} per token" in flat and "sink takes" in flat
+
+
+def test_the_layers_section_lists_each_tokens_experts_in_each_layer(render_text):
+    """--section layers --full: under each layer's table, every token's experts, most weight first, with
+    their weights (the recorded choice, read back from the printed rows)."""
+    from tracer.render import show_generation
+    from tracer.render.view import View
+
+    model = tracer.load(str(DATA / "qwen2-moe-tiny"))
+    gen = model.generate("The quick brown fox", max_new_tokens=1)
+    out = render_text(lambda c: show_generation(gen, model.tokenizer, View(sections=("layers",), brief=False,
+                                                                           max_lines=0), console=c), width=120)
+    t = gen.steps[0]
+    for l in (0, 2):  # the routed layers (layer 1 is dense)
+        block = out.split(f"layer {l}: each token's experts")[1].splitlines()[2:2 + len(t.tokens)]
+        for row, chosen, weights in zip(block, t[f"blocks.{l}.mlp.hook_expert_indices"], t[f"blocks.{l}.mlp.hook_expert_weights"]):
+            got = re.findall(r"E(\d+) (\d\.\d+)", row)
+            assert [int(e) for e, _ in got] == [int(e) for e in chosen], row
+            np.testing.assert_allclose([float(w) for _, w in got], weights, atol=0.006)
+    assert "layer 1: each token's experts" not in out
+
+
+def test_the_walkthrough_works_out_the_sinks_softmax_and_the_experts_output(render_text):
+    """gpt-oss-tiny: the softmax line names the sink's logit, worked back from the recorded row, which is the
+    checkpoint's `self_attn.sinks`; the MLP's output is said to be the experts' weighted sum, not one W_out.
+    qwen2-moe-tiny: the dense layer among the experts is shown at its own width (dense_d_mlp), and the MLP's
+    output of a routed layer adds the shared expert's part."""
+    import re
+
+    from safetensors.numpy import load_file
+
+    from tracer.render import show_generation
+    from tracer.render.view import View
+
+    model = tracer.load(str(DATA / "gpt-oss-tiny"))
+    gen = model.generate("The quick brown fox", max_new_tokens=1)
+    out = render_text(lambda c: show_generation(gen, model.tokenizer, View(token="B", max_lines=0), console=c), width=200)
+    flat = " ".join(out.split())
+    sinks = load_file(str(DATA / "gpt-oss-tiny" / "model.safetensors"))["model.layers.0.self_attn.sinks"]
+    found = [float(x) for x in re.findall(r"and the sink's (-?\d+\.\d+)\) = ", flat)]
+    assert len(found) == model.config.n_heads  # one per head of layer 0, in order
+    np.testing.assert_allclose(found, sinks, atol=1.5e-3)  # 3 decimals
+    assert "the chosen experts' weighted sum: what the MLP adds" in flat and "× W_out (32 × 64)" not in flat
+    q2 = tracer.load(str(DATA / "qwen2-moe-tiny"))
+    cfg = q2.config
+    gen = q2.generate("the cat sat", max_new_tokens=1)
+    flat = " ".join(render_text(lambda c: show_generation(gen, q2.tokenizer, View(token="B", layer="all", max_lines=0),
+                                                          console=c), width=200).split())
+    assert f"gate = ln2(x)·W_gate ({cfg.d_model} × {cfg.dense_d_mlp})" in flat
+    assert f"× W_out ({cfg.dense_d_mlp} × {cfg.d_model})" in flat
+    assert "the chosen experts' weighted sum + the shared expert's part: what the MLP adds" in flat
 
 
 # --------------------------------------------------------------------------- changed, differentiated, refused

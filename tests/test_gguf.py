@@ -229,21 +229,25 @@ def test_rows_in_the_other_order_would_show_in_the_logits(gguf_of_folder, name, 
     assert np.abs(model.run(ref["input_ids_1"].tolist())["logits"] - ref["logits_1"]).max() > 1e-2
 
 
-def test_phi3_without_a_window_and_olmo3_windows_on_some_layers(gguf_of_folder):
+def test_phi3_without_a_window_and_olmo3_windows_on_some_layers(gguf_of_folder, family_copy, tmp_path):
     """convert_hf_to_gguf.py writes Phi-3's sliding_window as 0 when config.json has none (Phi-4): no window.
     An `olmo2` file with a window is OLMo 3's, windowed on 3 layers of every 4 (llama.cpp's pattern 4, or
-    the file's sliding_window_pattern); a window on some layers only is refused in one line."""
+    the file's sliding_window_pattern): read as the OLMo 3 folder with those layer types computes it."""
     from tracer.readers.gguf import config_json_of
 
     none = tracer.load(str(gguf_of_folder(DATA / "phi3-tiny", "llama-bpe", meta={"{arch}.attention.sliding_window": 0})))
     assert none.config.sliding_window is None
     both = gguf_of_folder(DATA / "olmo2-tiny", "qwen2", meta={"{arch}.attention.sliding_window": 4096})
     assert tracer.load(str(both)).config.sliding_window == 4096  # layers 0 and 1 of the pattern 4: both windowed
-    some = gguf_of_folder(DATA / "olmo2-tiny", "qwen2", meta={"{arch}.attention.sliding_window": 4096,
-                                                              "{arch}.attention.sliding_window_pattern": [True, False]})
-    with pytest.raises(TracerError, match="a sliding window on some layers only .* is not supported") as e:
-        tracer.load(str(some))
-    assert "\n" not in str(e.value)
+    some = tracer.load(str(gguf_of_folder(DATA / "olmo2-tiny", "qwen2", meta={
+        "{arch}.attention.sliding_window": 3, "{arch}.attention.sliding_window_pattern": [True, False]})))
+    assert (some.config.sliding_window, some.config.windowed) == (3, (0,))
+    olmo3 = family_copy(tmp_path, "olmo2-tiny", model_type="olmo3", sliding_window=3,
+                        layer_types=["sliding_attention", "full_attention"],
+                        rope_parameters={kind: {"rope_type": "default", "rope_theta": 500000.0}
+                                         for kind in ("full_attention", "sliding_attention")})
+    ids = _ref("olmo2-tiny")["input_ids_1"].tolist()  # longer than the window
+    np.testing.assert_allclose(some.run(ids)["logits"], tracer.load(str(olmo3)).run(ids)["logits"], atol=1e-6, rtol=0)
     meta = {f"olmo2.{k}": v for k, v in {"block_count": 8, "embedding_length": 64, "feed_forward_length": 128,
                                           "attention.head_count": 4, "context_length": 64, "attention.sliding_window": 16,
                                           "attention.layer_norm_rms_epsilon": 1e-6, "vocab_size": 10}.items()}

@@ -259,7 +259,7 @@ def test_byte_alias_table_is_gpt2s():
 
 def _real_text() -> list[str]:
     root = Path(__file__).resolve().parent.parent
-    return AWKWARD + [(root / "README.md").read_text(encoding="utf-8"), (root / "tracer" / "tokens.py").read_text(encoding="utf-8")]
+    return AWKWARD + [(root / "README.md").read_text(encoding="utf-8"), (root / "tracer" / "tokenizers" / "tokens.py").read_text(encoding="utf-8")]
 
 
 @pytest.mark.slow

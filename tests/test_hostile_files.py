@@ -30,7 +30,7 @@ from tracer.core.params import init_weights
 
 FIXTURE = Path(__file__).parent / "data" / "gpt2-tiny" / "hub"
 ESCAPES = "\x1b]52;c;aGk=\x07\x1b[2J\x9b31m\u202e"  # write the clipboard, clear the screen, C1 CSI, RLO
-FAST = 2.0  # seconds a refusal may take, with the process's start (a refusal itself is milliseconds)
+FAST = 2.0  # CPU seconds a refusal may take in its forked process (a refusal itself is milliseconds)
 
 
 def one_line(r, *patterns) -> str:

@@ -180,3 +180,76 @@ def test_trace_show_and_replay_write_the_page(runner, tmp_path):
     assert r.exit_code == 0, r.stderr
     text = rich.read_text(encoding="utf-8")
     assert "queries the embedding matrix" in text and "<script" not in text  # Rich's record, as before
+
+
+# --------------------------------------------------------------------------- a mixture of experts, attention sinks
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+
+def test_a_routed_models_page_carries_each_tokens_routing_and_each_heads_sink():
+    """gpt-oss-tiny: per layer and token, the experts and weights the trace recorded; the router's highest
+    scores, in order (argsort of the recorded scores, here); the weighted sum of the chosen experts' outputs,
+    which is the MLP's output (no shared expert: checked against the recorded mlp_out); each head's sink share
+    as recorded and its logit, worked back from a row, equal to the checkpoint's `self_attn.sinks`."""
+    import tracer
+    from safetensors.numpy import load_file
+
+    m = tracer.load(str(DATA / "gpt-oss-tiny"))
+    gen = m.generate("The quick brown fox", max_new_tokens=2)
+    d = json.loads(json.dumps(page_data(gen, m.tokenizer)))  # as the page reads it
+    cfg, k = m.config, m.config.experts_per_token
+    sinks = load_file(str(DATA / "gpt-oss-tiny" / "model.safetensors"))
+    for l, Y in enumerate(d["layers"]):
+        M = Y["moe"]
+        assert (M["E"], M["k"]) == (cfg.n_experts, k) and M["removed"] == [] and M["rerouted"] == {}
+        assert M["block"] == cfg.mlp_kind.block_words(cfg) and "parameters active per token" in M["block"]
+        for i, t in enumerate(d["carried"]):
+            st = gen.steps[0] if t < d["n_prompt"] else gen.steps[t - d["n_prompt"] + 1]
+            row = t - st.start
+            b = f"blocks.{l}.mlp."
+            assert M["chosen"][i] == st[b + "hook_expert_indices"][row].tolist()
+            np.testing.assert_allclose(M["weights"][i], st[b + "hook_expert_weights"][row], rtol=1e-5)
+            logits = st[b + "hook_router_logits"][row]
+            assert [e for e, _ in M["top"][i]] == np.argsort(-logits, kind="stable")[: k + 4].tolist()
+            np.testing.assert_allclose(M["mixed"]["rows"][i], st[f"blocks.{l}.hook_mlp_out"][row], rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(M["out"]["rows"][i], st[b + "hook_expert_out"][row], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose([s[i] for s in Y["sink"]["share"]], st[f"blocks.{l}.attn.hook_sink_share"][:, row],
+                                       rtol=1e-5)
+        np.testing.assert_allclose(Y["sink"]["logit"], sinks[f"model.layers.{l}.self_attn.sinks"], atol=1e-4)
+    assert all(lw["mlp"] == [] and lw["among_experts"] is False for lw in d["layer_words"])
+
+
+def test_a_dense_layer_among_experts_and_the_shared_expert(runner, tmp_path):
+    """qwen2-moe-tiny: layer 1 is a dense MLP of its own width (no routing; its gate, up and post carried at
+    that width); in the routed layers the experts' sum plus the shared expert's gated part is the MLP's
+    output; with --ablate 0:expert:E the page names E removed and the tokens that had chosen it (the clean
+    run's choices, here), with their experts before and after."""
+    import tracer
+
+    m = tracer.load(str(DATA / "qwen2-moe-tiny"))
+    cfg = m.config
+    prompt = "the cat sat on the mat"
+    clean = m.run(m.tokenize(prompt))
+    e = int(np.bincount(clean["blocks.0.mlp.hook_expert_indices"].reshape(-1)).argmax())  # the busiest expert
+    out = tmp_path / "q.html"
+    r = runner.invoke(app, ["trace", prompt, "-n", "1", "--model", str(DATA / "qwen2-moe-tiny"), "--ablate",
+                            f"0:expert:{e}", "--export", str(out)], env={"COLUMNS": "100"})
+    assert r.exit_code == 0, r.stderr
+    d = data_of(out.read_text(encoding="utf-8"))
+    dense = d["layers"][1]
+    assert dense["moe"] is None and d["layer_words"][1]["among_experts"] is True
+    assert d["layer_words"][1]["width"] == cfg.dense_d_mlp and dense["pre"]["dims"] == cfg.dense_d_mlp
+    assert [key for key, _, _ in d["layer_words"][1]["mlp"]] == ["pre", "up", "post"]
+    M = d["layers"][0]["moe"]
+    assert M["removed"] == [e] and M["shared_width"] == cfg.shared_d_mlp
+    chose = [p for p in range(len(clean["blocks.0.mlp.hook_expert_indices"]))
+             if e in clean["blocks.0.mlp.hook_expert_indices"][p]]
+    assert sorted(int(p) for p in M["rerouted"]) == chose and chose
+    for p in chose:
+        before = M["rerouted"][str(p)]["before"]
+        assert [x for x, _ in before] == clean["blocks.0.mlp.hook_expert_indices"][p].tolist()
+        assert e not in [x for x, _ in M["rerouted"][str(p)]["after"]] and e not in M["chosen"][p]
+    for i in range(len(d["carried"])):
+        np.testing.assert_allclose(np.add(M["mixed"]["rows"][i], M["shared"]["rows"][i]),
+                                   d["layers"][0]["mlp_out"]["rows"][i], rtol=1e-4, atol=1e-5)

@@ -642,3 +642,140 @@ def test_the_static_page_says_which_token_a_click_forces_and_the_command(browser
     ran = json.loads(r.stdout)
     assert ran["prompt_ids"] == gen.prompt_ids + [second] and len(ran["generated_ids"]) == 2
     assert errors(browser) == []
+
+
+# --------------------------------------------------------------------------- a mixture of experts, attention sinks
+
+PHONE = (390, 844)
+
+
+@pytest.fixture(scope="module")
+def moe_pages(tmp_path_factory, runner):
+    """gpt-oss-tiny (sinks, experts; its trace saved) and qwen2-moe-tiny (a dense layer, the shared expert)
+    without expert 1 of layer 0 (--ablate 0:expert:1)."""
+    out = tmp_path_factory.mktemp("moe")
+    data = Path(__file__).parent / "data"
+    env = {"COLUMNS": "100", "NO_COLOR": "1"}
+    r = runner.invoke(app, ["trace", "The quick brown fox", "-n", "2", "--model", str(data / "gpt-oss-tiny"),
+                            "--save", str(out / "oss.npz"), "--export", str(out / "oss.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["trace", "the cat sat on the mat", "-n", "1", "--model", str(data / "qwen2-moe-tiny"),
+                            "--ablate", "0:expert:1", "--export", str(out / "qwen2.html")], env=env)
+    assert r.exit_code == 0, r.stderr
+    return {"oss": out / "oss.html", "qwen2": out / "qwen2.html", "npz": out / "oss.npz"}
+
+
+def open_at(driver, path: Path, address: str, size: tuple[int, int]):
+    """`open_page` at another screen size (a phone's: 390×844)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
+    driver.get("about:blank")
+    driver.get(path.as_uri() + address)
+    driver.get_log("browser")
+    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
+
+
+@pytest.mark.parametrize("name", ["oss", "qwen2"])
+@pytest.mark.parametrize("size", [SIZE, PHONE])
+def test_a_routed_models_steps_draw_and_fit_a_projector_and_a_phone(browser, moe_pages, name, size):
+    for layer in (0, 1):  # qwen2-moe-tiny's layer 1 is a dense MLP among the experts
+        open_at(browser, moe_pages[name], f"#layer={layer}", size)
+        for expected in steps(browser):
+            assert step(browser) == expected
+            assert sideways(browser) <= 0, f"step {expected} scrolls sideways at {size}"
+            assert_reads_right(text(browser, "#slides") + "\n" + text(browser, "#detail"), expected)
+            key(browser, "ARROW_RIGHT")
+    assert errors(browser) == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def test_the_mlp_step_works_out_the_followed_tokens_routing(browser, moe_pages, render_text):
+    """The router's table marks the experts the trace recorded, with their weights; the weighted sum is
+    written as the article writes attention's; the experts map's cell is the token's weight; a row of the
+    map follows its token; the layers step lists the token's experts in every layer."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    gen = Generation.load(moe_pages["npz"])
+    st = gen.steps[0]
+    open_page(browser, moe_pages["oss"], "#step=mlp&token=2&layer=1")
+    chosen, weights = st["blocks.1.mlp.hook_expert_indices"][2], st["blocks.1.mlp.hook_expert_weights"][2]
+    marked = [e.text for e in browser.find_elements("css selector", "table.route tbody tr.on th")]
+    assert marked == [f"E{e}" for e in chosen]
+    said = " ".join(text(browser, "#step-mlp").split())
+    assert " + ".join(f"{num(w, 3)}×E{e}(ln2(x))" for e, w in zip(chosen, weights)) in said  # 0.4×A_V + 0.6×B_V, one level up
+    E, k = st["blocks.1.mlp.hook_router_logits"].shape[-1], len(chosen)
+    assert f"{E - k} of {E} experts not used by this token" in said and "the chosen experts' weighted sum" in said
+    from tracer.render import show_generation
+    from tracer.render.view import View
+
+    tokenizer = tracer.load(str(Path(__file__).parent / "data" / "gpt-oss-tiny")).tokenizer
+    terminal = " ".join(render_text(lambda c: show_generation(gen, tokenizer, View(token="C", layer="1", max_lines=0),
+                                                              console=c), width=200).split())
+    router = re.search(r"mixture of experts: the router scores .*?; the highest: .*?(?= the \d highest)", terminal).group(0)
+    assert router in said  # the terminal's sentence, word for word and number for number
+    cell = browser.find_element("css selector", f"table.heat.experts tr[data-follow='2'] td[data-e='{chosen[0]}']")
+    assert float(cell.get_attribute("data-w")) == pytest.approx(float(weights[0]), rel=1e-5)
+    ActionChains(browser).move_to_element(cell).perform()
+    readout = text(browser, ".mapbox .readout")
+    assert readout.startswith("layer 1: C (") and f") → expert {chosen[0]}: weight {float(weights[0]):.6g}" in readout
+    click(browser, "table.heat.experts tr[data-follow='0'] th")
+    assert text(browser, "#detail h2").startswith("Following A")
+    go(browser, "layers")
+    rows = [r.text for r in browser.find_elements("css selector", "table.layers tbody tr")]
+    for l, row in enumerate(rows):
+        ch, w = st[f"blocks.{l}.mlp.hook_expert_indices"][0], st[f"blocks.{l}.mlp.hook_expert_weights"][0]
+        assert row.endswith(" ".join(f"E{e} {num(x, 2)}" for e, x in zip(ch, w)))
+    assert errors(browser) == []
+
+
+def test_the_scores_step_says_what_the_sink_took(browser, moe_pages):
+    """gpt-oss's sinks: the scores step says the weights sum to less than 1, the sink's row holds the recorded
+    share, and the terminal's sentence says where the rest went; the sum step says it too."""
+    gen = Generation.load(moe_pages["npz"])
+    share = float(gen.steps[0]["blocks.0.attn.hook_sink_share"][1, 3])
+    open_page(browser, moe_pages["oss"], "#step=scores&token=3&layer=0&head=1")
+    said = " ".join(text(browser, "#step-scores").split())
+    assert "sum to less than 1 over the keys" in said
+    assert text(browser, "table.scores tfoot tr.sink td.n") == num(share, 3)
+    assert f"head 1's sink takes {num(share, 3)} of the weight" in said and f"sum to {num(1 - share, 3)}, not 1" in said
+    go(browser, "sum")
+    assert f"head 1's sink takes {num(share, 3)} of the weight" in " ".join(text(browser, "#step-sum").split())
+    assert errors(browser) == []
+
+
+def test_the_page_says_who_an_expert_removed_sent_where(browser, moe_pages):
+    """qwen2-moe-tiny without expert 1 of layer 0: the removed expert's row, and for a token that had chosen
+    it the terminal's sentence (its experts in the clean run and now); the dense layer says what it is."""
+    import json
+    import re
+
+    html = moe_pages["qwen2"].read_text(encoding="utf-8")
+    d = json.loads(re.search(r'id="trace-data">(.*?)</script>', html, re.S).group(1))
+    moved = d["layers"][0]["moe"]["rerouted"]
+    t = int(sorted(moved, key=int)[0])
+    open_page(browser, moe_pages["qwen2"], f"#step=mlp&token={t}&layer=0")
+    said = " ".join(text(browser, "#step-mlp").split())
+    before = ", ".join(f"E{e} {num(w, 3)}" for e, w in moved[str(t)]["before"])
+    assert f"without E1 (--ablate): in the clean run this token chose {before}; it was sent to" in said
+    assert "removed (--ablate)" in text(browser, "table.route") and "+ the shared expert every token goes through" in said
+    open_page(browser, moe_pages["qwen2"], f"#step=mlp&token={t}&layer=1")
+    assert "Layer 1 is a dense MLP among the experts" in text(browser, "#step-mlp")
+    assert errors(browser) == []
+
+
+def test_moe_screenshots(browser, moe_pages, tmp_path):
+    """At 1280×720 and a phone's 390×844: the MLP step's routing and map, the scores step's sink."""
+    keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
+    for size in (SIZE, PHONE):
+        for name, address, scroll, file in (("oss", "#step=mlp&token=2", "table.route", "page-moe-mlp"),
+                                            ("oss", "#step=scores&token=3&head=1", "table.scores", "page-sink-scores"),
+                                            ("qwen2", "#step=mlp&token=6", "table.route", "page-moe-rerouted")):
+            open_at(browser, moe_pages[name], address, size)
+            if size == PHONE:
+                browser.execute_script(f"document.querySelector({scroll!r}).scrollIntoView()")
+            path = tmp_path / f"{file}-{size[0]}.png"
+            assert browser.save_screenshot(str(path))
+            assert struct.unpack(">II", path.read_bytes()[16:24]) == size
+            if keep:
+                shutil.copy(path, Path(keep) / path.name)
+    assert errors(browser) == []

@@ -242,7 +242,7 @@ def test_every_kinds_backward_is_its_runs_derivative(scope, key):
     """Through `run` alone (one layer, float64, no norm): the input's and every parameter's gradient of
     Σ run(x)·r against central differences."""
     kind = blocks.TABLES[scope][key]
-    run_derivative_matches(kind, {"mlp" if scope == "mlp" else "attention": key, **kind.example})
+    run_derivative_matches(kind, {**({scope if scope == "mlp" else "attention": key} if scope != "ple" else {}), **kind.example})
 
 
 EXPERT_VARIANTS = {
@@ -271,10 +271,11 @@ def run_derivative_matches(kind, fields: dict) -> None:
     for name in params:
         params[name] = rng.standard_normal(params[name].shape) * 0.5
     x, r = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))  # [pos, d_model]
+    given = rng.standard_normal((3, cfg.d_ple)) if cfg.d_ple else None  # [pos, d_ple] a per-layer input (Gemma 4's)
 
-    def f(p, x):
+    def f(p, x, given=given):
         rec = Recorder()
-        out = kind.run(cfg, kind.layout(cfg, p, 0), x, rec.scope(f"blocks.0.{scope}"), Span(0, 3))
+        out = kind.run(cfg, kind.layout(cfg, p, 0), x, rec.scope(f"blocks.0.{scope}"), Span(0, 3, layer_input=given))
         return float(np.sum(out * r)), rec.store
 
     _, acts = f(params, x)
@@ -282,12 +283,18 @@ def run_derivative_matches(kind, fields: dict) -> None:
         gate = acts["blocks.0.mlp.hook_expert_pre"]
         assert (gate > cfg.swiglu_limit).any() and (gate < cfg.swiglu_limit).any()
     grads: dict = {}
-    dx = kind.backward(cfg, kind.layout(cfg, params, 0), r, acts, f"blocks.0.{scope}.", grads, x, Span(0, 3))
+    span = Span(0, 3, layer_input=given)
+    dx = kind.backward(cfg, kind.layout(cfg, params, 0), r, acts, f"blocks.0.{scope}.", grads, x, span)
     for i in np.ndindex(x.shape):
         up, down = x.copy(), x.copy()
         up[i] += EPS
         down[i] -= EPS
         assert dx[i] == pytest.approx((f(params, up)[0] - f(params, down)[0]) / (2 * EPS), **TOL), i
+    for i in np.ndindex(given.shape) if given is not None else ():  # the per-layer input's gradient
+        up, down = given.copy(), given.copy()
+        up[i] += EPS
+        down[i] -= EPS
+        assert span.d_layer_input[i] == pytest.approx((f(params, x, up)[0] - f(params, x, down)[0]) / (2 * EPS), **TOL), i
     for name, g in grads.items():
         assert name.startswith(f"blocks.0.{scope}.") and g.shape == params[name].shape, name
         for i in np.ndindex(g.shape):

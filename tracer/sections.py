@@ -43,7 +43,7 @@ SECTIONS: tuple[Section, ...] = (
             page={"qkv": ("rotation", "qkv"), "scores": ("scores", "softmax"), "sum": ("sum",), "heads": ("heads",),
                   "mlp": ("mlp",)},
             demo={"qkv": ("qkv",), "scores": ("scores",), "softmax": ("softmax",), "weighted_sum": ("sum",),
-                  "multihead": ("heads", "mlp")}),
+                  "multihead": ("heads", "mlp"), "experts": ()}),  # experts: a routed MLP's screen (its values: multihead's)
     Section("layers", page={"layers": ()}, demo={"layers": (), "copying": ()}),  # the demo's layers screen: every later layer's values
     Section("predict", page={"predict": ("unembed", "sample", "chosen")},
             demo={"unembed": ("unembed",), "temperature": ("sample",), "chosen": ("chosen",)}),

@@ -23,8 +23,8 @@ import numpy as np
 from .affine import Affine
 from .derivatives import (d_affine, d_attend, d_attention_scores, d_causal_softmax, d_merge_heads, d_scale_and_mask,
                           d_split_heads)
-from .equations import (attend, attention_scores, causal_softmax, head_results, merge_heads, scale_and_mask, sink_softmax,
-                        split_heads)
+from .equations import (attend, attention_scores, causal_softmax, head_results, merge_heads, scale_and_mask, sigmoid,
+                        sink_softmax, split_heads)
 from .hooks import Hook, h
 from .qkv import fuse_qkv, fuse_qkv_weights, split_qkv, split_qkv_weights
 from .record import NOTHING, Recorder
@@ -44,8 +44,8 @@ def dots_of(cfg, l: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:  # → [he
 
 
 def meeting(cfg, l: int = 0) -> tuple[str, str]:
-    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones under rotary positions."""
-    return cfg.position_kind.meets
+    """The names (within a block) of the Q and K that meet in Q·K: the rotated ones where layer l turns them."""
+    return cfg.position_kind.meets if cfg.rotates(l) else ("attn.hook_q", "attn.hook_k")
 
 
 # --------------------------------------------------------------------------- the layout and the cache
@@ -140,6 +140,18 @@ class SoftmaxAttention(Sublayer):
     # -- the passes
 
     def run(self, cfg, w: AttentionWeights, x: np.ndarray, rec: Recorder, span: Span) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
+        q, k, v = self.project(cfg, w, x, rec, span)  # [pos, head, d_head]; [key_pos, kv_head, d_head] ×2
+        dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
+        scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
+        pattern = rec("hook_pattern", self.weights(cfg, w, scores, rec))  # [head, query_pos, key_pos]
+        z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
+        z = self.z_out(cfg, w, x, z, rec)  # what W_O merges (an output gate's product: Qwen3.5)
+        rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
+        return w.out(merge_heads(z))  # [pos, d_model]
+
+    def project(self, cfg, w: AttentionWeights, x: np.ndarray, rec: Recorder, span: Span):
+        """The queries, and every key and value they may see (the cached positions', then these): the fused
+        product cut into heads, the Q/K norms, the rotation, the cache."""
         q, k, v = split_heads(w.qkv(x), cfg.n_heads, cfg.kv_heads)  # [pos, head, d_head], [pos, kv_head, d_head] ×2
         q, k, v = rec("hook_q", q), rec("hook_k", k), rec("hook_v", v)
         if w.q_norm is not None:  # Qwen3 / OLMo 2: Q and K normalized (per head, or whole) before the rotation
@@ -149,12 +161,15 @@ class SoftmaxAttention(Sublayer):
             q, k = rec("hook_rot_q", rotate(q, *span.turn)), rec("hook_rot_k", rotate(k, *span.turn))
         if span.cache is not None:
             k, v = span.cache.extend(k, v)  # [key_pos, kv_head, d_head]: the cached positions' keys and values, then these
-        dots = rec("hook_dots", attention_scores(q, k))  # [head, query_pos, key_pos]
-        scores = rec("hook_attn_scores", scale_and_mask(dots, cfg.scores_scale, w.window, cfg.attn_softcap))
-        pattern = rec("hook_pattern", self.weights(cfg, w, scores, rec))  # [head, query_pos, key_pos]
-        z = rec("hook_z", attend(pattern, v))  # [pos, head, d_head]
-        rec.later("hook_result", head_results, z, w.W_O, shape=(*z.shape[:-1], w.W_O.shape[-1]))
-        return w.out(merge_heads(z))  # [pos, d_model]
+        return q, k, v
+
+    def z_out(self, cfg, w: AttentionWeights, x: np.ndarray, z: np.ndarray, rec: Recorder) -> np.ndarray:
+        """What W_O merges, of the weighted sums z: z itself (a subclass may gate it)."""
+        return z
+
+    def d_z_out(self, cfg, w: AttentionWeights, dz_out: np.ndarray, acts, p: str, grads: dict, x: np.ndarray):
+        """Back through `z_out`: (z's gradient, the gradient it adds to the input x, or None)."""
+        return dz_out, None
 
     def weights(self, cfg, w: AttentionWeights, scores: np.ndarray, rec: Recorder) -> np.ndarray:
         """The attention weights from the scores: each row's softmax over the keys it may see."""
@@ -166,28 +181,46 @@ class SoftmaxAttention(Sublayer):
 
     def backward(self, cfg, w: AttentionWeights, dy: np.ndarray, acts, p: str, grads: dict, x: np.ndarray,
                  span: Span) -> np.ndarray:  # [..., pos, d_model] → [..., pos, d_model]
-        H, KV, dh, dm = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+        H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
         z, pattern = acts[p + "hook_z"], acts[p + "hook_pattern"]
-        q_name, k_name = meeting(cfg)  # under RoPE, the rotated Q and K
         block = p[: -len("attn.")]
+        q_name, k_name = meeting(cfg, int(block.split(".")[1]))  # under RoPE, the rotated Q and K
         q, k, v = acts[block + q_name], acts[block + k_name], acts[p + "hook_v"]
-        dmerged, dW_O, grads[p + "b_O"] = d_affine(dy, z.reshape(*z.shape[:-2], -1), w.out.W)
+        z_out = self.z_out_recorded(acts, p, z)
+        dmerged, dW_O, grads[p + "b_O"] = d_affine(dy, z_out.reshape(*z_out.shape[:-2], -1), w.out.W)
         grads[p + "W_O"] = dW_O.reshape(H, dh, dm)
-        dpattern, dv = d_attend(d_merge_heads(dmerged, H), pattern, v)
+        dz, dx_gate = self.d_z_out(cfg, w, d_merge_heads(dmerged, H), acts, p, grads, x)
+        dpattern, dv = d_attend(dz, pattern, v)
         dscores = self.d_weights(cfg, w, dpattern, acts, p, grads)
         if cfg.attn_softcap is not None:  # Gemma 2: back through cap · tanh(s / cap), from the capped scores
             dscores = cfg.softcap_kind.backward(dscores, acts[p + "hook_attn_scores"], cfg.attn_softcap)
         dq, dk = d_attention_scores(d_scale_and_mask(dscores, cfg.scores_scale), q, k)
-        if span.turn is not None:  # back through the rotation to the projections' Q and K
-            d_rotate = cfg.position_kind.backward
-            dq, dk = d_rotate(dq, *span.turn), d_rotate(dk, *span.turn)
-        if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
-            dq = d_qk_norm(cfg, dq, w.q_norm, acts, p + "q_norm.", grads, p + "q_norm")
-            dk = d_qk_norm(cfg, dk, w.k_norm, acts, p + "k_norm.", grads, p + "k_norm")
+        dx = self.d_project(cfg, w, dq, dk, dv, acts, p, grads, x, span)
+        return dx if dx_gate is None else dx + dx_gate
+
+    def d_project(self, cfg, w: AttentionWeights, dq, dk, dv, acts, p: str, grads: dict, x: np.ndarray,
+                  span: Span) -> np.ndarray:  # → [..., pos, d_model]
+        """Back through `project`: the gradients of the Q and K that met and of the values weighed → the input's."""
+        H, KV = cfg.n_heads, cfg.kv_heads
+        dq, dk = self.d_turn(cfg, w, dq, dk, acts, p, grads, span)
         dx, dW_qkv, db_qkv = d_affine(d_split_heads(dq, dk, dv), x, w.qkv.W)
         for m, dW, db in zip("QKV", split_qkv_weights(dW_qkv, H, KV), split_qkv(db_qkv, H, KV)):  # each head's [d_model, d_head]
             grads[p + f"W_{m}"], grads[p + f"b_{m}"] = dW, db
         return dx
+
+    def d_turn(self, cfg, w: AttentionWeights, dq, dk, acts, p: str, grads: dict, span: Span):
+        """Back through the rotation and the Q/K norms to the projections' Q and K (dk None: no K of its own)."""
+        if span.turn is not None:  # back through the rotation to the projections' Q and K
+            d_rotate = cfg.position_kind.backward
+            dq, dk = d_rotate(dq, *span.turn), (d_rotate(dk, *span.turn) if dk is not None else None)
+        if w.q_norm is not None:  # back through the Q/K norms (Qwen3, OLMo 2) to the projections' Q and K
+            dq = d_qk_norm(cfg, dq, w.q_norm, acts, p + "q_norm.", grads, p + "q_norm")
+            dk = d_qk_norm(cfg, dk, w.k_norm, acts, p + "k_norm.", grads, p + "k_norm") if dk is not None else None
+        return dq, dk
+
+    def z_out_recorded(self, acts, p: str, z: np.ndarray) -> np.ndarray:
+        """What `z_out` gave in the recorded pass."""
+        return z
 
     def block_words(self, cfg) -> str:
         return ""  # what every model has: the header says nothing of it
@@ -206,7 +239,11 @@ class SoftmaxAttention(Sublayer):
     def record_bytes(self, cfg, n_new: int, n_seen: int) -> int:
         return n_new * 4 * cfg.n_heads * cfg.d_head + 3 * cfg.n_heads * n_new * n_seen  # Q, K, V, Z; dots, scores, weights
 
-    def new_cache(self, cfg, capacity: int, owner) -> LayerKV:
+    def cache_row(self, cfg, l: int = 0) -> int:
+        """Numbers the cache keeps of one position in layer l: its key and value in every key/value head."""
+        return 2 * cfg.kv_heads * cfg.d_head
+
+    def new_cache(self, cfg, capacity: int, owner, layer: int = 0) -> LayerKV:
         return LayerKV(owner, capacity, cfg.kv_heads, cfg.d_head, cfg.dtype)
 
 
@@ -275,5 +312,64 @@ class SinkAttention(SoftmaxAttention):
         return super().record_bytes(cfg, n_new, n_seen) + cfg.n_heads * n_new
 
 
+# --------------------------------------------------------------------------- an output gate (Qwen3.5)
+
+
+@dataclass
+class GatedWeights(AttentionWeights):
+    gate: Affine = None  # [d_model, head·d_head]: x·W_G (+ b_G), each head's gate
+
+
+class GatedAttention(SoftmaxAttention):
+    """Softmax attention whose weighted sums are gated before W_O (Qwen3.5's full-attention layers): each
+    head's z times sigmoid(x·W_G), W_G a second half of the query projection. Recorded: `hook_gate`
+    [pos, head, d_head] (x·W_G, before the sigmoid) and `hook_z_gated` (what W_O merges)."""
+
+    key = "gated"
+    title = "softmax attention with an output gate"
+    hooks = {**SoftmaxAttention.hooks}
+    hooks = {k: v for name, hook in hooks.items()  # the gate and the gated sums, after z, before each head's result
+             for k, v in ((name, hook),) + ((("hook_gate", h("pos head d_head", "heads")),
+                                            ("hook_z_gated", h("pos head d_head", "heads"))) if name == "hook_z" else ())}
+
+    def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
+        H, dm, dh = cfg.n_heads, cfg.d_model, cfg.d_head
+        return {**super().shapes(cfg, l), "W_G": (H, dm, dh), "b_G": (H, dh)}
+
+    def layout(self, cfg, params: dict, l: int, fused=None) -> GatedWeights:
+        base = super().layout(cfg, params, l, fused)
+        a = f"blocks.{l}.attn."
+        W_G = params[a + "W_G"]  # [head, d_model, d_head]
+        gate = Affine(W_G.transpose(1, 0, 2).reshape(W_G.shape[1], -1), params[a + "b_G"].reshape(-1))
+        return GatedWeights(**{**vars(base), "kind": self}, gate=gate)
+
+    def z_out(self, cfg, w: GatedWeights, x, z, rec):
+        g = rec("hook_gate", w.gate(x).reshape(z.shape))  # [pos, head, d_head]
+        return rec("hook_z_gated", z * sigmoid(g))
+
+    def z_out_recorded(self, acts, p, z):
+        return acts[p + "hook_z_gated"]
+
+    def d_z_out(self, cfg, w: GatedWeights, dz_out, acts, p, grads, x):
+        g = acts[p + "hook_gate"]
+        s = sigmoid(g)
+        dz = dz_out * s
+        dg = dz_out * acts[p + "hook_z"] * s * (1 - s)  # [..., pos, head, d_head]
+        dx, dW, db = d_affine(dg.reshape(*dg.shape[:-2], -1), x, w.gate.W)
+        grads[p + "W_G"] = dW.reshape(x.shape[-1], cfg.n_heads, -1).transpose(1, 0, 2)
+        grads[p + "b_G"] = db.reshape(cfg.n_heads, -1)
+        return dz, dx
+
+    def needed(self, cfg) -> tuple[str, ...]:
+        return (*super().needed(cfg), "hook_gate", "hook_z_gated")
+
+    def block_words(self, cfg) -> str:
+        return "an output gate on each head's weighted sum"
+
+    def macs(self, cfg, n_new: int, n_seen: int) -> int:
+        return super().macs(cfg, n_new, n_seen) + n_new * cfg.d_model * cfg.n_heads * cfg.d_head
+
+
 SOFTMAX = SoftmaxAttention()
+GATED = GatedAttention()
 SINKS = SinkAttention()

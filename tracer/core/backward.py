@@ -122,6 +122,11 @@ def d_embed(dx: np.ndarray, tokens: np.ndarray, d_vocab: int) -> np.ndarray:  # 
 def d_block(cfg: Config, w: Layer, dy: np.ndarray, acts, l: int, grads: dict, span: Span) -> np.ndarray:
     """Back through `decoder.block`: the residual stream's gradient after layer l → before it."""
     p = f"blocks.{l}."
+    if w.scalar is not None:  # Gemma 4: back through x · scalar
+        grads[p + "layer_scalar"] = (dy * acts[p + "hook_resid_unscaled"]).reshape(1, -1).sum(axis=1)
+        dy = dy * w.scalar
+    if w.ple is not None:  # Gemma 4: back through x + per_layer_input(x) (its input's gradient: `span.d_layer_input`)
+        dy = d_sublayer(cfg, w.ple, "ln3", None, None, dy, acts, p, p + "hook_resid_ple", grads, span)
     if w.mlp is not None:
         dy = d_sublayer(cfg, w.mlp, "ln2", w.ln2, w.ln2_post, dy, acts, p, p + "hook_resid_mid", grads, span)
     return d_sublayer(cfg, w.attn, "ln1", w.ln1, w.ln1_post, dy, acts, p, p + "hook_resid_pre", grads, span)
@@ -139,9 +144,10 @@ def d_sublayer(cfg: Config, w, ln_name: str, ln: tuple | None, ln_post: tuple | 
     return dy + d_x if cfg.residual else d_x
 
 
-def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  # → [..., pos, d_model], dW_U
+def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict, tokens=None):  # → [..., pos, d_model], dW_U
     """Back from the logits to the residual stream entering layer 0 (the embedding plus the position
-    vector): its gradient, and W_U's (or W_E's share, when tied); the other parameters' go into `grads`."""
+    vector): its gradient, and W_U's (or W_E's share, when tied); the other parameters' go into `grads`.
+    `tokens`: the pass's (Gemma 4's per-layer inputs are looked up by token)."""
     x = acts["unembed.hook_in"]  # [..., pos, d_model]
     if cfg.final_softcap is not None:  # Gemma 2: back through the logits' soft-cap
         dlogits = cfg.softcap_kind.backward(dlogits, acts["logits"], cfg.final_softcap)
@@ -156,15 +162,24 @@ def to_input(cfg: Config, w: Weights, acts, dlogits: np.ndarray, grads: dict):  
         angle = acts["rope.hook_angle_local"]
         turn_local = rope_turn(angle)
     n = dx.shape[-2]
+    inputs = acts["hook_per_layer_inputs"] if w.per_layer is not None and cfg.n_layers else None  # [..., layer, pos, d_ple]
+    d_inputs = np.zeros_like(inputs) if inputs is not None else None
+    board: dict = {}  # the gradients a layer leaves for earlier ones (Gemma 4's shared keys and values)
     for l in reversed(range(cfg.n_layers)):
-        dx = d_block(cfg, w.layers[l], dx, acts, l, grads, Span(0, n, turn_local if cfg.is_local(l) else turn))
+        here = (turn_local if cfg.is_local(l) else turn) if cfg.rotates(l) else None
+        span = Span(0, n, here, None, board, inputs[..., l, :, :] if inputs is not None else None)
+        dx = d_block(cfg.layer(l), w.layers[l], dx, acts, l, grads, span)
+        if d_inputs is not None:
+            d_inputs[..., l, :, :] = span.d_layer_input
+    if d_inputs is not None:  # back through the per-layer inputs to layer 0's input (and their own weights)
+        dx = dx + w.per_layer.kind.d_inputs(cfg, w.per_layer, d_inputs, acts, tokens, grads)
     return dx, dW_U
 
 
 def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndarray) -> dict:
     """Every parameter's gradient from the logits' gradient and a recorded forward pass (`acts`)."""
     grads: dict = {}
-    dx, dW_U = to_input(cfg, w, acts, dlogits, grads)  # [..., pos, d_model]
+    dx, dW_U = to_input(cfg, w, acts, dlogits, grads, tokens)  # [..., pos, d_model]
     if cfg.embed_scale:  # Gemma: x = E·√d_model
         dx = dx * np.dtype(cfg.dtype).type(np.sqrt(cfg.d_model))
     dW_E = d_embed(dx, tokens, cfg.d_vocab)
@@ -181,7 +196,8 @@ def backward(cfg: Config, w: Weights, tokens: np.ndarray, acts, dlogits: np.ndar
 # Everything the backward pass reads outside the sublayers, recorded by the forward pass (nothing else is
 # kept); each sublayer kind adds what its own backward reads (`Sublayer.needed`).
 NEEDED = ["blocks.*.hook_resid_pre", "blocks.*.hook_resid_mid", "blocks.*.ln?.hook_*", "blocks.*.ln?_post.hook_*",
-          "ln_final.hook_*", "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local"]
+          "ln_final.hook_*", "unembed.hook_in", "logits", "rope.hook_angle", "rope.hook_angle_local",
+          "blocks.*.hook_resid_ple", "blocks.*.hook_resid_unscaled", "hook_per_layer_inputs", "ple.norm.hook_*"]
 
 
 def needed(cfg: Config) -> list[str]:
@@ -210,6 +226,6 @@ def attribution(cfg: Config, weights, tokens, target: int):  # [pos] → [pos], 
     logits = forward(cfg, w, tokens, rec)  # [pos, d_vocab]
     dlogits = np.zeros_like(logits)
     dlogits[-1, int(target)] = 1.0
-    dx, _ = to_input(cfg, w, rec.store, dlogits, {})  # [pos, d_model]
+    dx, _ = to_input(cfg, w, rec.store, dlogits, {}, tokens)  # [pos, d_model]
     x = rec.store["blocks.0.hook_resid_pre"] if cfg.n_layers else rec.store["unembed.hook_in"]  # [pos, d_model]
     return (x.astype(np.float64) * dx).sum(axis=-1), dx, x

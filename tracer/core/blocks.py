@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import hooks
-from .attention import SINKS, SOFTMAX
+from .attention import GATED, SINKS, SOFTMAX
 from .derivatives import (d_normalize, d_one_plus_gain, d_position_vectors, d_rms_normalize, d_rotate, d_scale_and_shift,
                           d_softcap)
 from .equations import (normalize, one_plus_gain, position_vectors, rms_normalize, rotate, scale_and_shift,
                         sinusoidal_positions, softcap)
 from .experts import EXPERTS
+from .gemma4_attention import GEMMA4
 from .linear_attention import LINEAR
 from .mlps import DENSE_AMONG_EXPERTS, GEGLU, GELU, SWIGLU  # noqa: F401 (DENSE_AMONG_EXPERTS: Config.mlp_of)
+from .per_layer_input import PER_LAYER_INPUT
 from .sublayer import Sublayer
 
 # --------------------------------------------------------------------------- norms
@@ -104,7 +106,8 @@ NORMS: dict[str, Norm] = {n.key: n for n in (
 
 ATTENTIONS: dict[str, Sublayer] = {}  # the config's `attention` → the kind (`tracer.core.attention`, …)
 MLPS: dict[str, Sublayer] = {}  # the config's `mlp` → the kind (`tracer.core.mlps`, `tracer.core.experts`)
-TABLES = {"attn": ATTENTIONS, "mlp": MLPS}
+PLES: dict[str, Sublayer] = {}  # a third sublayer after the MLP: per-layer inputs (`Config.ple_kind`, when `d_ple` is set)
+TABLES = {"attn": ATTENTIONS, "mlp": MLPS, "ple": PLES}
 
 
 def register(kind: Sublayer) -> Sublayer:
@@ -128,7 +131,7 @@ def unregister(kind: Sublayer) -> None:
         hooks.register(other.scope, other.hooks)
 
 
-for _kind in (SOFTMAX, SINKS, LINEAR, GELU, SWIGLU, GEGLU, EXPERTS):
+for _kind in (SOFTMAX, SINKS, GATED, LINEAR, GEMMA4, GELU, SWIGLU, GEGLU, EXPERTS, PER_LAYER_INPUT):
     register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 DEFAULT_ATTENTION = "softmax"

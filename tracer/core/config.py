@@ -30,7 +30,8 @@ QUIET = {"attention": "softmax", "n_experts": None, "experts_per_token": None, "
          "norm_topk": False, "expert_mlp": "swiglu", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "router_bias": False,
          "expert_bias": False, "shared_d_mlp": None, "dense_layers": None, "dense_d_mlp": None,
          "layer_types": None, "linear_k_heads": None, "linear_v_heads": None, "linear_d_k": None, "linear_d_v": None,
-         "linear_conv": None}
+         "linear_conv": None, "rotary_dim": None, "nope_layers": None, "layer_d_head": None, "layer_kv_heads": None,
+         "layer_d_mlp": None, "kv_source": None, "k_eq_v": None, "d_ple": None, "layer_scalar": False}
 # The largest value of each size a config may give: far beyond any published model (GPT-3 has 96
 # layers, d_model 12,288, a vocabulary of 50,257), so that a file cannot make tracer loop over a
 # billion layers or size arrays from an absurd width before anything is checked against the file.
@@ -90,6 +91,17 @@ class Config:
     linear_d_k: int | None = None
     linear_d_v: int | None = None
     linear_conv: int | None = None  # the short causal convolution's kernel (Qwen3.5: 4)
+    rotary_dim: int | None = None  # partial rotary: the first rotary_dim numbers of each head turn (Qwen3.5: a quarter); None: all
+    nope_layers: tuple | None = field(default=None, hash=False)  # layers whose Q and K are not rotated (SmolLM3's NoPE)
+    # Layers of different sizes (`cfg.layer(l)`: layer l's view, `tracer.core.layer_sizes`); None: the same on every layer
+    layer_d_head: tuple | None = field(default=None, hash=False)  # each layer's d_head (Gemma 4: wider on the full layers)
+    layer_kv_heads: tuple | None = field(default=None, hash=False)  # each layer's key/value heads
+    layer_d_mlp: tuple | None = field(default=None, hash=False)  # each layer's d_mlp (Gemma 4: double on the sharing layers)
+    # Gemma 4's attention (attention kind "gemma4", `tracer.core.gemma4_attention`), read by that entry only:
+    kv_source: tuple | None = field(default=None, hash=False)  # each layer's: the layer whose keys and values it attends with
+    k_eq_v: tuple | None = field(default=None, hash=False)  # layers without W_V: their values are their keys' projection
+    d_ple: int | None = None  # per-layer inputs (Gemma 4's PLE, `tracer.core.per_layer_input`): numbers per layer; None: none
+    layer_scalar: bool = False  # each layer's output multiplied by a number of its own (Gemma 4)
 
     def __post_init__(self) -> None:
         from . import blocks
@@ -145,6 +157,10 @@ class Config:
             raise TracerError(f"config: rope_theta must be a number > 0, got {self.rope_theta!r}")
         if self.position_kind.rotary and self.d_head % 2:
             raise TracerError(f"config: rotary positions turn pairs of dimensions, so d_head must be even, got {self.d_head}")
+        r = self.rotary_dim
+        if r is not None and (not is_whole(r, 2) or r % 2 or r > self.d_head):
+            raise TracerError(f"config: rotary_dim (partial rotary) must be an even number from 2 to d_head "
+                              f"({self.d_head}), got {r!r}")
         if self.rope_scaling is not None:
             self._check_rope_scaling()
         if self.norm_place not in blocks.NORM_PLACES:
@@ -159,6 +175,14 @@ class Config:
         if w is not None and not is_whole(w, 1):
             raise TracerError(f"config: sliding_window must be a whole number ≥ 1 or absent, got {w!r}")
         self._check_windowed()
+        nope = self.nope_layers
+        if nope is not None:
+            if not isinstance(nope, (list, tuple)) or not all(is_whole(l, 0) and l < self.n_layers for l in nope):
+                raise TracerError(f"config: nope_layers must list layers 0–{self.n_layers - 1}, got {str(nope)[:80]}")
+            object.__setattr__(self, "nope_layers", tuple(sorted(set(nope))))
+        from .layer_sizes import check
+
+        check(self, LIMITS)  # the per-layer sizes, the shared keys and values, the per-layer inputs
 
     def _check_windowed(self) -> None:
         if not isinstance(self.embed_scale, bool):
@@ -175,6 +199,21 @@ class Config:
         object.__setattr__(self, "windowed", tuple(sorted(set(layers))))
         if self.sliding_window is None:
             raise TracerError("config: windowed names the sliding-window layers, but sliding_window is absent")
+
+    def layer(self, l: int) -> "Config":
+        """Layer l's view: this config with the layer's own d_head, n_kv_heads and d_mlp (itself when every layer
+        has the model's): what a sublayer kind is given for layer l."""
+        return self._views[l] if self._views is not None else self
+
+    @cached_property
+    def _views(self) -> tuple | None:
+        from .layer_sizes import views
+
+        return views(self)
+
+    def rotates(self, layer: int) -> bool:
+        """Whether layer `layer` turns Q and K by position (rotary positions, and not a NoPE layer)."""
+        return self.position_kind.rotary and not (self.nope_layers and layer in self.nope_layers)
 
     def is_local(self, layer: int) -> bool:
         """Whether layer `layer` uses the sliding window (and, with rope_local_theta, the local RoPE base)."""
@@ -198,10 +237,16 @@ class Config:
         kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
         if kind == "factors":  # a divisor per pair of dimensions (a GGUF's rope_freqs)
             factors = rs.get("factors")
-            if not isinstance(factors, list) or len(factors) != self.d_head // 2 or not all(
+            if not isinstance(factors, list) or len(factors) != self.rotary_width // 2 or not all(
                     _positive(f) and f < float("inf") for f in factors):
-                raise TracerError(f"config: rope_scaling.factors must be {self.d_head // 2} numbers > 0 "
+                raise TracerError(f"config: rope_scaling.factors must be {self.rotary_width // 2} numbers > 0 "
                                   f"(one per pair of a head's dimensions)")
+            return
+        if kind == "proportional":  # Gemma 4's full layers: a fraction of the pairs turn, at the whole head's frequencies
+            f = rs.get("partial_rotary_factor")
+            if not (_positive(f) and f <= 1 and _positive(rs.get("factor", 1.0))):
+                raise TracerError(f"config: proportional RoPE needs a partial_rotary_factor in (0, 1] and a factor > 0, "
+                                  f"got {f!r}, {rs.get('factor')!r}")
             return
         if kind == "linear":  # every angle divided by one factor (Gemma 3's global layers)
             if not (_positive(rs.get("factor")) and rs["factor"] < float("inf")):
@@ -306,8 +351,19 @@ class Config:
     def sublayer_kinds(self) -> tuple:
         """Every sublayer kind some layer uses, each once (the hook table's axes, `needed`)."""
         kinds = [self.attention_of(l) for l in range(self.n_layers)] + [self.mlp_of(l) for l in range(self.n_layers)]
-        kinds += [self.attention_kind] + ([self.mlp_kind] if self.mlp_kind is not None else [])
+        kinds += [self.attention_kind] + ([self.mlp_kind] if self.mlp_kind is not None else []) + [self.ple_kind]
         return tuple(dict.fromkeys(k for k in kinds if k is not None))
+
+    @cached_property
+    def ple_kind(self) -> "Sublayer | None":
+        """The per-layer input's entry (a third sublayer, after the MLP: Gemma 4's PLE), None without one."""
+        from . import blocks
+
+        return blocks.PER_LAYER_INPUT if self.d_ple else None
+
+    def kind_of(self, layer: int, scope: str) -> "Sublayer | None":
+        """Layer `layer`'s kind in `scope` ("attn", "mlp", "ple"), or None."""
+        return {"attn": self.attention_of, "mlp": self.mlp_of}[scope](layer) if scope != "ple" else self.ple_kind
 
     def hold(self, name: str):
         """How the store may hold the recorded value `name` (`blocks.{l}.attn.hook_pattern`): the
@@ -318,7 +374,7 @@ class Config:
         if not (layer.isascii() and layer.isdigit() and len(layer) <= 9 and int(layer) < self.n_layers):
             return None
         scope = leaf.partition(".")[0]
-        kind = self.attention_of(int(layer)) if scope == "attn" else self.mlp_of(int(layer)) if scope == "mlp" else None
+        kind = self.kind_of(int(layer), scope) if scope in ("attn", "mlp", "ple") else None
         return kind.hold.get(leaf) if kind is not None else None
 
     @cached_property
@@ -348,6 +404,11 @@ class Config:
         return self.position_kind.adds
 
     @cached_property
+    def rotary_width(self) -> int:
+        """How many of each head's numbers RoPE turns: rotary_dim (partial rotary), else d_head."""
+        return self.d_head if self.rotary_dim is None else self.rotary_dim
+
+    @cached_property
     def kv_heads(self) -> int:
         """Key/value heads: n_kv_heads under grouped-query attention, else one per query head."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
@@ -357,6 +418,13 @@ class Config:
         """Columns of the fused [W_Q | W_K | W_V]: the query heads', then the key and value heads'."""
         return (self.n_heads + 2 * self.kv_heads) * self.d_head
 
+    def _sublayers(self):
+        """(layer l's view, l, kind) for every sublayer of every layer."""
+        for l in range(self.n_layers):
+            for kind in (self.attention_of(l), self.mlp_of(l), self.ple_kind):
+                if kind is not None:
+                    yield self.layer(l), l, kind
+
     def n_params(self) -> int:
         """Parameters the decoder multiplies by (W_U counted once even when tied), in closed form, so
         that a huge config is cheap to refuse before anything is allocated."""
@@ -364,43 +432,31 @@ class Config:
         ln = len(self.norm_kind.params) * d  # gain and bias, or the gain alone
         norms = ln * self.norm_place_kind.per_sublayer if self.layer_norm else 0
         total = V * d + (C * d if self.has_positions else 0) + V  # W_E, W_pos, b_U
-        for l in range(self.n_layers):
-            mlp = self.mlp_of(l)
-            total += self.attention_of(l).n_params(self, l) + norms
-            total += mlp.n_params(self, l) + norms if mlp is not None else 0
+        total += self.ple_kind.top_params(self) if self.ple_kind is not None else 0  # the per-layer inputs' embedding
+        for view, l, kind in self._sublayers():
+            total += kind.n_params(view, l) + (norms if kind.normed else 0)
+        total += self.n_layers if self.layer_scalar else 0
         total += ln if self.layer_norm else 0  # ln_final
         total += d * V if not self.tied_unembed else 0  # W_U
         return total
 
     def active_params(self) -> int:
         """Parameters one token uses: all of them but the experts it is not routed to (`Sublayer.active_params`)."""
-        total = self.n_params()
-        for l in range(self.n_layers):
-            mlp = self.mlp_of(l)
-            total -= mlp.n_params(self, l) - mlp.active_params(self, l) if mlp is not None else 0
-        return total
+        return self.n_params() - sum(k.n_params(v, l) - k.active_params(v, l) for v, l, k in self._sublayers())
 
     def pass_bytes(self, n_new: int, n_seen: int) -> int:
         """Bytes one recorded pass holds at most (every value whole): per layer and computed position
-        about 23 vectors of d_model (the residual stream, the norms, the sublayers' outputs), what each
+        about 27 vectors of d_model (the residual stream, the norms, the sublayers' outputs), what each
         sublayer kind records (`Sublayer.record_bytes`: Q, K, V, the [head, query, key] arrays, the
         MLP's middle), and the logits and the draw's [d_vocab] arrays. Works on arrays of passes too."""
-        values = (n_new + 4) * self.d_vocab
-        for l in range(self.n_layers):
-            mlp = self.mlp_of(l)
-            values += n_new * 27 * self.d_model + self.attention_of(l).record_bytes(self, n_new, n_seen)
-            values += mlp.record_bytes(self, n_new, n_seen) if mlp is not None else 0
+        values = (n_new + 4) * self.d_vocab + self.n_layers * n_new * 27 * self.d_model
+        values += sum(kind.record_bytes(view, n_new, n_seen) for view, l, kind in self._sublayers())
         return values * (8 if self.dtype == "float64" else 4)
 
     def pass_macs(self, n_new: int, n_seen: int) -> int:
         """Multiply-adds of one pass computing `n_new` positions that attend over `n_seen` keys (or of
         arrays of passes)."""
-        total = n_new * self.d_model * self.d_vocab
-        for l in range(self.n_layers):
-            mlp = self.mlp_of(l)
-            total += self.attention_of(l).macs(self, n_new, n_seen)
-            total += mlp.macs(self, n_new, n_seen) if mlp is not None else 0
-        return total
+        return n_new * self.d_model * self.d_vocab + sum(kind.macs(view, n_new, n_seen) for view, l, kind in self._sublayers())
 
 
 def _positive(x) -> bool:

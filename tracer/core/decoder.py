@@ -20,6 +20,11 @@ sublayers' outputs record `ln1_post.*` and `ln2_post.*` (TransformerLens's names
 `hook_attn_out` / `hook_mlp_out`; Gemma 2's `cfg.final_softcap` bends the logits. How a recorded
 value is held is the store's business (`tracer.core.store`).
 
+Gemma 4 adds a third residual line and a scalar: `x = x + per_layer_input(x)` (its kind, `cfg.ple_kind`, makes
+every layer's input from the tokens once per pass and reads its row, `Span.layer_input`), then `x = x · scalar`;
+each layer runs on its view of the config (`cfg.layer(l)`: its own head size, key/value heads and MLP width), and
+a pass's `Span.board` carries what one layer leaves for a later one (keys and values it shares).
+
 `forward` takes an optional `KVCache`: then only the new positions are computed, and what the
 earlier ones left (the keys and values of softmax attention; each attention kind keeps its own,
 `Sublayer.new_cache`) is reused, as generation does. Core module: imports numpy only.
@@ -51,6 +56,9 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     positions = cfg.position_kind  # the table of block switches' entry (`tracer.core.blocks`)
     if positions.adds:
         x = x + rec("hook_pos_embed", positions.forward(w.W_pos, start, n))  # [pos, d_model]
+    inputs = None
+    if w.per_layer is not None:  # Gemma 4: each layer's own input from the token
+        inputs = w.per_layer.kind.inputs(cfg, w.per_layer, tokens, x, rec)  # [layer, pos, d_ple]
     turn = None
     if w.rope is not None:  # rotary positions: the angle each pair of a head's dimensions turns by, here
         angle = rec("rope.hook_angle", rope_angles(w.rope, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
@@ -59,10 +67,13 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
     if w.rope_local is not None:  # Gemma 3: the sliding-window layers turn by a local base's angles
         angle = rec("rope.hook_angle_local", rope_angles(w.rope_local, start, n).astype(cfg.dtype))  # [pos, d_head / 2]
         turn_local = rope_turn(angle)
+    board: dict = {}  # what a layer leaves for later ones in this pass (Gemma 4's shared keys and values)
     for l in range(len(w.layers)):  # by index, and `layer` let go: nothing keeps layer l alive while l + 1 is expanded (`tracer.core.streamed`)
         layer = w.layers[l]
-        span = Span(start, n, turn_local if layer.local else turn, cache.layers[l] if cache is not None else None)
-        x = block(cfg, layer, x, rec.scope(f"blocks.{l}"), span)
+        here = (turn_local if layer.local else turn) if layer.rotates else None  # this layer's rotation, if it turns
+        span = Span(start, n, here, cache.layers[l] if cache is not None else None, board,
+                    inputs[..., l, :, :] if inputs is not None else None)
+        x = block(layer.cfg or cfg, layer, x, rec.scope(f"blocks.{l}"), span)  # the layer's view of cfg: its own sizes
         del layer
     if cache is not None:
         cache.length = start + n
@@ -74,12 +85,18 @@ def forward(cfg: Config, weights, tokens, rec: Recorder = NOTHING, cache: "KVCac
 
 
 def block(cfg: Config, w: Layer, x: np.ndarray, rec: Recorder, span: Span) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-    """One layer: attention, then the MLP, each added back to its input."""
+    """One layer: attention, then the MLP, each added back to its input (then, in Gemma 4, the layer's
+    own input from the token, and the whole times the layer's scalar)."""
     x = rec("hook_resid_pre", x)
     x = residual(cfg, x, rec("hook_attn_out", sublayer(cfg, w.attn, "ln1", w.ln1, w.ln1_post, x, rec, span)))  # x + attention(ln1(x))
     if w.mlp is not None:
         x = rec("hook_resid_mid", x)
         x = residual(cfg, x, rec("hook_mlp_out", sublayer(cfg, w.mlp, "ln2", w.ln2, w.ln2_post, x, rec, span)))  # x + mlp(ln2(x))
+    if w.ple is not None:
+        x = rec("hook_resid_ple", x)
+        x = residual(cfg, x, rec("hook_ple_out", sublayer(cfg, w.ple, "ln3", None, None, x, rec, span)))  # x + per_layer_input(x)
+    if w.scalar is not None:
+        x = rec("hook_resid_unscaled", x) * w.scalar  # x · scalar
     return rec("hook_resid_post", x)
 
 
@@ -104,7 +121,7 @@ class KVCache:
     def __init__(self, cfg: Config, capacity: int):
         self.capacity = capacity
         self.length = 0  # positions filled
-        self.layers = [cfg.attention_of(l).new_cache(cfg, capacity, self) for l in range(cfg.n_layers)]
+        self.layers = [cfg.attention_of(l).new_cache(cfg.layer(l), capacity, self, l) for l in range(cfg.n_layers)]
 
     def layer(self, l: int):
         return self.layers[l]
@@ -117,7 +134,8 @@ class KVCache:
 def hook_names(cfg: Config) -> list[str]:
     """Every name `forward` records for `cfg`, in order (from a one-token run, so it is exact). RoPE's
     scaling changes the angles, not the names: dropped, since a GGUF's per-pair factors fit only its d_head."""
-    small = Config(**{**cfg.to_dict(), **dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=2, d_mlp=1, rope_scaling=None)})
+    small = Config(**{**cfg.to_dict(), **dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=2, d_mlp=1, rope_scaling=None,
+                                              layer_d_head=None, layer_d_mlp=None, d_ple=1 if cfg.d_ple else None)})
     rec = Recorder()
     forward(small, init_weights(small, 0), [0], rec)
     return list(rec.store)

@@ -77,7 +77,9 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
     each divided by its own factor when it says {"rope_type": "factors", "factors": [d_head / 2]}
     (how a GGUF file stores Llama 3's scaling: its `rope_freqs` tensor, as llama.cpp applies it), or
     all divided by one factor when it says {"rope_type": "linear", "factor": f} (positions stretched f
-    times: Gemma 3's global layers)."""
+    times: Gemma 3's global layers); {"rope_type": "proportional", "partial_rotary_factor": p} (Gemma 4's
+    full layers, transformers' "proportional"): the first ⌊p·d_head/2⌋ pairs keep the whole head's θ_i, the
+    others θ_i = 0 (they do not turn) — unlike partial rotary's, whose turning pairs span only its width."""
     inv = 1.0 / np.power(float(theta), np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head / 2]
     if not scaling:
         return inv
@@ -85,6 +87,9 @@ def rope_frequencies(d_head: int, theta: float, scaling: dict | None = None) -> 
         return inv / np.asarray(scaling["factors"], dtype=np.float64)  # [d_head / 2]
     if scaling.get("rope_type") == "linear":
         return inv / float(scaling["factor"])  # [d_head / 2]
+    if scaling.get("rope_type") == "proportional":  # Gemma 4's full layers: the first pairs turn at the whole head's
+        inv[int(float(scaling["partial_rotary_factor"]) * d_head // 2):] = 0.0  # frequencies, the rest not at all
+        return inv / float(scaling.get("factor", 1.0))  # [d_head / 2]
     if scaling.get("rope_type") == "yarn":
         return yarn_frequencies(inv, d_head, theta, scaling)
     factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
@@ -144,12 +149,16 @@ def rope_angles(frequencies: np.ndarray, start: int, n: int) -> np.ndarray:  # [
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:  # [pos, head, d_head], 2 × [pos, d_head / 2] → [pos, head, d_head]
-    """RoPE: each pair (x_i, x_{i + d_head/2}) turned by its position's angle (transformers' rotate_half
-    pairing): (x_i·cos − x_{i+h}·sin, x_{i+h}·cos + x_i·sin)."""
-    h = x.shape[-1] // 2
-    c, s = cos[..., :, None, :], sin[..., :, None, :]  # [pos, 1, d_head / 2]: the same angle for every head
-    first, second = x[..., :h], x[..., h:]  # [pos, head, d_head / 2] each
-    return np.concatenate([first * c - second * s, second * c + first * s], axis=-1)  # [pos, head, d_head]
+    """RoPE: each pair (x_i, x_{i + h}) turned by its position's angle (transformers' rotate_half
+    pairing): (x_i·cos − x_{i+h}·sin, x_{i+h}·cos + x_i·sin), h = the angles given (d_head / 2; partial
+    rotary, Qwen3.5's: the first 2h of each head's numbers turn, the rest pass as they are)."""
+    h = cos.shape[-1]
+    c, s = cos[..., :, None, :], sin[..., :, None, :]  # [pos, 1, h]: the same angle for every head
+    first, second = x[..., :h], x[..., h: 2 * h]  # [pos, head, h] each
+    turned = [first * c - second * s, second * c + first * s]
+    if 2 * h < x.shape[-1]:
+        turned.append(x[..., 2 * h:])  # partial rotary: these do not turn
+    return np.concatenate(turned, axis=-1)  # [pos, head, d_head]
 
 
 def _grouped(x: np.ndarray, groups: int) -> np.ndarray:  # [..., head, a, b] → [..., kv_head, group, a, b]

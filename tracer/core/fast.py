@@ -20,6 +20,7 @@ import numpy as np
 from .affine import FEW_ROWS, UNEMBED_BLOCK_BYTES, Affine, row_blocks, rows_times, times_columns, transposed  # noqa: F401
 from .config import Config
 from .equations import rope_attention_factor, rope_frequencies
+from .layer_sizes import rope_width
 from .params import Params, unembedding
 
 ROWS_MAX_BYTES = 512 * 2**20  # the most memory the transposed copies of W_out may take
@@ -39,6 +40,10 @@ class Layer:
     ln1_post: tuple | None = None
     ln2_post: tuple | None = None
     local: bool = False  # the layer turns by the local RoPE base's angles (`cfg.is_local`: Gemma 3)
+    rotates: bool = True  # the layer turns Q and K at all (not SmolLM3's NoPE layers: `cfg.rotates`)
+    ple: object | None = None  # a third sublayer's weights (`cfg.ple_kind`: Gemma 4's per-layer input), None without
+    scalar: np.ndarray | None = None  # [1] the number the layer's output is multiplied by (Gemma 4), None without
+    cfg: object = None  # the layer's view of the config (`cfg.layer(l)`: its own sizes), kept for each pass
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Weights:
     rope: np.ndarray | None = None  # [d_head / 2] RoPE's angle per position of each pair (rotary positions only)
     rope_local: np.ndarray | None = None  # [d_head / 2] the local layers' (Gemma 3: `cfg.rope_local_theta`)
     rope_factor: float = 1.0  # what cos and sin are multiplied by (YaRN's attention factor; 1 otherwise)
+    per_layer: object | None = None  # the per-layer inputs' weights around the layers (Gemma 4), None without
 
 
 def norm_weights(cfg: Config, params: Params, name: str) -> tuple | None:
@@ -71,15 +77,19 @@ def layout_layer(cfg: Config, params: Params, l: int, W: np.ndarray | None = Non
     [W_Q | W_K | W_V], if a loader holds it (GPT-2's c_attn)."""
     p = f"blocks.{l}."
     place = cfg.norm_place_kind  # which of ln1/ln2 and ln1_post/ln2_post the block has
-    mlp = cfg.mlp_of(l)
+    mlp, view = cfg.mlp_of(l), cfg.layer(l)
     return Layer(
         ln1=norm_weights(cfg, params, p + "ln1") if place.before else None,
-        attn=cfg.attention_of(l).layout(cfg, params, l, W),
+        attn=cfg.attention_of(l).layout(view, params, l, W),
         ln2=norm_weights(cfg, params, p + "ln2") if mlp is not None and place.before else None,
-        mlp=mlp.layout(cfg, params, l) if mlp is not None else None,
+        mlp=mlp.layout(view, params, l) if mlp is not None else None,
         ln1_post=norm_weights(cfg, params, p + "ln1_post") if place.after else None,
         ln2_post=norm_weights(cfg, params, p + "ln2_post") if mlp is not None and place.after else None,
         local=cfg.is_local(l),
+        rotates=cfg.rotates(l),
+        ple=cfg.ple_kind.layout(view, params, l) if cfg.ple_kind is not None else None,
+        scalar=params[p + "layer_scalar"] if cfg.layer_scalar else None,
+        cfg=view,
     )
 
 
@@ -93,10 +103,11 @@ def layout_top(cfg: Config, params: Params, layers, W_U, unembed=None) -> Weight
         layers=layers,
         ln_final=norm_weights(cfg, params, "ln_final"),
         unembed=unembed if unembed is not None else Affine(W_U, params["b_U"], by_rows=True),
-        rope=rope_frequencies(cfg.d_head, cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
+        rope=rope_frequencies(rope_width(cfg, False), cfg.rope_theta, cfg.rope_scaling) if cfg.position_kind.rotary else None,
         rope_factor=rope_attention_factor(cfg.rope_scaling),
-        rope_local=rope_frequencies(cfg.d_head, cfg.rope_local_theta)
+        rope_local=rope_frequencies(rope_width(cfg, True), cfg.rope_local_theta)
         if cfg.position_kind.rotary and cfg.rope_local_theta is not None else None,
+        per_layer=cfg.ple_kind.top_layout(cfg, params) if cfg.ple_kind is not None else None,
     )
 
 

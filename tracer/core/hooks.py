@@ -13,7 +13,8 @@ axis order without the batch axis. This table is what a saved trace is checked a
 these axes' sizes, and that every name here is recorded by some configuration.
 
 Axes: `pos` the pass's new positions, `key` every position so far, `head` query heads, `kv`
-key/value heads, `d_head`, `half` (d_head / 2: the rotation's pairs), `d_model`, `d_mlp`, `d_vocab`,
+key/value heads, `d_head`, `half` (d_head / 2: the rotation's pairs; `half_local` on the sliding-window
+layers), `d_model`, `d_mlp`, `d_vocab`, `layer` and `d_ple` (Gemma 4's per-layer inputs: one row per layer),
 `one` (a length-1 axis: a norm's scale), `layers+1` (the lens's rows: each layer's input, then the
 last layer's output), `lens` (the positions the logit lens covers), `cand` (a beam's continuations: K, the
 search's, not the config's), `drafted` (a verifying pass's drafted tokens); `q_rows` / `k_rows` are the
@@ -59,8 +60,13 @@ _NORM = {"hook_scale": "pos one", "hook_normalized": "pos d_model"}  # a norm ov
 TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
     "hook_embed": h("pos d_model", "embed"),
     "hook_pos_embed": h("pos d_model", "position"),
+    "ple.hook_token": h("layer pos d_ple", "embed"),  # per-layer inputs (Gemma 4, `tracer.core.per_layer_input`)
+    "ple.hook_proj": h("layer pos d_ple", "embed"),
+    "ple.norm.hook_scale": h("layer pos one", "embed"),
+    "ple.norm.hook_normalized": h("layer pos d_ple", "embed"),
+    "hook_per_layer_inputs": h("layer pos d_ple", "embed"),
     "rope.hook_angle": h("pos half", "rotation"),  # position × θ_i, the same in every layer
-    "rope.hook_angle_local": h("pos half", "rotation"),  # with the sliding-window layers' base
+    "rope.hook_angle_local": h("pos half_local", "rotation"),  # with the sliding-window layers' base (and width)
     **{f"ln_final.{k}": h(a, "unembed") for k, a in _NORM.items()},
     "unembed.hook_in": h("pos d_model", "unembed"),
     "logits": h("pos d_vocab", "unembed"),
@@ -106,8 +112,11 @@ AROUND_ATTENTION = {"hook_resid_pre": h("pos d_model", "input"), **{f"ln1.{k}": 
 AFTER_ATTENTION = {**{f"ln1_post.{k}": h(a, "heads") for k, a in _NORM.items()}, "hook_attn_out": h("pos d_model", "heads"),
                    "hook_resid_mid": h("pos d_model", "mlp"), **{f"ln2.{k}": h(a, "mlp") for k, a in _NORM.items()}}
 AFTER_MLP = {**{f"ln2_post.{k}": h(a, "mlp") for k, a in _NORM.items()}, "hook_mlp_out": h("pos d_model", "mlp"),
-             "hook_resid_post": h("pos d_model", "mlp")}
-SUBLAYERS: dict[str, dict[str, Hook]] = {"attn": {}, "mlp": {}}  # scope → every registered kind's names, merged in order
+             "hook_resid_ple": h("pos d_model", "mlp")}  # the stream a per-layer input is added to (Gemma 4)
+AT_THE_END = {"hook_ple_out": h("pos d_model", "mlp"),  # what the per-layer input adds
+              "hook_resid_unscaled": h("pos d_model", "mlp"),  # before the layer's own scalar (Gemma 4)
+              "hook_resid_post": h("pos d_model", "mlp")}
+SUBLAYERS: dict[str, dict[str, Hook]] = {"attn": {}, "mlp": {}, "ple": {}}  # scope → every registered kind's names, in order
 LAYER: dict[str, Hook] = {}  # rebuilt by `register`, in place (modules hold it)
 
 
@@ -137,7 +146,8 @@ def register(scope: str, names: dict[str, Hook]) -> None:
     table.update(merged)
     LAYER.clear()
     LAYER.update({**AROUND_ATTENTION, **{f"attn.{n}": v for n, v in SUBLAYERS["attn"].items()}, **AFTER_ATTENTION,
-                  **{f"mlp.{n}": v for n, v in SUBLAYERS["mlp"].items()}, **AFTER_MLP})
+                  **{f"mlp.{n}": v for n, v in SUBLAYERS["mlp"].items()}, **AFTER_MLP,
+                  **{f"ple.{n}": v for n, v in SUBLAYERS["ple"].items()}, **AT_THE_END})
 
 
 NOT_RECORDED = {"tokens": "tokens", "generated": "loop"}  # names a scenario may check that are not hooks: step
@@ -161,7 +171,7 @@ def find(name: str, cfg=None) -> Hook | None:
         return TOP.get(leaf)
     if cfg is not None and layer < cfg.n_layers:
         scope, _, own = leaf.partition(".")
-        kind = cfg.attention_of(layer) if scope == "attn" else cfg.mlp_of(layer) if scope == "mlp" else None
+        kind = cfg.kind_of(layer, scope) if scope in SUBLAYERS else None
         if kind is not None:
             return kind.hooks.get(own)
     return LAYER.get(leaf)
@@ -178,9 +188,15 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
     """Each axis's length (a tuple: the Q/K norm's rows are zero or one axes) for a pass of `n_new`
     positions over `n_keys` keys, the logit lens over `n_lens`, a beam's `n_cand` continuations and a
     verifying pass's `n_drafted` tokens (when known)."""
+    from .layer_sizes import rope_width
+
+    model = cfg
+    if layer is not None and 0 <= layer < cfg.n_layers:  # this layer's sizes (Gemma 4's layers differ)
+        cfg = cfg.layer(layer)
     dh, qk = cfg.d_head, cfg.qk_norm_kind
     out = {"pos": (n_new,), "key": (n_keys,), "head": (cfg.n_heads,), "kv": (cfg.kv_heads,), "d_head": (dh,),
-           "half": (dh // 2,), "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
+           "half": (rope_width(model, False) // 2,), "half_local": (rope_width(model, True) // 2,),
+           "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
            "one": (1,), "layers+1": (cfg.n_layers + 1,), "lens": () if n_lens is None else (n_lens,)}
     if n_cand is not None:
         out["cand"] = (n_cand,)
@@ -189,7 +205,7 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
     for m, heads in (("q", cfg.n_heads), ("k", cfg.kv_heads)):
         out[f"{m}_rows"] = (heads,) if qk.per_head else ()
         out[f"{m}_width"] = (qk.width(heads, dh),)
-    for kind in cfg.sublayer_kinds:  # a kind's own axes (experts, a state's width, …)
+    for kind in model.sublayer_kinds:  # a kind's own axes (experts, a state's width, …)
         out.update(kind.axes(cfg))
     if layer is not None and 0 <= layer < cfg.n_layers:  # this layer's kinds' sizes win (a dense MLP among experts)
         for kind in (cfg.attention_of(layer), cfg.mlp_of(layer)):

@@ -160,7 +160,7 @@ class LinearAttention(Sublayer):
     def gated_norm(cfg, o, z, w):
         return gated_norm(o, z, w, cfg.ln_eps)
 
-    def new_cache(self, cfg, capacity: int, owner) -> LayerState:
+    def new_cache(self, cfg, capacity: int, owner, layer: int = 0) -> LayerState:
         return LayerState(owner, cfg)
 
     def macs(self, cfg, n_new: int, n_seen: int) -> int:

@@ -27,15 +27,18 @@ def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     dm = cfg.d_model
     norm = cfg.norm_kind.shapes(dm)  # the gain and bias, or (RMS norm) the gain only
     shapes: dict[str, tuple[int, ...]] = {"W_E": (cfg.d_vocab, dm), **cfg.position_kind.shapes(cfg.n_ctx, dm)}
+    if cfg.ple_kind is not None:  # the per-layer inputs' embedding and projection (Gemma 4)
+        shapes.update(cfg.ple_kind.top_shapes(cfg))
     for l in range(cfg.n_layers):
         b = f"blocks.{l}."
-        mlp = cfg.mlp_of(l)
-        for ln, kind in (("ln1", cfg.attention_of(l)), ("ln2", mlp)):
+        for ln, kind in (("ln1", cfg.attention_of(l)), ("ln2", cfg.mlp_of(l)), ("ln3", cfg.ple_kind)):
             if kind is None:
                 continue
-            if cfg.layer_norm:  # ln1 (and OLMo 2's ln1_post instead, after attention)
+            if cfg.layer_norm and kind.normed:  # ln1 (and OLMo 2's ln1_post instead, after attention)
                 shapes.update({b + f"{n}.{x}": s for n in cfg.norm_place_kind.names(ln) for x, s in norm.items()})
-            shapes.update({b + f"{kind.scope}.{x}": s for x, s in kind.shapes(cfg, l).items()})
+            shapes.update({b + f"{kind.scope}.{x}": s for x, s in kind.shapes(cfg.layer(l), l).items()})
+        if cfg.layer_scalar:
+            shapes[b + "layer_scalar"] = (1,)
     if cfg.layer_norm:
         shapes.update({f"ln_final.{x}": s for x, s in norm.items()})
     if not cfg.tied_unembed:
@@ -51,7 +54,7 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 def init_param(name: str, shape: tuple[int, ...], seed: int, dtype: str) -> np.ndarray:
     """GPT-2's initialisation for one parameter, seeded by (seed, name)."""
     leaf = name.rsplit(".", 1)[-1]
-    if leaf in ("w",):  # layer-norm gain
+    if leaf in ("w", "layer_scalar"):  # layer-norm gain, a layer's scalar
         return np.ones(shape, dtype=dtype)
     if leaf.startswith("b"):  # biases (b_Q, b_in, ln.b, b_U, …)
         return np.zeros(shape, dtype=dtype)

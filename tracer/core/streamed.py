@@ -58,7 +58,7 @@ def layer_arrays(layer) -> list:
         elif isinstance(v, (tuple, list)):
             todo.extend(v)
         elif is_dataclass(v) and not isinstance(v, type):
-            todo.extend(getattr(v, f.name) for f in fields(v) if f.name != "kind")
+            todo.extend(getattr(v, f.name) for f in fields(v) if f.name not in ("kind", "cfg"))
     return out
 
 

@@ -7,6 +7,10 @@ A layer reads like nanoGPT's block, whatever its kinds:
 
     x = x + attention(ln1(x))      # w.attn.kind.run(cfg, w.attn, ln1(x), rec.scope("attn"), span)
     x = x + mlp(ln2(x))            # w.mlp.kind.run(cfg, w.mlp, ln2(x), rec.scope("mlp"), span)
+    x = x + per_layer_input(x)     # Gemma 4: w.ple.kind.run(cfg, w.ple, x, rec.scope("ple"), span)
+    x = x · scalar                 # Gemma 4: each layer's own number
+
+`cfg` is the layer's view (`cfg.layer(l)`: its own d_head, key/value heads and d_mlp where layers differ).
 
 The decoder, the backward pass, the fast layout and the store call an entry's methods and never
 name a kind (TransformerLens picks a component per sublayer, `components/mlps/moe.py`; llama.cpp
@@ -29,14 +33,18 @@ from .record import NOTHING, Recorder
 @dataclass
 class Span:
     """What one pass computes at one layer: positions `start` … `start + n − 1` (earlier ones are in
-    the cache), RoPE's (cos, sin) for them at this layer (None without rotary positions), and this
+    the cache), RoPE's (cos, sin) for them at this layer (None without rotary positions), this
     layer's cache (what the attention kind's `new_cache` made; None: no cache, every position is
-    computed from scratch)."""
+    computed from scratch), the pass's board and the layer's own input, if the model gives one."""
 
     start: int
     n: int
     turn: tuple | None = None  # ([pos, d_head / 2], [pos, d_head / 2])
     cache: Any = None
+    board: dict | None = None  # one pass's, shared by its layers: what a layer leaves for later ones (Gemma 4's keys
+    # and values a later layer attends with) and, going backwards, the gradients it leaves for earlier ones
+    layer_input: Any = None  # [pos, d_ple] this layer's own input from the token (Gemma 4's per-layer input), if any
+    d_layer_input: Any = None  # going backwards: its gradient, which the kind that read it leaves here
 
 
 class Sublayer:
@@ -52,6 +60,7 @@ class Sublayer:
     plain: str = ""  # the demo's words: what it does to each token
     steps: tuple = ()  # (hook within the block, its name, words with {shape}) for each step the walkthrough shows
     example: dict = {}  # the config fields a small model of this kind needs besides its key (tests, docs)
+    normed: bool = True  # the block's norms sit around it (ln1 / ln2 and their `_post`); False: it has its own, if any
 
     # -- parameters and layout
     def shapes(self, cfg, l: int) -> dict[str, tuple[int, ...]]:
@@ -103,8 +112,12 @@ class Sublayer:
         """Numbers one recorded pass holds at most (every value whole), per layer."""
         raise NotImplementedError
 
-    def new_cache(self, cfg, capacity: int, owner):
-        """This layer's cache for a generation of up to `capacity` positions (`owner`: the
+    def cache_row(self, cfg, l: int = 0) -> int:
+        """Numbers this layer's cache keeps per position (0: none, or a state whatever the length)."""
+        return 0
+
+    def new_cache(self, cfg, capacity: int, owner, layer: int = 0):
+        """Layer `layer`'s cache for a generation of up to `capacity` positions (`owner`: the
         `tracer.core.decoder.KVCache`, whose `length` says how many are filled), or None."""
         return None
 
@@ -116,6 +129,12 @@ class Sublayer:
     def block_words(self, cfg) -> str:
         """What the header's block line says of this kind ("" where it says nothing: softmax attention)."""
         return self.title
+
+    def vector_words(self, cfg, l: int) -> dict[str, tuple[str, str]]:
+        """The walkthrough's name and words for Q, K or V at layer l where this kind makes it otherwise than
+        x·W + b (Gemma 4's normalized values: {"V": ("{L}_V = RMS({src}·W_V{slice})", "the value ÷ …")}, slots
+        as `tracer.render.words`' "head.vector" and {source}, {scale}); {}: none."""
+        return {}
 
     def __repr__(self) -> str:
         return f"<{self.scope} kind {self.key!r}>"

@@ -13,12 +13,19 @@ TransformerLens's names, the tokenizer, how each parameter is stored, where it c
     phi3.py         model_type phi3 (fused qkv_proj and gate_up_proj split once)
     gemma3.py       model_type gemma3_text (Gemma's switches: √d_model, (1 + w), four norms, GeGLU, local layers)
     gemma2.py       model_type gemma2 (Gemma 3's switches without Q/K norms, with soft-capped scores and logits)
+    gemma4.py       model_type gemma4_text (Gemma 4: per-layer inputs, shared keys and values, K = V, per-layer head sizes)
     families.py     model_type → the module reading a Llama-block family (folders and GGUF files)
-    gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's,
-                    and what llama.cpp decides by rule where a Gemma file says nothing (`gguf.gemma_settings`)
+    gguf.py         GGUF files (llama.cpp, Ollama, LM Studio): metadata and tensors renamed to a family's
+    gguf_meta.py    a GGUF metadata value checked, each layer's attention kind as llama.cpp decides it
+    gguf_gemma.py   what llama.cpp decides by rule where a Gemma file says nothing
+    gguf_qwen35.py  Qwen3.5 files: the linear layers' keys, names and stored forms undone
+    gguf_gemma4.py  Gemma 4 files: the per-layer metadata and rope_freqs as Gemma 4's config.json
+    gguf_olmo3.py   OLMo 3 files (an `olmo2` file with windows), as llama.cpp's olmo2 graph computes them
+    gguf_experts.py mixture-of-experts files: the experts stacked as the file stores them
                     (the container itself is `tracer.formats.gguf_file`, its storage types `tracer.formats.quants`: data readers)
     tracer_files.py tracer's own weights files and scenarios
     places.py       where people keep models: Ollama's manifests, LM Studio's folders
+    ollama_compat.py Ollama's own older blobs, translated as its compat layer does before llama.cpp reads them
     inventory.py    `tracer models`: what this machine has, from headers only
 
 A new family that only renames tensors is one module here plus an entry in FOLDER_FAMILIES (and,

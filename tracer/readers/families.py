@@ -11,7 +11,8 @@ from importlib import import_module
 
 BLOCK_FAMILIES = {"llama": "llama", "qwen2": "llama", "mistral": "llama", "qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3",
                   "gemma3_text": "gemma3", "gemma2": "gemma2", "gpt_oss": "gpt_oss", "qwen3_moe": "moe", "olmoe": "moe",
-                  "qwen2_moe": "moe", "mixtral": "mixtral"}
+                  "qwen2_moe": "moe", "mixtral": "mixtral", "qwen3_5_text": "qwen3_5", "smollm3": "smollm3", "olmo3": "olmo3",
+                  "gemma4_text": "gemma4"}
 
 
 def family_module(model_type: str):

@@ -16,7 +16,7 @@ and the family's `translate` gives TransformerLens names:
     OLMo 2: blk.{l}.post_attention_norm / post_ffw_norm → post_attention_layernorm / post_feedforward_layernorm
 
 A tensor's GGUF dims are [ne0 = inputs, ne1 = outputs], so its numpy shape is transformers'
-[out, in]. llama.cpp's converter writes the `llama` architecture's Q and K rows permuted, so that
+[out, in]. llama.cpp's converter writes the `llama` (and `smollm3`) architecture's Q and K rows permuted, so that
 its rotary pairs are neighbours ((x0, x1), (x2, x3), …); tracer rotates transformers' halves
 ((x_i, x_{i + d_head/2})), so the rows are put back (`unpermute`, the inverse of
 convert_hf_to_gguf.py's `LlamaModel.permute`), and tracer's Q and K equal the original checkpoint's.
@@ -31,14 +31,22 @@ tracer's `gemma_rms` norm multiplies by (1 + w) as transformers does, so the rea
 again (`NORM_SHIFTED`), and tracer's gains equal the folder's. llama.cpp's names for Gemma's four
 norms: attn_norm (before attention), post_attention_norm (after it), ffn_norm (before the MLP),
 post_ffw_norm (after it). What llama.cpp decides by rules the file does not state is in
-`gemma_settings`.
+`gguf_gemma.gemma_settings`.
+
+SmolLM3 (`smollm3`): a `llama` file under another name, whose every 4th layer leaves rotary out; no key
+says so, llama.cpp's loader sets the step itself (`NOPE_STEP`). Qwen3.5 (`qwen35`): its linear-attention
+layers' keys, names and stored forms (tiled value heads, −exp(A_log), 1 + w norms) are `gguf_qwen35`'s.
+`olmo2` files with a sliding window are OLMo 3's (`gguf_olmo3`).
+
+Gemma 4 (architecture `gemma4`): its metadata gives sizes per layer and per layer type, read by
+`tracer.readers.gguf_gemma4` into a gemma4_text config.json (and its rope_freqs into proportional RoPE);
+its norms are stored as w, as Gemma 4 multiplies by w.
 
 Sliding windows: Phi-3's `sliding_window` applies to every layer, as transformers applies it (0, which
 the converter writes for a config without one, Phi-4's, is none; llama.cpp itself currently turns
 Phi's window off, llama.cpp#13676, so on prompts longer than the window its numbers differ from
 transformers' and tracer's). An `olmo2` file with a window is OLMo 3's: the window is on the layers
-llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, and refused when that is some
-layers only.
+llama.cpp's pattern 4 (or the file's `sliding_window_pattern`) picks, YaRN (if any) on the others.
 
 Every tensor is de-quantized once, at load, into float32 (the file stays memory-mapped), or, read
 `lazy`, kept as its blocks and de-quantized layer by layer (`tracer.readers.source`, `tracer.core.streamed`).
@@ -57,16 +65,26 @@ from .llama import check_layer_count, split_marked
 from .families import family_module
 from .folder import check_finite, check_room, expansion_bytes, no_progress
 from .gguf_experts import Family as ExpertsFamily, config_json as experts_config, is_experts
+from .gguf_gemma import GEMMA_RULES, gemma_settings
+from .gguf_meta import layer_types_of, meta_value as _meta
+from .ollama_compat import translate as translate_ollama
+from .gguf_gemma4 import LAYER as GEMMA4_LAYER, TOP as GEMMA4_TOP, config_json as gemma4_config, with_rope
 
 # GGUF architecture → (transformers' model_type it renames to, whether llama.cpp permuted Q and K)
 ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False),
                  "olmo2": ("olmo2", False), "phi3": ("phi3", False), "gemma2": ("gemma2", False),
                  "gemma3": ("gemma3_text", False), "gpt-oss": ("gpt_oss", False), "qwen3moe": ("qwen3_moe", False),
-                 "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False)}  # (a llama file with experts: mixtral)
+                 "qwen2moe": ("qwen2_moe", False), "olmoe": ("olmoe", False),  # (a llama file with experts: mixtral)
+                 "smollm3": ("smollm3", True), "qwen35": ("qwen3_5_text", False), "gemma4": ("gemma4_text", False)}
 NORM_SHIFTED = ("gemma2", "gemma3")  # architectures whose *norm.weight tensors hold 1 + w
+NOPE_STEP = 4  # llama.cpp's SmolLM3 leaves rotary out of every 4th layer (n_no_rope_layer_step): no key says so
+# Architectures whose differences live in their own module (imported when read): `config_json(meta, tensors,
+# raw, where)` → raw, and where needed LAYER (more llama.cpp → transformers names), `fix(cfg, g, hf, where)`
+# (a stored form undone), `Family(fam)` (shapes as stored), `ignored(raw, g)`, `shape_keys(meta, g)`, PARTIAL_ROTARY
+ARCH_MODULES = {"qwen35": "gguf_qwen35", "olmo2": "gguf_olmo3"}
 
 TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-       "output.weight": "lm_head.weight"}
+       "output.weight": "lm_head.weight", **GEMMA4_TOP}
 LAYER = {"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
          "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
          "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
@@ -85,8 +103,15 @@ ARCH_LAYER = {"olmo2": {"post_attention_norm.weight": "post_attention_layernorm.
 GEMMA_LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight",  # Gemma's four norms: ffn_norm is
                "ffn_norm.weight": "pre_feedforward_layernorm.weight",            # the one before the MLP
                "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
-ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER,
+ARCH_LAYER.update({"gemma2": GEMMA_LAYER, "gemma3": GEMMA_LAYER, "gemma4": GEMMA4_LAYER,
                    "gpt-oss": {"post_attention_norm.weight": "post_attention_layernorm.weight"}})  # its norm before the MLP
+
+
+def arch_module(arch: str):
+    """The module of an architecture's own differences (`ARCH_MODULES`), or None."""
+    from importlib import import_module
+
+    return import_module(f"{__package__}.{ARCH_MODULES[arch]}") if arch in ARCH_MODULES else None
 
 
 def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
@@ -96,23 +121,11 @@ def tensor_names(n_layers: int, arch: str = "llama") -> dict[str, str]:
 
     layer = {hf: g for g, hf in LAYER.items()}
     layer.update({hf: g for g, hf in EXPERTS_LAYER.items()})
-    layer.update({hf: g for g, hf in ARCH_LAYER.get(arch, {}).items()})
+    layer.update({hf: g for g, hf in {**ARCH_LAYER.get(arch, {}), **getattr(arch_module(arch), "LAYER", {})}.items()})
     out = {hf: g for g, hf in TOP.items()}
     for l in range(n_layers):
         out.update({f"model.layers.{l}.{hf}": f"blk.{l}.{g}" for hf, g in layer.items()})
     return out
-
-
-def _meta(meta: dict, key: str, where: Path, kind=int, default=None):
-    """A metadata value of the right kind (a whole number, a number), or `default` when absent."""
-    value = meta.get(key, default)
-    if value is None:
-        raise TracerError(f"{where}: metadata {key!r} is missing (every {key.split('.')[0]} GGUF file has it)")
-    ok = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) if kind is int else (
-        isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool))
-    if not ok:
-        raise TracerError(f"{where}: metadata {key!r} must be a {'whole number' if kind is int else 'number'}, got {value!r}")
-    return int(value) if kind is int else float(value)
 
 
 def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
@@ -122,6 +135,8 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raise TracerError(f"{where}: GGUF architecture {arch!r} is not supported; tracer reads "
                           f"{', '.join(ARCHITECTURES)} (more families come through the same table)")
     a = str(arch)
+    if a == "gemma4":  # its sizes per layer and per layer type: `tracer.readers.gguf_gemma4`
+        return gemma4_config(meta, tensors, where, lambda key, kind, default: _meta(meta, key, where, kind, default))
     n_heads = _meta(meta, f"{a}.attention.head_count", where)
     d_model = _meta(meta, f"{a}.embedding_length", where)
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -143,7 +158,9 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raw["head_dim"] = _meta(meta, f"{a}.attention.key_length", where)
     rope_dims = meta.get(f"{a}.rope.dimension_count")
     d_head = raw.get("head_dim", d_model // n_heads if n_heads else 0)
-    if rope_dims is not None and _meta(meta, f"{a}.rope.dimension_count", where) != d_head:
+    mod = arch_module(a)
+    partial = hasattr(mod, "PARTIAL_ROTARY")  # (its module checks the rotated width)
+    if rope_dims is not None and _meta(meta, f"{a}.rope.dimension_count", where) != d_head and not partial:
         raise TracerError(f"{where}: rotary positions turn {rope_dims} of each head's {d_head} dimensions; tracer "
                           f"rotates all of them (partial rotary is not supported)")
     window = meta.get(f"{a}.attention.sliding_window")
@@ -161,8 +178,9 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
         raw["rope_scaling"] = {"rope_type": "linear", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float)}
     elif scaling == "yarn":  # llama.cpp rounds the correction range outwards (ggml_rope_yarn_corr_dims): truncate
         raw["rope_scaling"] = {"rope_type": "yarn", "factor": _meta(meta, f"{a}.rope.scaling.factor", where, float),
-                               "original_max_position_embeddings": _meta(meta, f"{a}.rope.scaling.original_context_length",
-                                                                         where, float),
+                               "original_max_position_embeddings": _meta(  # absent: the training context, as llama.cpp
+                                   meta, f"{a}.rope.scaling.original_context_length", where, float,
+                                   meta.get(f"{a}.context_length")),
                                "beta_fast": _meta(meta, f"{a}.rope.scaling.yarn_beta_fast", where, float, 32.0),
                                "beta_slow": _meta(meta, f"{a}.rope.scaling.yarn_beta_slow", where, float, 1.0),
                                "truncate": True}
@@ -171,83 +189,13 @@ def config_json_of(meta: dict, tensors: dict, where: Path) -> dict:
                           f"rotary positions, 'linear' scaling and Llama 3's per-pair factors (rope_freqs)")
     if a in ("qwen2", "qwen3"):
         raw["use_sliding_window"] = False
+    if a == "smollm3":
+        raw["no_rope_layer_interval"] = NOPE_STEP
     if a in GEMMA_RULES:
         raw.update(gemma_settings(meta, a, raw, d_head, where))
     if is_experts(meta, a):
         raw = experts_config(meta, tensors, a, raw, lambda key, kind, default: _meta(meta, key, where, kind, default), where)
-    return raw
-
-
-# llama.cpp's rules for what a gemma2 / gemma3 file does not state (src/llama-model.cpp, the
-# architectures' load_hparams): the period of the sliding-window layers, the window when absent,
-# the soft-caps when absent, and the block count of the 27B model, whose scores are scaled differently
-GEMMA_RULES = {"gemma2": {"period": 2, "window": 4096, "caps": (50.0, 30.0), "big": 46},
-               "gemma3": {"period": 6, "window": 0, "caps": None, "big": 62}}
-GEMMA_LOCAL_BASE = 10000.0  # Gemma 3's RoPE base on its sliding-window layers (rope_freq_base_train_swa)
-
-
-def gemma_settings(meta: dict, a: str, raw: dict, d_head: int, where: Path) -> dict:
-    """config.json's Gemma keys for a gemma2 / gemma3 file, decided as llama.cpp decides them.
-
-    convert_hf_to_gguf.py writes neither query_pre_attn_scalar nor the layer types: llama.cpp scales
-    the scores by 1/√key_length, except for the 27B models (46 layers of Gemma 2, 62 of Gemma 3),
-    by 1/√(embedding_length / head_count) (gemma_pytorch's config); and it puts the sliding window
-    on layer l when l % period < period − 1 (`llama_hparams::set_swa_pattern`: period 2 for Gemma 2,
-    layers 0, 2, 4, …; 6 for Gemma 3, five local layers then one global), unless the file gives
-    `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer). Gemma 2's
-    window is 4096 when the file gives none, its soft-caps 50 (scores) and 30 (logits); a Gemma 3
-    file without a window (or with 0) has none. Gemma 3's sliding layers turn RoPE by base 10000
-    (or the file's `{arch}.rope.freq_base_swa`); its final soft-cap, if the file gives one (other than
-    0, none), goes to the Gemma 3 reader, which refuses it. (Two things newer llama.cpp reads that the
-    converter does not write, `sliding_window_pattern` and `rope.freq_base_swa`, are read when present.)"""
-    rules = GEMMA_RULES[a]
-    n_layers, d_model, n_heads = raw["num_hidden_layers"], raw["hidden_size"], raw["num_attention_heads"]
-    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
-    out: dict = {"query_pre_attn_scalar": d_model // n_heads if n_layers == rules["big"] and n_heads else d_head}
-    key = f"{a}.attention.sliding_window"
-    window = meta.get(key, rules["window"])
-    if not (isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window >= 0):
-        raise TracerError(f"{where}: metadata {key!r} must be a whole number ≥ 0, got {window!r}")
-    if window:
-        out["sliding_window"] = int(window)
-        out["layer_types"] = layer_types_of(meta, a, n_layers, rules["period"], where)
-    else:
-        out["layer_types"] = ["full_attention"] * n_layers
-    if rules["caps"] is not None:
-        for name, default in zip(("attn_logit_softcapping", "final_logit_softcapping"), rules["caps"]):
-            out[name] = soft_cap(meta, f"{a}.{name}", default, where)
-    elif meta.get(f"{a}.final_logit_softcapping") not in (None, 0):  # 0: none (llama.cpp's Gemma 3 default)
-        out["final_logit_softcapping"] = soft_cap(meta, f"{a}.final_logit_softcapping", None, where)
-    if a == "gemma3":
-        out["rope_local_base_freq"] = _meta(meta, f"{a}.rope.freq_base_swa", where, float, GEMMA_LOCAL_BASE)
-    return out
-
-
-def soft_cap(meta: dict, key: str, default, where: Path) -> float:
-    """A soft-cap from the metadata (`default` when absent): a number > 0, or a one-line error."""
-    value = _meta(meta, key, where, float, default)
-    if not 0 < value < float("inf"):
-        raise TracerError(f"{where}: metadata {key!r} must be a number > 0 (the soft-cap cap · tanh(s / cap)), got {value:g}")
-    return value
-
-
-def layer_types_of(meta: dict, a: str, n_layers: int, period: int, where: Path) -> list[str]:
-    """Each layer's attention, as llama.cpp's `set_swa_pattern` decides it: the file's
-    `{arch}.attention.sliding_window_pattern` (a period, or one true/false per layer), else `period`."""
-    key = f"{a}.attention.sliding_window_pattern"
-    check_layer_count(n_layers, where, f"metadata '{a}.block_count'")
-    given = meta.get(key, period)
-    given = given.tolist() if isinstance(given, np.ndarray) else given  # (an array's values come as numpy's)
-    if isinstance(given, (list, tuple)):
-        if len(given) != n_layers or not all(isinstance(v, (bool, np.bool_)) for v in given):
-            got = f"{len(given)} values" if len(given) != n_layers else f"{sorted({type(v).__name__ for v in given})}"
-            raise TracerError(f"{where}: metadata {key!r} must be one true/false per layer ({n_layers}), got {got}")
-        local = [bool(v) for v in given]
-    elif isinstance(given, (int, np.integer)) and not isinstance(given, bool) and given >= 0:
-        local = [given == 0 or l % given < given - 1 for l in range(n_layers)]
-    else:
-        raise TracerError(f"{where}: metadata {key!r} must be a whole number ≥ 0 or a list of true/false, got {given!r}")
-    return ["sliding_attention" if s else "full_attention" for s in local]
+    return mod.config_json(meta, tensors, raw, where) if mod is not None else raw
 
 
 ROPE_FREQS = "rope_freqs.weight"  # Llama 3's scaling as llama.cpp keeps it: a divisor per pair of dimensions
@@ -287,35 +235,44 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
 
     path = Path(path).expanduser()
     f = open_gguf(path)
+    compat = translate_ollama(f, path, name, ARCHITECTURES)  # Ollama's older blobs, as llama.cpp reads them (readers.ollama_compat)
     raw = config_json_of(f.metadata, f.tensors, path)
-    fam = family_module(raw["model_type"])  # the family's reader, whose config, shapes and names these become
+    arch = str(f.metadata["general.architecture"])
+    if arch == "gemma4":  # its rope_freqs: proportional RoPE on the full layers
+        raw = with_rope(f, raw, path)
+    fam, mod = family_module(raw["model_type"]), arch_module(arch)  # the family's reader: its config, shapes, names
     check_layer_count(int(raw["num_hidden_layers"]), path, "metadata 'block_count'")
-    gguf_of = tensor_names(int(raw["num_hidden_layers"]), str(f.metadata["general.architecture"]))
-    if is_experts(f.metadata, str(f.metadata["general.architecture"])):  # the experts as the file stacks them
+    gguf_of = tensor_names(int(raw["num_hidden_layers"]), arch)
+    if is_experts(f.metadata, arch):  # the experts as the file stacks them
         fam = ExpertsFamily(fam, gguf_of)
+    if hasattr(mod, "Family"):  # tensors stored in another shape than the folder's
+        fam = mod.Family(fam)
     cfg = fam.config_of(raw, path)
     shapes = fam.hf_shapes(cfg, raw, path)
     wanted = {gguf_of[hf]: (hf, shape) for hf, shape in shapes.items()}
     for g, (hf, shape) in wanted.items():
         info = f.tensors.get(g)
         if info is None:
-            raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)")
+            raise TracerError(f"{path}: missing tensor {g!r} (the {raw['model_type']} block needs it)"
+                              f"{mod.shape_keys(f.metadata, g, missing=True) if hasattr(mod, 'shape_keys') else ''}")
         if tuple(info.shape) != tuple(shape):
-            raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}")
-    cfg = with_rope_factors(f, cfg, path)
-    extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS]
+            raise TracerError(f"{path}: tensor {g!r} has shape {list(info.shape)} but the metadata implies {list(shape)}"
+                              f"{mod.shape_keys(f.metadata, g) if hasattr(mod, 'shape_keys') else ''}")
+    cfg = with_rope_factors(f, cfg, path) if arch != "gemma4" else cfg
+    ignored = getattr(mod, "ignored", lambda raw, g: False)  # (Qwen3.5's multi-token-prediction blocks)
+    extra = [g for g in f.tensors if g not in wanted and g != ROPE_FREQS and not ignored(raw, g)]
     if extra:
         raise TracerError(f"{path}: tensor {extra[0]!r} is not part of the {raw['model_type']} block the metadata "
                           f"describes (block_count {cfg.n_layers})")
     kinds = sorted({f.tensors[g].type_name for g in wanted})
-    arch = str(f.metadata["general.architecture"])
-    fixes = {g: fix_of(arch, cfg, g, hf) for g, (hf, _) in wanted.items()}
+    fixes = {g: fix_of(arch, cfg, g, hf, path) for g, (hf, _) in wanted.items()}
+    notes = (*compat, *raw.get("_notes", ()))
     if lazy:
         from .source import gguf_source
 
         source = gguf_source(cfg, f, {g: hf for g, (hf, _) in wanted.items()}, fixes, fam,
                              f"reading {name or path.name} (GGUF)", progress)
-        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source)
+        return _checkpoint(cfg, f, fam, gguf_of, {}, None, path, name, source, notes)
     check_room(expansion_bytes({g: f.tensors[g].shape for g in wanted}, {g: f.tensors[g].type_name for g in wanted},
                                cfg.n_layers * cfg.d_model * cfg.qkv_width), path, f"{', '.join(kinds)} in the file")
     t: dict[str, np.ndarray] = {}
@@ -327,13 +284,16 @@ def read(path: Path, name: str | None = None, progress=None, lazy: bool = False)
             t[hf] = fixes[g](arr) if fixes[g] else arr
             advance(f.tensors[g].nbytes)
     params, fused = fam.translate(cfg, t)
-    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name)
+    return _checkpoint(cfg, f, fam, gguf_of, params, fused, path, name, notes=notes)
 
 
-def fix_of(arch: str, cfg, g: str, hf: str):
+def fix_of(arch: str, cfg, g: str, hf: str, where: Path | None = None):
     """What is done to GGUF tensor `g` (transformers' `hf`) as it is expanded, eagerly or layer by layer,
     or None: Gemma's stored 1 + w back to w (tracer's gemma_rms adds the 1 itself); the Q/K rows llama.cpp
-    permuted for `llama` put back."""
+    permuted for `llama` and `smollm3` put back; an architecture module's own (`ARCH_MODULES`: `fix`)."""
+    mod = arch_module(arch)
+    if hasattr(mod, "fix"):
+        return mod.fix(cfg, g, hf, where)
     if arch in NORM_SHIFTED and g.endswith("norm.weight"):
         return lambda a: a - np.float32(1)
     if ARCHITECTURES[arch][1] and hf.endswith(("q_proj.weight", "k_proj.weight")):
@@ -347,7 +307,7 @@ def fix_of(arch: str, cfg, g: str, hf: str):
     return None
 
 
-def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None) -> Checkpoint:
+def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, name, source=None, notes=()) -> Checkpoint:
     """The Checkpoint of an open GGUF file, its parameters read (or, lazily, `source`)."""
     storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf",
                                                  nbytes=f.tensors[gguf_of[hf]].nbytes)
@@ -360,7 +320,8 @@ def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, nam
     sampling, unused = file_sampling(f.metadata, f.types, str(path))  # general.sampling.*, checked
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
                       storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
-                      examples=storage_examples(f, storage), lazy=source, sampling=sampling, sampling_unused=unused)
+                      examples=storage_examples(f, storage), lazy=source, notes=tuple(notes), sampling=sampling,
+                      sampling_unused=unused)
 
 
 EXAMPLE_PARTS = ("d", "m", "dmin", "sub_block", "sc", "scale", "min", "q", "q_low", "q_high_bit", "bits")

@@ -45,11 +45,15 @@ def _folder(folder: Path) -> tuple[str, int, str]:
 
 def _gguf(path: Path) -> tuple[str, int, str, tuple]:
     """(architecture, bytes, the storage types it holds, most numbers first, the sampling settings it suggests) of a
-    GGUF file, from its header."""
+    GGUF file, from its header (the architecture with the family tracer reads it as, when that is another:
+    "olmo2 (olmo3)")."""
     from ..formats.gguf_file import open_gguf
+    from .gguf import ARCHITECTURES
     from .gguf_sampling import file_sampling
+    from .ollama_compat import translate
 
     f = open_gguf(path)
+    translate(f, path, known=ARCHITECTURES)  # an Ollama blob as llama.cpp reads it (gptoss: gpt-oss), or refused
     counts: dict[str, int] = {}
     for t in f.tensors.values():
         n = 1
@@ -58,7 +62,20 @@ def _gguf(path: Path) -> tuple[str, int, str, tuple]:
         counts[t.type_name] = counts.get(t.type_name, 0) + n
     kinds = ", ".join(sorted(counts, key=lambda k: -counts[k])) or "?"  # every type it holds, most numbers first
     suggested, _ = file_sampling(f.metadata, f.types, str(path))
-    return str(f.metadata.get("general.architecture", "?")), path.stat().st_size, kinds, tuple(suggested.items())
+    return _family(f, path), path.stat().st_size, kinds, tuple(suggested.items())
+
+
+def _family(f, path: Path) -> str:
+    """A GGUF file's architecture, and the family its metadata makes it when that is not the architecture's
+    usual one (an `olmo2` file with sliding windows is OLMo 3's, a `llama` file with experts Mixtral's)."""
+    from .gguf import ARCHITECTURES, config_json_of
+
+    arch = str(f.metadata.get("general.architecture", "?"))
+    try:
+        family = config_json_of(f.metadata, f.tensors, path)["model_type"]
+    except TracerError:  # an architecture tracer does not read, or metadata it refuses: listed as the file says
+        return arch
+    return arch if family == ARCHITECTURES[arch][0] else f"{arch} ({family})"
 
 
 def _safely(name: str, where: str, read) -> Found:

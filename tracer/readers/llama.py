@@ -322,7 +322,7 @@ def read(folder: Path, raw: dict, name: str | None = None, progress=None, family
     shapes = fam.hf_shapes(cfg, raw, where)  # at most LIMITS' 1,024 layers
     check_sizes(cfg, files, where, sum(int(np.prod(s)) for s in shapes.values()))
     tensors, origin, dtypes = read_tensors(files, raw_bf16=lazy)
-    check_tensors(cfg, shapes, tensors, origin, folder)
+    getattr(fam, "check_tensors", check_tensors)(cfg, shapes, tensors, origin, folder)
     label = f"reading {name or folder.name} ({', '.join(f.name for f in files)})"
     source, params, fused = None, {}, None
     if lazy:

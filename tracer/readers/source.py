@@ -28,10 +28,19 @@ def _no_progress(total_bytes: int, label: str):
 
 
 class _Seen:
-    """`cfg` with another number of layers, for a family's `translate` run on one layer (or none)."""
+    """`cfg` with another number of layers, for a family's `translate` run on one layer (or none): `layer`, when
+    given, is the model's layer seen as layer 0, with its own entries of the per-layer fields (its kind of
+    attention in `layer_types`, whether it is in `dense_layers`, `windowed`, `nope_layers`)."""
 
-    def __init__(self, cfg, n_layers: int):
+    LISTS = ("layer_types",)  # one entry per layer
+    SETS = ("dense_layers", "windowed", "nope_layers")  # the layers that have something
+
+    def __init__(self, cfg, n_layers: int, layer: int | None = None):
         self._cfg, self.n_layers = cfg, n_layers
+        for name in self.LISTS + self.SETS if layer is not None else ():
+            given = getattr(cfg, name, None)
+            if given is not None:
+                setattr(self, name, (given[layer],) if name in self.LISTS else ((0,) if layer in given else ()))
 
     def __getattr__(self, name):
         return getattr(self._cfg, name)
@@ -145,7 +154,7 @@ class Source:
         t.update({first + n[len(here):]: ExpertStack(self.stored[n]) for n in self.layer_names[l] if n in lazy})
         t.update({first + n[len(here):]: a for n, a in expanded.items()})
         t.update({n: _placeholder(self.stored[n].shape) for n in self.top_names})
-        params, fused = self.translate(_Seen(self.cfg, 1), t)
+        params, fused = self.translate(_Seen(self.cfg, 1, l), t)
         mine = {f"blocks.{l}." + k[len("blocks.0."):]: v for k, v in params.items() if k.startswith("blocks.0.")}
         self._note_views(mine, expanded)
         return mine, (fused[0] if fused else None)

@@ -12,7 +12,7 @@ import math
 from .. import sections
 from ..sections import estimates
 from .header import block_words, head_roles_line, training_line, weights_warning
-from .storage import example_words, expansion_words, storage_words
+from .storage import example_words, expansion_words, split_words, storage_words
 
 
 def estimated_lines(r) -> int:
@@ -102,13 +102,15 @@ def token_lines(r, t: int, layer: int, parts: frozenset) -> int:
     hidden = len(range(t + 1, r.n_all if t >= r.n_prompt else r.n_prompt))
     lines += wrapped(r, 62 + (55 if hidden else 40) + (60 if cfg.sliding_window else 0))  # what the mask hides
     lines += wrapped(r, 300 + (40 if cfg.rope_scaling else 0)) if cfg.position_kind.rotary else 0
-    lines += sum(head_lines(r, t, h) for h in r.shown_heads)
+    sinks = cfg.attention_of(layer).records(cfg, "hook_sink_share")
+    lines += sum(head_lines(r, t, h, sinks) for h in r.shown_heads)
     lines += 1 if len(r.shown_heads) < cfg.n_heads else 0
-    return lines + after_lines(r)
+    return lines + after_lines(r, layer)
 
 
-def after_lines(r) -> int:
-    """`layer.after_attention`: the heads concatenated, W_O, the residual, the MLP, the layer's output."""
+def after_lines(r, layer: int) -> int:
+    """`layer.after_attention`: the heads concatenated, W_O, the residual, the MLP (or the routing of a
+    mixture of experts), the layer's output."""
     cfg, d = r.config, r.config.d_model
     lines = eq_lines(r, 55, 3, cfg.n_heads * cfg.d_head) if cfg.n_heads > 1 else 0
     post = 2 if cfg.norm_place_kind.after else 1  # OLMo 2: the output before its norm, then the norm
@@ -116,12 +118,25 @@ def after_lines(r) -> int:
     if cfg.mlp:
         lines += eq_lines(r, 36, 16, d)
         lines += eq_lines(r, len(cfg.norm_kind.before_mlp()), 6, d) if cfg.layer_norm and cfg.norm_place_kind.before else 0
-        lines += len(cfg.mlp_kind.steps) * eq_lines(r, 30, 4, cfg.d_mlp)
-        lines += post * eq_lines(r, 26, 9, d)
+        kind = cfg.mlp_of(layer)
+        routed = kind.records(cfg, "hook_router_logits")
+        lines += routing_lines(r, kind) if routed else len(kind.steps) * eq_lines(r, 30, 4, cfg.d_mlp)
+        lines += post * eq_lines(r, 52 if routed else 26, 9, d)
     return lines + eq_lines(r, 65, 5, d)
 
 
-def head_lines(r, t: int, h: int) -> int:
+def routing_lines(r, kind) -> int:
+    """`experts.routing`: the router's highest scores, the choice, each chosen expert's output, their weighted
+    sum (and the shared expert's part), the experts not used."""
+    cfg, d, p = r.config, r.config.d_model, r.view.precision
+    k = cfg.experts_per_token
+    lines = wrapped(r, 120 + min(cfg.n_experts, k + 4) * (p + 6)) + wrapped(r, len(kind.route_words(cfg)) + k * (p + 6))
+    lines += eq_lines(r, 12 + len(kind.expert_words(cfg)), 12, d) + (k - 1) * eq_lines(r, 48, 12, d)
+    lines += eq_lines(r, k * (p + 15) + 95, 6, d) + (eq_lines(r, 80, 10, d) if cfg.shared_d_mlp else 0)
+    return lines + wrapped(r, 92)
+
+
+def head_lines(r, t: int, h: int, sinks: bool = False) -> int:
     """`layer.head_at_token`: one head at token t, line by line: its heading, Q, K, V, the keys and
     values, the scores and their weights, the weighted sum."""
     cfg, brief, dh, p = r.config, r.view.brief, r.config.d_head, r.view.precision
@@ -142,7 +157,8 @@ def head_lines(r, t: int, h: int) -> int:
     rows = min(keys, 8) if brief else keys
     lines += wrapped(r, 90) + 1 + rows + (1 if rows < keys else 0) + 1  # the sentence, the header, rows, … more, sum
     if keys <= 8:
-        lines += wrapped(r, 14 + 2 * keys * (p + 4.5))  # softmax([…]) = […]
+        lines += wrapped(r, 14 + 2 * keys * (p + 4.5) + (46 if sinks else 0))  # softmax([…]) = […] (and the sink's)
+    lines += wrapped(r, 170) if sinks else 0  # what the sink took
     terms = rows * (p + 9) + (60 if rows < keys else 0) + 38
     vec = vector_chars(r, dh)
     if terms + 3 + vec <= r.width - 4:
@@ -160,6 +176,8 @@ def layer_lines(r) -> int:
         total += 1 + (wrapped(r, 170, 0) if layer > 0 else 0)  # the heading, what a later layer starts from
         if "attention" in parts and r.tokens and r.shown_heads:  # once a layer: how W_Q is stored
             total += sum(wrapped(r, len(w), 6) for w in example_words(r.meta, f"blocks.{layer}.attn.W_Q", "W_Q of layer 0"))
+        if "attention" in parts and r.tokens and r.config.mlp:  # once a layer: where a fused gate_up was split
+            total += sum(wrapped(r, len(w), 4) for w in split_words(r.meta, f"blocks.{layer}.mlp.W_gate"))
         total += sum(token_lines(r, t, layer, parts) for t in r.tokens)
         total += sum(1 for a, b in zip(r.tokens, r.tokens[1:]) if b - a > 1)  # "C, D: the same steps…"
     return total
@@ -170,7 +188,8 @@ def layers_lines(r) -> int:
     cfg, brief = r.config, r.view.brief
     table = cfg.n_layers + 4
     full = 0 if brief else cfg.n_layers * (r.n_prompt + 5)
-    return wrapped(r, 220, 0) + table + 1 + full
+    routed = cfg.n_layers + 2 if cfg.n_experts and cfg.mlp else 0  # a mixture of experts: the token's experts, layer by layer
+    return wrapped(r, 220, 0) + table + 1 + full + routed
 
 
 @estimates("predict")
@@ -195,8 +214,12 @@ def heatmap_lines(r) -> int:
     rows = -(-len(r.shown_heads) // per_row)
     per_layer = rows * (shown + 2) + 1
     roles = head_roles_line(r.meta.get("training"))
+    cfg = r.config
+    routed = [l for l in r.heatmaps if cfg.mlp and cfg.mlp_of(l).records(cfg, "hook_router_logits")]
+    experts = len(routed) * (n + 2) + (wrapped(r, 130, 0) if routed else 0)  # tokens × experts, a grid per layer
+    experts += 1 if any(cfg.attention_of(l).records(cfg, "hook_sink_share") for l in r.heatmaps) else 0  # rows sum to < 1
     return (3 + len(r.heatmaps) * per_layer + (1 if len(r.shown_heads) < r.config.n_heads else 0)
-            + (wrapped(r, len(roles), 0) if roles else 0))
+            + (wrapped(r, len(roles), 0) if roles else 0) + experts)
 
 
 @estimates("loop")

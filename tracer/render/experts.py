@@ -89,16 +89,15 @@ def expert_table(ctx: Ctx, layer: int) -> Table | None:
 
 
 @group()
-def experts_by_layer(ctx: Ctx):
-    """The `layers` section's part for a mixture of experts: which experts each token chose, layer by layer."""
+def experts_of_layer(ctx: Ctx, layer: int):
+    """The `layers` section's part for a mixture of experts (--full): which experts each token chose in `layer`."""
     cfg = ctx.cfg
-    for layer in ctx.resolved.layers:
-        tab = expert_table(ctx, layer)
-        if tab is None:
-            continue
-        yield line((say("experts.layer", layer=str(layer)), "bold"),
-                   say("experts.layer_of", experts=count(cfg.n_experts, "expert"), k=str(cfg.experts_per_token)))
-        yield indent(tab)
+    tab = expert_table(ctx, layer)
+    if tab is None:
+        return
+    yield line((say("experts.layer", layer=str(layer)), "bold"),
+               say("experts.layer_of", experts=count(cfg.n_experts, "expert"), k=str(cfg.experts_per_token)))
+    yield indent(tab)
 
 
 def routing_matrix(chosen: np.ndarray, weights: np.ndarray, n_experts: int) -> np.ndarray:  # [pos, k] ×2 → [pos, expert]

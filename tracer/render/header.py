@@ -30,6 +30,8 @@ def scaling_words(scaling: dict) -> str:
     kind = scaling.get("rope_type")
     if kind == "linear":
         return f"linear scaling × {float(scaling['factor']):g}"
+    if kind == "proportional":  # Gemma 4's full layers
+        return f"proportional: {float(scaling['partial_rotary_factor']):g} of each head's pairs turn"
     if kind == "yarn":
         return (f"YaRN scaling × {float(scaling['factor']):g} from {int(scaling['original_max_position_embeddings']):,} "
                 f"positions")
@@ -72,6 +74,13 @@ def block_words(cfg) -> str:
         pos += f" (θ base {cfg.rope_theta:g}" + (f", {scaling_words(cfg.rope_scaling)})" if cfg.rope_scaling else ")")
     norm = cfg.norm_kind.title if cfg.layer_norm else "no layer norm"
     mlp = cfg.mlp_kind.block_words(cfg) if cfg.mlp else "no MLP"
+    wide = [l for l in range(cfg.n_layers) if cfg.layer(l).d_mlp != cfg.d_mlp]  # Gemma 4's double-wide MLPs
+    if wide and cfg.mlp:
+        mlp += f" (d_mlp {cfg.d_mlp}, {cfg.layer(wide[0]).d_mlp} on layer{'s' * (len(wide) > 1)} {', '.join(map(str, wide))})"
+    if cfg.ple_kind is not None:  # Gemma 4's third sublayer
+        mlp += ", " + cfg.ple_kind.block_words(cfg)
+    if cfg.layer_scalar:
+        mlp += ", each layer's output × its own scalar"
     attention = cfg.attention_kind.block_words(cfg)
     if cfg.layer_norm and cfg.norm_place_kind.title:
         norm += f" ({cfg.norm_place_kind.title})"

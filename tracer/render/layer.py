@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..sections import renders
 from .context import Ctx
-from .experts import routing
+from .experts import recorded, routing
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
@@ -82,7 +82,7 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
     heads = ctx.shown_heads()
     yield visibility(ctx, t, layer)
-    if cfg.position_kind.rotary:
+    if cfg.rotates(layer):
         yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
@@ -109,9 +109,9 @@ def rotation(ctx: Ctx, t: int, layer: int = 0) -> Text:
     cfg, L = ctx.cfg, ctx.labels[t]
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     angle = ctx.at("rope.hook_angle_local" if local else "rope.hook_angle", t)
-    half = cfg.d_head // 2
     if angle is None:
         return Text("")
+    half = len(angle)
     first = ", ".join(f"{float(a):.{ctx.p}f}" for a in angle[: min(4, half)])
     more = f", … ({half} angles)" if half > 4 else ""
     return line((say("rope.title"), "bold"), rotation_words(cfg, layer).format(L=L, t=str(t)),
@@ -124,8 +124,26 @@ def rotation_words(cfg, layer: int) -> str:
     local = cfg.rope_local_theta is not None and cfg.is_local(layer)
     theta = cfg.rope_local_theta if local else cfg.rope_theta
     base = (say("rope.local") if local else say("rope.global")) if cfg.rope_local_theta else ""
-    return say("rope.turns", L="{L}", t="{t}", half=str(cfg.d_head // 2), theta=f"{theta:g}", d_head=str(cfg.d_head),
-               base=base, scaling=say("rope.scaling") if cfg.rope_scaling else "")
+    here = cfg.layer(layer)  # the layer's own head size (Gemma 4's full layers are wider)
+    dh, width = here.d_head, here.rotary_width
+    scaling = cfg.rope_scaling if not local else None  # the local layers turn by their base alone
+    if scaling and scaling.get("rope_type") == "proportional":  # Gemma 4: a fraction of the pairs turn
+        said = say("rope.proportional", turned=str(int(float(scaling["partial_rotary_factor"]) * dh // 2)), half=str(dh // 2))
+    else:
+        said = scaling_words(cfg) if scaling else ""
+    words = say("rope.turns", L="{L}", t="{t}", half=str(width // 2), theta=f"{theta:g}", d_head=str(width), base=base,
+                scaling=said)
+    return words + (say("rope.partial", width=str(width), d_head=str(dh)) if width != dh else "")
+
+
+def scaling_words(cfg) -> str:
+    """The RoPE scaling's words (Llama 3's, YaRN's, linear), or none."""
+    from ..core.equations import rope_attention_factor
+
+    rs = cfg.rope_scaling or {}
+    key = {"llama3": "rope.scaling.llama3", "yarn": "rope.scaling.yarn", "linear": "rope.scaling.linear"}.get(
+        rs.get("rope_type", rs.get("type")))
+    return say(key, factor=f"{float(rs.get('factor', 1)):g}", mscale=f"{rope_attention_factor(rs):.4g}") if key else ""
 
 
 def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
@@ -136,11 +154,16 @@ def qk_normed(ctx: Ctx, prefix: str, t: int, m: str, head: int):
     if scale is None or normalized is None:
         return
     scale = scale[head] if kind.per_head else scale  # [1]
-    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.d_head)[head]  # [d_head]
+    part = normalized[head] if kind.per_head else normalized.reshape(-1, ctx.cfg.layer(layer_of(prefix)).d_head)[head]  # [d_head]
     gain = ctx.cfg.norm_kind.gain_words(prefix.split(".", 2)[-1].rstrip("."))
     yield ctx.eq(kind.words.format(m=m, scale=f"{float(scale[0]):.{ctx.p}f}", gain=gain), f"{L}_{m} normalized",
                  ctx.v(part))
     yield from ctx.checks_at(prefix + "hook_normalized", t)
+
+
+def layer_of(name: str) -> int:
+    """The layer of a name within `blocks.{l}.`."""
+    return int(name.split(".", 2)[1])
 
 
 def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
@@ -165,7 +188,7 @@ def visibility(ctx: Ctx, t: int, layer: int = 0) -> Text:
 
 @group()
 def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
-    cfg, L, p = ctx.cfg, ctx.labels[t], ctx.p
+    cfg, L, p = ctx.cfg.layer(layer), ctx.labels[t], ctx.p  # the layer's own sizes
     a = f"blocks.{layer}.attn."
     H, KV = cfg.n_heads, cfg.kv_heads
     g = kv_head(cfg, h)
@@ -186,9 +209,11 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     sl = f"[{h}]" if H > 1 else ""
     kl = f"[{g}]" if H > 1 else ""
     src = f"ln1(x_{L})" if cfg.layer_norm and cfg.norm_place_kind.before else f"x_{L}"  # W_Q meets LN(x)·ln1.w + ln1.b
-    rope = cfg.position_kind.rotary
+    rope = cfg.rotates(layer)
     shared = [q for q in ctx.shown_heads() if q < h and kv_head(cfg, q) == g]  # a head shown above read the same K, V
     have = {}
+    own = cfg.attention_of(layer).vector_words(cfg, layer)  # where the kind makes K or V otherwise (Gemma 4)
+    scale = ctx.at(a + "v_norm.hook_scale", t)  # [kv_head, 1]: Gemma 4's value norm
     for m in "QKV":
         row = ctx.at(a + f"hook_{m.lower()}", t)
         have[m] = row is not None
@@ -198,7 +223,10 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
             continue
         if row is not None:
             which = h if m == "Q" else g
-            yield ctx.eq("", say("head.vector", L=L, m=m, src=src, slice=sl if m == "Q" else kl), ctx.v(row[which]))
+            slots = dict(L=L, m=m, src=src, slice=sl if m == "Q" else kl, source=str(cfg.kv_source[layer]) if cfg.kv_source
+                         else "", scale=f"{float(scale[g, 0]):.{p}f}" if scale is not None else "")
+            name, why = own[m] if m in own else (None, "")
+            yield ctx.eq(why.format(**slots), name.format(**slots) if name else say("head.vector", **slots), ctx.v(row[which]))
             yield from ctx.checks_at(a + f"hook_{m.lower()}", t, which)
         if cfg.qk_norm_kind.on and m in "QK":
             yield from qk_normed(ctx, a + f"{m.lower()}_norm.", t, m, h if m == "Q" else g)
@@ -276,7 +304,11 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
     yield from ctx.checks_at(a + "hook_dots", t, h, attention=True)
     yield from ctx.checks_at(a + "hook_attn_scores", t, h, attention=True)
     if pattern is not None and sc is not None and n_keys <= BRIEF_KV_ROWS:
-        yield line(say("softmax", scores=", ".join(num(x, p) for x in sc), weights=", ".join(num(x, p) for x in pattern)))
+        scores_, weights_ = ", ".join(num(x, p) for x in sc), ", ".join(num(x, p) for x in pattern)
+        share = sink_at(ctx, a, t, h)
+        sink = None if share is None else sink_logit(sc, share)
+        yield line(say("softmax", scores=scores_, weights=weights_) if sink is None else
+                   say("softmax.sink", scores=scores_, sink=num(sink, p), weights=weights_, share=prob(share, p)))
     if pattern is not None:
         yield from ctx.checks_at(a + "hook_pattern", t, h, attention=True)
         yield from sink_share(ctx, a, t, h)
@@ -290,13 +322,31 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         yield from ctx.checks_at(a + "hook_z", t, h)
 
 
-def sink_share(ctx: Ctx, a: str, t: int, h: int):
-    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink."""
+def sink_at(ctx: Ctx, a: str, t: int, h: int) -> float | None:
+    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink (None
+    for attention without sinks)."""
     st = ctx.gen.steps[ctx.step_of(t)]
     arr = ctx.get(a + "hook_sink_share", st)  # [head, pos]
-    if arr is not None:
-        share = float(arr[h, t - st.start])
+    return None if arr is None else float(arr[h, t - st.start])
+
+
+def sink_share(ctx: Ctx, a: str, t: int, h: int):
+    """The sentence of what head h's sink took of position t's weight."""
+    share = sink_at(ctx, a, t, h)
+    if share is not None:
         yield line(say("sink.share", h=str(h), share=prob(share, ctx.p), rest=prob(1.0 - share, ctx.p)))
+
+
+def sink_logit(scores, share: float) -> float | None:
+    """A head's sink (a learned logit the trace does not hold) worked back from one recorded row: its share
+    is e^s ÷ (e^s + Σ e^score over the visible keys), so s = log(share ÷ (1 − share)) + log Σ e^score.
+    None where the share is 0 or 1 (nothing left to work it back from) or no key is visible."""
+    seen = np.asarray(scores, dtype=np.float64)  # [key_pos]
+    seen = seen[np.isfinite(seen)]  # the keys the mask leaves visible
+    if not 0.0 < share < 1.0 or not seen.size:
+        return None
+    top = float(seen.max())
+    return float(np.log(share) - np.log1p(-share) + top + np.log(np.exp(seen - top).sum()))
 
 
 def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
@@ -318,8 +368,8 @@ def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words:
 
 @group()
 def after_attention(ctx: Ctx, t: int, layer: int):
-    """Concat of heads and W_O, residual, layer norm and MLP, the layer's output."""
-    cfg, L, b = ctx.cfg, ctx.labels[t], f"blocks.{layer}."
+    """Concat of heads and W_O, residual, layer norm and MLP, (Gemma 4's per-layer input and scalar,) the layer's output."""
+    cfg, L, b = ctx.cfg.layer(layer), ctx.labels[t], f"blocks.{layer}."
     H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
     z = ctx.at(b + "attn.hook_z", t)
     attn_out = ctx.at(b + "hook_attn_out", t)
@@ -348,24 +398,58 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             for words in split_words(ctx.gen.meta, b + "mlp.W_gate"):
                 yield indent(Text(words, style="dim"))
         yield from routing(ctx, t, layer, "ln2(x)" if cfg.norm_place_kind.before else "x")  # a mixture of experts
-        for hook, name, words in cfg.mlp_of(layer).steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
+        kind = cfg.mlp_of(layer)
+        width = kind.width(cfg) if kind.steps else cfg.d_mlp  # a dense layer among experts: its own width
+        for hook, name, words in kind.steps:  # x·W_in and GELU, or SwiGLU's gate, up and their product
             value = ctx.at(b + hook, t)
             if value is not None:
-                said = words.format(shape=shape(dm, cfg.d_mlp))
+                said = words.format(shape=shape(dm, width))
                 yield ctx.eq(said if cfg.norm_place_kind.before else said.replace("ln2(x)", "x"), name, ctx.v(value))
         mo = ctx.at(b + "hook_mlp_out", t)
         if mo is not None:
-            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, say("mlp.wout", shape=shape(cfg.d_mlp, dm)))
+            shared = ctx.at(b + "mlp.hook_shared_out", t) is not None
+            words = say("experts.out", shared=say("experts.out_shared") if shared else "") if recorded(ctx, layer, t) \
+                else say("mlp.wout", shape=shape(width, dm))
+            yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, words)
             yield from ctx.checks_at(b + "hook_mlp_out", t)
+    yield from per_layer_input(ctx, t, layer)
     post_ = ctx.at(b + "hook_resid_post", t)
+    unscaled = ctx.at(b + "hook_resid_unscaled", t) if cfg.layer_scalar else None
     if post_ is not None:
-        if cfg.mlp:
+        if unscaled is not None:  # Gemma 4: the sum times the layer's scalar (read off the two recorded vectors)
+            i = int(np.argmax(np.abs(unscaled)))
+            how = say("out.scaled", scalar=num(float(post_[i]) / float(unscaled[i]), ctx.p) if unscaled[i] else "?")
+        elif cfg.mlp:
             how = say("out.mlp") if cfg.residual else say("out.mlp_alone")
         else:
             how = say("out.attn", L=L) if cfg.residual else say("out.attn_alone", L=L)
         nxt = say("out.next", next=str(layer + 1)) if layer + 1 < cfg.n_layers else say("out.final")
         yield ctx.eq(say("out.of", how=how, L=L, layer=str(layer), next=nxt), f"out_{L}", ctx.v(post_))
         yield from ctx.checks_at(b + "hook_resid_post", t)
+
+
+def per_layer_input(ctx: Ctx, t: int, layer: int):
+    """Gemma 4's third step: the layer's own input from the token (`hook_per_layer_inputs`), gated by the stream,
+    projected back and normalized (`hook_ple_out`), added; then the sum before the layer's scalar."""
+    cfg, L, b = ctx.cfg.layer(layer), ctx.labels[t], f"blocks.{layer}."
+    kind = cfg.ple_kind
+    if kind is None:
+        return
+    st = ctx.gen.steps[ctx.step_of(t)]
+    given = ctx.get("hook_per_layer_inputs", st)  # [layer, pos, d_ple]
+    if given is not None:
+        yield ctx.eq(kind.input_words.format(layer=str(layer), L=L, width=str(cfg.d_ple), d_model=str(cfg.d_model)),
+                     f"ple_{layer}({L})", ctx.v(given[layer, t - st.start]))
+    for hook, name, words in kind.steps:
+        value = ctx.at(b + hook, t)
+        if value is not None:
+            yield ctx.eq(words.format(shape=shape(cfg.d_model, cfg.d_ple), width=str(cfg.d_ple)), name, ctx.v(value))
+    out = ctx.at(b + "hook_ple_out", t)
+    if out is not None:
+        yield ctx.eq(kind.out_words.format(shape=shape(cfg.d_ple, cfg.d_model)), f"ple_out_{L}", ctx.v(out))
+    after = ctx.at(b + ("hook_resid_unscaled" if cfg.layer_scalar else "hook_resid_post"), t)
+    if after is not None and out is not None and cfg.layer_scalar:
+        yield ctx.eq(kind.added_words, f"x_{L} + ple_out_{L}", ctx.v(after))
 
 
 @group()

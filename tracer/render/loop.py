@@ -66,6 +66,23 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
     return Group(t, *(Text(x) for x in notes))
 
 
+def kept_words(cfg, kept: list[int]) -> str:
+    """What each layer's cache keeps of a position: "layers 0, 1: 2 × 2 × 16; layer 2: 2 × 1 × 32; layers 3, 4: none
+    (they attend with the keys and values of layers 1, 2)"."""
+    groups: dict = {}
+    for l, n in enumerate(kept):
+        view = cfg.layer(l)
+        groups.setdefault(f"2 × {view.kv_heads} × {view.d_head}" if n else "none", []).append(l)
+    said = []
+    for what, layers in groups.items():
+        names = f"layer{'s' * (len(layers) > 1)} {', '.join(map(str, layers))}"
+        why = ""
+        if what == "none" and cfg.kv_source and any(cfg.kv_source[l] != l for l in layers):
+            why = f" of their own (they attend with the keys and values of layers {', '.join(str(cfg.kv_source[l]) for l in layers)})"
+        said.append(f"{names}: {what}{why}")
+    return "; ".join(said)
+
+
 def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     """What the KV cache's table says, in sentences (the terminal and the page): each reused row's size,
     grouped-query attention's saving, the totals, the Q&A's claim."""
@@ -79,7 +96,13 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass.",
              f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
              f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
-    if cfg.kv_heads < cfg.n_heads:
+    kept = [cfg.attention_of(l).cache_row(cfg.layer(l), l) for l in range(cfg.n_layers)]  # per layer: what a row holds
+    if len(set(kept)) > 1:  # layers that keep different rows (Gemma 4's head sizes and shared layers, a hybrid's state)
+        per_row = sum(kept)
+        notes[1] = (f"Each reused row is that token's keys and values in the layers that keep them (key and value × "
+                    f"key/value heads × dims): {kept_words(cfg, kept)}; {integer(per_row)} numbers in all, computed once "
+                    f"and kept.")
+    elif cfg.kv_heads < cfg.n_heads:
         full_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
         notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {count(cfg.kv_heads, 'key/value head')}, so the "
                      f"cache keeps {integer(per_row)} numbers per token instead of {integer(full_row)} "

@@ -13,7 +13,7 @@ from rich.text import Text
 from ..sections import renders
 from ..tokenizers.tokens import label, named
 from .context import Ctx
-from .experts import experts_overview
+from .experts import experts_of_layer, experts_overview
 from .fmt import count, integer, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
@@ -127,6 +127,7 @@ def layers_section(ctx: Ctx, number: str):
             tab.add_row(ctx.labels[s], _norm(None if xi is None else xi[s], ctx.p),
                         _norm(None if xo is None else xo[s], ctx.p), *_head_cells(ctx, rows))
         yield tab
+        yield experts_of_layer(ctx, layer)  # a mixture of experts: each token's experts in this layer
 
 
 def _top(probs: np.ndarray, k: int) -> np.ndarray:

@@ -117,8 +117,9 @@ def heatmap_section(ctx: Ctx, number: str):
         return
     layers = ctx.resolved.heatmaps
     yield section(f"{number} · Attention heatmaps")
+    sinks = any(ctx.records(f"blocks.{l}.attn.hook_sink_share") for l in layers)  # gpt-oss: rows sum to less than 1
     yield line("Row: the token that attends; column: the key it reads. Each row sums to 1; "
-                   "the triangle above the diagonal is hidden by the causal mask.")
+                   "the triangle above the diagonal is hidden by the causal mask." + (say("heatmap.sinks") if sinks else ""))
     heads = ctx.shown_heads()
     for layer in layers:
         pat = ctx.get(f"blocks.{layer}.attn.hook_pattern")

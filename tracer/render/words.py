@@ -17,6 +17,9 @@ The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo s
 box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) and the rows' (`rows.*`:
 whose each pass of a generation of several rows is, which the page is sent finished).
 
+The words of attention sinks and of a mixture of experts are in `words_experts.py` (one kind's
+words, beside each other), added here.
+
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
 here, and that every template here is said.
@@ -24,7 +27,8 @@ here, and that every template here is said.
 
 from __future__ import annotations
 
-from .decoding_words import DECODING
+from .words_decoding import DECODING
+from .words_experts import EXPERT_WORDS
 
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
@@ -80,7 +84,11 @@ WORDS: dict[str, str] = {
                   "turns by angle {t}·θ_i, θ_i = {theta}^(−2i/{d_head}){base}{scaling}",
     "rope.local": " (the local base of the sliding-window layers)",
     "rope.global": " (the global base)",
-    "rope.scaling": " (Llama 3 scaling divides the slow ones)",
+    "rope.scaling.llama3": " (Llama 3 scaling divides the slow ones by {factor})",
+    "rope.scaling.yarn": " (YaRN divides the slow ones by {factor}, and cos and sin are × {mscale})",
+    "rope.scaling.linear": " (linear scaling divides every one by {factor})",
+    "rope.partial": "; only the first {width} of {d_head} numbers turn, the rest pass unchanged",
+    "rope.proportional": " (proportional RoPE: only the first {turned} of the {half} pairs turn; the others keep angle 0)",
     "rope.here": "; here [{angles}] radians",
     "rope.then": ". Q·K then depends on how far apart two tokens are, not on where they are.",
     "rope.before": " Q and K below are before the rotation (tracer trace shows them after).",
@@ -119,33 +127,7 @@ WORDS: dict[str, str] = {
     "sum.more": " + … ({n} more terms, weights summing to {rest})",
     "sum.new": "{L}'s new representation",
     "sum.from_head": " from head {h}",
-    "scores.with_sink": ", softmax with the head's sink → weights that sum to less than 1",
-    "sink.share": "head {h}'s sink takes {share} of the weight (a learned logit that joins the softmax as one more key, "
-                  "with no value): the weights above sum to {rest}, not 1",
-    # a mixture of experts (the MLP step of a routed model)
-    "experts.title": "mixture of experts: ",
-    "experts.router": "the router scores every one of the {E} experts for {x}: {x}·W_router ({shape}){bias}; "
-                      "the highest: {scores}",
-    "experts.bias": " + b_router",
-    "experts.more": ", … ({n} more)",
-    "experts.choice": "{how}: {chosen}",
-    "experts.one": "expert {e}: {middle}",
-    "experts.same": "expert {e}: the same steps with its own weights",
-    "experts.rerouted": "without {removed} (--ablate): in the clean run this token chose {before}; it was sent to {after}",
-    "experts.sum": "{terms} = the experts' part of the MLP's output (as attention's weighted sum of values, one level up)",
-    "experts.shared": "+ the shared expert every token goes through (width {width}), × its sigmoid gate {gate}",
-    "experts.skipped": "{unused} of {E} experts not used by this token: {share}% of this layer's expert weights untouched",
-    "experts.token": "token",
-    "experts.chosen": "experts chosen (weight)",
-    "experts.layer": "layer {layer}: ",
-    "experts.layer_of": "each token's experts, of {experts}, {k} per token, most weight first",
-    "experts.layer_col": "layer",
-    "experts.dense": "a dense MLP: no routing, every token through one network",
-    "experts.overview": "{L}'s experts in every layer, most weight first (the router's weights):",
-    "experts.grid": "layer {layer}: each token's experts",
-    "experts.grid_some": " (the first {shown} of the {used} experts some token chose)",
-    "experts.grid_legend": "Row: the token; column: an expert some token chose; digit = the router's weight in tenths, "
-                           "█ ≥ 0.95, · not chosen by that token.",
+    # attention sinks and a mixture of experts (the softmax and the MLP steps): words_experts.py, added below
     # the heads and W_O, the residual, the MLP (steps 6 and 7)
     "title.heads": "The heads and W_O", "path.heads": "Heads",
     "heads.one": "This model has a single head, so the 'concatenation' is just that head's output; W_O still maps it "
@@ -178,6 +160,7 @@ WORDS: dict[str, str] = {
     "mlp.no_residual": "no residual (residual = false): the MLP reads attn_out_{L}",
     "mlp.wout": "× W_out ({shape}) + b_out",
     "out.mlp": "residual: + mlp_out",
+    "out.scaled": "× the layer's scalar ({scalar})",
     "out.mlp_alone": "no residual: the MLP output itself",
     "out.attn": "residual: x_{L} + attn_out_{L}",
     "out.attn_alone": "no residual (residual = false): attn_out_{L} itself",
@@ -258,7 +241,8 @@ WORDS: dict[str, str] = {
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
-    "lens.title": "Logit lens: each layer's residual stream through the final {norm} and W_U",
+    "lens.title": "Logit lens: each layer's residual stream through {through}",
+    "lens.through": "the final {norm} and W_U", "lens.through_none": "W_U alone (this model has no final norm)",
     "title.lens": "The logit lens", "path.lens": "Lens",
     "lens.question": ", as if the model stopped there: when does the prediction appear?",
     "lens.none": "no logit lens recorded in this run",
@@ -488,7 +472,9 @@ WORDS: dict[str, str] = {
     "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
 }
 
-WORDS.update(DECODING)  # how the model is decoded: the draw's stages, beams, speculative decoding (decoding_words.py)
+WORDS.update(DECODING)  # how the model is decoded: the draw's stages, beams, speculative decoding (words_decoding.py)
+WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
 PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()
                               if not key.startswith(("demo.", "serve.", "rows."))}

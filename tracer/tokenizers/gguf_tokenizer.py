@@ -14,7 +14,9 @@ flag adds BOS, as llama.cpp does). A Gemma vocabulary (gemma, gemma2, gemma3) is
 `gemma_tokenizer` reads it: tokens of two or more spaces respelled "▁▁…", merges rebuilt in the tokens'
 file order (Gemma's scores do not follow its merges), GemmaTokenizer's steps (Replace(" ", "▁"), no
 space prefix, its `<mask>` special); Phi-3's as its `phi3_tokenizer`: the ▁ prefix from a normalizer,
-before every text. Other models (t5, rwkv, …) and gemma3n/gemma4 are refused in one line.
+before every text. A `gemma4` vocabulary (Gemma 4's converter) as transformers reads it: GemmaTokenizer's steps on
+the tokens and merges as the file gives them, no BOS added (its chat template writes one; llama.cpp adds one,
+which `follow="llama.cpp"` does). Other models (t5, rwkv, …) and gemma3n are refused in one line.
 
 Where llama.cpp and transformers part, transformers is followed by default (its ids are the reference
 tracer is checked against): it knows fewer `pre` names and gives the others GPT-2's split (SmolLM2's own
@@ -36,6 +38,8 @@ _LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"  # Qwen2's, combining marks kept
+           r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")         # with their letters
 _GPT4O = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
           r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
           r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -63,14 +67,18 @@ PRE_TOKENIZERS = {
     **dict.fromkeys(("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"), (_DIGITS_THEN_GPT2, False)),
     **dict.fromkeys(_GPT4O_NAMES, (_split(_GPT4O), False)),
     "tekken": (_split(_TEKKEN), False),
+    "qwen35": (_split(_QWEN35), False),
 }
 # transformers' table (GGUF_PRE_TOKENIZER_SPLITS) for the same names: the others get GPT-2's ByteLevel
 # split, and ignore_merges is never set
 TRANSFORMERS_PRE = {**dict.fromkeys(_LLAMA3_NAMES, _split(_LLAMA3)), **dict.fromkeys(_QWEN2_NAMES, _split(_QWEN2)),
-                    **dict.fromkeys(_GPT4O_NAMES, _split(_GPT4O)), "tekken": _split(_TEKKEN)}
+                    **dict.fromkeys(_GPT4O_NAMES, _split(_GPT4O)), "tekken": _split(_TEKKEN),
+                    "qwen35": _split(_QWEN35)}  # (not in transformers' table, which reads no qwen35 file: its Qwen3.5 split)
+NFC_FIRST = ("qwen35",)  # `pre` names whose model's tokenizer.json puts text in NFC first (Qwen3_5Tokenizer)
 GEMMA = ("gemma", "gemma2", "gemma3")  # transformers' gemma_tokenizer: respelled spaces, merges in file order
 PHI3 = ("phi3",)  # transformers' phi3_tokenizer: the space prefix from a normalizer, no pre-tokenizer
-_REBUILT = ("gemma3n", "gemma4")  # transformers builds these another way again
+_REBUILT = ("gemma3n",)  # transformers builds it another way again
+GEMMA4 = "gemma4"  # tokenizer.ggml.model of Gemma 4: GemmaTokenizer's steps on the file's tokens and merges
 
 
 def _get(meta: dict, key: str, default=None):
@@ -149,8 +157,8 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in types):
         raise TracerError(f"tokenizer {where}: tokenizer.ggml.token_type is not a list of whole numbers")
     arch = _get(meta, "general.architecture")
-    if model not in ("gpt2", "llama"):
-        refuse(where, f"tokenizer.ggml.model {model!r} (tracer reads gpt2 and llama)")
+    if model not in ("gpt2", "llama", GEMMA4):
+        refuse(where, f"tokenizer.ggml.model {model!r} (tracer reads gpt2, llama and gemma4)")
     if model == "llama" and arch in _REBUILT:
         refuse(where, f"a {arch} vocabulary (transformers rebuilds its tokens and merges)")
     ids = {k: _get(meta, f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos", "unknown", "padding")}
@@ -164,6 +172,8 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
             raise TracerError(f"tokenizer {where}: a merge is not two tokens separated by one space")
         merges = pairs
     add_bos = _get(meta, "tokenizer.ggml.add_bos_token", model == "llama")
+    if model == GEMMA4 and follow == "transformers":  # its chat template writes <bos> itself: transformers adds none
+        add_bos = False
     add_eos = _get(meta, "tokenizer.ggml.add_eos_token", False)
     if model == "gpt2":
         alias = byte_aliases()
@@ -180,12 +190,14 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
             refuse(where, "a gpt2 vocabulary without tokenizer.ggml.merges")
         model_table = {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False, "byte_fallback": False,
                        "ignore_merges": ignore_merges, "vocab": {t: i for i, t in enumerate(spelled)}, "merges": merges}
-        data = {"normalizer": None, "pre_tokenizer": pre_tokenizer,
+        nfc = follow == "transformers" and pre in NFC_FIRST  # the model's own tokenizer.json normalizes; llama.cpp does not
+        data = {"normalizer": {"type": "NFC"} if nfc else None, "pre_tokenizer": pre_tokenizer,
                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}}
     else:
-        gemma = arch in GEMMA
-        # Gemma files store a token of two or more spaces as spaces; its tokenizer looks them up as "▁▁"
-        spelled = [SPACE * len(t) if gemma and " " in t and not t.strip() else t for t in tokens]
+        gemma = arch in GEMMA or model == GEMMA4
+        # Gemma files store a token of two or more spaces as spaces; its tokenizer looks them up as "▁▁" (Gemma 4's
+        # converter writes the tokens as tokenizer.json spells them)
+        spelled = [SPACE * len(t) if arch in GEMMA and " " in t and not t.strip() else t for t in tokens]
         vocab = {t: i for i, t in enumerate(spelled)}
         if merges is None:
             scores = _get(meta, "tokenizer.ggml.scores")
@@ -195,12 +207,14 @@ def _tokenizer_json(meta: dict, where: str, follow: str) -> dict:
                 raise TracerError(f"tokenizer {where}: a llama vocabulary needs tokenizer.ggml.scores (one per token) or merges")
             merges = generate_merges(spelled, vocab, scores)
         unk = "<unk>" if gemma and "<unk>" in vocab else None  # GemmaTokenizer gives BPE its unk token
+        if model == GEMMA4 and ids["unknown"] is not None:
+            unk = spelled[ids["unknown"]]
         model_table = {"type": "BPE", "dropout": None, "unk_token": unk, "fuse_unk": True, "byte_fallback": True,
                        "ignore_merges": False, "vocab": vocab, "merges": merges}
-        data = _sentencepiece_steps(meta, arch, follow)
+        data = _sentencepiece_steps(meta, GEMMA[0] if model == GEMMA4 else arch, follow)
     vocab = model_table["vocab"]
     named = [i for i in ids.values() if i is not None]
-    if arch in GEMMA and "<mask>" in vocab:  # GemmaTokenizer's own special tokens: its mask token too
+    if (arch in GEMMA or model == GEMMA4) and "<mask>" in vocab:  # GemmaTokenizer's own special tokens: its mask token too
         named.append(vocab["<mask>"])
     # user-defined tokens as the file spells them (transformers keeps those its vocabulary holds)
     added = _added(tokens if arch in GEMMA else spelled, types, vocab, named, model == "gpt2", where)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ...tokenizers.tokens import label
 from .. import fmt
+from ..layer import sink_logit
 from ..storage import example_words
 from ..summary import overflow_note
 from ...sections import screen
@@ -244,12 +245,23 @@ def step_scores(d: Demo) -> Step:
     return Step("Scores and the mask", narration, body, question, ask=ask)
 
 
+def sink(d: Demo) -> tuple[float, float | None] | None:
+    """The shown head's attention sink (gpt-oss) for the followed token: its share of the weight and its
+    logit, worked back from the recorded row (`render.layer.sink_logit`); None without sinks."""
+    share = d.trace.arrays.get(f"blocks.{d.layer}.attn.hook_sink_share")  # [head, pos]
+    if share is None:
+        return None
+    s = float(share[d.head, d.focus])
+    return s, sink_logit(d.block("attn.hook_attn_scores")[d.head, d.focus, : d.focus + 1], s)
+
+
 def _softmax_table(d: Demo, hide: bool) -> Table:
     f, h = d.focus, d.head
     scores = d.block("attn.hook_attn_scores")[h, f]  # [key_pos]
     pattern = d.block("attn.hook_pattern")[h, f]  # [key_pos]
     visible = scores[: f + 1]  # [key_pos ≤ query]
     e = np.exp(visible - visible.max())  # [key_pos ≤ query] the by-hand step, on recorded scores
+    sunk = sink(d)
     cols = ["", "key", "score"] + ([] if hide else ["e^(score − max)", "weight"])
     t = table(*cols, right=("score", "e^(score − max)", "weight"))
     for pos in range(min(d.n, f + 2)):
@@ -261,8 +273,14 @@ def _softmax_table(d: Demo, hide: bool) -> Table:
     if f + 2 < d.n:
         t.add_row("", f"{label(f + 2)}…{label(d.n - 1)}" if f + 2 < d.n - 1 else label(f + 2), "−∞",
                   *([] if hide else ["0", d.num(0)]), style="dim")
+    e_sink = share = 0.0
+    if sunk is not None:  # one more score in the softmax, with no value: the sink's row
+        share, logit = sunk
+        e_sink = float(np.exp(logit - visible.max())) if logit is not None else np.nan
+        t.add_row("", say("sink.row"), d.num(logit) if logit is not None else "—",
+                  *([] if hide else [d.num(e_sink) if logit is not None else "—", d.num(share)]), style="italic")
     if not hide:
-        t.add_row("", "sum", "", d.num(e.sum()), d.num(pattern.sum()), style="bold")
+        t.add_row("", "sum", "", d.num(e.sum() + e_sink), d.num(pattern.sum() + share), style="bold")
     return t
 
 
@@ -272,8 +290,14 @@ def step_softmax(d: Demo) -> Step:
     scores = d.block("attn.hook_attn_scores")[d.head, f, : f + 1]
     body = Group(_softmax_table(d, hide=False))
     question = Group(_softmax_table(d, hide=True))
-    return Step("Softmax: scores become weights", say("demo.softmax"), body, question,
-                ask=say("demo.softmax.ask", scores=", ".join(d.num(s) for s in scores)))
+    listed, sunk = ", ".join(d.num(s) for s in scores), sink(d)
+    if sunk is None:
+        return Step("Softmax: scores become weights", say("demo.softmax"), body, question,
+                    ask=say("demo.softmax.ask", scores=listed))
+    share, logit = sunk
+    narration = say("demo.softmax") + say("demo.softmax.sink", share=d.num(share), L=label(f), rest=d.num(1 - share))
+    return Step("Softmax: scores become weights", narration, body, question,
+                ask=say("demo.softmax.ask_sink", scores=listed, sink=d.num(logit) if logit is not None else "—"))
 
 
 @screen("weighted_sum", layers=True)
@@ -291,7 +315,11 @@ def step_weighted_sum(d: Demo) -> Step:
         t.add_row(mark(j == f), d.who(j, 0), d.num(w[j]), d.vec(v[j]), style=row_style(j == f))
     t.add_row("", "sum", d.num(w[: f + 1].sum()), Text(d.vec(z), style="bold"))
     new = say("demo.sum.vector", L=label(f))
-    body = Group(sentence((f"{new} = ", "bold"), formula), Text(), t, Text(), pairs([(f"= {new}", d.vector(z))]))
+    body = [sentence((f"{new} = ", "bold"), formula), Text(), t, Text(), pairs([(f"= {new}", d.vector(z))])]
+    sunk = sink(d)
+    if sunk is not None:  # the weights summed to less than 1: say where the rest went
+        body += [Text(), Text(say("sink.share", h=str(h), share=d.num(sunk[0]), rest=d.num(1 - sunk[0])))]
+    body = Group(*body)
     return Step("Weighted sum of values", say("demo.sum", L=label(f)), body)
 
 

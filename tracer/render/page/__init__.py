@@ -10,7 +10,7 @@ softmax over the recorded logits. Everything is in the file: the data as JSON, t
 the styles inline, no fonts or anything else fetched (it works from file://).
 
 `page_data` gathers what the page shows from the recorded arrays only (`data`, `passes`);
-`html.page_html` writes the file around it (`page.css` and `core.js`, `state.js`, `steps.js`, `predict.js`,
+`html.page_html` writes the file around it (`page.css` and `core.js`, `state.js`, `steps.js`, `experts.js`, `predict.js`,
 `ablate.js`, `app.js`). `compare.compare_page` writes `tracer compare A B --export FILE.html`'s page.
 """
 
@@ -32,8 +32,10 @@ from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
-from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, r6, switches_data
-from .passes import (LOGITS_BUDGET, branch_data, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, switches_data
+from .routing import add_routing
+from .passes import (LOGITS_BUDGET, branch_data, check_data, name_passes, passes_data, positions_data, referenced_ids,
+                     rows_data,
                      stop_words, texts_of, tokens_data)
 
 FORMAT = "tracer-page"
@@ -64,9 +66,15 @@ def not_recorded(step, cfg) -> list[str]:
 def layer_words(cfg) -> list[dict]:
     """Per layer, what its attention step says that the layer decides: its sliding window (None: every
     earlier key), whether it is a global layer among windowed ones, and how RoPE turns Q and K there
-    (`layer.rotation_words`, the token's {L} and {t} left to fill)."""
+    (`layer.rotation_words`, the token's {L} and {t} left to fill); and its MLP's steps and width (a dense
+    layer among experts has its own: `mlp`, as `switches.mlp.steps`)."""
+    page_key = {hook: key for key, hook, _ in VECTORS}
     return [{"window": cfg.window_of(l), "global": cfg.windowed is not None and cfg.window_of(l) is None,
-             "rope": rotation_words(cfg, l) if cfg.position_kind.rotary else None} for l in range(cfg.n_layers)]
+             "rope": rotation_words(cfg, l) if cfg.rotates(l) else None,
+             "mlp": [[page_key[hook], name, words] for hook, name, words in cfg.mlp_of(l).steps] if cfg.mlp else [],
+             "width": mlp_width(cfg, l),
+             "among_experts": bool(cfg.mlp and cfg.n_experts) and not cfg.mlp_of(l).records(cfg, "hook_router_logits")}
+            for l in range(cfg.n_layers)]
 
 
 RUN_STEPS = {"beams": lambda gen: gen.beams,  # page steps only a run of that kind has: whether `gen` has it
@@ -123,6 +131,8 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
     meta = gen.meta
     stated = [check_data(c, gen, precision, 8) for c in checks]
+    layers = layers_data(rows, cfg, carried, whole)
+    add_routing(layers, rows, cfg, carried, whole, meta)  # a mixture of experts' routing, attention sinks' shares
     return {
         "format": FORMAT, "version": VERSION,
         "title": show_invisible(title) if title else (f"“{show_invisible(meta['prompt'])}”"
@@ -149,7 +159,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "carried": carried, "whole": whole, "left_out": left_out,
         "start": {"token": follow, "layer": int(layer) if cfg.n_layers else 0, "head": int(head)},
         "inputs": input_data(rows, cfg, carried, whole),
-        "layers": layers_data(rows, cfg, carried, whole),
+        "layers": layers,
         "layer_words": layer_words(cfg),
         "pass_through": pass_through_words(unchanged_layers(gen.steps[0].get, cfg.n_layers), cfg.n_layers),
         "passes": passes,

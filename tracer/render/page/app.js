@@ -29,6 +29,8 @@ function detailRows() {                   // [step, name, vector or words] for t
     rows.push(["heads", "attn_out", vecOf(Y.attn_out, t)]);
     const without = ablationWords(l, h);  // the prediction after the prompt with the chosen head knocked out
     if (without) rows.push(["heads", `w/o ${l}:${h}`, without]);
+    const i = CI.get(t);
+    if (Y.moe && i !== undefined) rows.push(["mlp", "experts", chosenWords(Y.moe.chosen[i].map((e, j) => [e, Y.moe.weights[i][j]]))]);
     if (CFG.mlp) rows.push(["mlp", "mlp_out", vecOf(Y.mlp_out, t)]);
     rows.push(["mlp", `out ${l}`, vecOf(Y.out, t)]);
     const first = vecOf(D.layers[0].x, t), last = vecOf(D.layers[CFG.n_layers - 1].out, t);

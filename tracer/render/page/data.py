@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..experts import ROUTER_SHOWN
 from ..lens import final_norm_words
 from ...core.equations import largest_first
 
@@ -97,6 +98,9 @@ def estimate(cfg, positions: int, whole: int, full: bool) -> int:
     per = 9 * carried_size(dm, whole) + mlp * carried_size(cfg.d_mlp, whole) + 4 * H * carried_size(dh, whole)
     keys = (positions + 1) / 2 if full else min(positions, 64) + STRONGEST
     per += int(3 * H * keys) + 3 * carried_size(dm, whole)  # attention rows; the embedding, position, final
+    if cfg.n_experts:  # a mixture of experts: each chosen expert's output, their sum, the shared expert's, the routing
+        k = cfg.experts_per_token or 1
+        per += (k + 2) * carried_size(dm, whole) + 4 * k + 2 * ROUTER_SHOWN + H
     return cfg.n_layers * per * positions + positions * 3 * carried_size(dm, whole)
 
 
@@ -174,14 +178,15 @@ def attention_block(rows: Rows, layer: int, carried: list[int], H: int) -> dict 
 
 def layers_data(rows: Rows, cfg, carried: list[int], whole: int) -> list[dict]:
     """Per layer: every vector hook's block and the attention block."""
-    dims = {"x": cfg.d_model, "ln1": cfg.d_model, "attn_out": cfg.d_model, "mid": cfg.d_model, "ln2": cfg.d_model,
-            "pre": cfg.d_mlp, "up": cfg.d_mlp, "post": cfg.d_mlp, "mlp_out": cfg.d_model, "out": cfg.d_model}
     out = []
     for layer in range(cfg.n_layers):
         b = f"blocks.{layer}."
+        width = mlp_width(cfg, layer)
+        dims = {"x": cfg.d_model, "ln1": cfg.d_model, "attn_out": cfg.d_model, "mid": cfg.d_model, "ln2": cfg.d_model,
+                "pre": width, "up": width, "post": width, "mlp_out": cfg.d_model, "out": cfg.d_model}
         entry = {}
         for key, hook, per_head in VECTORS:
-            if key in ("q", "k") and cfg.position_kind.rotary:
+            if key in ("q", "k") and cfg.rotates(layer):
                 hook = hook.replace("hook_", "hook_rot_")  # rotary positions: the Q and K that meet in Q·K
             groups = cfg.n_heads // cfg.kv_heads if key in ("k", "v") else 1
             entry[key] = vector_block(rows, b + hook, carried, cfg.d_head if per_head else dims[key], whole, per_head,
@@ -189,6 +194,12 @@ def layers_data(rows: Rows, cfg, carried: list[int], whole: int) -> list[dict]:
         entry["att"] = attention_block(rows, layer, carried, cfg.n_heads)
         out.append(entry)
     return out
+
+
+def mlp_width(cfg, layer: int) -> int:
+    """Layer `layer`'s MLP width: d_mlp, or a dense layer's own among experts (Qwen2-MoE's `mlp_only_layers`)."""
+    kind = cfg.mlp_of(layer)
+    return kind.width(cfg) if kind is not None and kind.steps else cfg.d_mlp
 
 
 def input_data(rows: Rows, cfg, carried: list[int], whole: int) -> dict:

@@ -131,8 +131,11 @@ function scoreTable(l, h, t) {
   const more = t + 1 - shownKeys.length;
   if (more > 0) body.push(el("tr", { class: "masked", title: row.rest ? say("scores.some_absent") : null }, el("th", null, "others"),
     el("td", { colspan: (row.d ? 1 : 0) + (scaled ? 1 : 0) || 1, class: "r" }, `${integer(more)} more`), el("td", { class: "r n" }, prob(rest)), el("td", null, "")));
-  const foot = row.w ? el("tfoot", null, el("tr", null, el("th", null, "sum"), row.d ? el("td", null, "") : null, scaled ? el("td", null, "") : null,
-    el("td", { class: "r n" }, num(row.w.reduce((a, c) => a + c, 0) + (row.rest || 0))), el("td", null, ""))) : null;
+  const sink = sinkShare(l, h, t), blank = () => [row.d ? el("td", null, "") : null, scaled ? el("td", null, "") : null];
+  const foot = row.w ? el("tfoot", null, el("tr", null, el("th", null, "sum"), blank(),
+    el("td", { class: "r n" }, num(row.w.reduce((a, c) => a + c, 0) + (row.rest || 0))), el("td", null, "")),
+    sink ? el("tr", { class: "sink" }, el("th", null, say("sink.row")), blank(), el("td", { class: "r n", title: exact(sink.share) }, prob(sink.share)),
+      el("td", null, el("span", { class: "barbox" }, el("span", { class: "bar", style: `width: ${(100 * sink.share).toFixed(1)}%` })))) : null) : null;
   return el("table", { class: "grid scores" }, el("thead", null, head), el("tbody", null, body), foot);
 }
 
@@ -174,7 +177,8 @@ SLIDES.scores = function slideScores() {
   const scaled = !CFG.scale_scores ? say("scores.unscaled")
     : say("scores.divided", { by: CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }) })
       + (CFG.attn_softcap ? say("scores.softcapped", { cap: CFG.attn_softcap }) : "");
-  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), say("scores.then", { scaled }))];
+  const sunk = D.layers[l].sink ? say("scores.then_sink", { scaled }) : say("scores.then", { scaled });  // gpt-oss: weights that sum to less than 1
+  const out = [p(say("scores.compare", { L }), " ", say("scores.masked"), sunk)];
   const row = attRow(l, h, t);
   if (CFG.attn_softcap && CFG.scale_scores && row && row.d && row.s && row.d.length) {  // the largest raw score, capped
     let i = -1;  // among the keys the mask leaves visible
@@ -187,10 +191,10 @@ SLIDES.scores = function slideScores() {
   const readout = el("p", { class: "readout", id: "hover", "aria-live": "polite" }, say("heatmap.hover"));
   const map = heatmap(l, h);
   map.addEventListener("mouseover", e => { const td = e.target.closest("td[data-q]"); if (td) readout.textContent = hoverText(td, l, h); });
-  const side = el("div", { class: "side" }, scoreTable(l, h, t));
+  const side = el("div", { class: "side" }, scoreTable(l, h, t), sinkWords(l, h, t));
   if (row && row.w && row.keys.length <= 8 && (row.s || row.d)) {
-    const sc = row.s || row.d;
-    side.append(p(say("softmax", { scores: sc.map(x => num(x)).join(", "), weights: row.w.map(x => num(x)).join(", ") })));
+    const sc = row.s || row.d, k = sinkShare(l, h, t), scores = sc.map(x => (x === null ? "−∞" : num(x))).join(", "), weights = row.w.map(x => num(x)).join(", ");
+    side.append(p(k && k.logit !== null ? say("softmax.sink", { scores, sink: num(k.logit), weights, share: prob(k.share) }) : say("softmax", { scores, weights })));
   }
   out.push(el("div", { class: "two" }, side, el("div", { class: "mapbox" }, el("h3", null, say("heatmap.title", { layer: l, h })), map,
     el("p", { class: "note" }, say("heatmap.rows", { legend: say("heatmap.legend") })),
@@ -218,6 +222,7 @@ SLIDES.sum = function slideSum() {
   body.push(el("tr", { class: "total" }, el("td", null, ""), el("td", null, "="), el("th", null, `${L}'s z`), el("td", null, vecEl(vecOf(Y.z, t, h)))));
   out.push(el("table", { class: "grid sum" }, el("tbody", null, body)));
   out.push(eq(`${terms} = ${say("sum.new", { L })}${CFG.n_heads > 1 ? say("sum.from_head", { h }) : ""}`, `z_${L}`, vecOf(Y.z, t, h)));
+  out.push(sinkWords(l, h, t));  // gpt-oss: the weights summed to less than 1
   return out;
 };
 
@@ -248,13 +253,15 @@ SLIDES.heads = function slideHeads() {
 
 SLIDES.mlp = function slideMLP() {
   if (!CFG.n_layers) return noLayers();
-  const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], dm = CFG.d_model, out = [];
+  const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], LW = D.layer_words[l], dm = CFG.d_model, out = [];
   if (CFG.mlp) {
     if (CFG.residual) out.push(eq(say("mlp.residual"), `x_${L} + attn_out_${L}`, vecOf(Y.mid, t)));
     else out.push(p(say("mlp.no_residual", { L })));
     if (CFG.layer_norm && has("norms_before")) out.push(eq(SW.norm.ln2, `${SW.norm.short}(x)`, vecOf(Y.ln2, t)));
-    for (const [key, name, words] of SW.mlp.steps) out.push(eq(fill(words, { shape: shape(dm, CFG.d_mlp) }), name, vecOf(Y[key], t)));
-    const wout = say("mlp.wout", { shape: shape(CFG.d_mlp, dm) });
+    if (Y.moe) out.push(...routing(l, t));  // a mixture of experts (experts.js)
+    else if (LW.among_experts) out.push(p(say("experts.dense_layer", { layer: l, width: LW.width })));
+    for (const [key, name, words] of LW.mlp) out.push(eq(fill(words, { shape: shape(dm, LW.width) }), name, vecOf(Y[key], t)));
+    const wout = Y.moe ? say("experts.out", { shared: Y.moe.shared ? say("experts.out_shared") : "" }) : say("mlp.wout", { shape: shape(LW.width, dm) });
     if (CFG.layer_norm && has("norms_after")) out.push(p(say("norm.after", { product: wout, norm: SW.norm_place.mlp })));
     out.push(eq(has("norms_after") ? "" : wout, `mlp_out_${L}`, vecOf(Y.mlp_out, t)));
   } else {
@@ -279,15 +286,18 @@ SLIDES.layers = function slideLayers() {
   const out = [p(say("layers.intro", { L, t }), say("layers.click"))];
   if (D.pass_through) out.push(p(D.pass_through));  // words from tracer/render/predict.py, before a long table
   const heads = H <= 4 ? Array.from({ length: H }, (_, h) => el("th", null, `head ${h} → most`)) : [el("th", null, say("layers.most", { last: H - 1 }))];
+  const routed = D.layers.some(Y => Y.moe), i = CI.get(t);  // a mixture of experts: the token's experts in each layer
   const body = D.layers.map((Y, l) => {
     const xi = vecOf(Y.x, t), xo = vecOf(Y.out, t);
     const most = Array.from({ length: H }, (_, h) => mostAttended(l, h, t));
     const cells = H <= 4 ? most.map(m => el("td", null, m ? `${label(m[0])} ${num(m[1], 2)}` : "—"))
       : [el("td", null, most.map(m => (m ? label(m[0]) : "—")).join(" "))];
+    const experts = !routed ? null : el("td", { class: "nowrap" }, Y.moe && i !== undefined
+      ? Y.moe.chosen[i].map((e, j) => `E${e} ${num(Y.moe.weights[i][j], 2)}`).join(" ") : "—");
     return el("tr", { class: l === S.layer ? "on" : null, "data-pick-layer": l }, el("th", { class: "r" }, l === S.layer ? `▶ ${l}` : l),
-      el("td", { class: "r n" }, xi ? num(xi.norm) : "—"), el("td", { class: "r n" }, xo ? num(xo.norm) : "—"), cells);
+      el("td", { class: "r n" }, xi ? num(xi.norm) : "—"), el("td", { class: "r n" }, xo ? num(xo.norm) : "—"), cells, experts);
   });
   out.push(el("table", { class: "grid layers" }, el("thead", null, el("tr", null, el("th", null, "layer"), el("th", { class: "r" }, "‖x‖ in"),
-    el("th", { class: "r" }, "‖x‖ out"), heads)), el("tbody", null, body)));
+    el("th", { class: "r" }, "‖x‖ out"), heads, routed ? el("th", null, "experts") : null)), el("tbody", null, body)));
   return out;
 };
