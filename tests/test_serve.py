@@ -711,6 +711,7 @@ def test_a_clicked_candidate_branches_beside_the_run(browser, server):
 
     browser.get(server + "/?prompt=A+B+C&model=abc&max_new_tokens=4#step=predict")
     wait_for(browser, "return document.body.dataset.runs === '1'")
+    browser.get_log("browser")  # what earlier tests' pages logged (a busy server's 503s)
     api = httpx.post(server + "/api/trace", json={"prompt": "A B C", "model": "abc", "max_new_tokens": 4}, timeout=30).json()
     second = api["page"]["passes"][0]["top"]["ids"][1]
     browser.find_element(By.CSS_SELECTOR, f'#probs [data-id="{second}"]').click()
