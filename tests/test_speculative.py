@@ -20,6 +20,7 @@ from tracer.cli import app
 from tracer.core.equations import largest_first
 from tracer.core.record import Recorder
 from tracer.errors import TracerError
+from tracer.run.overflow import non_finite
 from tracer.run.rows import RowState
 from tracer.run.settings import GenerationSettings
 from tracer.run.speculative import residual, verifier
@@ -31,6 +32,7 @@ DATA = Path(__file__).parent / "data"
 def counted(gen, n_new: int) -> dict:
     """The pass counts `meta["speculative"]` states, checked against the passes and rounds themselves."""
     spec = gen.meta["speculative"]
+    assert non_finite(gen) is None  # verify.*'s NaN (not judged, not drawn) is not taken for an overflow
     targets = [p for p in gen.passes if p.model == TARGET]
     drafts = [p for p in gen.passes if p.model == DRAFT]
     assert spec["target_passes"] == len(targets) == 1 + len(spec["rounds"]) and spec["draft_passes"] == len(drafts)
@@ -204,6 +206,7 @@ def test_json_speculative_and_the_terminals_rounds(runner):
     assert "Round 1: the draft proposed" in text and "✓ accepted" in text
     assert f"8 tokens in {spec['target_passes']} passes of the model instead of 8" in text
     assert "Wouldn't you have X probability distributions" in text and "The verifying pass uses all of them" in text
+    assert "overflowed" not in text  # the NaN of what was not judged or drawn is no overflow
 
 
 @pytest.mark.parametrize("args,needle", [

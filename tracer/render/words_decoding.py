@@ -70,7 +70,7 @@ DECODING: dict[str, str] = {
                          "model's distribution at its position, q the draft's; a seeded uniform u below it accepts); at "
                          "the first rejection the model's token is drawn from max(0, p − q) renormalised, so the output "
                          "follows the model's own distribution.",
-    "spec.round": "Round {i}: the draft proposed {proposed} ({k} passes of the draft); the model's one pass over "
+    "spec.round": "Round {i}: the draft proposed {proposed} ({k}, one pass of the draft each); the model's one pass over "
                   "{n} positions predicts at every one of them:",
     "spec.last": "Round {i}: one token left to make: nothing to draft, the model's pass gives {next}.",
     "spec.outcome": "→ {a} of {k} accepted; then the model's own token {next} ({how}): {gained} token(s) for one pass "
