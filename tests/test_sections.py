@@ -69,12 +69,12 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
     # the demo: its screens in the list's order, each maker entered once
     screens = [name for name, _ in sections.demo_screens()]
     assert screens == ["tokens", "embedding", "position", "qkv", "scores", "softmax", "weighted_sum", "multihead",
-                       "experts", "layers", "copying", "unembed", "temperature", "chosen", "append", "cache",
-                       "speculative"]
+                       "experts", "layers", "copying", "unembed", "temperature", "draw", "chosen", "append", "cache",
+                       "beams", "speculative"]
     makers = [sections.drawn("screen", name)[0] for name in screens]
     built = [s.remake for s in demo.build_steps(demo.Demo(gen, m.tokenizer))]
-    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 3  # copying: only a repeat;
-    # experts: only a mixture of experts; speculative: only a run with a draft
+    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 5  # copying: only a repeat;
+    # experts: only a mixture of experts; draw, beams, speculative: only a run with penalties or min-p, beams, a draft
 
 
 def test_what_draws_a_step_enters_it_under_a_name_of_the_list():

@@ -81,6 +81,13 @@ DECODING: dict[str, str] = {
     "spec.free": "the next token, for free",
     "spec.total": "{n} tokens in {passes} passes of the model instead of {n} (plus {drafts} passes of the draft); "
                   "{accepted} of {drafted} drafted tokens accepted ({rate}).",
+    "demo.draw.title": "The draw, stage by stage",
+    "demo.draw": "Before the draw, the runners people use change the scores: a penalty for each token already in "
+                 "the context, then temperature, top-k, top-p and min-p, in transformers' order. Each row below is "
+                 "a recorded number; the sentences give the arithmetic for the chosen token and its rivals.",
+    "demo.beams.title": "Beam search",
+    "demo.beams": "Beam search draws nothing: it keeps the {n} best sequences by summed log-probability; at each "
+                  "step every beam's continuations compete, the best go on, the rest are pruned.",
     "demo.speculative.title": "Speculative decoding",
     "demo.speculative": "A draft ({draft}) guesses the next few tokens cheaply, one pass each; the model then runs "
                         "ONE pass over all of them and keeps the guesses it agrees with.",

@@ -1,7 +1,9 @@
-"""The demo's screen of speculative decoding (after the KV cache's): each round's drafted tokens, the
-model's one verifying pass and its verdicts, the passes counted against the plain loop's, and the seed
-Q&A's "X probability distributions" answered (`render.speculative`'s rounds; a run without a draft has
-no such screen)."""
+"""The demo's screens of how the model is decoded: the draw stage by stage (after temperature's, when a
+penalty or min-p changes the draw: the terminal's stage table and its arithmetic, `render.sampling`), beam
+search's tree (`render.beams`), and speculative decoding (after the KV cache's): each round's drafted tokens,
+the model's one verifying pass and its verdicts, the passes counted against the plain loop's, and the seed
+Q&A's "X probability distributions" answered (`render.speculative`'s rounds). A run without the setting has
+no such screen."""
 
 from __future__ import annotations
 
@@ -9,9 +11,28 @@ from rich.console import Group
 from rich.text import Text
 
 from ...sections import screen
+from ..beams import beam_tree
+from ..sampling import sampling_stages
 from ..speculative import round_table, round_words, spec_rounds
+from ..view import View
 from ..words import say
 from .base import Demo, Step
+
+
+@screen("draw")
+def step_draw(d: Demo) -> Step | None:
+    if "sample.counts" not in d.trace and "sample.kept_min_p" not in d.trace:  # nothing beyond temperature's screen
+        return None
+    body = sampling_stages(d.trace, d.tokenizer, View(precision=d.precision, top_k=min(d.rows, 8)))
+    return Step(say("demo.draw.title"), say("demo.draw"), body)
+
+
+@screen("beams")
+def step_beams(d: Demo) -> Step | None:
+    if not d.gen.beams:
+        return None
+    return Step(say("demo.beams.title"), say("demo.beams", n=str(d.settings.beams)),
+                beam_tree(d.gen, d.tokenizer, View(precision=d.precision)))
 
 
 @screen("speculative")
