@@ -20,8 +20,8 @@ from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
-                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny", "gemma4-tiny", "qwen3-5-tiny")),
-          "hybrid", "decoding", "beams", "speculative"]
+                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny", "gemma4-tiny", "qwen3-5-tiny",
+                                            "gemma4-moe-tiny")), "hybrid", "decoding", "beams", "speculative"]
 DECODING = {"decoding": dict(min_p=0.05, repetition_penalty=1.2, presence_penalty=0.5),  # every stage of the draw
             "beams": dict(beams=2, temperature=0.0),  # every beam's continuations
             "speculative": dict(max_new_tokens=6, draft="layer:1")}  # a draft's passes, the model's verifying ones
