@@ -779,3 +779,20 @@ def test_moe_screenshots(browser, moe_pages, tmp_path):
             if keep:
                 shutil.copy(path, Path(keep) / path.name)
     assert errors(browser) == []
+
+
+def test_the_page_says_what_the_models_file_suggests(browser, tmp_path, runner, gguf_of_folder):
+    """A GGUF file with general.sampling.*: the tokens step says it as the terminal's header does."""
+    pytest.importorskip("gguf")
+    path = gguf_of_folder(Path(__file__).parent / "data" / "qwen2-tiny", "qwen2",
+                          meta={"general.sampling.temp": 0.6, "general.sampling.top_p": 0.95,
+                                "general.sampling.min_p": 0.05})
+    args = ["trace", "hello there", "--model", str(path), "-n", "1"]
+    r = runner.invoke(app, [*args, "--section", "tokens"], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    said = next(line for line in r.stdout.splitlines() if line.startswith("This file suggests"))
+    assert said == "This file suggests temperature 0.6, top-p 0.95, min-p 0.05 (general.sampling.*); --sampling file uses them."
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "f.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    open_page(browser, tmp_path / "f.html")
+    go(browser, "tokens")
+    assert text(browser, "#file-sampling") == said and errors(browser) == []

@@ -27,7 +27,7 @@ from ..beams import beam_nodes
 from ..speculative import spec_rounds
 from ..sampling import draw_stages, sampling_notes, stage_probs
 from ..storage import example_words, storage_words
-from ..header import block_words, model_words, settings_words, training_line, weights_warning
+from ..header import block_words, file_sampling_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS, say
@@ -152,6 +152,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
         "settings": {s.name: getattr(gen.settings, s.name) for s in reading_order() if s.on_page},  # as the header says them
         "run": settings_words(gen),  # the terminal header's second line: how the run was sampled
+        "file_sampling": file_sampling_words(gen),  # what the model's file suggests (general.sampling.*), or None
         "stopped": stop_words(gen), "text": show_invisible(gen.text),
         "precision": int(precision), "top_k": int(top_k),
         "n_prompt": rows.n_prompt, "n_rows": rows.n_rows,

@@ -21,6 +21,7 @@ SLIDES.tokens = function slideTokens() {
     el("tbody", null, rows)));
   out.push(...D.about.map(a => el("p", { class: "about" }, a)));
   out.push(el("p", { class: "note" }, modelWords()));
+  if (D.file_sampling) out.push(el("p", { class: "note", id: "file-sampling" }, D.file_sampling));  // general.sampling.*
   if (D.training) out.push(p(D.training));
   if (D.left_out.length) out.push(el("p", { class: "note" }, say("page.left_out", { what: D.left_out.join("; ") })));
   return out;
