@@ -636,7 +636,7 @@ def test_a_forced_prefix_runs_on_from_the_clicked_token(client, models):
 
 
 @pytest.mark.slow
-def test_a_clicked_candidate_branches_beside_the_run(browser, server):
+def test_a_clicked_candidate_branches_beside_the_run(browser, server, served_page):
     """In the served page, clicking a candidate of the logits step forces it and runs on: a branch column appears
     beside the run (the forced token marked), its tokens those of the API asked for the same ids; another click
     adds another, side by side."""
@@ -644,12 +644,12 @@ def test_a_clicked_candidate_branches_beside_the_run(browser, server):
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/?prompt=A+B+C&model=abc&max_new_tokens=4#step=predict")
-    wait_for(browser, "return document.body.dataset.runs === '1'")
+    served_page.wait_for(browser, "return document.body.dataset.runs === '1'")
     browser.get_log("browser")  # what earlier tests' pages logged (a busy server's 503s)
     api = httpx.post(server + "/api/trace", json={"prompt": "A B C", "model": "abc", "max_new_tokens": 4}, timeout=30).json()
     second = api["page"]["passes"][0]["top"]["ids"][1]
     browser.find_element(By.CSS_SELECTOR, f'#probs [data-id="{second}"]').click()
-    wait_for(browser, "return document.body.dataset.branches === '1'")
+    served_page.wait_for(browser, "return document.body.dataset.branches === '1'")
     assert "Forcing" in browser.find_element(By.CSS_SELECTOR, "#branch-note").text
     cols = browser.find_elements(By.CSS_SELECTOR, "#branches .branch")
     assert len(cols) == 2  # the run, and the branch
@@ -662,10 +662,10 @@ def test_a_clicked_candidate_branches_beside_the_run(browser, server):
     assert [c.text.rsplit(" ", 1)[0] for c in drawn] == [texts[str(i)] for i in want["generated_ids"]]
     third = api["page"]["passes"][0]["top"]["ids"][2]
     browser.find_element(By.CSS_SELECTOR, f'#probs [data-id="{third}"]').click()
-    wait_for(browser, "return document.body.dataset.branches === '2'")
+    served_page.wait_for(browser, "return document.body.dataset.branches === '2'")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#branches .branch")) == 3
     cols = browser.find_elements(By.CSS_SELECTOR, "#branches .branch")
     cols[1].find_element(By.CSS_SELECTOR, "button").click()  # a branch's title opens its steps; the branches stay
-    wait_for(browser, f"return JSON.parse(document.getElementById('trace-data').textContent).tokens[3].id === {second}")
+    served_page.wait_for(browser, f"return JSON.parse(document.getElementById('trace-data').textContent).tokens[3].id === {second}")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#branches .branch")) == 3
     assert not severe(browser)
