@@ -27,7 +27,8 @@ def models_table(found) -> Table:
     table = Table(title="Models tracer can open here (tracer trace PROMPT --model NAME)", title_justify="left")
     suggests = any(f.sampling for f in found)
     for col in ("name", "where", "family", "size", "stored as") + (("its file suggests",) if suggests else ()):
-        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold",
+                         no_wrap=col == "name")  # a name whole, to copy into --model
     for f in found:
         size = f"{f.size / 2**20:,.1f} MB" if f.size else ""
         said = ", ".join(w for name, v in f.sampling if v is not None and (w := setting(name).words(v)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from .words_decoding import DECODING
 from .words_experts import EXPERT_WORDS
+from .words_reading import READING_WORDS
 from .words_lesson import LESSON_WORDS
 
 WORDS: dict[str, str] = {
@@ -476,6 +477,7 @@ WORDS: dict[str, str] = {
 
 WORDS.update(DECODING)  # how the model is decoded: the draw's stages, beams, speculative decoding (words_decoding.py)
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+WORDS.update(READING_WORDS)  # how to read a result right: the lens's ranks, --attribute, … (render/words_reading.py)
 WORDS.update(LESSON_WORDS)  # a led lesson's bars and terminal lines (render/words_lesson.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
