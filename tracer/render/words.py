@@ -29,6 +29,7 @@ here, and that every template here is said.
 from __future__ import annotations
 
 from .words_experts import EXPERT_WORDS
+from .words_reading import READING_WORDS
 from .words_lesson import LESSON_WORDS
 
 WORDS: dict[str, str] = {
@@ -474,6 +475,7 @@ WORDS: dict[str, str] = {
 }
 
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+WORDS.update(READING_WORDS)  # how to read a result right: the lens's ranks, --attribute, … (render/words_reading.py)
 WORDS.update(LESSON_WORDS)  # a led lesson's bars and terminal lines (render/words_lesson.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
