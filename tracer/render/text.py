@@ -19,6 +19,8 @@ from ..tokenizers.tokens import show_invisible
 from .words import say
 
 BRIEF_ROWS = 16  # rows of a long table in brief mode (the first and last ones)
+BRIEF_CORNER = 4  # brief mode shows a linear-attention state's first rows and columns (`render.linear`)
+FULL_CORNER = 8  # --full shows a state up to this many rows and columns whole
 
 
 class SafeConsole(Console):

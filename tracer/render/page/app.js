@@ -1,4 +1,4 @@
-// tracer page, part 6 of 6: the followed token's card (#detail), the controls (tokens, layers, heads,
+// tracer page, part 7 of 7: the followed token's card (#detail), the controls (tokens, layers, heads,
 // passes, the path of steps), the keyboard (← → through the steps) and the address (#step=…&token=…).
 
 function cells(v) {                       // a vector as up to 6 table cells: all, or the first 3, …, the last 2
@@ -19,13 +19,15 @@ function detailRows() {                   // [step, name, vector or words] for t
     const Y = D.layers[l];
     rows.push(["qkv", `x in ${l}`, vecOf(Y.x, t)]);
     if (CFG.layer_norm && has("norms_before")) rows.push(["qkv", `${SW.norm.short}(x)`, vecOf(Y.ln1, t)]);
-    for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(Y[m], t, h)]);
+    const U = Y.state && Y.state.update, hs = Y.state ? Math.min(h, Y.state.heads - 1) : h;  // a linear layer: its update's
+    for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(U ? U[m] : Y[m], t, hs)]);
+    if (U && CI.has(t)) rows.push(["scores", "β · exp(g)", `${num(Y.state.beta[CI.get(t)][hs])} · ${num(Y.state.keep[CI.get(t)][hs])}`]);
     const row = attRow(l, h, t);
     if (row && row.w) {
       const order = row.keys.map((j, i) => [j, row.w[i]]).sort((a, c) => c[1] - a[1]).slice(0, 6);
       rows.push(["scores", "weights", order.map(([j, w]) => `${label(j)} ${num(w)}`).join(" · ") + (row.keys.length > 6 || row.rest ? " · …" : "")]);
     }
-    rows.push(["sum", `z h${h}`, vecOf(Y.z, t, h)]);
+    rows.push(["sum", `${U ? "o" : "z"} h${h}`, vecOf(U ? U.o : Y.z, t, hs)]);
     rows.push(["heads", "attn_out", vecOf(Y.attn_out, t)]);
     const without = ablationWords(l, h);  // the prediction after the prompt with the chosen head knocked out
     if (without) rows.push(["heads", `w/o ${l}:${h}`, without]);
