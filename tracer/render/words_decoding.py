@@ -1,4 +1,4 @@
-"""The words of how a model is decoded (issue 36), beside `words.py` and merged into its `WORDS`: the draw's
+"""The words of how a model is decoded, beside `words.py` and merged into its `WORDS`: the draw's
 stages (penalties, min-p), beam search as a tree, speculative decoding's rounds, the model file's suggested
 settings and branching from a clicked token. Said with `words.say` like every other sentence."""
 
