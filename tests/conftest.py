@@ -1158,6 +1158,10 @@ def _new_family_metadata(w, cfg: dict, arch: str) -> None:
         w.add_shared_kv_layers(cfg["num_kv_shared_layers"])
         w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
         w.add_sliding_window_pattern(swa)
+        if cfg.get("enable_moe_block"):  # the experts beside each MLP (Gemma4Model: the MoE keys every converter writes)
+            w.add_expert_count(cfg["num_experts"])
+            w.add_expert_used_count(cfg["top_k_experts"])
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
         return
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
@@ -1183,6 +1187,14 @@ def _new_family_metadata(w, cfg: dict, arch: str) -> None:
 
 def _gguf():
     return pytest.importorskip("gguf")
+
+
+def _gemma4_router_name(hf: str) -> str | None:
+    """Gemma4Model.modify_tensors' own names for the router's two scales (the gguf package's map has none)."""
+    import re
+
+    m = re.fullmatch(r"model\.layers\.(\d+)\.router\.(scale|per_expert_scale)", hf)
+    return None if m is None else f"blk.{m[1]}." + ("ffn_gate_inp.scale" if m[2] == "scale" else "ffn_down_exps.scale")
 
 
 def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
@@ -1252,9 +1264,11 @@ def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32"
         rotated = int(dim * rp["partial_rotary_factor"] / 2)
         w.add_tensor("rope_freqs.weight", np.array([1.0] * rotated + [1e30] * (dim // 2 - rotated), dtype=np.float32))
     for hf, a in new_family_gguf_arrays(cfg, load_file(str(folder / "model.safetensors"))).items():
-        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
+        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias")) or _gemma4_router_name(hf)
         assert name is not None, hf
-        if a.ndim == 2 and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
+        if name.endswith("_exps"):  # a bare parameter: Gemma 4's experts.gate_up_proj, down_proj (the converter's .weight)
+            name += ".weight"
+        if (a.ndim == 2 or name.endswith("_exps.weight")) and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
             qt, data = _quantized(g, a, quant)
             w.add_tensor(name, data, raw_dtype=qt)
         else:
