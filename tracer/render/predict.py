@@ -157,12 +157,20 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     return t
 
 
+def predicted(pos: int, text: str) -> str:
+    """The token predicted for position `pos`, as a sentence says it: its letter when the text is the letter
+    ("G"), else the text at its place ("↵ at H"), never "predicts H" for a newline."""
+    said = named(pos, text)
+    return label(pos) if said.startswith(f"{label(pos)} = ") else said
+
+
 @renders("predict")
 @group()
 def predict_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
     last = ctx.n - 1
-    L, G = ctx.labels[last], ctx.labels[ctx.n]
+    chosen = ctx.step.arrays.get("sample.token")
+    L, G = ctx.labels[last], ctx.labels[ctx.n] if chosen is None else predicted(ctx.n, ctx.text(int(chosen)))
     yield section(f"{number} · Predicting the next token (how to predict {G})")
     yield line(say("predict.intro", layers=count(cfg.n_layers, "layer"), L=L, G=G))
     yield indent(prediction(ctx))
@@ -300,8 +308,7 @@ def every_position(step, tokenizer, view) -> Group:
         mean = float(np.mean(loss[:last]))
         notes.append(say("positions.mean", rows=span(start, start + last), mean=num(mean, p),
                          n=integer(step.config.d_vocab), uniform=num(np.log(step.config.d_vocab), p)))
-    notes.append(f"◀ Generation reads only the last row ({label(n - 1)}) to choose the next token; the other rows "
-                 "are computed anyway, because the same matrices process every position at once.")
+    notes.append(say("positions.last", L=label(n - 1)))
     if start > 0:
         notes.append(f"This pass computed only {span(start, n)}: the earlier rows came from the KV cache and have no "
                      "logits in this pass (the prompt pass, step 0, has every row).")

@@ -19,7 +19,7 @@ Follows the seed article (`shared/seeds/000_…txt`).
 from __future__ import annotations
 
 import numpy as np
-from rich.console import RenderableType, group
+from rich.console import Group, RenderableType, group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -90,21 +90,22 @@ def tokens_section(ctx: Ctx, number: str):
         yield attribution_table(ctx, ctx.gen.meta["attribution"])
 
 
-def attribution_table(ctx: Ctx, att: dict) -> Table:
-    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars."""
+def attribution_table(ctx: Ctx, att: dict) -> Group:
+    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars,
+    and what such a score can and cannot say (a measurement is --ablate's)."""
     from .fmt import bar, num
 
     per = [float(v) for v in att.get("per_position", [])]
     top = max((abs(v) for v in per), default=0.0) or 1.0
     target = ctx.text(int(att["target_id"]))
-    t = Table(title=f"Which prompt token mattered to {target}: gradient × input (over each input vector, "
-                    f"embedding + position: Σ value × ∂logit/∂value)", title_justify="left", box=None)
+    t = Table(box=None)
     for col, how in (("token", "left"), ("text", "left"), ("grad × input", "right"), ("", "left")):
         t.add_column(col, justify=how, no_wrap=True)
     for p, v in enumerate(per):
         t.add_row(ctx.labels[p], ctx.text(int(ctx.gen.prompt_ids[p])), num(v, ctx.p),
                   ("+" if v >= 0 else "−") + bar(abs(v) / top))
-    return t
+    given = say("attribute.input" if ctx.cfg.has_positions else "attribute.input_none")
+    return Group(line(say("attribute.title", target=target, input=given)), t, line(say("attribute.caveat", target=target)))
 
 
 @renders("heatmap")

@@ -5,7 +5,8 @@
   `tracer trace --json` prints and the page's data under "page" (`serve.engine`);
 - `GET /api/limits`: what one request may ask (`serve.limits.Limits`: the most of each setting by its name;
   "settings": their declarations, as the form's script reads them), the served models, the pool;
-- `GET /api/health`: "ok" and the pool's state.
+- `GET /api/health`: "ok" and the pool's state;
+- with `--lesson`, a led lesson's pages and routes (`serve.lead`).
 
 Every refusal is JSON `{"error": "one line", "field": …, "limit": …}`: 400 malformed, 404 no such
 route, 405 wrong method, 413 too large, 415 not JSON, 422 a field out of range, 429 too many from one
@@ -44,13 +45,15 @@ def refusal(status: int, message: str, headers: dict | None = None, **more) -> R
     return json_response({"error": message, **more}, status, headers)
 
 
-def make_app(engine: Engine, hosts: list[str] | None = None) -> Starlette:
+def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Starlette:
     """The ASGI app serving `engine`'s models; the example page is traced once, at start. `hosts`: the
     Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so that a web
-    page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page."""
-    example = engine.example()
+    page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page. `lesson`: a led
+    lesson (`serve.lead.Lead`): its starter run, its pages and routes, its pinned settings checked."""
+    example = engine.example() if lesson is None else lesson.example(engine)
     limits, settings = engine.limits.to_dict(), served_settings(engine.limits)  # the settings as their declarations say
-    page, csp = served_page(example["page"], engine.describe(), limits, example["request"], settings)
+    make_page = served_page if lesson is None else lesson.pages
+    page, csp = make_page(example["page"], engine.describe(), limits, example["request"], settings)
     page_bytes = page.encode("utf-8")
 
     async def index(request: Request) -> Response:
@@ -72,6 +75,8 @@ def make_app(engine: Engine, hosts: list[str] | None = None) -> Starlette:
                 raise RequestError(415, "request: send JSON (Content-Type: application/json)")
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
+            if lesson is not None:
+                req = lesson.pin(req, body)
             answer = await engine.trace(req, request.client.host if request.client else None)
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
@@ -98,7 +103,7 @@ def make_app(engine: Engine, hosts: list[str] | None = None) -> Starlette:
 
     routes = [Route("/", index, methods=["GET", "HEAD"]), Route("/api/trace", api_trace, methods=["POST"]),
               Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"]),
-              Route("/favicon.ico", favicon, methods=["GET"])]
+              Route("/favicon.ico", favicon, methods=["GET"])] + (lesson.routes() if lesson is not None else [])
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found, Exception: bug})
 

@@ -93,8 +93,11 @@ class _Server(uvicorn.Server):
 
     stopped_by = None
     on_stop = None  # called CUT seconds after the signal: traces still running are cut at their next pass
+    on_signal = None  # called at the signal: a led lesson's event streams end, so that nothing holds the stop
 
     def handle_exit(self, sig, frame) -> None:
+        if self.on_signal is not None:
+            self.on_signal()
         if self.stopped_by is None and self.on_stop is not None:
             timer = threading.Timer(CUT, self.on_stop)
             timer.daemon = True
@@ -107,31 +110,44 @@ class _Server(uvicorn.Server):
 
 
 def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None = None, queue: int = 16,
-          limits: Limits = Limits(), load=None, say=print) -> None:
-    """Load `names`, bind `host:port` and serve until stopped. `say`: where the addresses are printed."""
+          limits: Limits = Limits(), load=None, say=print, lesson=None, followers: int = 100) -> None:
+    """Load `names`, bind `host:port` and serve until stopped. `say`: where the addresses are printed.
+    `lesson`: a led lesson (`tracer.scenario.lesson.Lesson`): its model alone is served, `followers` pages follow."""
     if load is None:
         from ..loaders import load
     sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    here = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    lan = (lan_address() if host in ("0.0.0.0", "::", "") else host) if not is_loopback(host) else None
+    typed = url(lan, bound) if lan else f"http://<this machine>:{bound}/"
+    lead = None
     try:
-        models = load_models(names, load)
+        if lesson is not None:
+            from .lead import Lead
+
+            models = {lesson.model: load(lesson.model)}
+            lead = Lead(lesson, models[lesson.model], limits, followers, 0 if not limits.per_client else 8)
+            lead.url = typed if lan else url(here, bound)
+        else:
+            models = load_models(names, load)
         engine = Engine(models, workers or default_workers(), queue, limits)
-        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None)
+        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None, lead)
     except BaseException:
         sock.close()
         raise
-    bound = sock.getsockname()[1]
-    here = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
     say(f"tracer serve: open {url(here, bound)}  (models: {', '.join(models)}; {engine.workers} workers, queue "
         f"{engine.queue}; Ctrl-C stops)")
     if not is_loopback(host):
-        lan = lan_address() if host in ("0.0.0.0", "::", "") else host
-        say(f"students type: {url(lan, bound) if lan else f'http://<this machine>:{bound}/'}")
+        say(f"students type: {typed}")
         say("warning: anyone on this network can use this server while it runs")
+    if lead is not None:
+        lead.announce(say, lead.url, url(here, bound), is_loopback(host))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE,
-                            limit_concurrency=max(256, 4 * (engine.workers + engine.queue)), timeout_keep_alive=5,
-                            server_header=False)
+                            limit_concurrency=max(256, 4 * (engine.workers + engine.queue)) + (lead.streams() if lead else 0),
+                            timeout_keep_alive=5, server_header=False)
     server = _Server(config)
     server.on_stop = engine.stopping.set
+    server.on_signal = lead.room.stop if lead is not None else None
     try:
         server.run(sockets=[sock])
     finally:

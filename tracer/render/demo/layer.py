@@ -39,6 +39,9 @@ def step_tokens(d: Demo) -> Step:
                                               vocab=str(tok.name)))
     spaces = any(ch in d.text(p) for p in range(len(d.gen.steps[-1].tokens)) for ch in "␣↵")
     parts = [t, Text(say("demo.tokens.spaces") if spaces else ""), about]  # said under the table that shows them
+    first = int(d.trace.tokens[0])
+    if d.n > 1 and first in set(tok.special_tokens.values()):  # <bos> (Gemma, Llama): the letters are shifted by one
+        parts.insert(1, Text(say("demo.tokens.bos", token=d.text(0), first=f"“{d.text(1)}”")))
     info = d.trace.meta.get("training")
     if isinstance(info, dict):
         parts.append(Text(say("demo.tokens.trained", steps=str(info.get("steps", "?")),
@@ -342,12 +345,17 @@ def step_multihead(d: Demo) -> Step:
         (f"concat {H}×{cfg.d_head}", d.vector(concat)),
         (f"× W_O [{H * cfg.d_head}×{cfg.d_model}]", d.vector(out)),
     ]
-    if cfg.residual:
-        rows.append(("+ x (residual)", d.vector(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
-    if cfg.mlp:
-        kind = cfg.mlp_kind.name
-        rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vector(d.block("hook_resid_post")[f])))
-    rows.append((f"out of layer {l}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    # each row a new vector: the running sum, what the MLP adds to it, and the layer's output once (bold)
+    done = f"= out of layer {l}"
+    if cfg.residual and cfg.mlp:
+        rows.append(("+ x (residual)", d.vector(d.block("hook_resid_mid")[f])))
+        rows.append((f"{cfg.mlp_kind.name} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model} adds", d.vector(d.block("hook_mlp_out")[f])))
+        rows.append((f"+ that {done}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    elif cfg.residual or cfg.mlp:  # the one step left gives the layer's output
+        step = "+ x (residual)" if cfg.residual else f"{cfg.mlp_kind.name} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}"
+        rows.append((f"{step} {done}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    else:
+        rows[-1] = (f"{rows[-1][0]} {done}", d.vector(out, "bold"))
     eq = pairs(rows)
     multi = (say("heads.one") if H == 1 else say("heads.many", H=str(H))) + " "
     rest = []

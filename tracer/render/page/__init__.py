@@ -30,7 +30,7 @@ from ..layer import rotation_words
 from ..loop import generated_words, kv_notes
 from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
-from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, switches_data
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, showing, switches_data
 from .routing import add_routing
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
                      stop_words, texts_of, tokens_data)
@@ -81,6 +81,7 @@ def steps_data(checked: bool) -> list[list[str]]:
     return [[step, say(f"path.{step}"), say(f"title.{step}")] for step in ids]
 
 
+@showing
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
               head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
               logits_budget: int = LOGITS_BUDGET, heads: dict | None = None) -> dict:
