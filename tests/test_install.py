@@ -51,6 +51,6 @@ def test_pip_install_of_the_folder_installs_every_file_and_leaves_no_build_folde
     missing = [f for f in _tracked("tracer") if not (target / f).is_file()]
     assert not missing, missing  # the modules and the data: the shipped model, the scenarios, the page's scripts
     for shipped in ("tracer/models/abc/model.safetensors", "tracer/scenarios/article.toml",
-                    "tracer/render/page/app.js", "tracer/serve/serve.css", "tracer/run/common_words.txt"):
+                    "tracer/render/page/app.js", "tracer/serve/serve.css", "tracer/run/word_tokens.txt"):
         assert (target / shipped).is_file(), shipped
     assert (target / "bin" / "tracer").is_file()  # the command
