@@ -112,15 +112,10 @@ def _groups(chosen: np.ndarray, n_experts: int):
 
 
 def _product(x: np.ndarray, W, b, e: int, out: np.ndarray) -> None:  # [n_e, d_in] → out [n_e, d_out]
-    """x times expert e's matrix (plus its bias), written into out. Several rows: by BLAS, from a contiguous copy
-    when the matrix is a strided view (gpt-oss's interleaved gate, which numpy would multiply in its own loop); one
-    row (a decode step's every group): numpy's own product of the matrix as it is held, whose bits the cached step
-    has always had."""
-    if x.shape[0] == 1:
-        out[...] = x @ W[e]
-    else:
-        m = np.asarray(W[e])
-        np.matmul(x, m if m.itemsize in m.strides else np.ascontiguousarray(m), out=out)
+    """x times expert e's matrix (plus its bias), written into out, by BLAS: from a contiguous copy when the matrix
+    is a view with no contiguous axis (numpy would multiply it in its own loop, many times slower)."""
+    m = np.asarray(W[e])
+    np.matmul(x, m if m.itemsize in m.strides else np.ascontiguousarray(m), out=out)
     if b is not None:
         out += b[e]
 
@@ -136,15 +131,12 @@ def _products(xs: np.ndarray, groups: list, W, b) -> np.ndarray:  # [slots, d_in
 def _gate_and_up(xs: np.ndarray, groups: list, w: ExpertsWeights) -> tuple:  # [slots, d_model] grouped → 2 × [slots, d_mlp]
     """x·W_gate (+ b_gate) and x·W_in (+ b_in) of each group, grouped as xs is. Where gate's and up's columns are
     interleaved in one array (`gate_up`), a group of several rows takes one product for both (the same bits as two:
-    each column's sum runs alike); a one-row group multiplies each view, as `_product` does."""
+    each column's sum runs alike), a decode step's one-row groups too (the views' own product, numpy's loop over a
+    strided matrix, took 4× transformers' whole step on a gpt-oss shape)."""
     if w.gate_up is None:
         return _products(xs, groups, w.W_gate, w.b_gate), _products(xs, groups, w.W_in, w.b_in)
     gate, up = np.empty((2, xs.shape[0], w.W_gate.shape[-1]), dtype=xs.dtype)  # [slots, d_mlp] each
     for e, lo, hi in groups:
-        if hi - lo == 1:
-            _product(xs[lo:hi], w.W_gate, w.b_gate, e, gate[lo:hi])
-            _product(xs[lo:hi], w.W_in, w.b_in, e, up[lo:hi])
-            continue
         both = np.empty((hi - lo, 2 * gate.shape[1]), dtype=xs.dtype)  # [n_e, 2·d_mlp]: gate, up, gate, up, …
         _product(xs[lo:hi], w.gate_up, w.b_gate_up, e, both)
         gate[lo:hi], up[lo:hi] = both[:, ::2], both[:, 1::2]
