@@ -486,3 +486,50 @@ def test_gguf_files(tmp_path, limited, check_outcome, gguf_of_folder, i):
     r = limited("trace", "hi", "--model", path, "-n", "1")
     check_outcome(r)
     assert r.returncode == 2 or "tracer · model" in r.stdout, what
+
+
+# --------------------------------------------------------------------------------------------
+# Chat templates: a model's program, bounded in time, memory and depth (issue 39)
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+BIG = ["10**9", "2**31", "2e9", "1e18", "100000", "999999", "10**6 + 1", "(2**31) | int", "1e9 | int", "-1"]
+
+
+def hostile_template(rng: random.Random) -> str:
+    """A ChatML template with one hostile piece put before its output: a loop, a repeat, a width, an
+    indent, a format, a recursion, a doubling, a join or a lorem ipsum of a size drawn from BIG."""
+    n, m = rng.choice(BIG), rng.choice(BIG)
+    piece = rng.choice([
+        f"{{% for i in range({n}) %}}{{% for j in range({m}) %}}{{% endfor %}}{{% endfor %}}",
+        f"{{{{ 'x' * {n} }}}}", f"{{{{ ['x'] * {n} }}}}", f"{{{{ 'ab' | center({n}) }}}}", f"{{{{ 'ab'.ljust({n}) }}}}",
+        f"{{{{ messages | tojson(indent={n}) }}}}", f"{{{{ '{{:>{{w}}}}'.format('x', w={n}) }}}}",
+        f"{{{{ '{{:>{n if n.isdigit() else 2000000000}}}'.format('x') }}}}",
+        f"{{{{ '%{n if n.isdigit() else 2000000000}s' % 'x' }}}}", f"{{{{ '%s' | format('x' * {n}) }}}}",
+        f"{{{{ lipsum({n}) }}}}", f"{{{{ ('a\\n' * 1000) | indent({n}) }}}}", f"{{{{ 10 ** {n} }}}}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "{% for m in [messages] recursive %}{{ loop([m]) }}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+        f"{{% set a = ['x' * 1000] * 1000 %}}{{{{ ([a] * {n}) | join(',') }}}}",
+        f"{{{{ ('y' * 1000).join(['x'] * {n}) }}}}", f"{{{{ ('x' * 1000).replace('', 'y' * {n}) }}}}",
+        f"{{% for b in [1] | batch({n}, 'x') %}}{{{{ b }}}}{{% endfor %}}", f"{{{{ strftime_now('%{n}Y') }}}}",
+        f"{{% for i in range({n}) %}}{{{{ messages }}}}{{% endfor %}}", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
+    ])
+    return piece + CHATML if rng.random() < 0.5 else CHATML.replace("{{ m.content }}", "{{ m.content }}" + piece)
+
+
+@pytest.mark.parametrize("i", cases("template"))
+def test_chat_templates(tmp_path, limited, check_outcome, i):
+    """A Qwen2 folder whose chat_template.jinja is hostile: bounded in time, memory and depth, refused in one
+    line naming the template's file (exit 2), or rendered (exit 0); never exit 1, never past the limits."""
+    rng = rng_for("template", i)
+    folder = tmp_path / "m"
+    shutil.copytree(FAMILIES / "qwen2-tiny", folder, ignore=shutil.ignore_patterns("reference.npz"))
+    template = hostile_template(rng)
+    (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    r = limited("trace", "hi", "--model", folder, "--chat", "-n", "1", seconds=30)
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, template[:300]
+    if r.returncode == 2:  # the template's bound, or what it rendered was longer than the model's context
+        assert "chat_template.jinja" in r.stderr or "context of 128 tokens" in r.stderr, (template[:300], r.stderr)

@@ -134,7 +134,8 @@ class Model:
             messages = [{"role": "user", "content": messages}]
         tok = self.tokenizer
         return render_chat(self.chat_template, messages, bos_token=getattr(tok, "bos_token", None) or "",
-                           eos_token=getattr(tok, "eos_token", None) or "", add_generation_prompt=add_generation_prompt)
+                           eos_token=getattr(tok, "eos_token", None) or "", add_generation_prompt=add_generation_prompt,
+                           source=getattr(self.chat_template, "source", None) or f"of the model {self.name}")
 
     def chat_ids(self, messages, add_generation_prompt: bool = True) -> list[int]:
         """The ids of `chat_prompt(messages)`: what `apply_chat_template(messages, add_generation_prompt=True)` gives."""
@@ -163,7 +164,7 @@ class Model:
             forward(self.config, self.weights, prompt.ids, rec)
         meta = {**self.meta(), **prompt.meta(), **({"hooked": list(hooked.changed)} if hooked is not None else {})}
         return Trace(rec.store, np.asarray(prompt.ids, dtype=np.int64), self.config,
-                     [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0)
+                     [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0, tokenizer=self.tokenizer)
 
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,

@@ -123,15 +123,17 @@ def show(
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
     from ..errors import TracerError
+    from pathlib import Path
+
     from ..render import resolved_for
-    from ..tokenizers.tokens import get_tokenizer
+    from ..tokenizers.table import trace_tokenizer
     from ..run.trace import Generation, damage as trace_damage
 
     view = view_of(token, layer, head, dims, precision, brief, section, max_lines)
     check_export(export)
     gen = Generation.load(path)
     try:
-        tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
+        tokenizer = trace_tokenizer(gen.meta.get("tokenizer"), Path(path).parent)
     except TracerError as e:
         raise TracerError(f"{path}: {e}") from None
     out = make_console(bool(export))

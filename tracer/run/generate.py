@@ -159,7 +159,7 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     for step in steps:
         step.meta = dict(meta)
     return Generation(steps, list(ids), generated, model.tokenizer.decode(generated) if generated else "", meta,
-                      settings=s, stopped=stopped)
+                      settings=s, stopped=stopped, tokenizer=model.tokenizer)
 
 
 # --------------------------------------------------------------------------- verifying the KV cache

@@ -48,6 +48,7 @@ from ..formats.files import save_npz
 from ..formats.reading import MAX_TEXT_BYTES, Npz, parse_json, read_npz
 from .settings import GenerationSettings
 from ..showing import shown_by
+from ..tokenizers.table import saved_spec
 from ..core.store import Store
 
 FORMAT = "tracer-trace"
@@ -66,6 +67,7 @@ class Trace(Mapping):
     meta: dict = field(default_factory=dict)  # model, tokenizer spec, prompt, seed, version
     start: int = 0  # first position computed by this pass; earlier ones came from the KV cache
     settings: GenerationSettings | None = None  # how the generation this pass belongs to ran (None: `Model.run`)
+    tokenizer: object = field(default=None, repr=False, compare=False)  # the run's tokenizer (not in a file: its token table is)
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -89,7 +91,7 @@ class Trace(Mapping):
 
     def as_generation(self) -> "Generation":
         """This one pass as a generation of one pass (what a file or a walkthrough holds)."""
-        return Generation(steps=[self], meta=dict(self.meta), settings=self.settings)
+        return Generation(steps=[self], meta=dict(self.meta), settings=self.settings, tokenizer=self.tokenizer)
 
     def show(self, **options) -> None:
         """Print this pass's walkthrough (a notebook or a terminal): `show(token="B", section="attention")`."""
@@ -114,6 +116,7 @@ class Generation:
     meta: dict = field(default_factory=dict)  # where it came from: model, tokenizer, prompt, … (JSON)
     settings: GenerationSettings | None = None  # None for a single pass saved by `Trace.save`
     stopped: str | None = None  # why generation stopped: max_new_tokens, end_token or stop_string
+    tokenizer: object = field(default=None, repr=False, compare=False)  # the run's tokenizer (not in a file: its token table is)
 
     def __post_init__(self):
         if not self.prompt_ids and self.steps:
@@ -168,6 +171,8 @@ def to_arrays(gen: Generation):
         "steps": [{"start": int(s.start), "n_tokens": int(len(s.tokens))} for s in gen.steps],
         "step_meta": [{k: v for k, v in s.meta.items() if k not in gen.meta} for s in gen.steps],
     }
+    if "tokenizer" in meta:  # a tokenizer read from a file is saved as its tokens' texts, never as the file's path
+        meta["tokenizer"] = saved_spec(meta["tokenizer"], gen.tokenizer)
     yield "tokens", tokens
     yield "meta", np.array(json.dumps(meta))
     for n, step in enumerate(gen.steps):
