@@ -169,7 +169,8 @@ class Model:
     def generate(self, prompt_or_ids, max_new_tokens: int = 1, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int = 0, cache: bool = True, stop=None, names=None,
                  on_step=None, truncate: str | None = None, lens: bool | None = None,
-                 settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None) -> Generation:
+                 settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None,
+                 on_layer=None) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
         `prompt_or_ids` may be a `Prompt` (`Model.prompt`): then it is not tokenized again.
@@ -178,11 +179,13 @@ class Model:
         as in `run`, applied in every pass (the KV cache holds the keys and values they gave). With
         `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
+        `on_layer()`: called before every layer of every pass and before the logit lens's chunks (what it
+        raises ends the run there: a deadline); `on_step(done, total)` after each pass.
         """
         if settings is None:
             settings = GenerationSettings(max_new_tokens, temperature, top_k, top_p, seed, cache, stop)
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
-        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks))
+        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), on_layer)
         for meta in [gen.meta] + [s.meta for s in gen.steps]:
             meta.update(prompt.meta())
         return gen

@@ -73,12 +73,17 @@ def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.
 
 
 def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
-                       lens: bool) -> None:
-    """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
+                       lens: bool, on_layer=None) -> None:
+    """Every computed position's prediction and loss, and the logit lens, into the pass's recording.
+    `on_layer()` is called before each and between the lens's chunks of layers (a deadline raises there)."""
+    tick = on_layer or (lambda: None)
     if rec.wants("loss.per_position"):
+        tick()
         rec.store.update(position_predictions(logits, seq, start, token))
     if lens and rec.wants("lens.top_token"):
-        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W)
+        tick()
+        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W,
+                           on_chunk=on_layer)
         if found is not None:
             rec.store.update(found)
 
@@ -98,8 +103,30 @@ def recording_plan(json: bool = False, save: bool = False, lens_shown: bool = Tr
     return {"names": list(REACHED_NAMES) if json_only else None, "lens": False if unseen else None}
 
 
+class Ticking:
+    """A model's layers, `tick()` called as the decoder takes each (`forward` reads `weights.layers[l]`, or
+    iterates them): a check between two layers (a deadline, a stop) without a hook in the decoder."""
+
+    def __init__(self, layers, tick):
+        self._layers, self._tick = layers, tick
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def __getitem__(self, l):
+        self._tick()
+        return self._layers[l]
+
+    def __iter__(self):
+        for l in range(len(self._layers)):
+            yield self[l]
+
+    def __getattr__(self, name):
+        return getattr(self._layers, name)
+
+
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
-             lens: bool | None = None, hooks=None) -> Generation:
+             lens: bool | None = None, hooks=None, on_layer=None) -> Generation:
     """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
     `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
@@ -108,17 +135,20 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
     skips the logit lens (it needs the residual streams recorded); `True` records it for every
     pass; None (the default) records it for the prompt pass, and for every later pass only on
     models under LENS_EVERY_PASS_MAX parameters (on GPT-2 sizes the lens costs more than the
-    decode step itself).
+    decode step itself). `on_layer()` is called before each layer of every pass and before the logit
+    lens's chunks of layers: what it raises ends the run there (`tracer serve`'s time limit).
     """
     with np.errstate(all="ignore"):  # a run that overflows records ∞ and NaN where they arise: no warnings
-        return _generate(model, ids, settings, names, on_step, lens, hooks)
+        return _generate(model, ids, settings, names, on_step, lens, hooks, on_layer)
 
 
-def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None) -> Generation:
+def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None,
+              on_layer=None) -> Generation:
     cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
         add_out_rows(cfg, model.weights)
+    weights = model.weights if on_layer is None else replace(model.weights, layers=Ticking(model.weights.layers, on_layer))
     rng = np.random.default_rng(s.seed)
     kv = KVCache(cfg, len(ids) + max(s.max_new_tokens, 1)) if s.cache else None
     seq = list(ids)
@@ -131,10 +161,11 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     while True:
         rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
         new = seq[start:] if kv is not None else seq
-        logits = forward(cfg, model.weights, new, rec, cache=kv)  # [pos, d_vocab]
+        logits = forward(cfg, weights, new, rec, cache=kv)  # [pos, d_vocab]
         token = sample(logits[-1], s.temperature, s.top_k, s.top_p, rng, Recorder(store=rec.store))
         step_start = start if kv is not None else 0
-        record_predictions(model, rec, logits, seq, step_start, token, lens_every_pass or (lens is not False and not steps))
+        record_predictions(model, rec, logits, seq, step_start, token, lens_every_pass or (lens is not False and not steps),
+                           on_layer)
         steps.append(Trace(rec.store, np.asarray(seq, dtype=np.int64), cfg, list(strs), {}, step_start, s))
         if on_step is not None:
             on_step(len(steps), max(s.max_new_tokens, 1))

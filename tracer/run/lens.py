@@ -117,11 +117,12 @@ def summarize(logits: np.ndarray, target: np.ndarray):
 
 
 def logit_lens(cfg, params, arrays, tokens, start: int, chosen: int, positions: int | None = None,
-               W_U: np.ndarray | None = None) -> dict[str, np.ndarray] | None:
+               W_U: np.ndarray | None = None, on_chunk=None) -> dict[str, np.ndarray] | None:
     """The lens arrays for one pass (None when its residual streams were not recorded).
 
     Every layer's rows go through W_U together, in chunks (one read of W_U per chunk, not per layer);
-    the last row is the recorded logits themselves when they were recorded.
+    the last row is the recorded logits themselves when they were recorded. `on_chunk()` is called
+    before each chunk (a deadline raises there).
     """
     streams = residual_streams(cfg, arrays)
     if streams is None:
@@ -139,6 +140,8 @@ def logit_lens(cfg, params, arrays, tokens, start: int, chosen: int, positions: 
         targets = np.tile(target, len(todo))  # [layer * lens_pos]
         chunk = max(width, (LENS_CHUNK // cfg.d_vocab) // width * width)  # whole layers per chunk
         for i in range(0, stacked.shape[0], chunk):
+            if on_chunk is not None:
+                on_chunk()
             logits = lens_logits(cfg, params, W_U, stacked[i : i + chunk])  # [rows, d_vocab]
             parts.append(summarize(logits, targets[i : i + chunk]))
     if exact:

@@ -188,11 +188,31 @@ class Render:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(TemplateStopped))
 
 
+class within:  # noqa: N801  (a context manager read as a phrase: `with within(deadline, stopping):`)
+    """Renders started in this thread inside the block end by `deadline` (time.monotonic()) at the latest, and
+    stop when `should_stop()` turns true (a server's time limit and its stopping)."""
+
+    def __init__(self, deadline: float, should_stop=None):
+        self.limit = (deadline, should_stop)
+
+    def __enter__(self):
+        self.before, _local.limit = getattr(_local, "limit", None), self.limit
+        return self
+
+    def __exit__(self, *exc):
+        _local.limit = self.before
+
+
 def run_bounded(fn, budget: Budget, seconds: float = SECONDS, should_stop=None):
     """`fn()`'s result, run in a thread of its own within `seconds` (TemplateBound past them, naming them;
-    TemplateBound "stopping" when `stop_all` is called or `should_stop()` turns true). Its errors are raised here."""
+    TemplateBound "stopping" when `stop_all` is called or `should_stop()` turns true; both tightened by an
+    enclosing `within`). Its errors are raised here."""
     import time
 
+    limit = getattr(_local, "limit", None)
+    if limit is not None:
+        seconds = max(0.0, min(seconds, limit[0] - time.monotonic()))
+        should_stop = should_stop or limit[1]
     r = Render(fn, budget)
     with _LOCK:
         r.thread.start()
@@ -207,7 +227,7 @@ def run_bounded(fn, budget: Budget, seconds: float = SECONDS, should_stop=None):
             r.done.wait(0.5)  # the thread ends at its next step; the caller does not wait longer than this
             break
     if r.why == "time":
-        raise TemplateBound(f"it ran for more than {seconds:g} s; a chat template may take at most {seconds:g} s")
+        raise TemplateBound(f"it ran for more than {seconds:.3g} s; a chat template may take at most {seconds:.3g} s")
     if r.why is not None:
         raise TemplateBound("stopped: the program is stopping")
     if r.error is not None:
