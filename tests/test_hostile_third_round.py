@@ -293,3 +293,122 @@ def test_the_api_saves_the_table_too(tmp_path):
     for name in ("run.npz", "gen.npz"):
         spec = tracer.Generation.load(tmp_path / name).meta["tokenizer"]
         assert spec["kind"] == "table" and len(spec["tokens"]) == m.tokenizer.n_vocab
+
+
+# --------------------------------------------------------------------------- 18: a long prompt is weighed before its first pass
+
+
+def smollm2_shape(n_layers: int = 30):
+    """SmolLM2-135M's shape (30 layers, d_model 576, 9 heads of 64 over 3 key/value heads, SwiGLU of 1,536,
+    RoPE, RMS norm, a context of 8,192) with GPT-2's vocabulary, so that tracer's own files carry it."""
+    from tracer.core.config import Config
+
+    return Config(d_vocab=50257, n_ctx=8192, d_model=576, n_heads=9, n_kv_heads=3, d_head=64, d_mlp=1536,
+                  n_layers=n_layers, positional="rope", norm="rms", mlp="swiglu", tied_unembed=True, rope_theta=100000.0)
+
+
+def words(n: int, seed: int = 1) -> str:
+    import random
+
+    common = (Path(tracer.__file__).parent / "run" / "common_words.txt").read_text().split()
+    rng = random.Random(seed)
+    return " ".join(rng.choice(common) for _ in range(n))
+
+
+@pytest.mark.parametrize("n", [300, 700])
+def test_the_estimate_is_what_a_run_holds(n):
+    """`footprint` against the store's own count of what it holds, and tracemalloc's peak (an upper bound
+    within a factor of two of it)."""
+    import tracemalloc
+
+    from tracer.core.params import init_weights
+    from tracer.model import Model
+    from tracer.run.footprint import footprint
+    from tracer.tokenizers.tokens import get_tokenizer
+
+    cfg = smollm2_shape(2)
+    m = Model(cfg, init_weights(cfg, 0), get_tokenizer("gpt2"), "smol-shape")
+    ids = list(np.arange(n) % 5000 + 100)
+    est = footprint(cfg, n, 2)
+    tracemalloc.start()
+    try:
+        gen = m.generate(ids, max_new_tokens=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    held = sum(step.arrays.nbytes() for step in gen.steps)
+    assert abs(est.recorded - held) < 0.05 * held, (est.recorded, held)
+    assert 0.5 * est.total < peak < est.total, (peak, est.total)
+
+
+def test_a_long_prompt_that_cannot_fit_is_refused_before_its_first_pass_with_the_numbers():
+    from tracer.core.params import init_weights
+    from tracer.model import Model
+    from tracer.run.footprint import check_room, footprint
+    from tracer.tokenizers.tokens import get_tokenizer
+
+    cfg = smollm2_shape()
+    small = Model(smollm2_shape(1), init_weights(smollm2_shape(1), 0), get_tokenizer("gpt2"), "smol-shape")
+    small.config = cfg  # the estimate reads the config only: SmolLM2's 30 layers, without 30 layers of weights
+    n = 6_000
+    need = footprint(cfg, n, 1)
+    assert need.attention == 30 * 9 * (n * (n + 1) // 2) * 4  # heads × positions² / 2 a layer, float32
+    with pytest.raises(TracerError) as e:
+        check_room(small, n, 1, room=8 * 10**9)
+    said = str(e.value)
+    assert said.startswith("prompt: 6,000 tokens on smol-shape: the run would record ") and "\n" not in said
+    assert "30 layers × 9 heads × 6,000² / 2" in said and "8 GB is available" in said and "--truncate left" in said
+    fit = int(said.split("about ")[1].split(" tokens fit")[0].replace(",", ""))
+    assert footprint(cfg, fit, 1).total <= 8 * 10**9 < footprint(cfg, fit + 1, 1).total
+    assert check_room(small, n, 1, truncate="left", room=8 * 10**9) == fit
+    assert check_room(small, 500, 1, room=8 * 10**9) == 500
+
+
+@pytest.fixture(scope="module")
+def smol_file(tmp_path_factory):
+    """A weights file of SmolLM2's shape (random weights, 540 MB), written once."""
+    from tracer.core.params import init_weights
+    from tracer.formats.files import save_weights
+
+    path = tmp_path_factory.mktemp("smol") / "smol-shape.safetensors"
+    save_weights(path, smollm2_shape(), init_weights(smollm2_shape(), 0))
+    return path
+
+
+@pytest.mark.slow
+def test_5000_words_on_a_smollm2_shaped_model_are_refused_in_seconds(smol_file, limited):
+    """It showed a blank screen, grew past 11 GB and ended after 76 s in "out of memory", exit 1."""
+    r = limited("trace", words(5000), "--model", smol_file, "-n", "1", "--section", "predict", memory=3 << 30, seconds=60)
+    assert r.signal is None and r.returncode == 2, (r.returncode, r.signal, r.stderr[-1000:])
+    err = r.stderr.strip()
+    assert err.count("\n") == 0 and err.startswith("tracer: prompt: 5,000 tokens on smol-shape.safetensors: the run "
+                                                    "would record "), err
+    assert "30 layers × 9 heads × 5,000² / 2" in err and "is available" in err and "--truncate left" in err
+    assert r.seconds < 30
+
+
+def test_truncate_keeps_what_fits_and_runs(tmp_path, runner, monkeypatch):
+    """--truncate left keeps the prompt's last tokens that fit the memory available (here made 700 MB),
+    says so on stderr, and runs them."""
+    from tracer.core.params import init_weights
+    from tracer.formats.files import save_weights
+    from tracer.run import footprint
+    from tracer.tokenizers.tokens import get_tokenizer
+
+    path = tmp_path / "smol-4.safetensors"
+    save_weights(path, smollm2_shape(4), init_weights(smollm2_shape(4), 0))
+    monkeypatch.setattr(footprint, "available_bytes", lambda: 700 * 10**6)
+    prompt = words(3000)
+    r = runner.invoke(app, ["trace", prompt, "--model", str(path), "-n", "1", "--truncate", "left", "--json"])
+    assert r.exit_code == 0, r.stderr
+    kept = int(r.stderr.split("about ")[1].split(" fit")[0].replace(",", ""))
+    ids = get_tokenizer("gpt2").encode(prompt)
+    assert json.loads(r.stdout)["prompt_ids"] == ids[-kept:] and 0 < kept < len(ids)
+    assert footprint.footprint(smollm2_shape(4), kept, 1, footprint_names()).total <= 0.9 * 700 * 10**6
+    one_line(runner.invoke(app, ["trace", prompt, "--model", str(path), "-n", "1", "--json"]), f"about {kept:,} tokens fit")
+
+
+def footprint_names():
+    from tracer.run.generate import recording_plan
+
+    return recording_plan(json=True)["names"]

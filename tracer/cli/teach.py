@@ -79,9 +79,12 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
     text = m.prompt(prompt, chat=chat)
     removed, hooks = ablations(m, ablate)
     from ..render.progress import layers_progress
+    from ..run.footprint import check_room
 
+    new = max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids)))
+    check_room(m, len(text.ids), new)  # a prompt whose recording cannot fit: refused before the first pass
     with layers_progress(m):  # a streamed model: the layers' bar on stderr, Ctrl-C between layers
-        gen = m.generate(text, max_new_tokens=max(0, min(DEMO_NEW_TOKENS, m.config.n_ctx - len(text.ids))), hooks=hooks)
+        gen = m.generate(text, max_new_tokens=new, hooks=hooks)
     if hooks:
         gen.meta["ablation"] = ablation_record(m, text.ids, ablate, removed, hooks)
         prompt = f"{prompt} without {' and '.join(removed)}"
