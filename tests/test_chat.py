@@ -193,6 +193,11 @@ def test_a_template_is_bounded_in_time_memory_and_depth(case):
     assert peak < 400 * 2**20, f"{peak / 2**20:.0f} MB"  # the bound is 1,000,000 characters a value, 32,000,000 in all
 
 
+def test_a_template_of_megabytes_is_refused_before_it_is_compiled():
+    with pytest.raises(TracerError, match=r"^chat template: 2,000,016 characters; tracer renders templates of at most 1,000,000$"):
+        render_chat("{{ 'x' }}" + " " * 2_000_000 + "{{ 1 }}", CHATS[0])
+
+
 def test_the_bounds_grow_with_the_messages_and_real_templates_fit():
     long = [{"role": "user", "content": "word " * 400_000}]  # 2,000,000 characters: the text bound follows
     text = render_chat("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}", long)

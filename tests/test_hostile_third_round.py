@@ -276,6 +276,20 @@ def test_an_older_trace_whose_tokenizer_is_in_its_own_folder_still_shows(folder_
     one_line(runner.invoke(app, ["show", str(dotdot)]), "opens no file a trace names")
 
 
+@pytest.mark.parametrize("name", ["tokenizer.json", "sub/tokenizer.json"])
+def test_a_link_in_the_traces_folder_to_a_file_elsewhere_is_not_followed(folder_trace, tmp_path, runner, name):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(DATA / "qwen2-tiny" / "tokenizer.json", outside / "tokenizer.json")
+    here = tmp_path / "here"
+    (here / "sub").mkdir(parents=True)
+    (here / name).symlink_to(outside / "tokenizer.json")
+    old = _with_tokenizer(folder_trace[0], here / "old.npz", {"kind": "tokenizer.json", "path": str(here / Path(name).parent)})
+    opened = _opened(lambda: runner.invoke(app, ["show", str(old)]))
+    assert not [p for p in opened if "outside" in p], opened
+    one_line(runner.invoke(app, ["show", str(old)]), "opens no file a trace names")
+
+
 @pytest.mark.parametrize("spec, says", [
     ({"kind": "table", "tokens": "abc"}, "must be a list of the tokens' texts"),
     ({"kind": "table", "tokens": [1, 2]}, "must be a list of the tokens' texts"),
@@ -315,8 +329,8 @@ def words(n: int, seed: int = 1) -> str:
     return " ".join(rng.choice(common) for _ in range(n))
 
 
-@pytest.mark.parametrize("n", [300, 700])
-def test_the_estimate_is_what_a_run_holds(n):
+@pytest.mark.parametrize("n, cache", [(300, True), (700, True), (300, False)])
+def test_the_estimate_is_what_a_run_holds(n, cache):
     """`footprint` against the store's own count of what it holds, and tracemalloc's peak (an upper bound
     within a factor of two of it)."""
     import tracemalloc
@@ -329,10 +343,10 @@ def test_the_estimate_is_what_a_run_holds(n):
     cfg = smollm2_shape(2)
     m = Model(cfg, init_weights(cfg, 0), get_tokenizer("gpt2"), "smol-shape")
     ids = list(np.arange(n) % 5000 + 100)
-    est = footprint(cfg, n, 2)
+    est = footprint(cfg, n, 2, cache=cache)
     tracemalloc.start()
     try:
-        gen = m.generate(ids, max_new_tokens=2)
+        gen = m.generate(ids, max_new_tokens=2, cache=cache)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

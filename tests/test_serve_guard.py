@@ -326,7 +326,7 @@ def test_the_time_limit_holds_inside_the_prompts_pass(models, seconds):
     finally:
         e.close()
     assert r.status_code == 422 and r.json()["field"] == "time", r.text
-    assert took < seconds + 1.0, f"{took:.2f} s"  # tokenizing, and at most a layer (~30 ms) or a lens chunk past it
+    assert took < seconds + 1.5, f"{took:.2f} s"  # tokenizing, and a layer, a chunk of predictions or of the lens past it
 
 
 def test_on_layer_is_called_before_every_layer_of_every_pass_and_the_lens(models):
@@ -471,3 +471,24 @@ def test_serve_with_seconds_shorter_than_the_example_starts_and_says_so():
     finally:
         code, err = stop_server(proc)
     assert code == 0, err
+
+
+@pytest.mark.slow
+def test_clients_that_leave_or_break_http_print_nothing_on_the_teachers_terminal():
+    """A client that closed before its answer was written raised BrokenPipeError through the app (the CLI's
+    SIGPIPE rule) and a GET whose chunked body broke HTTP while it was answered ended in h11's
+    LocalProtocolError: both printed a traceback; garbage printed uvicorn's warning line each time."""
+    proc, url = start_server("--model", "abc", "--per-client", "0")
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        for data in (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 20,
+                     b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                     b"\x00\xff garbage\r\n\r\n"):
+            for _ in range(3):
+                with socket.create_connection((host, int(port))) as s:
+                    s.sendall(data)
+            time.sleep(0.3)
+        assert httpx.get(url + "/api/health", timeout=5).json()["status"] == "ok"
+    finally:
+        code, err = stop_server(proc)
+    assert code == 0 and err.strip().splitlines() == ["tracer serve: stopped (SIGTERM); 0 traces answered, 0 refused as busy"], err

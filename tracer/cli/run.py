@@ -71,7 +71,7 @@ def trace(
     n = len(text.ids)
     resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
     plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
-    keep = check_room(m, n, settings.max_new_tokens, plan["names"], side)  # before the first pass: it fits, or
+    keep = check_room(m, n, settings.max_new_tokens, plan["names"], side, cache=settings.cache)  # it fits, or
     if keep < n:  # --truncate: the prompt cut to what fits
         text = cut(text, keep, side)
         echo_err(f"note: the prompt has {n:,} tokens and about {keep:,} fit in the memory available; kept its "

@@ -5,8 +5,8 @@ A recorded pass keeps every name it records (`tracer.core.hooks` gives each one'
 holds it (`tracer.core.store.HOLD`: a long pass's attention weights as their causal half, the scores
 and Q·K as recipes); the attention weights alone are heads × positions² / 2 numbers a layer. While a
 layer runs it also holds its [head, query, key] arrays whole (PEAK_ARRAYS of them when they are recorded,
-and the store keeps REBUILT_KEPT of them rebuilt whole once a view reads them), and every position's
-logits are turned into probabilities over the vocabulary. `footprint` adds these up for the
+or the REBUILT_KEPT of them the store keeps rebuilt whole once a view reads them), and every position's
+logits are turned into probabilities over the vocabulary, a chunk of rows at a time. `footprint` adds these up for the
 prompt's pass and the passes after it; `fitting` finds the longest prompt that fits a number of
 bytes; `check_room` refuses a run that does not fit in one line with the numbers, or says how many
 tokens to keep when the user asked for the prompt to be cut (`--truncate`). Core module: numpy and
@@ -26,7 +26,7 @@ from ..core.store import PACK_MIN_QUERIES, REBUILT_KEPT
 from ..errors import TracerError
 
 PEAK_ARRAYS = 3  # [head, query, key] arrays a layer holds whole while it runs and records them (Q·K, scores, weights)
-LOGIT_ARRAYS = 1.25  # [pos, d_vocab] arrays the predictions hold beside the recorded logits (exp in place, a mask)
+LOGIT_ARRAYS = 1.0  # [pos, d_vocab] arrays held beside the recorded logits (the unembedding's product; predictions go by rows)
 SHARE = 0.9  # of the memory available that a run may plan to take
 ATTENTION = ("attn.hook_pattern", "attn.hook_attn_scores", "attn.hook_dots")  # the [head, query, key] names
 
@@ -91,31 +91,33 @@ def pass_bytes(cfg, names: list[str], n_new: int, n_seen: int) -> tuple[int, int
     return total, attention, logits
 
 
-def footprint(cfg, n_prompt: int, max_new_tokens: int, names=None) -> Footprint:
+def footprint(cfg, n_prompt: int, max_new_tokens: int, names=None, cache: bool = True) -> Footprint:
     """What a generation of `max_new_tokens` after a prompt of `n_prompt` tokens records and holds, for
-    the recorded `names` (globs, None: everything) — the prompt's pass and each pass after it."""
+    the recorded `names` (globs, None: everything) — the prompt's pass and each pass after it (one new
+    position each with the KV cache, the whole context again without it: `cache=False`)."""
     wanted = _compile(names)
     every = recorded_names(cfg)
     kept = every if wanted is True else [] if wanted is False else [n for n in every if wanted(n)]
     size = np.dtype(cfg.dtype).itemsize
     recorded, attention, logits = pass_bytes(cfg, kept, n_prompt, n_prompt)
-    for k in range(1, max(max_new_tokens, 1)):  # one position each, over the keys seen so far
-        more = pass_bytes(cfg, kept, 1, n_prompt + k)
+    for k in range(1, max(max_new_tokens, 1)):  # one position each, over the keys seen so far (or all of them again)
+        more = pass_bytes(cfg, kept, 1 if cache else n_prompt + k, n_prompt + k)
         recorded, attention, logits = recorded + more[0], attention + more[1], logits + more[2]
-    cache = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * (n_prompt + max(max_new_tokens, 1)) * size
-    square = cfg.n_heads * n_prompt * n_prompt * size  # one [head, query, key] array of the prompt's pass
+    kv = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * (n_prompt + max(max_new_tokens, 1)) * size if cache else 0
+    longest = n_prompt + (0 if cache else max(max_new_tokens, 1) - 1)  # the longest pass's positions
+    square = cfg.n_heads * longest * longest * size  # one [head, query, key] array of the longest pass
     shown = any(n.endswith(ATTENTION) for n in kept)  # recorded: held whole while packed, rebuilt when read
-    arrays = PEAK_ARRAYS + min(REBUILT_KEPT, cfg.n_layers) if shown else 1
-    peak = int(max(arrays * square, LOGIT_ARRAYS * n_prompt * cfg.d_vocab * size)) + cache
+    arrays = max(PEAK_ARRAYS, min(REBUILT_KEPT, cfg.n_layers)) if shown else 1  # while a layer runs, or a view reads
+    peak = int(max(arrays * square, LOGIT_ARRAYS * longest * cfg.d_vocab * size)) + kv
     return Footprint(recorded, attention, logits, peak)
 
 
-def fitting(cfg, room: int, max_new_tokens: int, names=None, most: int | None = None) -> int:
+def fitting(cfg, room: int, max_new_tokens: int, names=None, most: int | None = None, cache: bool = True) -> int:
     """The longest prompt (in tokens, at most `most`) whose run fits `room` bytes; 0 when none does."""
     lo, hi = 0, int(most if most is not None else cfg.n_ctx)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if footprint(cfg, mid, max_new_tokens, names).total <= room:
+        if footprint(cfg, mid, max_new_tokens, names, cache).total <= room:
             lo = mid
         else:
             hi = mid - 1
@@ -133,16 +135,16 @@ def cut(prompt, keep: int, side: str):
 
 
 def check_room(model, n_prompt: int, max_new_tokens: int, names=None, truncate: str | None = None,
-               room: int | None = None) -> int:
+               room: int | None = None, cache: bool = True) -> int:
     """How many of the prompt's `n_prompt` tokens to run: all of them when the run fits the memory available
     (`room`: SHARE of it by default); with `truncate` ("left"/"right"), as many as fit; else a TracerError
     with the numbers and the options that narrow it."""
     cfg = model.config
     room = int(SHARE * available_bytes()) if room is None else int(room)
-    need = footprint(cfg, n_prompt, max_new_tokens, names)
+    need = footprint(cfg, n_prompt, max_new_tokens, names, cache)
     if need.total <= room:
         return n_prompt
-    fit = fitting(cfg, room, max_new_tokens, names, n_prompt)
+    fit = fitting(cfg, room, max_new_tokens, names, n_prompt, cache)
     if truncate is not None and fit >= 1:
         return fit
     what = (f"{gb(need.attention)} of it attention weights, {cfg.n_layers} layers × {cfg.n_heads} heads × "

@@ -79,7 +79,7 @@ def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int],
     tick = on_layer or (lambda: None)
     if rec.wants("loss.per_position"):
         tick()
-        rec.store.update(position_predictions(logits, seq, start, token))
+        rec.store.update(position_predictions(logits, seq, start, token, on_layer))
     if lens and rec.wants("lens.top_token"):
         tick()
         found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W,

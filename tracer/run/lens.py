@@ -32,6 +32,7 @@ from ..core.fast import norm_weights, times_columns
 from ..core.params import unembedding
 
 LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows)
+PREDICT_CHUNK = 2_000_000  # logits turned into probabilities at once for every position's prediction (8 MB in float32)
 LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for a GPT-2 small lens
 
 
@@ -60,10 +61,17 @@ def next_tokens(tokens, start: int, chosen: int) -> np.ndarray:
     return np.append(tokens[start + 1 :], np.int64(chosen))  # [pos - start]
 
 
-def position_predictions(logits: np.ndarray, tokens, start: int, chosen: int) -> dict[str, np.ndarray]:
-    """Each computed position's top next token and the loss of the token that actually follows."""
+def position_predictions(logits: np.ndarray, tokens, start: int, chosen: int, on_chunk=None) -> dict[str, np.ndarray]:
+    """Each computed position's top next token and the loss of the token that actually follows, in chunks
+    of rows (each row alone: the same numbers; `on_chunk()` is called before each, a deadline raises there)."""
     nxt = next_tokens(tokens, start, chosen)  # [pos]
-    top, top_logp, next_logp, _ = top_and_target(logits, nxt)  # [pos] each
+    rows = max(1, PREDICT_CHUNK // max(logits.shape[-1], 1))
+    parts = []
+    for i in range(0, logits.shape[0], rows):
+        if on_chunk is not None:
+            on_chunk()
+        parts.append(top_and_target(logits[i : i + rows], nxt[i : i + rows]))
+    top, top_logp, next_logp = (np.concatenate([p[k] for p in parts]) for k in range(3))  # [pos] each
     return {
         "predict.top_token": top.astype(np.int64),  # [pos]
         "predict.top_prob": np.exp(top_logp),  # [pos]

@@ -115,6 +115,16 @@ class Guarded(H11Protocol):
             self._writing = None
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """A malformed request: uvicorn's plain 400, unless an answer to the connection's previous request
+        is being written (a body that breaks HTTP after a GET's headers): then the connection is only
+        closed, since h11 cannot start a second answer and the app's would end in a traceback."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True
+            self.transport.close()
+            return
+        super().send_400_response(msg)
+
     # ---- a client that reads nothing
 
     def pause_writing(self) -> None:

@@ -132,8 +132,9 @@ def check_proxy(trusted_proxy: str | None) -> str | None:
 
 def uvicorn_config(app, proxy: str | None = None) -> uvicorn.Config:
     """How uvicorn runs the app: connections with deadlines (`guard.Guarded`) and no limit of uvicorn's own
-    (the app's `guard.InFlight` counts requests, not sockets); X-Forwarded-For read only from `proxy`."""
-    return uvicorn.Config(app, http=Guarded, log_level="warning", access_log=False, lifespan="off",
+    (the app's `guard.InFlight` counts requests, not sockets), no WebSocket (the app has none); X-Forwarded-For
+    read only from `proxy`; uvicorn says only errors (a client's garbage is no line on the teacher's terminal)."""
+    return uvicorn.Config(app, http=Guarded, ws="none", log_level="error", access_log=False, lifespan="off",
                           timeout_graceful_shutdown=GRACE, limit_concurrency=None, timeout_keep_alive=5,
                           server_header=False, proxy_headers=proxy is not None, forwarded_allow_ips=proxy or "")
 
@@ -174,6 +175,8 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
         say(f"students type: {url(lan, bound) if lan else f'http://<this machine>:{bound}/'}")
         say("warning: anyone on this network can use this server while it runs")
     Guarded.most_open = max(64, raise_file_limit() - RESERVE_FILES)
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client that leaves mid-answer: a closed socket, not the CLI's pipe rule
     server = _Server(uvicorn_config(app, proxy))
     server.on_stop = lambda: stop_workers(engine)
     try:

@@ -26,6 +26,7 @@ from ..formats.reading import inside, parse_json, read_small
 from .bounds import DEPTH_MAX, SECONDS, Budget, TemplateBound, budget, run_bounded
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+TEMPLATE_MOST = 1_000_000  # characters of a template (Llama 3.1's tool-calling one has about 5,000)
 
 
 class ChatTemplate(str):
@@ -291,6 +292,8 @@ def render_chat(template: str, messages, bos_token: str | None = None, eos_token
 
     where = source or getattr(template, "source", None)
     where = f"chat template ({where})" if where else "chat template"
+    if len(template) > TEMPLATE_MOST:  # compiling costs far more than its size: real templates are a few KB
+        raise TracerError(f"{where}: {len(template):,} characters; tracer renders templates of at most {TEMPLATE_MOST:,}")
     names = {"bos_token": bos_token, "eos_token": eos_token, "tools": None, "documents": None, **special_tokens}
     names = {k: _plain(v) for k, v in names.items() if not (v is None and k.endswith("_token"))}
     messages = _messages(messages)

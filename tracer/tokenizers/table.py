@@ -82,16 +82,19 @@ def trace_tokenizer(spec, folder: Path | None = None) -> Tokenizer:
                               {k: spec[k] for k in ("of", "sha256") if isinstance(spec.get(k), str)})
     if not isinstance(spec, dict) or spec.get("kind") not in BY_PATH:
         return get_tokenizer(spec)
-    path = spec.get("path")
-    try:
-        here = folder is not None and isinstance(path, str) and Path(folder, path).resolve().is_relative_to(
-            Path(folder).resolve())
+    path, here = spec.get("path"), None
+    try:  # the file itself, every link followed, a regular file inside the trace's folder
+        if folder is not None and isinstance(path, str) and path:
+            target = Path(folder, path)
+            target = target / "tokenizer.json" if spec["kind"] == "tokenizer.json" and target.is_dir() else target
+            real = target.resolve()
+            here = real if real.is_relative_to(Path(folder).resolve()) and real.is_file() else None
     except (OSError, RuntimeError, ValueError):
-        here = False
-    if not here:
+        here = None
+    if here is None:
         raise TracerError("tokenizer: the trace names it by a path outside the trace's own folder (a trace saved by an "
                           "older tracer); tracer opens no file a trace names: run the model again with --save")
     try:
-        return get_tokenizer({**spec, "path": str(Path(folder, path))})
+        return get_tokenizer({**spec, "path": str(here)})
     except TracerError:
         raise TracerError(f"tokenizer: the {spec['kind']} the trace names in its folder is not one tracer can read") from None
