@@ -20,6 +20,7 @@ def serve(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=0, max=1024, help="The most new tokens one request may ask for.")] = 16,
     seconds: Annotated[float, typer.Option("--seconds", min=0.1, max=3600, help="The longest one trace may run; a longer one is cut and answered 422.")] = 10.0,
     memory: MemoryOpt = None,
+    trusted_proxy: Annotated[Optional[str], typer.Option("--trusted-proxy", help="The reverse proxy this server sits behind (an address or a network, comma-separated): only its X-Forwarded-For names the client for --per-client. Default: none; every client is its connection's own address.")] = None,
 ) -> None:
     """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
 
@@ -35,4 +36,4 @@ def serve(
     limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
                                  context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
     run(model or ["abc"], host, port, workers, queue, limits, load=functools.partial(load, memory=memory),  # each model its own budget
-        say=lambda line: typer.echo(line))
+        say=lambda line: typer.echo(line), trusted_proxy=trusted_proxy)

@@ -78,12 +78,17 @@ def sample(logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.
 
 
 def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
-                       lens: bool) -> None:
-    """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
+                       lens: bool, on_layer=None) -> None:
+    """Every computed position's prediction and loss, and the logit lens, into the pass's recording.
+    `on_layer()` is called before each and between the lens's chunks of layers (a deadline raises there)."""
+    tick = on_layer or (lambda: None)
     if rec.wants("loss.per_position"):
-        rec.store.update(position_predictions(logits, seq, start, token))
+        tick()
+        rec.store.update(position_predictions(logits, seq, start, token, on_layer))
     if lens and rec.wants("lens.top_token"):
-        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W)
+        tick()
+        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W,
+                           on_chunk=on_layer)
         if found is not None:
             rec.store.update(found)
 
@@ -103,8 +108,35 @@ def recording_plan(json: bool = False, save: bool = False, lens_shown: bool = Tr
     return {"names": list(REACHED_NAMES) if json_only else None, "lens": False if unseen else None}
 
 
+class Ticking:
+    """A model's layers, `tick()` called as the decoder takes each (`forward` reads `weights.layers[l]`, or
+    iterates them): a check between two layers (a deadline, a stop) without a hook in the decoder."""
+
+    def __init__(self, layers, tick):
+        self._layers, self._tick = layers, tick
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def __getitem__(self, l):
+        self._tick()
+        return self._layers[l]
+
+    def __iter__(self):
+        for l in range(len(self._layers)):
+            yield self[l]
+
+    def __getattr__(self, name):
+        return getattr(self._layers, name)
+
+
+def ticking(weights, on_layer):
+    """`weights` whose layers call `on_layer()` as the decoder takes each (`weights` itself without one)."""
+    return weights if on_layer is None else replace(weights, layers=Ticking(weights.layers, on_layer))
+
+
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
-             lens: bool | None = None, hooks=None) -> Generation:
+             lens: bool | None = None, hooks=None, on_layer=None) -> Generation:
     """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
     `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
@@ -113,10 +145,11 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
     skips the logit lens (it needs the residual streams recorded); `True` records it for every
     pass; None (the default) records it for the prompt pass, and for every later pass only on
     models under LENS_EVERY_PASS_MAX parameters (on GPT-2 sizes the lens costs more than the
-    decode step itself).
+    decode step itself). `on_layer()` is called before each layer of every pass and before the logit
+    lens's chunks of layers: what it raises ends the run there (`tracer serve`'s time limit).
     """
     with np.errstate(all="ignore"):  # a run that overflows records ∞ and NaN where they arise: no warnings
-        return _generate(model, ids, settings, names, on_step, lens, hooks)
+        return _generate(model, ids, settings, names, on_step, lens, hooks, on_layer)
 
 
 class RowState:
@@ -157,21 +190,22 @@ class RowState:
 
 
 def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.Generator, names=None,
-             hooks=None, lens: bool = True, which: str = TARGET) -> tuple[Trace, np.ndarray, int]:
+             hooks=None, lens: bool = True, which: str = TARGET, on_layer=None) -> tuple[Trace, np.ndarray, int]:
     """One recorded pass of `model` for `row`: the positions from `row.start` on, through the row's
     cache (all of them without one), the draw from the last position's logits, every position's
     prediction, and the logit lens when `lens`. Returns the pass (labelled with the row, `which`
     model, and the row it continued), the logits of the positions it computed [pos, d_vocab], and
-    the token drawn. The row's cache and `start` move past the positions computed; nothing is appended."""
+    the token drawn. The row's cache and `start` move past the positions computed; nothing is appended.
+    `on_layer()` is called before each layer and between the predictions' and the lens's chunks (`Ticking`)."""
     cfg = model.config
     rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
     new = row.seq[row.start:] if row.kv is not None else row.seq
-    logits = forward(cfg, model.weights, new, rec, cache=row.kv)  # [pos, d_vocab]
+    logits = forward(cfg, ticking(model.weights, on_layer), new, rec, cache=row.kv)  # [pos, d_vocab]
     token = sample(logits[-1], settings.temperature, settings.top_k, settings.top_p, rng, Recorder(store=rec.store))
     start = row.start if row.kv is not None else 0
-    record_predictions(model, rec, logits, row.seq, start, token, lens)
+    record_predictions(model, rec, logits, row.seq, start, token, lens, on_layer)
     step = Trace(rec.store, np.asarray(row.seq, dtype=np.int64), cfg, list(row.strs), {}, start, settings,
-                 row.index, which, row.parent)
+                 row.index, which, row.parent, tokenizer=model.tokenizer)
     row.start, row.parent = len(row.seq), None  # its next pass continues its own sequence from there
     return step, logits, token
 
@@ -187,7 +221,8 @@ def why_stop(row: RowState, token: int, settings: GenerationSettings, tokenizer,
     return "max_new_tokens" if len(row.generated) >= settings.max_new_tokens else None
 
 
-def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None) -> Generation:
+def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None,
+              on_layer=None) -> Generation:
     cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
@@ -197,7 +232,8 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
     passes: list[Trace] = []
     ends = set(model.tokenizer.eos_ids)
     while True:
-        step, _, token = run_pass(model, row, s, rng, names, hooks, lens_every_pass or (lens is not False and not passes))
+        step, _, token = run_pass(model, row, s, rng, names, hooks, lens_every_pass or (lens is not False and not passes),
+                                  on_layer=on_layer)
         passes.append(step)
         if on_step is not None:
             on_step(len(passes), max(s.max_new_tokens, 1))
@@ -223,7 +259,7 @@ def finish(model, ids: list[int], passes: list[Trace], rows: list[RowState], set
     for r in rows:
         done.append(Row(r.generated, model.tokenizer.decode(r.generated) if r.generated else "",
                         r.stopped or "max_new_tokens"))
-    return Generation(passes, list(ids), meta=meta, settings=settings, rows=done)
+    return Generation(passes, list(ids), meta=meta, settings=settings, rows=done, tokenizer=model.tokenizer)
 
 
 # --------------------------------------------------------------------------- verifying the KV cache
