@@ -50,7 +50,7 @@ PROMPT = [17, 230, 4, 88]  # four token ids (the vocabulary is the bench's own: 
 
 def random_blocks(qtype: str, n_values: int, rng) -> np.ndarray:
     """Random blocks of `qtype` with sane scales (weights of size ~0.02): MXFP4's E8M0 exponent 2^-9..2^-6,
-    Q4_K's d and dmin ~1e-3; the quantized digits uniform."""
+    Q4_K's d 1e-4 and dmin 6e-5 (values ~0.02 with the 6-bit sub-scales); the quantized digits uniform."""
     import gguf
 
     q = gguf.GGMLQuantizationType[qtype]
@@ -60,8 +60,8 @@ def random_blocks(qtype: str, n_values: int, rng) -> np.ndarray:
     if qtype == "MXFP4":
         raw[:, 0] = rng.integers(118, 122, size=n, dtype=np.uint8)  # E8M0: 2^(e − 127)
     elif qtype == "Q4_K":
-        raw[:, 0:2] = np.float16(1.2e-3).view(np.uint8)  # d
-        raw[:, 2:4] = np.float16(8e-4).view(np.uint8)  # dmin
+        raw[:, 0:2] = np.array([1e-4], dtype=np.float16).view(np.uint8)  # d
+        raw[:, 2:4] = np.array([6e-5], dtype=np.float16).view(np.uint8)  # dmin
     return raw.reshape(-1)
 
 

@@ -190,9 +190,12 @@ CASES = [
     ("replay-precision", ["replay", "two_heads", "--precision", "99"], 2, r"Invalid value for '--precision': Input should be less than or equal to 12"),
     ("download-unknown", ["download", "gpt5"], 2, r"model 'gpt5': not a GPT-2 name \(did you mean 'gpt2'\?\)"),
     # the command line itself
-    ("unknown-command", ["trcae", "hi"], 2, r"No such command 'trcae'"),
+    ("unknown-command", ["trcae", "hi"], 2, r"^tracer: no such command: trcae \(did you mean trace\?\); see tracer --help$"),
     ("prompt-starting-with-dash", ["trace", "-5 degrees"], 2, r"no such option: -5; a prompt that starts with '-' goes after --"),
-    ("unknown-option", ["trace", "hi", "--temprature", "1"], 2, r"No such option: --temprature"),
+    ("unknown-option", ["trace", "hi", "--temprature", "1"], 2, r"^tracer: no such option: --temprature \(did you mean --temperature\?\); see tracer trace --help$"),
+    ("unknown-root-option", ["--bogus"], 2, r"^tracer: no such option: --bogus; see tracer --help$"),
+    ("option-without-value", ["trace", "hi", "--top-k"], 2, r"^tracer: Option '--top-k' requires an argument. \(see tracer trace --help\)$"),
+    ("prompt-not-quoted", ["trace", "A", "B"], 2, r"unexpected extra argument\(s\) \(B\): a prompt of several words goes in quotes"),
 ]
 
 
@@ -206,9 +209,8 @@ def _check(code: int, out: str, err: str, want_code: int, pattern: str) -> None:
     assert "Traceback" not in both, both[-2000:]
     assert "internal error" not in both, both[-2000:]
     assert re.search(pattern, err), f"stderr does not match {pattern!r}:\n{err[-1000:]}"
-    lines = [ln for ln in err.splitlines() if ln.startswith("tracer:")]
-    if lines:  # ours, not a usage error: exactly one line that names the problem
-        assert len(lines) == 1 and len(err.strip().splitlines()) == 1, err
+    # ours and the command line's usage errors alike: exactly one line that names the problem
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tracer: "), err
 
 
 def test_table_is_big_enough():

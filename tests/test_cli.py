@@ -278,8 +278,22 @@ def test_a_prompt_that_starts_with_a_minus_gets_a_hint_about_the_double_dash(run
     assert r.stderr.count("\n") == 1 and "no such option: -5" in r.stderr and "goes after --" in r.stderr
     r = runner.invoke(app, ["trace", "-n", "1", "--section", "tokens", "--", "-5 degrees"], env=WALKTHROUGH_ENV)
     assert r.exit_code == 0 and "␣degrees" in r.stdout
-    r = runner.invoke(app, ["trace", "--nope"])  # a real unknown option keeps click's message
-    assert r.exit_code == 2 and "No such option: --nope" in r.output
+    r = runner.invoke(app, ["trace", "--zzz"])  # a real unknown option: one line, no usage block
+    assert r.exit_code == 2 and r.stderr == "tracer: no such option: --zzz; see tracer trace --help\n"
+
+
+def test_an_option_typo_is_one_line_naming_the_nearest_option(runner):
+    """Not click's four lines of usage: the line names the option meant, by its closeness to what was typed."""
+    r = runner.invoke(app, ["trace", "A B", "--temprature", "0.5"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "Usage" not in r.stderr
+    assert "(did you mean --temperature?)" in r.stderr
+    r = runner.invoke(app, ["trace", "A B", "--sectoin", "predict"])
+    assert r.stderr == "tracer: no such option: --sectoin (did you mean --section?); see tracer trace --help\n"
+    r = runner.invoke(app, ["tokens", "A B", "--encodin", "gpt2"])
+    assert "(did you mean --encoding?)" in r.stderr and r.stderr.count("\n") == 1
+    r = runner.invoke(app, ["trce", "A B"])
+    assert r.exit_code == 2 and r.stderr == "tracer: no such command: trce (did you mean trace?); see tracer --help\n"
+    assert runner.invoke(app, []).exit_code in (0, 2) and "Usage" in runner.invoke(app, []).output  # no words: the help
 
 
 def test_too_many_new_tokens_for_a_short_prompt_says_how_many_fit(runner):

@@ -402,6 +402,21 @@ def test_compare_on_the_command_line(runner):
         " ".join(same.output.split())
 
 
+def test_compare_never_prints_minus_zero(runner):
+    """A fraction a hair below 0 (B C D E F G's patched layer 3 at B: -0.0035) prints as 0.00, and every
+    cell is --json's fraction rounded once to 2 decimals."""
+    from tracer.cli import app
+
+    a, b = "A B C D E F", "B C D E F G"
+    got = json.loads(runner.invoke(app, ["compare", a, b, "--json"]).stdout)["patch"]["recovered"]
+    assert any(-0.005 < v < 0 for row in got for v in row)  # the case this test is about
+    shown = runner.invoke(app, ["compare", a, b], env={"COLUMNS": "120"}).stdout
+    assert "-0.00" not in shown
+    rows = [ln.split() for ln in shown.splitlines() if ln.split()[:1] in (["0"], ["1"], ["2"], ["3"])][-4:]
+    cells = np.array([[float(x) for x in r[1:]] for r in rows])  # [layer, pos]
+    np.testing.assert_allclose(cells, np.array(got), atol=0.005 + 1e-12)
+
+
 def test_the_demo_walks_through_the_ablated_run_and_says_what_it_changed():
     from rich.console import Console
 

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+import tracer
 from tracer.core.config import Config
 from tracer.render import lens as L
 from tracer.render import loop as LP
@@ -225,6 +226,41 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top(word_mode
         last_cell = cells(row(text, label))[-1]
         assert last_cell.split()[0] == m.tokenizer.token_str(t)
         assert last_cell.endswith("✓") == (t == chosen)
+
+
+def test_logit_lens_names_each_rank_by_its_row(word_model, render_text, final_ln_unembed):
+    """The chosen token's rank, row by row, each number named by the row it belongs to (equal neighbours
+    as one range), computed here from the naive decoder's residual streams through the final norm and W_U."""
+    m = word_model(seed=7, n_layers=3)
+    gen = m.generate([1, 2, 3, 4], max_new_tokens=1, temperature=0)
+    ref = naive_forward(m.config, m.params, [1, 2, 3, 4])
+    streams = [ref[f"blocks.{l}.hook_resid_pre"] for l in range(3)] + [ref["blocks.2.hook_resid_post"]]
+    chosen = gen.generated_ids[0]
+    ranks = [1 + int((lg > lg[chosen]).sum()) for lg in (final_ln_unembed(m, x[-1:])[0] for x in streams)]
+    flat = " ".join(render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 120).split())
+    said = flat.split("row by row (1: the top): ", 1)[1].split(".", 1)[0]
+    named = {}
+    for part in said.split(" · "):
+        where, n = part.rsplit(": ", 1)
+        rows = ([0] if where == "embedding" else
+                [int(x) + 1 for x in where.removeprefix("out of layers ").split("–")] if "layers" in where else
+                [int(where.removeprefix("out of layer ")) + 1])
+        for r in range(rows[0], rows[-1] + 1):
+            named[r] = int(n.replace(",", ""))
+    assert named == dict(enumerate(ranks))
+    assert f"among the {m.config.d_vocab} tokens" in flat
+
+
+def test_the_lens_of_a_model_without_a_final_norm_says_so(render_text):
+    """The article's blocks have no norm: the lens reads W_U alone and its title says so (the terminal and
+    the page's words alike), never 'the final layer norm'."""
+    from tracer.render.lens import final_norm_words
+
+    art = tracer.load("article")
+    text = " ".join(render_text(L.logit_lens_view(art.generate("A B C D E F").steps[0], art.tokenizer, View()), 100).split())
+    assert "through W_U alone (this model has no final norm)" in text and "final layer norm" not in text
+    assert final_norm_words(art.config) == "W_U alone (this model has no final norm)"
+    assert final_norm_words(tracer.load("abc").config) == "the final layer norm and W_U"
 
 
 def test_logit_lens_view_fits_80_columns_and_shows_more_when_wide(word_model, render_text):

@@ -166,6 +166,7 @@ BAD = [  # (body, status, field)
     (json.dumps({"prompt": "A" * 1_000_000}).encode(), 413, "body"),
     (json.dumps({"prompt": "A " * 999}).encode(), 413, "prompt"),  # 999 tokens: over the 256 a prompt may have
     (json.dumps({"prompt": " ".join("ABCDEFGHIJ" * 6), "max_new_tokens": 10}).encode(), 422, "context"),
+    (json.dumps({"prompt": " ".join("ABCDEFGHIJ" * 7)}).encode(), 422, "prompt"),  # 70 tokens: abc's context is 64
     (json.dumps({"prompt": "A\udc80"}).encode(), 422, "prompt"),
 ]
 
@@ -181,6 +182,22 @@ def test_bad_requests_are_4xx_saying_which(client, body, status, field):
     assert got.get("field") == field
     if status == 413 or field == "context" or "out of range" in got["error"]:
         assert isinstance(got["limit"], (int, float))
+
+
+def test_a_prompt_longer_than_the_context_is_blamed_on_the_prompt(client, runner):
+    """A student's first error on abc (64 tokens): the reason is the prompt's length, as the CLI says, never
+    'at most 0 new tokens'."""
+    for n, new in ((70, 2), (64, 1), (65, 0)):
+        got = post(client, prompt=" ".join(("ABCDEFGHIJ" * 7)[:n]), model="abc", max_new_tokens=new).json()
+        assert got["field"] == "prompt" and got["error"].startswith(f"prompt: {n} tokens,"), got
+        assert "max_new_tokens" not in got["error"] and "0 new tokens" not in got["error"]
+        assert f"shorten it to at most {64 - max(new, 1)} tokens" in got["error"]
+    cli = runner.invoke(cli_app, ["trace", " ".join("ABCDEFGHIJ" * 7)])
+    assert cli.exit_code == 2 and "prompt: 70 tokens, longer than the model's context of 64 tokens" in cli.stderr
+    ok = post(client, prompt=" ".join(("ABCDEFGHIJ" * 7)[:64]), model="abc", max_new_tokens=0)  # fits exactly
+    assert ok.status_code == 200, ok.text
+    short = post(client, prompt=" ".join(("ABCDEFGHIJ" * 7)[:60]), model="abc", max_new_tokens=10).json()
+    assert short["field"] == "context" and "at most 4 new tokens here" in short["error"]  # the new tokens' fault
 
 
 def test_other_refusals_are_json(client):

@@ -43,6 +43,7 @@ class _Group(TyperGroup):
 
         from ..errors import TracerError
 
+        path = self._path(ctx)  # before click consumes the words
         try:
             with warnings.catch_warnings(), _pipe_watch():
                 warnings.showwarning = warn_on_one_line
@@ -52,12 +53,7 @@ class _Group(TyperGroup):
             echo_err(f"{e.format_message()} (see {path} --help)")
             raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, typer.TyperException) as e:
-            option = getattr(e, "option_name", None)  # click's NoSuchOption (typer vendors click)
-            if type(e).__name__ == "NoSuchOption" and isinstance(option, str) and _looks_negative(option):
-                path = e.ctx.command_path if getattr(e, "ctx", None) is not None else "tracer"
-                echo_err(f"no such option: {option}; a prompt that starts with '-' goes after --, which ends the "
-                         f"options: {path} [OPTIONS] -- \"{option} …\"")
-                raise typer.Exit(2) from None
+            _one_usage_line(e, path)
             raise
         except TracerError as e:
             if STATE["debug"]:  # the traceback, and still the error's own exit code (2: the input's fault)
@@ -86,6 +82,19 @@ class _Group(TyperGroup):
             echo_err(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback; please report it)")
             raise typer.Exit(1) from None
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # `tracer --bogus`: the group's own options are parsed here, before invoke
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as e:
+            _one_usage_line(e, info_name or "tracer")
+            raise
+
+    def _path(self, ctx) -> str:
+        """The command being parsed ('tracer trace'), for an error click raised without its context."""
+        words = [*(getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", None) or []), *ctx.args]
+        name = words[0] if words else None
+        return f"{ctx.command_path} {name}" if isinstance(name, str) and name in self.commands else ctx.command_path
+
     def _flagged(self, ctx, e) -> str:
         """The error's line; a value's refusal (`ValueRefused`) led by the flag that gave the value
         ("--memory: …"), when the command has that flag."""
@@ -94,6 +103,46 @@ class _Group(TyperGroup):
         if cmd is not None and any(f"--{option}" in p.opts for p in cmd.params):
             return f"--{option}: {e}"
         return str(e)
+
+
+def _one_usage_line(e, path: str) -> None:
+    """A usage error of the command line (click's, which typer vendors: an unknown option or command, a
+    missing argument) as one line naming the nearest option or command, instead of click's usage block;
+    returns only when `e` is not one (help asked for by giving no arguments stays the help)."""
+    kind = type(e).__name__
+    ctx = getattr(e, "ctx", None)
+    if not hasattr(e, "format_message") or kind == "NoArgsIsHelpError" or getattr(e, "exit_code", 0) != 2:
+        return
+    path = ctx.command_path if ctx is not None else path
+    option = getattr(e, "option_name", None)
+    if kind == "NoSuchOption" and isinstance(option, str):
+        if _looks_negative(option):
+            echo_err(f"no such option: {option}; a prompt that starts with '-' goes after --, which ends the "
+                     f"options: {path} [OPTIONS] -- \"{option} …\"")
+            raise typer.Exit(2) from None
+        known = [o for p in (ctx.command.params if ctx is not None else ()) for o in (*p.opts, *p.secondary_opts)
+                 if o.startswith("-")]
+        near = _nearest(option, known)
+        echo_err(f"no such option: {option}" + (f" (did you mean {near}?)" if near else "") + f"; see {path} --help")
+    elif kind == "UsageError" and ctx is not None and hasattr(ctx.command, "commands") and \
+            e.format_message().startswith("No such command"):
+        typed = e.format_message().split("'")[1] if e.format_message().count("'") >= 2 else ""
+        near = _nearest(typed, list(ctx.command.commands))
+        echo_err(f"no such command: {typed}" + (f" (did you mean {near}?)" if near else "") + f"; see {path} --help")
+    elif (kind == "UsageError" and e.format_message().startswith("Got unexpected extra argument") and ctx is not None
+          and any(p.name == "prompt" for p in ctx.command.params)):
+        echo_err(f"{e.format_message()}: a prompt of several words goes in quotes, {path} \"A B C\" (see {path} --help)")
+    else:
+        echo_err(f"{e.format_message()} (see {path} --help)")
+    raise typer.Exit(2) from None
+
+
+def _nearest(word: str, known: list[str]) -> str | None:
+    """The known word closest to `word` (difflib's ratio, at least 0.6), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 def _looks_negative(option: str) -> bool:

@@ -65,7 +65,7 @@ def compare_view(result: dict, tok, a_ids, b_ids):
     for layer, row in enumerate(result["recovered"]):
         cells = []
         for v in row:
-            shown = "nan" if math.isnan(v) else f"{v:.2f}"
+            shown = num(v, 2)  # 'nan', and never '-0.00' (a fraction a hair below 0)
             w = 0.0 if math.isnan(v) else min(max(v, 0.0), 1.0)
             r, g, b = color(w)
             cells.append(Text(shown, style=Style(bgcolor=f"rgb({r},{g},{b})", color="black" if w > 0.5 else "white")))

@@ -47,8 +47,25 @@ def first_top(top: np.ndarray, token: int) -> tuple[int | None, int | None]:
 
 
 def final_norm_words(cfg) -> str:
-    """The norm the lens reads the residual stream through ("layer norm" also for the article's blocks, which have none)."""
-    return cfg.norm_kind.title if cfg.layer_norm else "layer norm"
+    """What the lens reads the residual stream through: "the final layer norm and W_U" (the model's own
+    norm), or W_U alone for a model with no final norm (the article's blocks)."""
+    return say("lens.through", norm=cfg.norm_kind.title) if cfg.layer_norm else say("lens.through_none")
+
+
+def ranks_by_row(ranks) -> str:
+    """The target's 1-based rank in each row, each named by its row, equal neighbours in one range:
+    "embedding 3 · out of layer 0: 42,622 · out of layers 2–3: 1"."""
+    runs: list[list[int]] = []  # [first row, last row, rank]
+    for r, x in enumerate(int(x) + 1 for x in ranks):
+        if runs and runs[-1][2] == x and r > 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r, x])
+    words = []
+    for a, b, x in runs:
+        where = "embedding" if a == 0 else (f"out of layer {a - 1}" if a == b else f"out of layers {a - 1}–{b - 1}")
+        words.append(f"{where}: {x:,}")
+    return " · ".join(words)
 
 
 def logit_lens_view(step, tokenizer, view) -> Group:
@@ -65,7 +82,7 @@ def logit_lens_view(step, tokenizer, view) -> Group:
 
     def build(max_cols: int) -> Table:
         cols = list(range(len(positions)))[-min(n_cols, max_cols):]
-        t = Table(title=say("lens.title", norm=norm),
+        t = Table(title=say("lens.title", through=norm),
                   title_justify="left")
         t.add_column(LENS_ROWS, no_wrap=True)
         for c in cols:
@@ -101,7 +118,7 @@ def lens_notes(step, tokenizer) -> list[str]:
     if first is None:
         notes.append(f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is never the "
                      f"top-1; out of the last layer it ranks #{int(rank[-1, last]) + 1} (it was sampled, not the most "
-                     f"likely). Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
+                     f"likely). " + _rank_words(tokenizer, chosen, rank[:, last], step.config.d_vocab, label(pos)))
     else:
         where = lens_where(first, n_layers)
         s = (f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} first becomes the top-1 "
@@ -113,7 +130,12 @@ def lens_notes(step, tokenizer) -> list[str]:
                   f"of {count(n_layers, 'layer')}{f' (0 to {n_layers - 1})' if n_layers > 1 else ''} it is there already {where}")
         else:
             s += ", as the article says of its 24th"
-        notes.append(s + ". Its rank by row: " + " ".join(str(int(x) + 1) for x in rank[:, last]) + ".")
+        notes.append(s + ". " + _rank_words(tokenizer, chosen, rank[:, last], step.config.d_vocab, label(pos)))
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
     return notes
+
+
+def _rank_words(tokenizer, chosen: int, ranks, d_vocab: int, where: str) -> str:
+    return (f"The rank of {tok(tokenizer, chosen)} at {where} among the {d_vocab:,} tokens, row by row "
+            f"(1: the top): {ranks_by_row(ranks)}.")

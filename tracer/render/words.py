@@ -240,7 +240,8 @@ WORDS: dict[str, str] = {
     "positions.mean": "Training (teacher forcing) scores every row against the token that really follows: mean loss "
                       "over rows {rows} = {mean} nats (a uniform guess over {n} tokens: {uniform}).",
     # the logit lens (step 12)
-    "lens.title": "Logit lens: each layer's residual stream through the final {norm} and W_U",
+    "lens.title": "Logit lens: each layer's residual stream through {through}",
+    "lens.through": "the final {norm} and W_U", "lens.through_none": "W_U alone (this model has no final norm)",
     "title.lens": "The logit lens", "path.lens": "Lens",
     "lens.question": ", as if the model stopped there: when does the prediction appear?",
     "lens.none": "no logit lens recorded in this run",

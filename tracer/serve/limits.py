@@ -188,8 +188,12 @@ def check_context(n_prompt: int, max_new_tokens: int, n_ctx: int, limits: Limits
         raise RequestError(413, f"prompt: {n_prompt:,} tokens; this server takes at most {limits.prompt_tokens:,}",
                            "prompt", limits.prompt_tokens)
     most = min(limits.context, n_ctx)
+    whose = "the model's context" if n_ctx <= limits.context else "this server's context limit"
+    if n_prompt > most or (n_prompt == most and max_new_tokens > 0):  # the prompt's own fault, as `tracer trace` says
+        raise RequestError(422, f"prompt: {n_prompt:,} tokens, {'longer than' if n_prompt > most else 'as long as'} "
+                                f"{whose} of {most:,} tokens, which must also hold the new ones; shorten it to at most "
+                                f"{most - max(max_new_tokens, 1):,} tokens", "prompt", most)
     if n_prompt + max_new_tokens > most:
-        whose = "the model's context" if n_ctx <= limits.context else "this server's context limit"
         raise RequestError(422, f"max_new_tokens: the prompt's {n_prompt:,} tokens and {max_new_tokens:,} new ones pass "
                                 f"{whose} of {most:,} tokens (at most {max(most - n_prompt, 0):,} new tokens here)",
                            "context", most)

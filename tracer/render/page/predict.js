@@ -175,7 +175,7 @@ SLIDES.positions = function slidePositions() {
 
 SLIDES.lens = function slideLens() {
   const own = D.passes[S.pass].lens, k = own ? S.pass : 0, lens = D.passes[k].lens;
-  const out = [p(say("lens.title", { norm: SW.norm.lens }), say("lens.question"))];
+  const out = [p(say("lens.title", { through: SW.norm.lens }), say("lens.question"))];
   if (!lens) return out.concat(p(say("lens.none")));
   if (!own) out.push(el("p", { class: "note" }, say("lens.borrowed", { k: S.pass })));
   let cols = lens.positions.map((t, c) => c).slice(-7);
