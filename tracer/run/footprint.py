@@ -1,4 +1,4 @@
-"""What a run will record and hold, estimated before its first pass (issue 39: a 5,000-word prompt on
+"""What a run will record and hold, estimated before its first pass (a 5,000-word prompt on
 SmolLM2 grew past 11 GB for 76 s and ended "out of memory").
 
 A recorded pass keeps every name it records (its kind's table gives each one's shape, `tracer.core.hooks`)

@@ -2,7 +2,7 @@
 
 uvicorn's h11 protocol starts no timer before a request arrives, and its `limit_concurrency` counts every
 open socket: 255 sockets that sent nothing made it answer everyone else its plain-text 503 for as long as
-they were held (issue 39). So here (`Guarded`, uvicorn's `H11Protocol` with deadlines):
+they were held. So here (`Guarded`, uvicorn's `H11Protocol` with deadlines):
   - a connection must send a request's complete headers within HEADER_SECONDS of connecting (or of
     starting its next request), and its body within BODY_SECONDS of its headers; else it is closed;
   - a response the client does not read (its send buffer full) for WRITE_SECONDS closes the connection;
