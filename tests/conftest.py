@@ -267,6 +267,125 @@ def run_tracer():
     return _run_tracer
 
 
+class ServeProcess:
+    """A real `python -m tracer serve --port 0 ARGS` on 127.0.0.1 (a free port), as `serve_process` gives it."""
+
+    @staticmethod
+    def start(*args, until: str = "open ", timeout: float = 60):
+        """Start the server and read what it prints until a line holds `until`: (the process, its base address
+        `http://127.0.0.1:PORT`); `proc.printed` is what it printed up to then."""
+        import re
+        import time
+
+        env = _this_checkout({**os.environ, **PLAIN, "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1"})
+        proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--port", "0", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        lines, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline and not any(until in line for line in lines):
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+            lines.append(line.rstrip("\n"))
+        proc.printed = "\n".join(lines)
+        found = re.search(r"open (http://127\.0\.0\.1:\d+)/", proc.printed)
+        if not found or until not in proc.printed:
+            proc.kill()
+            raise AssertionError(f"the server did not start: {proc.printed!r} {proc.stderr.read()!r}")
+        return proc, found.group(1)
+
+    @staticmethod
+    def stop(proc, sig=None) -> tuple[int, str]:
+        """Send `sig` (SIGTERM) and wait (20 s at most, then kill): (its exit code, its stderr)."""
+        import signal
+
+        proc.send_signal(signal.SIGTERM if sig is None else sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        return proc.returncode, proc.stderr.read()
+
+
+@pytest.fixture(scope="session")
+def serve_process() -> ServeProcess:
+    """`serve_process.start(*args, until="open ")` → (proc, "http://127.0.0.1:PORT"), `serve_process.stop(proc,
+    sig=SIGTERM)` → (exit code, stderr): a real `tracer serve` process (its traffic: 127.0.0.1 only). Mark a test
+    that uses it `slow`, and stop what it starts."""
+    return ServeProcess()
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")  # Debian's: nothing downloaded
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """`chromium(size=(1280, 720), logs=("browser",))`: a new headless Chromium driven by selenium through
+    /usr/bin/chromedriver, `size` wide and high (its window and, emulated, its screen), its console (and with
+    "performance" its network requests) logged; selenium asks no server for anything. The caller quits it.
+    Skipped, with the reason, where chromium, chromedriver or selenium is missing. Mark a test that uses it `slow`."""
+
+    def make(size: tuple[int, int] = (1280, 720), logs=("browser",)):
+        if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+            pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
+                        f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
+        webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+        from selenium.webdriver.chrome.service import Service
+
+        os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")
+        options = webdriver.ChromeOptions()
+        options.binary_location = str(CHROMIUM)
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                    f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={size[0]},{size[1]}"):
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {log: "ALL" for log in logs})
+        driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False})
+        return driver
+
+    return make
+
+
+class ServedPage:
+    """What a browser test does on a page of `tracer serve` (selenium's driver in hand), as `served_page` gives it."""
+
+    @staticmethod
+    def wait_for(driver, script: str, timeout: float = 30):
+        """Run `script` every 50 ms until it returns something true (that); after `timeout` s, fail saying what the
+        page's status lines (the prompt box's, a lesson's) said."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = driver.execute_script(script)
+            if got:
+                return got
+            time.sleep(0.05)
+        status = driver.execute_script("return ['status', 'lesson-status'].map(id => (document.getElementById(id) || "
+                                       "{}).textContent).filter(Boolean).join(' / ')")
+        raise AssertionError(f"timed out waiting for: {script}; status: {status!r}")
+
+    @classmethod
+    def run_prompt(cls, driver, prompt: str):
+        """Type `prompt` into input#prompt, press Enter, and wait until the page has drawn the answer or an error."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.keys import Keys
+
+        runs = int(driver.execute_script("return document.body.dataset.runs"))
+        box = driver.find_element(By.CSS_SELECTOR, "input#prompt")
+        box.clear()
+        box.send_keys(prompt, Keys.ENTER)
+        cls.wait_for(driver, f"return document.body.dataset.runs === '{runs + 1}' || document.body.dataset.serve === 'error'")
+
+
+@pytest.fixture(scope="session")
+def served_page() -> ServedPage:
+    """`served_page.wait_for(driver, script, timeout=30)`, `served_page.run_prompt(driver, prompt)`: see `ServedPage`."""
+    return ServedPage()
+
+
 # --------------------------------------------------------------------------- hostile files: limited processes
 
 MEMORY_LIMIT = 2**30  # address space a command run on a hostile file may take (resource.RLIMIT_AS)
@@ -1158,6 +1277,10 @@ def _new_family_metadata(w, cfg: dict, arch: str) -> None:
         w.add_shared_kv_layers(cfg["num_kv_shared_layers"])
         w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
         w.add_sliding_window_pattern(swa)
+        if cfg.get("enable_moe_block"):  # the experts beside each MLP (Gemma4Model: the MoE keys every converter writes)
+            w.add_expert_count(cfg["num_experts"])
+            w.add_expert_used_count(cfg["top_k_experts"])
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
         return
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
@@ -1183,6 +1306,14 @@ def _new_family_metadata(w, cfg: dict, arch: str) -> None:
 
 def _gguf():
     return pytest.importorskip("gguf")
+
+
+def _gemma4_router_name(hf: str) -> str | None:
+    """Gemma4Model.modify_tensors' own names for the router's two scales (the gguf package's map has none)."""
+    import re
+
+    m = re.fullmatch(r"model\.layers\.(\d+)\.router\.(scale|per_expert_scale)", hf)
+    return None if m is None else f"blk.{m[1]}." + ("ffn_gate_inp.scale" if m[2] == "scale" else "ffn_down_exps.scale")
 
 
 def _gemma4_vocab(w, cfg: dict, tok: dict) -> None:
@@ -1252,9 +1383,11 @@ def _write_new_family_gguf(folder: Path, out: Path, pre: str, quant: str = "F32"
         rotated = int(dim * rp["partial_rotary_factor"] / 2)
         w.add_tensor("rope_freqs.weight", np.array([1.0] * rotated + [1e30] * (dim // 2 - rotated), dtype=np.float32))
     for hf, a in new_family_gguf_arrays(cfg, load_file(str(folder / "model.safetensors"))).items():
-        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias"))
+        name = tmap.get_name(hf, try_suffixes=(".weight", ".bias")) or _gemma4_router_name(hf)
         assert name is not None, hf
-        if a.ndim == 2 and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
+        if name.endswith("_exps"):  # a bare parameter: Gemma 4's experts.gate_up_proj, down_proj (the converter's .weight)
+            name += ".weight"
+        if (a.ndim == 2 or name.endswith("_exps.weight")) and quant != "F32" and not name.endswith("ssm_conv1d.weight"):
             qt, data = _quantized(g, a, quant)
             w.add_tensor(name, data, raw_dtype=qt)
         else:

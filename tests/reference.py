@@ -177,6 +177,25 @@ def loss_slope(cfg, params: dict, tokens, name: str, i: int, eps: float = 1e-6) 
     return (up - down) / (2 * eps)
 
 
+def grads_match_central_differences(cfg, params: dict, tokens, names, seed: int, embeddings=("W_E",)) -> None:
+    """`tracer.core.backward.loss_and_grads` against central differences: the loss equals `next_token_loss`, every
+    parameter has a gradient, and three entries of each named parameter (of an embedding: in the tokens' rows) agree."""
+    import pytest
+    from tracer.core.backward import loss_and_grads
+
+    loss, grads = loss_and_grads(cfg, params, tokens)
+    assert loss == pytest.approx(next_token_loss(cfg, params, tokens), rel=1e-10)
+    assert set(grads) == set(params)
+    rng = np.random.default_rng(seed)
+    for name in names:
+        flat, width = params[name].reshape(-1), params[name].shape[-1]
+        picks = [int(rng.choice(tokens)) * width + int(rng.integers(width)) for _ in range(3)] if name in embeddings \
+            else rng.choice(flat.size, min(3, flat.size), replace=False)
+        for i in picks:
+            slope = loss_slope(cfg, params, tokens, name, i)
+            assert grads[name].reshape(-1)[i] == pytest.approx(slope, rel=1e-4, abs=1e-8), (name, i)
+
+
 def next_token_loss(cfg, params: dict, tokens) -> float:
     """The mean next-token loss written out from tracer's logits one row at a time, independently of
     `tracer.core.backward.cross_entropy`: mean −log p(next) (what the central-difference tests differentiate)."""

@@ -616,14 +616,14 @@ def hostile_connection(rng: random.Random) -> tuple[bytes, str]:
 
 @pytest.fixture(scope="module")
 def fuzzed_server():
-    from .test_serve import start_server, stop_server
+    from .conftest import ServeProcess
 
-    proc, url = start_server("--model", "abc", "--workers", "1", "--queue", "2", "--per-client", "0")
+    proc, url = ServeProcess.start("--model", "abc", "--workers", "1", "--queue", "2", "--per-client", "0")
     held: list = []
     yield url, held
     for s in held:
         s.close()
-    code, err = stop_server(proc)
+    code, err = ServeProcess.stop(proc)
     assert code == 0 and "Traceback" not in err and "Exception" not in err, err
 
 

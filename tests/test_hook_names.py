@@ -20,7 +20,8 @@ from tracer.run.trace import Generation
 
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
-                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny", "gemma4-tiny", "qwen3-5-tiny")), "hybrid"]
+                                            "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny", "gemma4-tiny", "qwen3-5-tiny",
+                                            "gemma4-moe-tiny")), "hybrid"]
 
 
 def hybrid():

@@ -237,15 +237,15 @@ def test_hooks_ablations_and_compare_work_on_a_gguf_with_llama3s_rope_freqs(gguf
     assert c.exit_code == 0, c.output
 
 
-KINDS = ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-5-tiny", "gemma4-tiny", "smollm3-tiny", "olmo3-tiny"]
+KINDS = ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-5-tiny", "gemma4-tiny", "gemma4-moe-tiny", "smollm3-tiny", "olmo3-tiny"]
 
 
 @pytest.mark.parametrize("folder", KINDS)
 def test_in_place_hooks_at_every_point_of_every_kind_act_as_pure_ones_and_leave_the_model(folder):
-    """Sinks, routed experts, linear attention, Gemma 4's shared keys and per-layer inputs, partial rotary,
-    NoPE layers: `v *= 0.5` at every hook point of a generation (hooks accepted at all: a partial rotary's
-    width fit only the model's d_head) gives the pure `v * 0.5`'s every recorded value, and the model's
-    next run, unhooked, is its own."""
+    """Sinks, routed experts (Gemma 4's beside its MLP too), linear attention, Gemma 4's shared keys and
+    per-layer inputs, partial rotary, NoPE layers: `v *= 0.5` at every hook point of a generation (hooks
+    accepted at all: a partial rotary's width fit only the model's d_head) gives the pure `v * 0.5`'s every
+    recorded value, and the model's next run, unhooked, is its own."""
     from pathlib import Path
 
     import tracer

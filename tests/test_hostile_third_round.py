@@ -359,7 +359,7 @@ def held_and_peak(m, ids: list[int], cache: bool) -> tuple[int, int]:
     return sum(step.arrays.nbytes() for step in gen.steps), peak
 
 
-@pytest.mark.parametrize("folder", ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-5-tiny", "gemma4-tiny", "olmo3-tiny"])
+@pytest.mark.parametrize("folder", ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-5-tiny", "gemma4-tiny", "gemma4-moe-tiny", "olmo3-tiny"])
 def test_the_estimate_is_what_a_run_of_every_kind_holds(folder):
     """Sinks, routed experts, linear attention (its state a recipe), Gemma 4's per-layer sizes and shared
     keys, sliding windows: the estimate within 5% of the store's own count, and above tracemalloc's peak."""

@@ -28,28 +28,12 @@ from tracer.run.trace import Generation
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SIZE = (1280, 720)
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
-                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    saved = {k: os.environ.get(k) for k in ("SE_AVOID_STATS", "SE_OFFLINE")}
-    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={SIZE[0]},{SIZE[1]}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+def browser(chromium):
+    driver = chromium(SIZE)
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.emulateNetworkConditions",  # offline: a page that fetched anything would break
                            {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
@@ -57,8 +41,6 @@ def browser(tmp_path_factory):
         yield driver
     finally:
         driver.quit()
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 @pytest.fixture(scope="module")

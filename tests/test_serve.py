@@ -311,38 +311,11 @@ def test_a_network_host_prints_the_address_and_warns(monkeypatch, models):
 # --------------------------------------------------------------------------- a real server
 
 
-def start_server(*args, timeout: float = 60):
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--port", "0", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    line = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not line:
-        line = proc.stdout.readline()
-        if proc.poll() is not None:
-            break
-    found = re.search(r"open (http://127\.0\.0\.1:\d+)/", line)
-    if not found:
-        proc.kill()
-        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read()!r}")
-    return proc, found.group(1)
-
-
-def stop_server(proc, sig=signal.SIGTERM) -> tuple[int, str]:
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return proc.returncode, proc.stderr.read()
-
-
 @pytest.fixture(scope="module")
-def server():
-    proc, url = start_server("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6", "--per-client", "0")
+def server(serve_process):
+    proc, url = serve_process.start("--model", "abc", "--model", "tiny", "--workers", "2", "--queue", "6", "--per-client", "0")
     yield url
-    code, err = stop_server(proc)
+    code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err, err
     assert "stopped (SIGTERM)" in err
 
@@ -433,17 +406,17 @@ def test_hostile_bodies_leave_it_serving(server):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_and_sigterm_stop_it_cleanly(sig):
+def test_ctrl_c_and_sigterm_stop_it_cleanly(sig, serve_process):
     import httpx
 
-    proc, url = start_server("--model", "tiny")
+    proc, url = serve_process.start("--model", "tiny")
     r = httpx.post(url + "/api/trace", json={"prompt": "A B", "model": "tiny"}, timeout=30)
     assert r.status_code == 200
     flight = threading.Thread(target=lambda: httpx.post(url + "/api/trace", json={"prompt": "A B C", "model": "tiny",
                                                                                  "max_new_tokens": 16}, timeout=30))
     flight.start()
     time.sleep(0.3)  # a request in flight when the signal comes
-    code, err = stop_server(proc, sig)
+    code, err = serve_process.stop(proc, sig)
     flight.join(timeout=30)
     assert code == 0, err
     assert "Traceback" not in err and f"stopped ({signal.Signals(sig).name})" in err
@@ -462,44 +435,16 @@ def test_a_port_in_use_is_one_line():
 
 # --------------------------------------------------------------------------- in a browser
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SIZE = (1280, 720)
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver): "
-                    f"{CHROMIUM if not CHROMIUM.exists() else CHROMEDRIVER} is missing")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.update(SE_AVOID_STATS="true", SE_OFFLINE="true")  # selenium asks no server for anything
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}", f"--window-size={SIZE[0]},{SIZE[1]}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": SIZE[0], "height": SIZE[1], "deviceScaleFactor": 1, "mobile": False})
+def browser(chromium):
+    driver = chromium(SIZE, logs=("browser", "performance"))
     try:
         yield driver
     finally:
         driver.quit()
-
-
-def wait_for(driver, script: str, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = driver.execute_script(script)
-        if got:
-            return got
-        time.sleep(0.05)
-    status = driver.execute_script("return document.getElementById('status').textContent")
-    raise AssertionError(f"timed out waiting for: {script}; status: {status!r}")
 
 
 def page_state(driver) -> dict:
@@ -509,17 +454,6 @@ def page_state(driver) -> dict:
                 info: document.getElementById('model-info').textContent, settings: d.settings, search: location.search,
                 runs: document.body.dataset.runs, step: document.body.dataset.step, serve: document.body.dataset.serve,
                 sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth}""")
-
-
-def run_prompt(driver, prompt: str):
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
-    runs = int(driver.execute_script("return document.body.dataset.runs"))
-    box = driver.find_element(By.CSS_SELECTOR, "input#prompt")
-    box.clear()
-    box.send_keys(prompt, Keys.ENTER)
-    wait_for(driver, f"return document.body.dataset.runs === '{runs + 1}' || document.body.dataset.serve === 'error'")
 
 
 def severe(driver) -> list:
@@ -536,18 +470,18 @@ def fetched(driver) -> set[str]:
 
 
 @pytest.mark.slow
-def test_a_student_types_a_prompt(browser, server, tmp_path):
+def test_a_student_types_a_prompt(browser, server, tmp_path, served_page):
     import httpx
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     browser.get(server + "/")
-    wait_for(browser, "return document.body.dataset.runs === '0' && document.body.dataset.step")
+    served_page.wait_for(browser, "return document.body.dataset.runs === '0' && document.body.dataset.step")
     assert page_state(browser)["title"] == "“A B C D E F”"
     assert browser.execute_script("return document.getElementById('chat').disabled")  # abc has no chat template
     browser.get_log("browser"), browser.get_log("performance")
 
-    run_prompt(browser, "J K L")  # type, press Enter: the page shows that prompt's tokens and its prediction
+    served_page.run_prompt(browser, "J K L")  # type, press Enter: the page shows that prompt's tokens and its prediction
     api = httpx.post(server + "/api/trace", json={"prompt": "J K L", "model": "abc"}, timeout=30).json()
     got = page_state(browser)
     assert got["serve"] == "done", got
@@ -566,7 +500,7 @@ def test_a_student_types_a_prompt(browser, server, tmp_path):
     t = browser.find_element(By.CSS_SELECTOR, "#gen-temperature")
     t.clear()
     t.send_keys("0.8")
-    run_prompt(browser, "J K L")
+    served_page.run_prompt(browser, "J K L")
     api = httpx.post(server + "/api/trace", json={"prompt": "J K L", "model": "tiny", "temperature": 0.8},
                      timeout=30).json()
     got = page_state(browser)
@@ -581,7 +515,7 @@ def test_a_student_types_a_prompt(browser, server, tmp_path):
     n = browser.find_element(By.CSS_SELECTOR, "#gen-max-new-tokens")  # over a limit: the server's words, the page stays
     n.clear()
     n.send_keys("999")
-    run_prompt(browser, "J K L")
+    served_page.run_prompt(browser, "J K L")
     got = page_state(browser)
     assert got["serve"] == "error" and got["runs"] == "2"
     assert "max_new_tokens" in browser.find_element(By.CSS_SELECTOR, "#status").text
@@ -590,9 +524,9 @@ def test_a_student_types_a_prompt(browser, server, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_shared_link_opens_the_same_run(browser, server):
+def test_a_shared_link_opens_the_same_run(browser, server, served_page):
     browser.get(server + "/?prompt=Monday+Tuesday&model=abc&max_new_tokens=2&temperature=0.5&seed=4#step=predict")
-    wait_for(browser, "return document.body.dataset.runs === '1'")
+    served_page.wait_for(browser, "return document.body.dataset.runs === '1'")
     api = httpx_post(server, {"prompt": "Monday Tuesday", "model": "abc", "max_new_tokens": 2, "temperature": 0.5, "seed": 4})
     got = page_state(browser)
     assert got["ids"] == api["prompt_ids"] + api["generated_ids"] and got["step"] == "predict"
@@ -602,11 +536,11 @@ def test_a_shared_link_opens_the_same_run(browser, server):
 
 
 @pytest.mark.slow
-def test_a_hostile_prompt_is_text_in_the_page(browser, server):
+def test_a_hostile_prompt_is_text_in_the_page(browser, server, served_page):
     hostile = "</script><img src=x onerror=\"document.body.dataset.pwned=1\"><b>bold</b>"
     browser.get(server + "/")
-    wait_for(browser, "return document.body.dataset.runs === '0'")
-    run_prompt(browser, hostile)
+    served_page.wait_for(browser, "return document.body.dataset.runs === '0'")
+    served_page.run_prompt(browser, hostile)
     got = page_state(browser)
     assert got["serve"] == "done" and got["title"] == f"“{hostile}”"
     assert browser.execute_script("return document.body.dataset.pwned === undefined && !document.querySelector('#slides img, #top b.pwn')")
@@ -632,21 +566,21 @@ def chat_folder(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_chat_switch(browser, chat_folder, runner):
+def test_the_chat_switch(browser, chat_folder, runner, serve_process, served_page):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    proc, url = start_server("--model", str(chat_folder))
+    proc, url = serve_process.start("--model", str(chat_folder))
     try:
         browser.get(url + "/")
-        wait_for(browser, "return document.body.dataset.runs === '0'")
+        served_page.wait_for(browser, "return document.body.dataset.runs === '0'")
         chat = browser.find_element(By.CSS_SELECTOR, "#chat")
         assert chat.is_enabled()  # the folder's model has a chat template
         chat.click()
         n = browser.find_element(By.CSS_SELECTOR, "#gen-max-new-tokens")
         n.clear()
         n.send_keys("2")
-        run_prompt(browser, "hi")
+        served_page.run_prompt(browser, "hi")
         got = page_state(browser)
         cli = runner.invoke(cli_app, ["trace", "hi", "--model", str(chat_folder), "--chat", "-n", "2", "--json"])
         want = json.loads(cli.stdout)
@@ -656,21 +590,21 @@ def test_the_chat_switch(browser, chat_folder, runner):
         assert not chat.is_enabled() and not chat.is_selected()  # abc has none
         assert not severe(browser)
     finally:
-        code, err = stop_server(proc)
+        code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err
 
 
 @pytest.mark.slow
-def test_a_busy_server_is_asked_again(browser):
+def test_a_busy_server_is_asked_again(browser, serve_process, served_page):
     """With its one worker busy and no queue, the page hears 503 + Retry-After, says so, and tries again."""
     import httpx
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    proc, url = start_server("--model", "tiny", "--workers", "1", "--queue", "0")
+    proc, url = serve_process.start("--model", "tiny", "--workers", "1", "--queue", "0")
     try:
         browser.get(url + "/")
-        wait_for(browser, "return document.body.dataset.runs === '0'")
+        served_page.wait_for(browser, "return document.body.dataset.runs === '0'")
         long = " ".join(["A B C D E F G H"] * 30)  # 240 tokens and 16 new ones, recorded: long enough to be caught busy
         hog = threading.Thread(target=lambda: httpx.post(url + "/api/trace", timeout=60,
                                                          json={"prompt": long, "model": "tiny", "max_new_tokens": 16}))
@@ -682,11 +616,11 @@ def test_a_busy_server_is_asked_again(browser):
         box = browser.find_element(By.CSS_SELECTOR, "input#prompt")
         box.clear()
         box.send_keys("X Y", Keys.ENTER)
-        wait_for(browser, "return document.body.dataset.serve === 'waiting'", timeout=10)
+        served_page.wait_for(browser, "return document.body.dataset.serve === 'waiting'", timeout=10)
         assert "trying again" in browser.find_element(By.CSS_SELECTOR, "#status").text
-        wait_for(browser, "return document.body.dataset.runs === '1'", timeout=90)
+        served_page.wait_for(browser, "return document.body.dataset.runs === '1'", timeout=90)
         hog.join(timeout=60)
         assert page_state(browser)["title"] == "“X Y”"
     finally:
-        code, err = stop_server(proc)
+        code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err

@@ -35,7 +35,10 @@ from tracer.serve.guard import Guarded  # noqa: E402
 from tracer.serve.limits import Limits  # noqa: E402
 from tracer.serve.run import uvicorn_config  # noqa: E402
 
-from .test_serve import a_class, start_server, stop_server  # noqa: E402
+from .conftest import ServeProcess  # noqa: E402
+from .test_serve import a_class  # noqa: E402
+
+start_server, stop_server = ServeProcess.start, ServeProcess.stop  # a real `tracer serve` process
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
@@ -55,7 +58,7 @@ def served(engine: Engine, proxy: str | None = None, header=0.6, body=1.0, write
     sock.listen(128)
     saved = Guarded.header_seconds, Guarded.body_seconds, Guarded.write_seconds
     Guarded.header_seconds, Guarded.body_seconds, Guarded.write_seconds = header, body, write
-    server = uvicorn.Server(uvicorn_config(make_app(engine, ["127.0.0.1"], in_flight), proxy))
+    server = uvicorn.Server(uvicorn_config(make_app(engine, ["127.0.0.1"], in_flight=in_flight), proxy))
     t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     t.start()
     until = time.monotonic() + 30

@@ -47,13 +47,14 @@ class SquareMlp(Sublayer):
     plain = "a toy network squares each token's projection"
     hooks = {"hook_a": h("pos d_toy", "mlp"), "hook_sq": h("pos d_toy", "mlp")}
     steps = (("mlp.hook_a", "a", "toy: a = ln2(x)·W_a ({shape})"), ("mlp.hook_sq", "sq", "toy: sq = a² (squared)"))
-    width = 3
+    def width(self, cfg=None) -> int:
+        return 3  # the hidden width its steps show
 
     def axes(self, cfg):
-        return {"d_toy": (self.width,)}
+        return {"d_toy": (self.width(),)}
 
     def shapes(self, cfg, l=0):
-        return {"W_a": (cfg.d_model, self.width), "W_b": (self.width, cfg.d_model)}
+        return {"W_a": (cfg.d_model, self.width()), "W_b": (self.width(), cfg.d_model)}
 
     def layout(self, cfg, params, l, fused=None):
         return SquareWeights(self, params[f"blocks.{l}.mlp.W_a"], params[f"blocks.{l}.mlp.W_b"])
@@ -75,10 +76,10 @@ class SquareMlp(Sublayer):
         return ("hook_a", "hook_sq")
 
     def macs(self, cfg, n_new, n_seen):
-        return 2 * n_new * cfg.d_model * self.width
+        return 2 * n_new * cfg.d_model * self.width()
 
     def record_bytes(self, cfg, n_new, n_seen):
-        return 2 * n_new * self.width
+        return 2 * n_new * self.width()
 
 
 # --------------------------------------------------------------------------- a toy attention: a learned temperature per head
@@ -275,7 +276,7 @@ def run_derivative_matches(kind, fields: dict) -> None:
 
     def f(p, x, given=given):
         rec = Recorder()
-        out = kind.run(cfg, kind.layout(cfg, p, 0), x, rec.scope(f"blocks.0.{scope}"), Span(0, 3, layer_input=given))
+        out = kind.run(cfg, kind.layout(cfg, p, 0), x, rec.scope(f"blocks.0.{scope}"), Span(0, 3, layer_input=given, stream=x))
         return float(np.sum(out * r)), rec.store
 
     _, acts = f(params, x)
@@ -283,8 +284,10 @@ def run_derivative_matches(kind, fields: dict) -> None:
         gate = acts["blocks.0.mlp.hook_expert_pre"]
         assert (gate > cfg.swiglu_limit).any() and (gate < cfg.swiglu_limit).any()
     grads: dict = {}
-    span = Span(0, 3, layer_input=given)
+    span = Span(0, 3, layer_input=given, stream=x)  # no norm: the stream is the sublayer's input
     dx = kind.backward(cfg, kind.layout(cfg, params, 0), r, acts, f"blocks.0.{scope}.", grads, x, span)
+    if span.d_stream is not None:  # a kind that also reads the stream itself (Gemma 4's router): both paths
+        dx = dx + span.d_stream
     for i in np.ndindex(x.shape):
         up, down = x.copy(), x.copy()
         up[i] += EPS

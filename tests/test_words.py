@@ -23,10 +23,10 @@ from tracer.render.words import WORDS, say
 
 DATA = Path(__file__).parent / "data"
 SCRIPTS = {p.name: p.read_text(encoding="utf-8") for p in [*sorted(Path(page_module.__file__).parent.glob("*.js")),
-                                                            Path(tracer.__file__).parent / "serve" / "serve.js"]}
+                                                            *sorted((Path(tracer.__file__).parent / "serve").glob("*.js"))]}
 SLOT = re.compile(r"\{(\w+)\}")
-PAGE_WORDS = {key: words for key, words in WORDS.items()  # not the demo's, the prompt box's, the rows' (sent finished)
-              if not key.startswith(("demo.", "serve.", "rows."))}
+PAGE_WORDS = {key: words for key, words in WORDS.items()  # not the demo's, the prompt box's, the rows' (sent finished),
+              if not key.startswith(("demo.", "serve.", "rows.", "lesson."))}  # a led lesson's (lesson.js's)
 LEAST = 20  # a template's fixed part this long, found in a script, is the script wording a step itself
 DEMO = sorted(Path(demo_module.__file__).parent.glob("*.py"))
 

@@ -90,6 +90,22 @@ FAMILIES = {
                                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                                                  "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
                                                                     "partial_rotary_factor": 0.25}})),
+    "gemma4-moe-tiny": dict(  # Gemma 4 with experts beside each MLP (enable_moe_block, as the 26B-A4B): a dense GeGLU
+        # of 48 and 8 GeGLU experts of 24, 2 per token, the router reading the stream through its own RMS norm × scale
+        # / √d_model, renormalized top-2 weights × each expert's own scale; layers sliding, sliding, full (K = V), no
+        # per-layer inputs, no shared keys and values; norms, router scales and expert scales drawn away from 1
+        cls=Gemma4ForCausalLM, tokenizer="sentencepiece/sp-llama.json", seed=45, qk_gain=0.7,
+        config=Gemma4TextConfig(vocab_size=600, hidden_size=64, intermediate_size=48, num_hidden_layers=3,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+                                num_global_key_value_heads=1, attention_k_eq_v=True, num_kv_shared_layers=0,
+                                hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=8, top_k_experts=2,
+                                moe_intermediate_size=24, max_position_embeddings=128, rms_norm_eps=1e-6,
+                                tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                sliding_window=6, final_logit_softcapping=10.0, initializer_range=0.15,
+                                layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                                rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                 "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                                                                    "partial_rotary_factor": 0.25}})),
     "smollm3-tiny": dict(  # SmolLM3: Llama with no rotary on every 4th layer (no_rope_layers [1, 1, 1, 0]: layer 3 is
         # NoPE; llama.cpp hard-codes that step of 4), GQA, tied, rope_theta 2e6
         cls=SmolLM3ForCausalLM, tokenizer="llama3-like.json", seed=42,
@@ -134,6 +150,8 @@ def build_new(family: dict) -> torch.nn.Module:
                 p.copy_(0.5 * torch.randn_like(p))
             elif name.endswith(("layernorm.weight", "model.norm.weight")) and model.config.model_type == "qwen3_5_text":
                 p.sub_(1.0)  # stored w = N(0, 0.2): the gain 1 + w about 1, as Qwen3.5's zero-centred norms store it
+            elif name.endswith(("router.scale", "router.per_expert_scale", "layernorm_1.weight", "layernorm_2.weight")):
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))  # Gemma 4's MoE block: scales that matter
     return model.eval()
 
 
@@ -282,6 +300,23 @@ def gemma4_arrays(model, ids: torch.Tensor, k: int) -> dict:
             f"per_layer_proj_{k}": seen["proj"][0].transpose(0, 1).numpy()}
 
 
+def gemma4_moe_arrays(model, ids: torch.Tensor, k: int) -> dict:
+    """Each layer's router: its probabilities over every expert, the chosen experts and their final weights."""
+    seen: dict[int, tuple] = {}
+    handles = [layer.router.register_forward_hook(lambda m, args, out, l=l: seen.__setitem__(l, out))
+               for l, layer in enumerate(model.model.layers)]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    L = model.config.num_hidden_layers
+    return {f"router_probs_{k}": torch.stack([seen[l][0] for l in range(L)]).numpy(),  # [layer, pos, expert]
+            f"expert_weights_{k}": torch.stack([seen[l][1] for l in range(L)]).numpy(),  # [layer, pos, k]
+            f"expert_indices_{k}": torch.stack([seen[l][2] for l in range(L)]).numpy().astype(np.int64)}
+
+
 def gemma4_hub_config_agrees(folder: Path) -> None:
     """transformers 5.24 writes a Gemma 4's global head size and key/value heads as per_layer_config; the Hub's
     files say global_head_dim and num_global_key_value_heads. Both must give the same layers."""
@@ -318,7 +353,10 @@ def reference_new(cls, folder: Path) -> dict:
         if cfg.model_type == "gemma4_text":
             gemma4_hub_config_agrees(folder)
             arrays["kv_source"] = kv_source(cfg)
-            arrays.update(gemma4_arrays(model, ids, k))
+            if cfg.enable_moe_block:
+                arrays.update(gemma4_moe_arrays(model, ids, k))
+            else:
+                arrays.update(gemma4_arrays(model, ids, k))
     np.savez_compressed(folder / "reference.npz", **arrays)
     return {k: v.tolist() for k, v in arrays.items() if k.startswith(("greedy_ids_", "input_ids_"))}
 

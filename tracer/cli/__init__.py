@@ -1,7 +1,7 @@
 """The `tracer` command (typer): `tracer.cli.app` and the entry point `main`.
 
-`app` lists the commands, its error handling and shared options; `run`, `teach`, `learn` and `web`
-register the commands on it.
+`app` lists the commands, its error handling and shared options; `run`, `teach`, `learn`, `web` and
+`lessons` register the commands on it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from . import run  # noqa: E402  trace, show, replay, scenarios, tokens
 from . import teach  # noqa: E402  demo
 from . import learn  # noqa: E402  train, download, models
 from . import web  # noqa: E402  serve
+from . import lessons  # noqa: E402  lesson new, lesson check
 
-COMMANDS = (run, teach, learn, web)
+COMMANDS = (run, teach, learn, web, lessons)
 
 __all__ = ["app", "main"]
 

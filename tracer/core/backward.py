@@ -138,9 +138,12 @@ def d_sublayer(cfg: Config, w, ln_name: str, ln: tuple | None, ln_post: tuple | 
     it (`x_name`: the recorded input x). The kind's own backward (`w.kind.backward`) does its part."""
     kind = w.kind
     d_out = d_norm(cfg, dy, ln_post, acts, p + ln_name + "_post.", grads, p + ln_name + "_post")  # OLMo 2: its output's norm
-    x_in = normed(cfg, acts[x_name], ln, acts, p + ln_name + ".")  # what the sublayer was given
+    span.stream, span.d_stream = acts[x_name], None  # the stream before the norm (and its gradient, if a kind reads it)
+    x_in = normed(cfg, span.stream, ln, acts, p + ln_name + ".")  # what the sublayer was given
     dx = kind.backward(cfg, w, d_out, acts, p + kind.scope + ".", grads, x_in, span)
     d_x = d_norm(cfg, dx, ln, acts, p + ln_name + ".", grads, p + ln_name)
+    if span.d_stream is not None:  # a kind that read the stream itself (Gemma 4's router)
+        d_x = d_x + span.d_stream
     return dy + d_x if cfg.residual else d_x
 
 

@@ -29,6 +29,7 @@ from .equations import (normalize, one_plus_gain, position_vectors, rms_normaliz
                         sinusoidal_positions, softcap)
 from .experts import EXPERTS
 from .gemma4_attention import GEMMA4
+from .gemma4_moe import GEMMA4_MOE
 from .linear_attention import LINEAR
 from .mlps import DENSE_AMONG_EXPERTS, GEGLU, GELU, SWIGLU  # noqa: F401 (DENSE_AMONG_EXPERTS: Config.mlp_of)
 from .per_layer_input import PER_LAYER_INPUT
@@ -131,7 +132,7 @@ def unregister(kind: Sublayer) -> None:
         hooks.register(other.scope, other.hooks)
 
 
-for _kind in (SOFTMAX, SINKS, GATED, LINEAR, GEMMA4, GELU, SWIGLU, GEGLU, EXPERTS, PER_LAYER_INPUT):
+for _kind in (SOFTMAX, SINKS, GATED, LINEAR, GEMMA4, GELU, SWIGLU, GEGLU, EXPERTS, GEMMA4_MOE, PER_LAYER_INPUT):
     register(_kind)
 DEFAULT_MLP = "gelu"  # what `mlp = true` means (GPT-2's)
 DEFAULT_ATTENTION = "softmax"

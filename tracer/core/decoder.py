@@ -105,6 +105,7 @@ def sublayer(cfg: Config, w, ln_name: str, ln: tuple | None, ln_post: tuple | No
     """One sublayer (its kind's `run`: `w.kind`) on the input normalized by `ln_name`; its output
     normalized too where the model does that (OLMo 2, Gemma: `ln1_post` / `ln2_post`)."""
     kind = w.kind
+    span.stream = x  # [pos, d_model] (before the norm: a kind may read it)
     out = kind.run(cfg, w, norm(cfg, x, ln, rec.scope(ln_name)), rec.scope(kind.scope), span)  # [pos, d_model]
     return out if ln_post is None else norm(cfg, out, ln_post, rec.scope(ln_name + "_post"))
 

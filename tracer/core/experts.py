@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import TracerError, is_whole
 from .affine import Affine
-from .derivatives import d_affine, d_clamped_swiglu, d_route_softmax_topk, d_route_topk_softmax, d_swiglu
-from .equations import clamped_swiglu, mix, route_softmax_topk, route_topk_softmax, sigmoid, swiglu
+from .derivatives import d_affine, d_clamped_swiglu, d_geglu, d_route_softmax_topk, d_route_topk_softmax, d_swiglu
+from .equations import clamped_swiglu, geglu, mix, route_softmax_topk, route_topk_softmax, sigmoid, swiglu
 from .hooks import h
 from .record import Recorder
 from .sublayer import Span, Sublayer
@@ -65,6 +65,7 @@ ROUTERS = {r.key: r for r in (
 # each expert's middle: (forward, backward) of (gate, up), given the config
 MIDDLES = {
     "swiglu": lambda cfg: (swiglu, d_swiglu),
+    "geglu": lambda cfg: (geglu, d_geglu),  # Gemma 4's experts
     "clamped_swiglu": lambda cfg: (partial(clamped_swiglu, alpha=cfg.swiglu_alpha, limit=cfg.swiglu_limit),
                                    partial(d_clamped_swiglu, alpha=cfg.swiglu_alpha, limit=cfg.swiglu_limit)),
 }
@@ -183,11 +184,20 @@ class RoutedExperts(Sublayer):
     # -- the passes
 
     def run(self, cfg, w: ExpertsWeights, x: np.ndarray, rec: Recorder, span: Span) -> np.ndarray:  # [pos, d_model] → [pos, d_model]
-        lead, k = x.shape[:-1], cfg.experts_per_token
+        lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])  # [rows, d_model] (a batch's positions one after another)
-        rows = x2.shape[0]
         logits = rec("hook_router_logits", w.router(x2).reshape(*lead, -1))  # [pos, expert]
+        y = self.routed(cfg, w, x2, logits, lead, rec)  # [rows, d_model]
+        if w.shared is not None:
+            y = y + self.shared(cfg, w, x2, lead, rec)
+        return y.reshape(x.shape)
+
+    def routed(self, cfg, w: ExpertsWeights, x2: np.ndarray, logits: np.ndarray, lead: tuple,
+               rec: Recorder) -> np.ndarray:  # [rows, d_model], [pos, expert] → [rows, d_model]
+        """The router's choice from its recorded scores, the chosen experts on x2, their weighted sum."""
+        k, rows = cfg.experts_per_token, x2.shape[0]
         chosen, weights = ROUTERS[cfg.router].route(cfg, logits.reshape(rows, -1))  # [rows, k] ×2
+        weights = self.weigh(cfg, w, chosen, weights)  # [rows, k]
         chosen = rec("hook_expert_indices", chosen.reshape(*lead, k)).reshape(rows, k)  # the experts, most weight first
         if chosen.size and not (0 <= chosen.min() and chosen.max() < cfg.n_experts):  # a hook's replacement
             raise TracerError(f"hook on mlp.hook_expert_indices: experts must be 0–{cfg.n_experts - 1}, got "
@@ -198,7 +208,7 @@ class RoutedExperts(Sublayer):
                               f"removed from the routing must leave at least experts_per_token")
         weights = rec("hook_expert_weights", weights.reshape(*lead, k)).reshape(rows, k)
         groups = _groups(chosen)
-        gate = np.empty((rows * k, cfg.d_mlp), dtype=x.dtype)  # [rows·k, d_mlp]: each chosen (token, expert)
+        gate = np.empty((rows * k, cfg.d_mlp), dtype=x2.dtype)  # [rows·k, d_mlp]: each chosen (token, expert)
         up = np.empty_like(gate)
         for e, slots in groups:  # each expert's tokens in one product
             xe = x2[slots // k]  # [n_e, d_model]
@@ -207,14 +217,20 @@ class RoutedExperts(Sublayer):
         gate = rec("hook_expert_pre", gate.reshape(*lead, k, -1)).reshape(rows * k, -1)
         up = rec("hook_expert_pre_linear", up.reshape(*lead, k, -1)).reshape(rows * k, -1)
         post = rec("hook_expert_post", MIDDLES[cfg.expert_mlp](cfg)[0](gate, up).reshape(*lead, k, -1)).reshape(rows * k, -1)
-        outs = np.empty((rows * k, x.shape[-1]), dtype=x.dtype)  # [rows·k, d_model]
+        outs = np.empty((rows * k, x2.shape[-1]), dtype=x2.dtype)  # [rows·k, d_model]
         for e, slots in groups:
             outs[slots] = _plus(post[slots] @ w.W_out[e], w.b_out, e)
         outs = rec("hook_expert_out", outs.reshape(*lead, k, -1)).reshape(rows, k, -1)  # [rows, k, d_model]
-        y = mix(weights.astype(x.dtype, copy=False), outs)  # [rows, d_model]: Σ_j weight_j · E_j(x)
-        if w.shared is not None:
-            y = y + self.shared(cfg, w, x2, lead, rec)
-        return y.reshape(x.shape)
+        return mix(weights.astype(x2.dtype, copy=False), outs)  # [rows, d_model]: Σ_j weight_j · E_j(x)
+
+    def weigh(self, cfg, w: ExpertsWeights, chosen: np.ndarray, weights: np.ndarray) -> np.ndarray:  # [rows, k] → [rows, k]
+        """The router's weights as the experts' outputs are multiplied by (a kind may scale them per expert)."""
+        return weights
+
+    def d_weigh(self, cfg, w: ExpertsWeights, dweights: np.ndarray, chosen: np.ndarray, logits: np.ndarray,
+                dW: dict) -> np.ndarray:  # [rows, k] → [rows, k]
+        """Back through `weigh`: the final weights' gradient → the router's (its own parameters' into dW)."""
+        return dweights
 
     def shared(self, cfg, w: ExpertsWeights, x2: np.ndarray, lead: tuple, rec: Recorder) -> np.ndarray:  # [rows, d_model] → same
         """The shared expert (a SwiGLU MLP every token goes through), times sigmoid(x·W_shared_gate)."""
@@ -228,8 +244,25 @@ class RoutedExperts(Sublayer):
 
     def backward(self, cfg, w: ExpertsWeights, dy: np.ndarray, acts, p: str, grads: dict, x: np.ndarray,
                  span: Span) -> np.ndarray:  # [..., pos, d_model] → [..., pos, d_model]
-        k, E = cfg.experts_per_token, cfg.n_experts
         x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])  # [rows, d_model]
+        dW = {n: np.zeros(s, dtype=x.dtype) for n, s in self.shapes(cfg).items() if n.startswith(("W_", "b_"))
+              and not n.startswith(("W_shared", "W_router", "b_router"))}
+        dx, dlogits = self.d_routed(cfg, w, dy2, acts, p, x2, dW)  # [rows, d_model], [rows, expert]
+        ddx, dW["W_router"], db = d_affine(dlogits, x2, w.router.W)
+        dx += ddx
+        if cfg.router_bias:
+            dW["b_router"] = db
+        if w.shared is not None:
+            dx += self.d_shared(cfg, w, dy2, acts, p, x2, dW)
+        for n, g in dW.items():
+            grads[p + n] = g
+        return dx.reshape(x.shape)
+
+    def d_routed(self, cfg, w: ExpertsWeights, dy2: np.ndarray, acts, p: str, x2: np.ndarray,
+                 dW: dict):  # [rows, d_model] → [rows, d_model], [rows, expert]
+        """Back through `routed`, the choice held fixed: x2's gradient and the router scores'; the experts'
+        (and `weigh`'s) parameters' gradients into dW."""
+        k, E = cfg.experts_per_token, cfg.n_experts
         rows = x2.shape[0]
         chosen = np.asarray(acts[p + "hook_expert_indices"]).reshape(rows, k).astype(np.int64)
         weights = acts[p + "hook_expert_weights"].reshape(rows, k)
@@ -238,7 +271,6 @@ class RoutedExperts(Sublayer):
         outs = acts[p + "hook_expert_out"].reshape(rows, k, -1)
         dweights = np.einsum("rkd,rd->rk", outs, dy2)  # [rows, k]
         dout = (weights[:, :, None] * dy2[:, None, :]).reshape(rows * k, -1)  # [rows·k, d_model]
-        dW = {n: np.zeros(s, dtype=x.dtype) for n, s in self.shapes(cfg).items() if not n.startswith(("shared.", "W_shared"))}
         dpost = np.empty_like(post)
         groups = _groups(chosen)
         for e, slots in groups:
@@ -255,16 +287,8 @@ class RoutedExperts(Sublayer):
             if "b_gate" in dW:
                 dW["b_gate"][e], dW["b_in"][e] = dgate[slots].sum(axis=0), dup[slots].sum(axis=0)
         logits = acts[p + "hook_router_logits"].reshape(rows, E)
-        dlogits = ROUTERS[cfg.router].d_route(cfg, dweights, logits, chosen, weights)  # [rows, expert], the choice held
-        ddx, dW["W_router"], db = d_affine(dlogits, x2, w.router.W)
-        dx += ddx
-        if cfg.router_bias:
-            dW["b_router"] = db
-        if w.shared is not None:
-            dx += self.d_shared(cfg, w, dy2, acts, p, x2, dW)
-        for n, g in dW.items():
-            grads[p + n] = g
-        return dx.reshape(x.shape)
+        dweights = self.d_weigh(cfg, w, dweights, chosen, logits, dW)
+        return dx, ROUTERS[cfg.router].d_route(cfg, dweights, logits, chosen, weights)  # the choice held
 
     def d_shared(self, cfg, w: ExpertsWeights, dy2: np.ndarray, acts, p: str, x2: np.ndarray, dW: dict) -> np.ndarray:
         W_gate, W_in, W_out, W_g = w.shared
@@ -294,13 +318,17 @@ class RoutedExperts(Sublayer):
         """What expert {e} computes, in words: "x·W_gate[{e}], x·W_in[{e}], SwiGLU, × W_out[{e}]"."""
         b = " + b" if cfg.expert_bias else ""
         middle = (f"clamped SwiGLU: (up + 1) · gate · sigmoid({cfg.swiglu_alpha:g} · gate), gate ≤ {cfg.swiglu_limit:g}, "
-                  f"|up| ≤ {cfg.swiglu_limit:g}" if cfg.expert_mlp == "clamped_swiglu" else "SwiGLU: SiLU(gate) ⊙ up")
+                  f"|up| ≤ {cfg.swiglu_limit:g}" if cfg.expert_mlp == "clamped_swiglu" else "SwiGLU: SiLU(gate) ⊙ up")  # (Gemma 4's GeGLU experts: their own words)
         return f"gate = x·W_gate[{{e}}]{b}, up = x·W_in[{{e}}]{b}, {middle}, × W_out[{{e}}]{b}"
 
     def route_words(self, cfg) -> str:
         """How the router chooses, in words: "softmax over the 8 experts' scores, the 2 most probable kept"."""
         words = ROUTERS[cfg.router].words.format(E=cfg.n_experts, k=cfg.experts_per_token)
         return words + (" (renormalized to sum to 1)" if cfg.norm_topk and cfg.router == "softmax_topk" else "")
+
+    def reads(self, x: str) -> tuple[str, str]:
+        """What the router and the experts are given, as the walkthrough writes them, when the MLP is given `x`."""
+        return x, x
 
     def needed(self, cfg) -> tuple[str, ...]:
         return ("hook_router_logits", "hook_expert_*", "shared.hook_*", "hook_shared_gate")

@@ -45,6 +45,8 @@ class Span:
     # and values a later layer attends with) and, going backwards, the gradients it leaves for earlier ones
     layer_input: Any = None  # [pos, d_ple] this layer's own input from the token (Gemma 4's per-layer input), if any
     d_layer_input: Any = None  # going backwards: its gradient, which the kind that read it leaves here
+    stream: Any = None  # [pos, d_model] the residual stream a sublayer's norm was given (a kind that reads it unnormalized:
+    d_stream: Any = None  # Gemma 4's router); going backwards, the gradient such a kind leaves for it
 
 
 class Sublayer:
@@ -125,6 +127,10 @@ class Sublayer:
         """Whether a run of `cfg` records `name` (within the scope) at all: one of its names, and, for
         names some configs only record, that this one does."""
         return name in self.hooks
+
+    def width(self, cfg) -> int:
+        """The hidden width its `steps` show (a dense MLP's d_mlp; Gemma 4's MLP beside experts: dense_d_mlp)."""
+        return cfg.d_mlp
 
     def block_words(self, cfg) -> str:
         """What the header's block line says of this kind ("" where it says nothing: softmax attention)."""

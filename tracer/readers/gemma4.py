@@ -23,7 +23,8 @@ with Gemma 4's differences, each a switch of `tracer.core.config.Config`:
     layers.{l}.layer_scalar → layer_scalar                    the rest as Gemma 3's
 
 A layer's sizes are read from its tensors' shapes (a layer translated alone, `tracer.readers.source`, is
-renamed layer 0). Not read: the MoE block (`enable_moe_block`), bidirectional attention, attention biases.
+renamed layer 0). The experts beside each MLP (`enable_moe_block`, the 26B-A4B) are `tracer.core.gemma4_moe`. Not read:
+bidirectional attention, attention biases.
 Core module: numpy and the standard library.
 """
 
@@ -49,6 +50,8 @@ PLE = {"ple.W_gate": "per_layer_input_gate.weight", "ple.W_out": "per_layer_proj
        "ple.norm.w": "post_per_layer_input_norm.weight"}
 TOP_PLE = {"ple.W_E": P + "embed_tokens_per_layer.weight", "ple.W_proj": P + "per_layer_model_projection.weight",
            "ple.norm.w": P + "per_layer_projection_norm.weight"}
+MOE_NORMS = {"mlp.dense_post.w": "post_feedforward_layernorm_1.weight", "mlp.experts_pre.w": "pre_feedforward_layernorm_2.weight",
+             "mlp.experts_post.w": "post_feedforward_layernorm_2.weight"}  # the experts' block's own norms
 IGNORED = ("self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.k_norm.weight", "self_attn.v_norm.weight")
 
 
@@ -134,15 +137,26 @@ def _rope(raw: dict, where: Path) -> tuple[float, dict | None, float]:
     return number(full, "rope_theta", where, 1e6), scaling, number(local, "rope_theta", where, 10000.0)
 
 
+def _experts(raw: dict, where: Path, widths: list) -> dict:
+    """The config's fields for the experts beside each MLP (`enable_moe_block`): d_mlp is each expert's width."""
+    if len(set(widths)) > 1:
+        raise TracerError(f"{where}: use_double_wide_mlp with enable_moe_block is not supported (the MLPs beside the "
+                          f"experts would differ in width)")
+    E = whole(raw, "num_experts", where)
+    k = whole(raw, "top_k_experts", where)
+    if k > E:
+        raise TracerError(f"{where}: top_k_experts {k} is more than num_experts {E}")
+    return {"mlp": "geglu_and_experts", "d_mlp": whole(raw, "moe_intermediate_size", where), "dense_d_mlp": widths[0],
+            "n_experts": E, "experts_per_token": k, "router": "softmax_topk", "norm_topk": True, "expert_mlp": "geglu"}
+
+
 def config_of(raw: dict, where: Path) -> Config:
     if raw.get("model_type") not in FAMILIES:
         raise TracerError(f"{where}: model_type {raw.get('model_type')!r}; this reader reads gemma4_text")
     act = raw.get("hidden_activation", raw.get("hidden_act", "gelu_pytorch_tanh"))
     if act not in ACTIVATIONS:
         raise TracerError(f"{where}: hidden_activation {act!r} is not supported; Gemma 4's GeGLU uses gelu_pytorch_tanh")
-    if flag(raw, "enable_moe_block", where, False):
-        raise TracerError(f"{where}: enable_moe_block is not supported (Gemma 4's mixture of experts beside each MLP, "
-                          f"its router reading the unnormalized stream); tracer reads the dense Gemma 4 models")
+    moe = flag(raw, "enable_moe_block", where, False)
     if raw.get("use_bidirectional_attention") == "all":
         raise TracerError(f"{where}: use_bidirectional_attention 'all' is not supported; tracer's attention is causal")
     if flag(raw, "attention_bias", where, False):
@@ -158,6 +172,7 @@ def config_of(raw: dict, where: Path) -> Config:
     f = whole(raw, "intermediate_size", where)
     wide = flag(raw, "use_double_wide_mlp", where, False)
     widths = [2 * f if wide and s != l else f for l, s in enumerate(sources)]
+    experts = _experts(raw, where, widths) if moe else {}
     d_ple = raw.get("hidden_size_per_layer_input") or None
     vocab = whole(raw, "vocab_size", where)
     if d_ple is not None and raw.get("vocab_size_per_layer_input", vocab) != vocab:
@@ -172,8 +187,8 @@ def config_of(raw: dict, where: Path) -> Config:
     try:
         return Config(
             d_vocab=vocab, n_ctx=whole(raw, "max_position_embeddings", where), d_model=whole(raw, "hidden_size", where),
-            n_heads=whole(raw, "num_attention_heads", where), d_head=heads[0], n_kv_heads=kvs[0], d_mlp=widths[0],
-            n_layers=n_layers, dtype="float32", positional="rope", norm="rms", mlp="geglu", norm_place="both",
+            n_heads=whole(raw, "num_attention_heads", where), d_head=heads[0], n_kv_heads=kvs[0],
+            n_layers=n_layers, dtype="float32", positional="rope", norm="rms", norm_place="both",
             qk_norm="per_head", attention="gemma4", scale_scores=False, embed_scale=True,
             tied_unembed=flag(raw, "tie_word_embeddings", where, True), ln_eps=number(raw, "rms_norm_eps", where, 1e-6),
             rope_theta=theta, rope_scaling=scaling, sliding_window=window, windowed=local if window else None,
@@ -181,7 +196,8 @@ def config_of(raw: dict, where: Path) -> Config:
             layer_d_head=tuple(heads) if len(set(heads)) > 1 else None,
             layer_kv_heads=tuple(kvs) if len(set(kvs)) > 1 else None,
             layer_d_mlp=tuple(widths) if len(set(widths)) > 1 else None,
-            kv_source=tuple(sources) if shared else None, k_eq_v=eq or None, d_ple=d_ple, layer_scalar=True)
+            kv_source=tuple(sources) if shared else None, k_eq_v=eq or None, d_ple=d_ple, layer_scalar=True,
+            **({"mlp": "geglu", "d_mlp": widths[0]} | experts))
     except TracerError as e:
         raise config_error(e, where) from None
 
@@ -210,6 +226,11 @@ def hf_shapes(cfg: Config, raw: dict, where: Path) -> dict[str, tuple[int, ...]]
         shapes.update({p + f"self_attn.{m}_proj.weight": (rows[m], d) for m in _own(cfg, l)})
         shapes.update({p + f"self_attn.{m}_norm.weight": (dh,) for m in _own(cfg, l)[:2]})
         shapes[p + "self_attn.o_proj.weight"] = (d, H * dh)
+        if cfg.n_experts:  # the experts beside the MLP: the MLP is dense_d_mlp wide, d_mlp is each expert's
+            f, E, m = cfg.dense_d_mlp, cfg.n_experts, cfg.d_mlp
+            shapes.update({p + "experts.gate_up_proj": (E, 2 * m, d), p + "experts.down_proj": (E, d, m),
+                           p + "router.proj.weight": (E, d), p + "router.scale": (d,), p + "router.per_expert_scale": (E,),
+                           **{p + hf: (d,) for hf in MOE_NORMS.values()}})
         shapes.update({p + "mlp.gate_proj.weight": (f, d), p + "mlp.up_proj.weight": (f, d), p + "mlp.down_proj.weight": (d, f)})
         if e:
             shapes.update({p + PLE["ple.W_gate"]: (e, d), p + PLE["ple.W_out"]: (d, e), p + PLE["ple.norm.w"]: (d,)})
@@ -253,14 +274,28 @@ def translate(cfg: Config, t: dict[str, np.ndarray]) -> tuple[dict, list]:
         params[b + "attn.W_O"] = t[a + "o_proj.weight"].T.reshape(H, dh, d)
         params[b + "attn.b_O"] = zeros(d)
         params.update({b + tl: t[p + hf] for tl, hf in NORMS.items()})
-        params[b + "mlp.W_gate"], params[b + "mlp.W_in"] = t[p + "mlp.gate_proj.weight"].T, t[p + "mlp.up_proj.weight"].T
-        params[b + "mlp.b_in"] = zeros(params[b + "mlp.W_in"].shape[1])
-        params[b + "mlp.W_out"], params[b + "mlp.b_out"] = t[p + "mlp.down_proj.weight"].T, zeros(d)
+        m = b + ("mlp.dense." if cfg.n_experts else "mlp.")  # the dense MLP (beside the experts: `dense.`)
+        params[m + "W_gate"], params[m + "W_in"] = t[p + "mlp.gate_proj.weight"].T, t[p + "mlp.up_proj.weight"].T
+        params[m + "b_in"] = zeros(params[m + "W_in"].shape[1])
+        params[m + "W_out"], params[m + "b_out"] = t[p + "mlp.down_proj.weight"].T, zeros(d)
+        if cfg.n_experts:
+            params.update(_experts_params(cfg, t, p, b))
         if p + PLE["ple.W_gate"] in t:
             params[b + "ple.W_gate"], params[b + "ple.W_out"] = t[p + PLE["ple.W_gate"]].T, t[p + PLE["ple.W_out"]].T
             params[b + "ple.norm.w"] = t[p + PLE["ple.norm.w"]]
         params[b + "layer_scalar"] = t[p + "layer_scalar"]
     return params, [None] * cfg.n_layers
+
+
+def _experts_params(cfg: Config, t: dict, p: str, b: str) -> dict:
+    """One layer's router and experts (transposed views: gate_up_proj [expert, 2·d_mlp, d_model] holds the gates'
+    rows, then the ups')."""
+    f, gate_up = cfg.d_mlp, t[p + "experts.gate_up_proj"]
+    out = {b + "mlp.W_router": t[p + "router.proj.weight"].T, b + "mlp.router_scale": t[p + "router.scale"],
+           b + "mlp.expert_scale": t[p + "router.per_expert_scale"],
+           b + "mlp.W_gate": gate_up[:, :f, :].transpose(0, 2, 1), b + "mlp.W_in": gate_up[:, f:, :].transpose(0, 2, 1),
+           b + "mlp.W_out": t[p + "experts.down_proj"].transpose(0, 2, 1)}  # [expert, d_model, d_mlp], [expert, d_mlp, d_model]
+    return {**out, **{b + tl: t[p + hf] for tl, hf in MOE_NORMS.items()}}
 
 
 def file_names(cfg: Config) -> dict[str, str]:
@@ -273,8 +308,14 @@ def file_names(cfg: Config) -> dict[str, str]:
         out.update({b + f"attn.{m}_norm.w": p + f"self_attn.{m}_norm.weight" for m in _own(cfg, l)[:2]})
         out[b + "attn.W_O"] = p + "self_attn.o_proj.weight"
         out.update({b + tl: p + hf for tl, hf in NORMS.items()})
-        out.update({b + "mlp.W_gate": p + "mlp.gate_proj.weight", b + "mlp.W_in": p + "mlp.up_proj.weight",
-                    b + "mlp.W_out": p + "mlp.down_proj.weight", b + "layer_scalar": p + "layer_scalar"})
+        m = b + ("mlp.dense." if cfg.n_experts else "mlp.")
+        out.update({m + "W_gate": p + "mlp.gate_proj.weight", m + "W_in": p + "mlp.up_proj.weight",
+                    m + "W_out": p + "mlp.down_proj.weight", b + "layer_scalar": p + "layer_scalar"})
+        if cfg.n_experts:
+            out.update({b + "mlp.W_router": p + "router.proj.weight", b + "mlp.router_scale": p + "router.scale",
+                        b + "mlp.expert_scale": p + "router.per_expert_scale", b + "mlp.W_gate": p + "experts.gate_up_proj",
+                        b + "mlp.W_in": p + "experts.gate_up_proj", b + "mlp.W_out": p + "experts.down_proj",
+                        **{b + tl: p + hf for tl, hf in MOE_NORMS.items()}})
         if cfg.d_ple:
             out.update({b + tl: p + hf for tl, hf in PLE.items()})
     return out

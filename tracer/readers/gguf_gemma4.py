@@ -13,7 +13,9 @@
 
 The norms are stored as w (Gemma 4's gain; nothing is added to them), `layer_scalar` as
 `blk.{l}.layer_output_scale.weight`, the per-layer inputs' tensors under `per_layer_*` and `blk.{l}.inp_gate`,
-`proj`, `post_norm`. Core module: numpy and the standard library.
+`proj`, `post_norm`; the experts beside each MLP (`expert_count`) as the converter writes them: `ffn_gate_inp`
+(and `.scale`: the router's scale), `ffn_gate_up_exps`, `ffn_down_exps` (and `.scale`: each expert's scale), the norms
+`pre_ffw_norm_2`, `post_ffw_norm_1`, `post_ffw_norm_2`. Core module: numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ TOP = {"per_layer_token_embd.weight": "model.embed_tokens_per_layer.weight",
 LAYER = {"post_attention_norm.weight": "post_attention_layernorm.weight", "ffn_norm.weight": "pre_feedforward_layernorm.weight",
          "post_ffw_norm.weight": "post_feedforward_layernorm.weight", "inp_gate.weight": "per_layer_input_gate.weight",
          "proj.weight": "per_layer_projection.weight", "post_norm.weight": "post_per_layer_input_norm.weight",
-         "layer_output_scale.weight": "layer_scalar"}
+         "layer_output_scale.weight": "layer_scalar",
+         # the experts beside each MLP (`enable_moe_block`): the converter's names (router.scale and per_expert_scale its own)
+         "ffn_gate_inp.weight": "router.proj.weight", "ffn_gate_inp.scale": "router.scale",
+         "ffn_down_exps.scale": "router.per_expert_scale", "ffn_gate_up_exps.weight": "experts.gate_up_proj",
+         "ffn_down_exps.weight": "experts.down_proj", "pre_ffw_norm_2.weight": "pre_feedforward_layernorm_2.weight",
+         "post_ffw_norm_1.weight": "post_feedforward_layernorm_1.weight",
+         "post_ffw_norm_2.weight": "post_feedforward_layernorm_2.weight"}
 ROPE_FREQS = "rope_freqs.weight"
 NO_TURN = 1e29  # a rope_freqs divisor at least this large leaves its pair unturned (the converter writes 1e30)
 
@@ -102,6 +110,10 @@ def config_json(meta: dict, tensors: dict, where: Path, value) -> dict:
     }
     if "sliding_attention" in types:
         raw["sliding_window"] = value(f"{A}.attention.sliding_window", int, None)
+    if meta.get(f"{A}.expert_count"):  # the experts beside each MLP (the 26B-A4B)
+        raw.update({"enable_moe_block": True, "num_experts": value(f"{A}.expert_count", int, None),
+                    "top_k_experts": value(f"{A}.expert_used_count", int, None),
+                    "moe_intermediate_size": value(f"{A}.expert_feed_forward_length", int, None)})
     return raw
 
 

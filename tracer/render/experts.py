@@ -37,12 +37,13 @@ def routing(ctx: Ctx, t: int, layer: int, x_name: str):
     if logits is None or chosen is None or weights is None:
         return
     kind = cfg.mlp_of(layer)
+    x_router, x_name = kind.reads(x_name)  # what the router and the experts are given (Gemma 4: each its own norm of x)
     E, k = len(logits), len(chosen)
     chosen = [int(e) for e in chosen]
     top = [int(e) for e in largest_first(logits)[: min(E, k + ROUTER_SHOWN)]]
     scores = ", ".join(f"E{e} {num(logits[e], p)}" for e in top) + (say("experts.more", n=str(E - len(top))) if E > len(top) else "")
     bias = say("experts.bias") if cfg.router_bias else ""
-    yield line((say("experts.title"), "bold"), say("experts.router", x=x_name, shape=shape(cfg.d_model, E), bias=bias,
+    yield line((say("experts.title"), "bold"), say("experts.router", x=x_router, shape=shape(cfg.d_model, E), bias=bias,
                                                    E=str(E), scores=scores))
     yield line(say("experts.choice", how=kind.route_words(cfg),
                    chosen=", ".join(f"E{e} {prob(w, p)}" for e, w in zip(chosen, weights))))

@@ -410,6 +410,10 @@ def after_attention(ctx: Ctx, t: int, layer: int):
             shared = ctx.at(b + "mlp.hook_shared_out", t) is not None
             words = say("experts.out", shared=say("experts.out_shared") if shared else "") if recorded(ctx, layer, t) \
                 else say("mlp.wout", shape=shape(width, dm))
+            dense = ctx.at(b + "mlp.hook_dense_out", t)
+            if dense is not None:  # a dense MLP beside the experts (Gemma 4): its output, then the two parts' sum
+                yield ctx.eq(say("experts.dense_out", shape=shape(width, dm)), f"dense_{L}", ctx.v(dense))
+                words = say("experts.out_beside")
             yield from output_norm(ctx, t, b + "ln2_post.", "MLP", f"mlp_out_{L}", mo, words)
             yield from ctx.checks_at(b + "hook_mlp_out", t)
     yield from per_layer_input(ctx, t, layer)

@@ -18,7 +18,8 @@ box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) an
 whose each pass of a generation of several rows is, which the page is sent finished).
 
 The words of attention sinks and of a mixture of experts are in `words_experts.py` (one kind's
-words, beside each other), added here.
+words, beside each other), and a led lesson's (`lesson.*`: `tracer serve --lesson`) in `words_lesson.py`,
+both added here; the lesson's are sent to its own script only (`LESSON_PAGE_WORDS`).
 
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
@@ -28,6 +29,7 @@ here, and that every template here is said.
 from __future__ import annotations
 
 from .words_experts import EXPERT_WORDS
+from .words_lesson import LESSON_WORDS
 
 WORDS: dict[str, str] = {
     # the tokens (render/walkthrough.py, page step 1)
@@ -472,11 +474,14 @@ WORDS: dict[str, str] = {
 }
 
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+WORDS.update(LESSON_WORDS)  # a led lesson's bars and terminal lines (render/words_lesson.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)
 PAGE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items()
-                              if not key.startswith(("demo.", "serve.", "rows."))}
+                              if not key.startswith(("demo.", "serve.", "rows.", "lesson."))}
 SERVE_WORDS: dict[str, str] = {key: words for key, words in WORDS.items() if key.startswith("serve.")}  # serve.js's
+LESSON_PAGE_WORDS: dict[str, str] = {key: words for key, words in LESSON_WORDS.items()  # lesson.js's
+                                     if not key.startswith("lesson.terminal.")}
 
 
 def say(key: str, /, **slots: str) -> str:

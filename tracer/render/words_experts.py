@@ -33,6 +33,9 @@ EXPERT_WORDS: dict[str, str] = {
     "experts.shared": "+ the shared expert every token goes through (width {width}), × its sigmoid gate {gate}",
     "experts.out": "the chosen experts' weighted sum{shared}: what the MLP adds",
     "experts.out_shared": " + the shared expert's part",
+    "experts.dense_out": "× W_out ({shape}): the dense MLP's part",
+    "experts.out_beside": "the dense part and the experts' part, each normalized on its own (÷ its root mean square, "
+                          "× dense_post.w and × experts_post.w), added: what the MLP adds",
     "experts.skipped": "{unused} of {E} experts not used by this token: {share}% of this layer's expert weights untouched",
     "experts.not_used": "not used",
     "experts.rest": "{n} more, not used",

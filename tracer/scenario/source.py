@@ -205,14 +205,14 @@ def non_number(v):
     return None
 
 
-def read_toml(path: Path) -> tuple[dict, Source]:
-    """The parsed TOML of a scenario (a regular file of at most 16 MB, nested at most MAX_DEPTH deep)
-    and its `Source`."""
-    raw = read_small(path, "scenario file")
+def read_toml(path: Path, what: str = "scenario") -> tuple[dict, Source]:
+    """The parsed TOML of a scenario (or a lesson: `what`; a regular file of at most 16 MB, nested at most
+    MAX_DEPTH deep) and its `Source`."""
+    raw = read_small(path, f"{what} file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise TracerError(f"{path}: not a text file (byte {e.start} is not UTF-8); a scenario is TOML text") from None
+        raise TracerError(f"{path}: not a text file (byte {e.start} is not UTF-8); a {what} is TOML text") from None
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -5,15 +5,17 @@
   `tracer trace --json` prints and the page's data under "page" (`serve.engine`);
 - `GET /api/limits`: what one request may ask (`serve.limits.Limits`: the most of each setting by its name;
   "settings": their declarations, as the form's script reads them), the served models, the pool;
-- `GET /api/health`: "ok" and the pool's state.
+- `GET /api/health`: "ok" and the pool's state;
+- with `--lesson`, a led lesson's pages and routes (`serve.lead`).
 
 Every refusal is JSON `{"error": "one line", "field": …, "limit": …}`: 400 malformed, 404 no such
 route, 405 wrong method, 413 too large, 415 not JSON, 422 a field out of range, 429 too many from one
 address at once and 503 busy (both with Retry-After). A bug of ours is a 500 with one line and no traceback. Nothing here reads or writes a
 file a request names: a request chooses among the models loaded at start, by exact name.
 A body that is refused unread (too large, not JSON, a wrong address) is read and dropped first, up to
-DRAIN_BYTES, so that a client still sending (one that asked to close the connection after the answer,
-as Python's urllib does) reads the refusal rather than a reset connection; a larger one is refused from
+DRAIN_BYTES and while it keeps coming (a pause of DRAIN_IDLE s: answered then), so that a client still
+sending (one that asked to close the connection after the answer, as Python's urllib does) reads the
+refusal rather than a reset connection, and one that declared a body it does not send is answered; a larger one is refused from
 its Content-Length, and what it still sends is dropped until its body deadline (`guard.BODY_SECONDS`). At most `in_flight` requests
 are handled at once (`guard.InFlight`: JSON 503 with Retry-After beyond it; sockets that have sent no
 complete headers never count).
@@ -38,6 +40,7 @@ from .limits import RequestError, parse_trace_request, served_settings
 from .page import served_page
 
 DRAIN_BYTES = 4 * 2**20  # a refused body read and dropped up to this, so that its sender reads the refusal
+DRAIN_IDLE = 1.0  # seconds without a byte of a refused body after which it is answered without the rest
 SECURITY = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
             "Cache-Control": "no-store"}
 
@@ -52,13 +55,15 @@ def refusal(status: int, message: str, headers: dict | None = None, **more) -> R
     return json_response({"error": message, **more}, status, headers)
 
 
-def make_app(engine: Engine, hosts: list[str] | None = None, in_flight: int = 256) -> Starlette:
+def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None, in_flight: int = 256) -> Starlette:
     """The ASGI app serving `engine`'s models; the example page is traced once, at start. `hosts`: the
     Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so that a web
-    page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page."""
-    example = engine.example()
+    page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page. `lesson`: a led
+    lesson (`serve.lead.Lead`): its starter run, its pages and routes, its pinned settings checked."""
+    example = engine.example() if lesson is None else lesson.example(engine)
     limits, settings = engine.limits.to_dict(), served_settings(engine.limits)  # the settings as their declarations say
-    page, csp = served_page(example["page"], engine.describe(), limits, example["request"], settings)
+    make_page = served_page if lesson is None else lesson.pages
+    page, csp = make_page(example["page"], engine.describe(), limits, example["request"], settings)
     page_bytes = page.encode("utf-8")
 
     async def index(request: Request) -> Response:
@@ -81,6 +86,8 @@ def make_app(engine: Engine, hosts: list[str] | None = None, in_flight: int = 25
                 raise RequestError(415, "request: send JSON (Content-Type: application/json)")
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
+            if lesson is not None:
+                req = lesson.pin(req, body)
             answer = await engine.trace(req, request.client.host if request.client else None)
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
@@ -110,8 +117,8 @@ def make_app(engine: Engine, hosts: list[str] | None = None, in_flight: int = 25
 
     routes = [Route("/", index, methods=["GET", "HEAD"]), Route("/api/trace", api_trace, methods=["POST"]),
               Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"]),
-              Route("/favicon.ico", favicon, methods=["GET"])]
-    middleware = [Middleware(InFlight, most=in_flight)]
+              Route("/favicon.ico", favicon, methods=["GET"])] + (lesson.routes() if lesson is not None else [])
+    middleware = [Middleware(InFlight, most=in_flight)]  # a lesson's streams count: `in_flight` makes room for them
     middleware += [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found, Exception: bug})
 
@@ -129,22 +136,24 @@ async def read_body(request: Request, most: int) -> bytes:
                 await drain(request)
             raise RequestError(413, f"request: {int(length):,} bytes; this server takes at most {most:,}", "body", most)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    stream = request.stream().__aiter__()
+    async for chunk in stream:
         size += len(chunk)
         if size > most:
-            await drain(request, DRAIN_BYTES - size)
+            await drain(request, DRAIN_BYTES - size, stream)
             raise RequestError(413, f"request: more than {most:,} bytes; this server takes at most {most:,}", "body", most)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def drain(request: Request, most: int = DRAIN_BYTES) -> None:
-    """Read and drop what is left of the body, up to `most` bytes (a longer one is left: the connection closes)."""
+async def drain(request: Request, most: int = DRAIN_BYTES, stream=None) -> None:
+    """Read and drop what is left of the body (of `stream`, the body's iterator already begun), up to `most`
+    bytes and while it keeps coming: a client that sends nothing for DRAIN_IDLE seconds (headers that
+    declare a body it does not send) is answered then. A longer one is left: the connection closes."""
+    stream = request.stream().__aiter__() if stream is None else stream
     size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > most:
-                return
-    except (ClientDisconnect, RuntimeError):  # gone, or the body was read already
+        while size <= most:
+            size += len(await asyncio.wait_for(stream.__anext__(), DRAIN_IDLE))
+    except (StopAsyncIteration, asyncio.TimeoutError, ClientDisconnect, RuntimeError):  # its end, a pause, gone, read
         return

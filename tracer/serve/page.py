@@ -108,10 +108,14 @@ def script_hashes(page: str) -> list[str]:
             for b in bodies]
 
 
-def served_page(data: dict, models: list[dict], limits: dict, request: dict, settings: list[dict]) -> tuple[str, str]:
-    """The page for `data` (the example run's page data) and its Content-Security-Policy."""
-    script = WRAP % page_script() + "\n" + asset("serve.js")
-    text = page_html(data, top=form(models, limits, request, settings), style=asset("serve.css"), script=script)
+def served_page(data: dict, models: list[dict], limits: dict, request: dict, settings: list[dict],
+                more: tuple[str, str, str] = ("", "", "")) -> tuple[str, str]:
+    """The page for `data` (the example run's page data) and its Content-Security-Policy. `more`: markup put
+    above the prompt box, styles and a script run after `serve.js` (a led lesson's bar: `serve.lead`)."""
+    top, style, after = more
+    script = WRAP % page_script() + "\n" + asset("serve.js") + ("\n" + after if after else "")
+    text = page_html(data, top=top + form(models, limits, request, settings), style=asset("serve.css") + style,
+                     script=script)
     if text.count('<span id="model"></span>') != 1:
         raise ValueError("the page's header no longer has one <span id=\"model\">: update tracer.serve.page")
     text = text.replace('<span id="model"></span>', '<span id="model-info"></span>')

@@ -101,8 +101,11 @@ class _Server(uvicorn.Server):
 
     stopped_by = None
     on_stop = None  # called CUT seconds after the signal: traces still running are cut at their next pass
+    on_signal = None  # called at the signal: a led lesson's event streams end, so that nothing holds the stop
 
     def handle_exit(self, sig, frame) -> None:
+        if self.on_signal is not None:
+            self.on_signal()
         if self.stopped_by is None and self.on_stop is not None:
             timer = threading.Timer(CUT, self.on_stop)
             timer.daemon = True
@@ -146,24 +149,36 @@ def stop_workers(engine: Engine) -> None:
 
 
 def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None = None, queue: int = 16,
-          limits: Limits = Limits(), load=None, say=print, trusted_proxy: str | None = None) -> None:
+          limits: Limits = Limits(), load=None, say=print, lesson=None, followers: int = 100,
+          trusted_proxy: str | None = None) -> None:
     """Load `names`, bind `host:port` and serve until stopped. `say`: where the addresses are printed.
+    `lesson`: a led lesson (`tracer.scenario.lesson.Lesson`): its model alone is served, `followers` pages follow.
     `trusted_proxy`: the proxy (addresses or networks) whose X-Forwarded-For names the client; None:
     every client is its socket's own address."""
     if load is None:
         from ..loaders import load
     proxy = check_proxy(trusted_proxy)
     sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    here = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    lan = (lan_address() if host in ("0.0.0.0", "::", "") else host) if not is_loopback(host) else None
+    typed = url(lan, bound) if lan else f"http://<this machine>:{bound}/"
+    lead = None
     try:
-        models = load_models(names, load)
+        if lesson is not None:
+            from .lead import Lead
+
+            models = {lesson.model: load(lesson.model)}
+            lead = Lead(lesson, models[lesson.model], limits, followers, 0 if not limits.per_client else 8)
+            lead.url = typed if lan else url(here, bound)
+        else:
+            models = load_models(names, load)
         engine = Engine(models, workers or default_workers(), queue, limits)
-        in_flight = max(256, 4 * (engine.workers + engine.queue))
-        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None, in_flight)
+        in_flight = max(256, 4 * (engine.workers + engine.queue)) + (lead.streams() if lead else 0)  # a lesson's streams too
+        app = make_app(engine, LOOPBACK_NAMES if is_loopback(host) else None, lead, in_flight)
     except BaseException:
         sock.close()
         raise
-    bound = sock.getsockname()[1]
-    here = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
     say(f"tracer serve: open {url(here, bound)}  (models: {', '.join(models)}; {engine.workers} workers, queue "
         f"{engine.queue}; Ctrl-C stops)")
     if engine.example_seconds > limits.seconds:
@@ -171,14 +186,16 @@ def serve(names, host: str = "127.0.0.1", port: int = 8000, workers: int | None 
             f"{engine.example_seconds:.2f} s on {engine.default}: most traces will be cut and answered 422 "
             f"(try --seconds {max(1, int(engine.example_seconds * 2 + 0.999))})")
     if not is_loopback(host):
-        lan = lan_address() if host in ("0.0.0.0", "::", "") else host
-        say(f"students type: {url(lan, bound) if lan else f'http://<this machine>:{bound}/'}")
+        say(f"students type: {typed}")
         say("warning: anyone on this network can use this server while it runs")
+    if lead is not None:
+        lead.announce(say, lead.url, url(here, bound), is_loopback(host))
     Guarded.most_open = max(64, raise_file_limit() - RESERVE_FILES)
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client that leaves mid-answer: a closed socket, not the CLI's pipe rule
     server = _Server(uvicorn_config(app, proxy))
     server.on_stop = lambda: stop_workers(engine)
+    server.on_signal = lead.room.stop if lead is not None else None
     try:
         server.run(sockets=[sock])
     finally:

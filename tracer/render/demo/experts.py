@@ -95,8 +95,8 @@ def step_experts(d: Demo) -> Step | None:
     E, k = int(d.trace[b + "hook_router_logits"].shape[-1]), len(chosen)
     moved = [r for r in rerouted(d) if int(r["layer"]) == layer]
     removed = {int(e) for r in moved for e in r["removed"]}
-    x = "ln2(x)" if cfg.layer_norm and cfg.norm_place_kind.before else "x"
-    heading = sentence((say("demo.experts.heading", L=L, layer=str(layer), x=x, k=str(k),
+    x_router, x = kind.reads("ln2(x)" if cfg.layer_norm and cfg.norm_place_kind.before else "x")  # Gemma 4: their own norms
+    heading = sentence((say("demo.experts.heading", L=L, layer=str(layer), x=x_router, k=str(k),
                             bias=say("experts.bias") if cfg.router_bias else ""), "bold"))
 
     def routing(hide: bool):

@@ -57,11 +57,12 @@ function expertCell(l, td) {              // a cell's words: the token's weight 
 }
 
 function routing(l, t) {                  // the followed token through layer l's experts, as the terminal's walkthrough
-  const M = D.layers[l].moe, i = CI.get(t), L = label(t), x = CFG.layer_norm && has("norms_before") ? "ln2(x)" : "x";
+  const M = D.layers[l].moe, i = CI.get(t), L = label(t), given = CFG.layer_norm && has("norms_before") ? "ln2(x)" : "x";
+  const [xr, x] = M.reads || [given, given];  // what the router and the experts are given (Gemma 4: each its own norm of x)
   if (i === undefined) return [el("p", { class: "missing" }, say("page.absent"))];
   const chosen = M.chosen[i], w = M.weights[i], top = M.top[i];  // a removed expert's score, −∞, is carried as null
   const scores = top.map(([e, s]) => `E${e} ${s === null ? "−∞" : num(s)}`).join(", ") + (M.E > top.length ? say("experts.more", { n: M.E - top.length }) : "");
-  const out = [p(b(say("experts.title")), say("experts.router", { E: M.E, x, shape: shape(CFG.d_model, M.E), bias: M.bias ? say("experts.bias") : "", scores }))];
+  const out = [p(b(say("experts.title")), say("experts.router", { E: M.E, x: xr, shape: shape(CFG.d_model, M.E), bias: M.bias ? say("experts.bias") : "", scores }))];
   out.push(el("div", { class: "two" }, el("div", { class: "side" }, routeTable(M, i, t),
     p(say("experts.choice", { how: M.route, chosen: chosenWords(chosen.map((e, j) => [e, w[j]])) }))), expertMap(l)));
   if (M.out) {

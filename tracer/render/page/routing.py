@@ -42,6 +42,7 @@ def experts_data(rows: Rows, cfg, layer: int, carried: list[int], whole: int, me
     shared = vector_block(rows, b + "hook_shared_out", carried, cfg.d_model, whole, False)
     return {"E": E, "k": cfg.experts_per_token, "route": kind.route_words(cfg), "expert": kind.expert_words(cfg),
             "bias": bool(cfg.router_bias), "block": kind.block_words(cfg),
+            "reads": list(kind.reads("x")) if kind.reads("x") != ("x", "x") else None,  # Gemma 4: the router's, the experts' own
             "chosen": chosen, "weights": weights, "top": top,
             "out": vector_block(rows, b + "hook_expert_out", carried, cfg.d_model, whole, True) if has_out else None,
             "mixed": {"dims": int(cfg.d_model), "whole": bool(cfg.d_model <= whole), "rows": mixed, "norm": norms}
