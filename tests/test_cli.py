@@ -46,11 +46,13 @@ def test_trace_shows_every_section(traced):
                   "2 · First layer (layer 0 of 24), token by token",
                   "A queries the embedding matrix W_E (50,257 × 8) at row 464",  # 'The' is GPT-2 id 464
                   "+ position vector (W_pos row 0, learned)", "the causal mask hides B and C",
-                  "3 · All 24 layers", "4 · Predicting the next token (how to predict D)",
+                  "3 · All 24 layers",
                   "× W_U (8 × 50,257; W_E transposed, tied)", "5 · Every position predicts",
                   "6 · Attention heatmaps", "predictions are meaningless until real weights are loaded",
                   "ABC → ABCD"):
         assert words in out, words
+    # the untrained model's choice is no letter: it is named by its text, at D ("predicts D" read as the letter)
+    assert re.search(r"4 · Predicting the next token \(how to predict \S+ at D\)", out), out[:3000]
     assert "␣cat" in traced and "\x1b[" not in traced
 
 

@@ -392,6 +392,44 @@ def test_default_demo_is_the_trained_model_predicting_g(runner):
     assert re.search(r"G = ␣G", flat), flat[-2000:]
 
 
+def test_the_multihead_screen_prints_each_vector_once(render_text):
+    """Step 8 on abc (residual, MLP): the running sum, what the MLP adds (its recorded output), then the layer's
+    output, each once (the MLP's row printed the layer's output, which the next row printed again); the MLP's
+    row plus the residual's row is the output, to the printed decimals."""
+    import tracer
+    from tracer.render.fmt import num
+
+    m = tracer.load("abc")
+    gen = m.generate("A B C D E F", max_new_tokens=1)
+    d = demo.Demo(gen, m.tokenizer, title="abc")
+    steps = demo.build_steps(d)
+    k = next(i for i, s in enumerate(steps) if s.name == "Multi-head: concat and W_O")
+    text = render_text(demo.screen(d, steps, demo.Page(k, False)), 100)
+    rows = [l for l in text.splitlines() if re.match(r"^(concat|× W_O|\+ x|MLP|\+ that)", l)]
+    vectors = [re.findall(r"-?\d+\.\d+", l.split("[", 1)[1]) for l in rows]
+    assert len(rows) == 5 and len({tuple(v) for v in vectors}) == 5, rows  # no vector twice
+    st, f = gen.steps[0], d.focus
+    first = lambda name: [num(x, 3) for x in st[f"blocks.0.{name}"][f][:4]]  # noqa: E731
+    assert vectors[3][:4] == first("hook_mlp_out") and vectors[4][:4] == first("hook_resid_post")
+    assert rows[4].startswith("+ that = out of layer 0") and vectors[2][:4] == first("hook_resid_mid")
+
+
+def test_the_tokens_screen_says_when_the_tokenizer_put_a_token_first(runner):
+    """A Gemma 3 folder's tokenizer puts <s> (its <bos>) before the text: the tokens screen says that A is that
+    token and B the prompt's first word, so the letters are places (the screen said nothing; "we follow B" was
+    the text "A"). The ids are the tokenizers package's own; abc, which adds nothing, says nothing of it."""
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = Path(__file__).parent / "data" / "gemma3-tiny"
+    ids = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json")).encode("A B C D E F").ids
+    r = runner.invoke(app, ["demo", "--model", str(folder)], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    first = " ".join(r.output.split("Step 2 of 14")[0].split())
+    assert re.search(rf"A <s> {ids[0]} 0 ▶ B ␣A {ids[1]} 1", first), first
+    assert "A is <s>, a special token the tokenizer puts before the text" in first and "(B is the prompt's first token, “␣A”)" in first
+    plain = runner.invoke(app, ["demo"], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert "a special token the tokenizer puts before" not in " ".join(plain.output.split())
+
+
 def test_demo_refuses_a_scenario_and_a_prompt_together(runner):
     r = runner.invoke(app, ["demo", "article", "--prompt", "A B"])
     assert r.exit_code == 2 and "give a scenario or --prompt" in r.stderr

@@ -178,3 +178,17 @@ def test_a_routed_models_experts_and_softmax_screens_in_a_real_terminal(pane_fac
             assert "B's mixture of experts = " in screen and "×E" in screen
     p.keys("q")
     p.wait_for(r"^EXITED 0$")
+
+
+def test_the_readmes_first_command_pages_says_how_to_leave_and_stays_on_the_screen(pane_factory):
+    """`tracer trace "A B C D E F"` at a 100 × 30 terminal goes through less: its prompt says how to move and leave,
+    and after q what was read is still on the screen (less's alternate screen left it empty), the shell's next
+    line under it. A PAGER of the user's own is left to them (unset here, as on a new machine)."""
+    cmd = "env -u PAGER -u MANPAGER -u LESS " + shlex.join([sys.executable, "-m", "tracer", "trace", "A B C D E F"])
+    pane = pane_factory(cmd, size=(100, 30))
+    first = pane.wait_for(r"q quits \(what you read stays on the screen\)", timeout=60)
+    assert "Step" not in first.splitlines()[-1] and "tracer · model abc" in first  # the first screenful, then the prompt
+    pane.keys("q")
+    after = pane.wait_for(r"^EXITED 0", timeout=20)
+    shown = [line for line in after.splitlines() if line.strip()]
+    assert len(shown) > 20 and any("tracer · model abc" in line or "│" in line for line in shown), after

@@ -215,3 +215,25 @@ def test_the_walkthrough_says_how_much_of_each_head_turns_and_by_which_scaling(r
                       env={"COLUMNS": "400", "NO_COLOR": "1"})
     assert r.exit_code == 0, r.output[-800:]
     assert says in " ".join(r.output.split()), r.output[-2000:]
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"layer_types": ["linear_attention", "mamba", "linear_attention", "full_attention"]}, "layer type 'mamba' is not known"),
+    ({"layer_types": ["linear_attention", "full_attention"]}, "'layer_types' must name one kind per layer (4)"),
+    ({"linear_conv_kernel_dim": 0}, "'linear_conv_kernel_dim' must be a whole number ≥ 1, got 0"),
+    ({"linear_num_value_heads": 3}, "linear_v_heads 3 is not a multiple of linear_k_heads 2"),
+    ({"num_key_value_heads": 3}, "n_heads 4 is not a multiple of n_kv_heads 3")])
+def test_a_bad_hybrid_config_is_refused_in_one_line(runner, tmp_path, change, says):
+    """Qwen3.5's config with an unknown layer kind, layer_types of the wrong length, a convolution kernel of 0, or
+    head counts that do not divide: one line, exit 2, no traceback."""
+    import json
+    import shutil
+
+    from tracer.cli import app
+
+    folder = tmp_path / "qwen3-5-bad"
+    shutil.copytree(DATA / "qwen3-5-tiny", folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+    r = runner.invoke(app, ["trace", "A B", "--model", str(folder), "--no-pager"])
+    assert r.exit_code == 2 and says in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr

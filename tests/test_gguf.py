@@ -5,6 +5,7 @@ GGUF files (Ollama's manifests, LM Studio's folders); what a GGUF model refuses.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +159,38 @@ def test_lm_studio_files_are_found_by_name_and_models_lists_them(tmp_path, monke
     r = runner.invoke(app, ["models"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "ollama:tiny:latest" in r.output and "tiny.Q8_0.gguf" in r.output and "Q8_0" in r.output and "qwen2" in r.output
+
+
+def test_models_lists_the_current_folders_files_and_a_near_miss_names_them(tmp_path, monkeypatch, runner, gguf_of_folder):
+    """The README has you put SmolLM2-135M-Instruct.Q4_1.gguf in the current folder: `tracer models` lists it
+    (and a Hugging Face folder there), as `--model NAME` opens it, with the family and the types its header
+    holds (read here by the gguf package); `--model smollm2` names it (it said only "not found")."""
+    from tracer.cli import app
+
+    src = gguf_of_folder(DATA / "qwen2-tiny", "qwen2", "Q8_0")
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(src.read_bytes())  # a real GGUF under the README's name
+    shutil.copytree(DATA / "llama-tiny", here / "llama-tiny")
+    (here / "notes.txt").write_text("not a model")
+    for var in ("LMSTUDIO_MODELS", "OLLAMA_MODELS", "HF_HOME", "HF_HUB_CACHE"):
+        monkeypatch.setenv(var, str(tmp_path / "nothing"))
+    monkeypatch.chdir(here)
+    from gguf import GGUFReader
+
+    types = {t.tensor_type.name for t in GGUFReader(str(src)).tensors}
+    r = runner.invoke(app, ["models"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    row = next(l for l in r.output.splitlines() if "SmolLM2-135M-Instruct.Q4_1.gguf" in l)
+    assert "this folder" in row and "qwen2" in row and all(t in row for t in types), row
+    assert any("llama-tiny" in l and "this folder" in l and "llama" in l for l in r.output.splitlines())
+    assert "notes.txt" not in r.output
+    assert tracer.load("SmolLM2-135M-Instruct.Q4_1.gguf").config.d_vocab == tracer.load(str(src)).config.d_vocab  # it opens
+    for typo in ("smollm2", "SmolLM2-135M-Instruct.Q4_1", "lama-tiny"):
+        miss = runner.invoke(app, ["trace", "A", "--model", typo])
+        assert miss.exit_code == 2 and len(miss.stderr.strip().splitlines()) == 1, miss.stderr
+        want = "llama-tiny" if typo == "lama-tiny" else "SmolLM2-135M-Instruct.Q4_1.gguf"
+        assert f"(did you mean '{want}' in this folder?)" in miss.stderr, miss.stderr
 
 
 @pytest.mark.parametrize("factors, says", [([1.0] * 3, r"has shape \[3\]; rotary positions need 8 factors"),

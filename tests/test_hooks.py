@@ -369,6 +369,25 @@ def test_attribute_on_the_command_line_gives_the_apis_numbers(runner):
     assert shown.exit_code == 0 and "Which prompt token mattered to ␣jumps" in shown.output, shown.output
 
 
+@pytest.mark.parametrize("model_name, given", [("abc", "(embedding + position)"),
+                                               ("rotary", "(its embedding: this model adds no position vector)")])
+def test_attribute_says_what_it_differentiates_and_that_an_ablation_measures(runner, model_name, given):
+    """The input the scores are taken over is the model's own (a rotary model adds no position vector: the
+    words said 'embedding + position' on every model), and the table says that gradient × input is an estimate
+    that can disagree with knocking a part out, naming --ablate (the README's copy lesson gives its cue ␣window a
+    negative score while the copying heads carry the answer)."""
+    import tracer
+    from tracer.cli import app
+
+    cfg = tracer.load(model_name).config
+    assert cfg.has_positions == (model_name == "abc") and cfg.position_kind.rotary == (model_name == "rotary")
+    r = runner.invoke(app, ["trace", "A B C", "--model", model_name, "-n", "0", "--attribute", "--section", "tokens"],
+                      env={"COLUMNS": "100", "NO_COLOR": "1"})
+    said = " ".join(r.stdout.split())
+    assert r.exit_code == 0 and given in said, said
+    assert "Gradient × input is a linear estimate" in said and "--ablate L:H" in said
+
+
 def test_patching_at_layer_0_recovers_exactly_all_at_the_differing_position_and_nothing_elsewhere(model):
     from tracer.run.interventions import activation_patching
 

@@ -427,6 +427,22 @@ def test_a_signal_during_a_write_leaves_no_temporary_file(tmp_path, sig, what):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGINT"])
+def test_a_signal_the_process_ignores_does_not_stop_a_write(tmp_path, sig):
+    """nohup ignores SIGHUP, a job run with & ignores SIGINT: a write in such a process goes on to its end
+    (tracer's handlers replaced the ignored ones and a hangup stopped a nohup'd run), and stays ignored after."""
+    script = ("import os, signal, sys\nfrom tracer.formats.files import atomic_write\n"
+              f"signal.signal(signal.{sig}, signal.SIG_IGN)\n"
+              "def write(f):\n"
+              f"    f.write(b'x' * 1000); os.kill(os.getpid(), signal.{sig}); f.write(b'end')\n"
+              "atomic_write(sys.argv[1] + '/t.bin', write)\n"
+              f"print(signal.getsignal(signal.{sig}) is signal.SIG_IGN)\n")
+    p = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == b"True\n", p.stderr.decode()
+    assert (tmp_path / "t.bin").read_bytes() == b"x" * 1000 + b"end" and os.listdir(tmp_path) == ["t.bin"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_the_command_removes_its_temporary_file_and_exits_128_plus_the_signal(tmp_path, sig, code, run_tracer):
     """A real `tracer trace --save` stopped while it writes: poll for the temporary file, then signal."""

@@ -304,12 +304,30 @@ def test_bad_memory_sizes_are_one_line(text, runner):
     assert r.exit_code == 2 and r.stderr == f"tracer: --memory: {e.value}\n", r.output
 
 
-def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_layer(terminal):
+@pytest.fixture(params=["default", "ignored"])
+def sigint(request):
+    """Ctrl-C's handler during a test: Python's default, or ignored (pytest run with nohup or as a job with &);
+    the handler in place before is put back after."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler if request.param == "default" else signal.SIG_IGN)
+    try:
+        yield request.param
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_layer(terminal, sigint):
+    """Ctrl-C during a streamed pass stops it before the next layer, and the handler in place before the run
+    is put back (the test expected Python's default one, and failed when pytest ran with Ctrl-C ignored); a
+    process that ignores Ctrl-C (nohup, a job run with &) is left ignoring it: the pass runs to its end."""
     import os
     import signal
 
     from tracer.render.progress import LayerStop, layers_progress
 
+    in_place = signal.getsignal(signal.SIGINT)
     _, streamed = one_layer_budget(DATA / "qwen2-tiny")
     seen = []
     with layers_progress(streamed.weights.layers, True, stream=terminal):
@@ -318,12 +336,18 @@ def test_a_streamed_pass_draws_its_layers_and_ctrl_c_stops_it_before_the_next_la
         streamed.run(PROMPT)
     assert seen == [(0, True), (1, True), (2, True)] and streamed.weights.layers.on_expand is None
     before = streamed.weights.layers.expansions
-    with pytest.raises(LayerStop, match=r"stopped before layer 0 of pass 1 \(Ctrl-C\): nothing was written"):
+    if sigint == "ignored":
         with layers_progress(streamed.weights.layers, True, stream=terminal):
-            os.kill(os.getpid(), signal.SIGINT)  # kept until the next layer
-            streamed.run(PROMPT)
-    assert streamed.weights.layers.expansions == before  # stopped before expanding anything
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing happens
+            got = streamed.run(PROMPT)
+        assert streamed.weights.layers.expansions == before + 3 and got["logits"].shape[0] == len(PROMPT)
+    else:
+        with pytest.raises(LayerStop, match=r"stopped before layer 0 of pass 1 \(Ctrl-C\): nothing was written"):
+            with layers_progress(streamed.weights.layers, True, stream=terminal):
+                os.kill(os.getpid(), signal.SIGINT)  # kept until the next layer
+                streamed.run(PROMPT)
+        assert streamed.weights.layers.expansions == before  # stopped before expanding anything
+    assert signal.getsignal(signal.SIGINT) is in_place
 
 
 def test_the_demo_runs_a_streamed_model_under_the_layers_bar(monkeypatch):

@@ -419,6 +419,138 @@ def test_a_steps_disagreeing_stated_values_are_in_view_and_the_panel_is_readable
         assert px >= 16, (selector, px)
 
 
+# --------------------------------------------------------------------------- what a class saw (issue 40)
+
+PHONE = (390, 844)
+
+
+def open_at(driver, path: Path, address: str, size: tuple[int, int]):
+    """`open_page` at another screen size (a phone's: 390×844)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
+    driver.get("about:blank")
+    driver.get(path.as_uri() + address)
+    driver.get_log("browser")
+    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
+
+
+@pytest.fixture(scope="module")
+def abc_page(tmp_path_factory, runner):
+    """The shipped model's page of the README's first command (`abc`, "A B C D E F", two passes), and its trace."""
+    out = tmp_path_factory.mktemp("abc")
+    r = runner.invoke(app, ["trace", "A B C D E F", "--save", str(out / "abc.npz"), "--export", str(out / "abc.html")],
+                      env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    return {"html": out / "abc.html", "gen": Generation.load(out / "abc.npz")}
+
+
+def in_view(driver, selector: str) -> list[bool]:
+    """Whether each element is wholly inside the box that clips it (its scrolling parent) and the screen."""
+    return driver.execute_script("""return [...document.querySelectorAll(arguments[0])].map(e => {
+        const r = e.getBoundingClientRect(), box = e.closest('.lenswrap') || document.documentElement;
+        const b = box.getBoundingClientRect();
+        return r.left >= Math.max(b.left, 0) - 1 && r.right <= Math.min(b.right, window.innerWidth) + 1; })""", selector)
+
+
+@pytest.mark.parametrize("size", [SIZE, PHONE])
+def test_the_lens_shows_the_predicting_position_and_its_rank(browser, abc_page, size):
+    """The column that matters (F, the last position, which predicts G) and the rank column are in view at
+    1280×720 and on a phone, the rows' names beside them; earlier positions scroll in the table's box."""
+    open_at(browser, abc_page["html"], "#step=lens", size)
+    heads = browser.execute_script("return [...document.querySelectorAll('table.lens thead th')].map(e => e.textContent)")
+    assert heads[-2].startswith("F") and heads[-1] == "rank of ␣G", heads
+    assert in_view(browser, "table.lens thead th:nth-last-child(-n+2)") == [True, True]
+    assert all(in_view(browser, "table.lens tbody th"))  # the rows' names stay (sticky)
+    ranks = browser.execute_script("return [...document.querySelectorAll('table.lens tbody tr')].map(r => r.lastChild.textContent)")
+    recorded = abc_page["gen"].steps[0]["lens.target_rank"][:, -1]  # [layer + 1] the recorded ranks of G at F
+    assert [int(x.replace(",", "")) for x in ranks] == [int(r) + 1 for r in recorded]
+    assert sideways(browser) <= 0 and errors(browser) == []
+
+
+CUT = """return [...document.querySelectorAll('#slides td, #slides .n, #detail td, #detail .n')].filter(e => {
+    const r = e.getBoundingClientRect();
+    if (!r.width || (r.left >= -1 && r.right <= window.innerWidth + 1)) return false;
+    for (let a = e.parentElement; a; a = a.parentElement) {  // past the screen's edge: cut unless a box scrolls to it
+      const s = getComputedStyle(a);
+      if (['auto', 'scroll'].includes(s.overflowX) && a.scrollWidth > a.clientWidth) return false;
+    }
+    return true; }).map(e => e.closest('[id]').id + ': ' + e.textContent)"""
+
+
+@pytest.mark.parametrize("name", ["abc", "tiny"])
+def test_on_a_phone_the_controls_leave_room_and_no_number_is_cut(browser, pages, abc_page, name):
+    """390×844: the header (steps, tokens, layers, heads, passes) takes at most a quarter of the height (it took
+    30% on abc, 40% on the 24 layers of tiny), each row scrolling sideways with the chosen item in view; at every
+    step no number is cut at the screen's edge (the card cut -10.903 to '-0.'), unless a box scrolls to it."""
+    page = abc_page["html"] if name == "abc" else pages["default"]
+    open_at(browser, page, "#step=lens&layer=3&token=4", PHONE)
+    top = browser.execute_script("return document.getElementById('top').getBoundingClientRect().height")
+    assert top <= PHONE[1] / 4, top
+    for chosen in ("#path [aria-current]", "#tokens [aria-pressed=true]", "#layers [aria-pressed=true]"):
+        assert in_view(browser, chosen) == [True], chosen
+    for name_ in steps(browser):
+        open_at(browser, page, f"#step={name_}", PHONE)
+        assert browser.execute_script(CUT) == [], name_
+        assert sideways(browser) <= 0
+    assert errors(browser) == []
+
+
+def test_the_page_shows_the_terminals_digits(browser, abc_page, runner):
+    """Every number of the logits step and the card as the terminal prints it: the recorded value rounded once to
+    --precision decimals (the page showed f's -10.9035… as -10.903, the terminal -10.904; the logits' norm
+    1592.9436 as 1592.940, a 6-digit value padded with a zero)."""
+    st = abc_page["gen"].steps[0]
+    f, logits = st["unembed.hook_in"][-1], st["logits"][-1]
+    open_at(browser, abc_page["html"], "#step=predict", SIZE)
+    shown = browser.execute_script("return [...document.querySelectorAll('#step-predict table.eqs .vec')].map(v => "
+                                   "[[...v.querySelectorAll('.n')].map(e => e.textContent), v.querySelector('.dims').textContent])")
+    ends = lambda a: [num(x, 3) for x in [*a[:4], *a[-4:]]]  # noqa: E731  the terminal's --dims 8
+    assert shown[0][0] == ends(f) and shown[1][0] == ends(logits)
+    assert shown[0][1].endswith(f"‖·‖ {num(np.linalg.norm(f.astype(float)), 3)})")
+    assert shown[1][1].endswith(f"‖·‖ {num(np.linalg.norm(logits.astype(float)), 3)})")
+    r = runner.invoke(app, ["trace", "A B C D E F", "--section", "predict", "-n", "1"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    said = " ".join(r.stdout.split())
+    assert f"f = [{', '.join(ends(f)[:4])}, …, {', '.join(ends(f)[4:])}]" in said  # the same digits in the terminal
+    card = browser.execute_script("return [...document.querySelectorAll('#detail tr[data-for=predict] td.n, "
+                                  "#detail tr[data-for=predict] td.gap')].map(e => e.textContent)")
+    assert [c for c in card if c != "…"] == [num(x, 3) for x in [*f[:3], *f[-2:]]]
+    assert errors(browser) == []
+
+
+def test_choosing_a_pass_follows_the_token_it_reads(browser, abc_page):
+    """Pass 1 reads G: its slide and the card are G's (the card stayed on F of pass 0); pass 0 again: F."""
+    gen = abc_page["gen"]
+    open_at(browser, abc_page["html"], "#step=predict", SIZE)
+    assert text(browser, "#detail h2").startswith("Following F")
+    click(browser, '#passes [data-pass="1"]')
+    assert text(browser, "#detail h2").startswith("Following G") and "token=6" in browser.current_url
+    assert browser.find_element("css selector", '[data-token="6"]').get_attribute("aria-pressed") == "true"
+    f = gen.steps[1]["unembed.hook_in"][-1]  # pass 1's final vector: G's
+    card = browser.execute_script("return [...document.querySelectorAll('#detail tr[data-for=predict] td.n')].map(e => e.textContent)")
+    assert card == [num(x, 3) for x in [*f[:3], *f[-2:]]]
+    assert "Pass 1" in text(browser, "#step-predict")
+    click(browser, '#passes [data-pass="0"]')
+    assert text(browser, "#detail h2").startswith("Following F")
+    assert errors(browser) == []
+
+
+def test_a_newline_predicted_is_named_by_its_text_not_by_the_next_letter(browser, abc_page, runner):
+    """abc's pass 1 chooses a line break after G (␣H is the runner-up): the slide says "G … predicts ↵ at H", as the
+    terminal says it for "A B C D E F G" (both said "predicts H"); pass 0's letter stays "predicts G"."""
+    gen = abc_page["gen"]
+    tok = tracer.load("abc").tokenizer
+    assert tok.token_str(gen.generated_ids[1]) == "\n"  # the recorded choice of pass 1
+    open_at(browser, abc_page["html"], "#step=predict&pass=1", SIZE)
+    said = " ".join(text(browser, "#step-predict").split())
+    assert "G, the last token, predicts ↵ at H:" in said and "predicts H" not in said
+    open_at(browser, abc_page["html"], "#step=predict&pass=0", SIZE)
+    assert "F, the last token, predicts G:" in " ".join(text(browser, "#step-predict").split())
+    r = runner.invoke(app, ["trace", "A B C D E F G", "-n", "1", "--section", "predict"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    flat = " ".join(r.stdout.split())
+    assert "(how to predict ↵ at H)" in flat and "G, the last token, predicts ↵ at H:" in flat
+    assert errors(browser) == []
+
+
 COPY = "the river window garden and the doctor village. the river window"  # the README's lesson (issue 25)
 
 
@@ -526,9 +658,6 @@ def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_p
 
 # --------------------------------------------------------------------------- a mixture of experts, attention sinks
 
-PHONE = (390, 844)
-
-
 @pytest.fixture(scope="module")
 def moe_pages(tmp_path_factory, runner):
     """gpt-oss-tiny (sinks, experts; its trace saved) and qwen2-moe-tiny (a dense layer, the shared expert)
@@ -543,16 +672,6 @@ def moe_pages(tmp_path_factory, runner):
                             "--ablate", "0:expert:1", "--export", str(out / "qwen2.html")], env=env)
     assert r.exit_code == 0, r.stderr
     return {"oss": out / "oss.html", "qwen2": out / "qwen2.html", "npz": out / "oss.npz"}
-
-
-def open_at(driver, path: Path, address: str, size: tuple[int, int]):
-    """`open_page` at another screen size (a phone's: 390×844)."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
-    driver.get("about:blank")
-    driver.get(path.as_uri() + address)
-    driver.get_log("browser")
-    assert driver.execute_script("return document.body.dataset.step") is not None, "the page did not draw"
 
 
 @pytest.mark.parametrize("name", ["oss", "qwen2"])
@@ -659,3 +778,66 @@ def test_moe_screenshots(browser, moe_pages, tmp_path):
             if keep:
                 shutil.copy(path, Path(keep) / path.name)
     assert errors(browser) == []
+
+
+# --------------------------------------------------------------------------- a hybrid: linear attention's state
+
+
+@pytest.fixture(scope="module")
+def hybrid_page(tmp_path_factory, runner):
+    """qwen3-5-tiny (linear attention on layers 0 and 2, gated softmax on 1 and 3), two tokens generated."""
+    out = tmp_path_factory.mktemp("hybrid")
+    r = runner.invoke(app, ["trace", "The quick brown fox", "-n", "2", "--model", str(Path(__file__).parent / "data" / "qwen3-5-tiny"),
+                            "--export", str(out / "hybrid.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    return out / "hybrid.html"
+
+
+def table_numbers(driver, selector: str, n: int) -> list[np.ndarray]:
+    """The numbers of the first n tables matching `selector`, a row per k_i."""
+    return [np.array(rows, dtype=float) for rows in driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].slice(0, arguments[1]).map(t => [...t.tBodies[0].rows]"
+        ".map(r => [...r.cells].slice(1).map(c => Number(c.title))))", selector, n)]
+
+
+@pytest.mark.parametrize("size", [SIZE, PHONE])
+def test_a_linear_layers_steps_work_its_state_update_and_fit(browser, hybrid_page, size):
+    """The Q·K·V, scores and sum steps of a linear layer: the followed head's q, k, v, β and decay, the state
+    before and after (their numbers the recorded states'), the recall and the error, one number by hand, the
+    read-out; the loop step's bytes per kind of layer; nothing scrolls sideways, nothing garbled."""
+    import json
+    import re
+
+    d = json.loads(re.search(r'id="trace-data">(.*?)</script>', hybrid_page.read_text(encoding="utf-8"), re.S).group(1))
+    m = tracer.load(str(Path(__file__).parent / "data" / "qwen3-5-tiny"))
+    st = m.run(m.prompt("The quick brown fox"))
+    open_at(browser, hybrid_page, "#step=scores&layer=0&token=3&head=1", size)
+    said = " ".join(text(browser, "#step-scores").split())
+    assert "S before D: the state after C" in said and "one number of it by hand" in said
+    assert d["layers"][0]["state"]["update"]["cell"][d["carried"].index(3)][1] in said
+    before, after = table_numbers(browser, "#step-scores table.state", 2)
+    np.testing.assert_allclose(before, st["blocks.0.attn.hook_state"][2, 1, :4, :4], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(after, st["blocks.0.attn.hook_state"][3, 1, :4, :4], rtol=1e-4, atol=1e-6)
+    assert_reads_right(said, "scores")
+    assert sideways(browser) == 0
+    for step, words in (("qkv", f"β = sigmoid(ln1(x)·W_β[1]) = {num(st['blocks.0.attn.hook_beta'][3, 1], 3)}"),
+                        ("sum", "read with the query: o = Sᵀq ÷ √d_k"), ("heads", "This layer keeps no keys and values")):
+        open_at(browser, hybrid_page, f"#step={step}&layer=0&token=3&head=1", size)
+        shown = " ".join(text(browser, f"#step-{step}").split())
+        assert words in shown, step
+        assert_reads_right(shown, step)
+        assert sideways(browser) == 0, step
+    open_at(browser, hybrid_page, "#step=scores&layer=2&token=14&head=0", size)  # a generated token: S from the cache
+    assert "S before O: the state after N (from the cache: pass 0 computed it)" in " ".join(text(browser, "#step-scores").split())
+    open_at(browser, hybrid_page, "#step=loop", size)
+    loop = " ".join(text(browser, "#step-loop").split())
+    assert "What each layer keeps for the next pass" in loop and "a state per head (linear attention)" in loop
+    assert sideways(browser) == 0
+    assert errors(browser) == []
+    keep = os.environ.get("TRACER_PAGE_SCREENSHOTS")
+    if keep:
+        for address, scroll, file in (("#step=scores&layer=0&token=3&head=1", "#step-scores table.state", "page-linear-scores"),
+                                      ("#step=loop", "#step-loop table.grid:last-of-type", "page-hybrid-cache")):
+            open_at(browser, hybrid_page, address, size)
+            browser.execute_script(f"document.querySelector({scroll!r}).scrollIntoView()")
+            assert browser.save_screenshot(str(Path(keep) / f"{file}-{size[0]}.png"))

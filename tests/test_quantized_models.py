@@ -165,8 +165,25 @@ def test_a_fused_tensor_is_counted_once_and_a_trace_without_sizes_counts_paramet
     info = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors}
     attention = sum(info[f"blk.{l}.attn_{k}.weight"] for k in ("qkv", "output") for l in (0, 1))
     assert f"attention Q8_0 ({size(attention)})" in storage_words(gen.meta)
-    old = {k: v for k, v in gen.meta.items() if k != "storage_bytes"}
-    assert storage_words(old).startswith("weights stored as Q8_0 (") and " parameters), F32 (" in storage_words(old)
+    old = {k: v for k, v in gen.meta.items() if k not in ("storage_bytes", "storage_numbers")}
+    assert storage_words(old).startswith("weights stored as Q8_0 (") and " weight tensors), F32 (" in storage_words(old)
+
+
+def test_the_header_counts_the_numbers_each_storage_type_holds(runner):
+    """abc's file holds its weights as float16: the header says how many numbers (3,420,608, summed here from
+    the file's own tensors by the safetensors package), where it said '68 parameters' (the tensors)."""
+    from safetensors.numpy import load_file
+
+    from tracer.cli import app
+    from tracer.render.storage import storage_words
+
+    tensors = load_file(str(Path(tracer.__file__).parent / "models" / "abc" / "model.safetensors"))
+    assert {str(a.dtype) for a in tensors.values()} == {"float16"}
+    n = sum(a.size for a in tensors.values())
+    said = storage_words(tracer.load("abc").generate("A B", max_new_tokens=0).meta)
+    assert said.startswith(f"weights stored as F16 ({n:,} numbers); ") and n > 3_000_000
+    r = runner.invoke(app, ["trace", "A B", "-n", "0", "--section", "tokens"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert f"F16 ({n:,} numbers)" in " ".join(r.stdout.split()) and "parameters)" not in r.stdout
 
 
 @pytest.mark.parametrize("type_name, patch, says", [

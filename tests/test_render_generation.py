@@ -86,6 +86,22 @@ def test_every_position_on_a_cached_pass_has_one_row_and_says_why(hand_model, re
     assert "This pass computed only D" in " ".join(text.split())
 
 
+def test_every_position_says_which_rows_a_step_computes_and_where_every_rows_prediction_is_used(hand_model, render_text):
+    """The seed Q&A's point, said precisely and held to the recorded passes: the prompt pass computes every prompt
+    row, a later pass with the cache only its new row, without the cache every row again (the sentence said the
+    other rows are "computed anyway" on every step); every row's prediction is used in training and in the verify
+    pass of speculative decoding."""
+    m = hand_model()
+    cached, full = m.generate("A B C", max_new_tokens=2), m.generate("A B C", max_new_tokens=2, cache=False)
+    assert [len(s.tokens) - s.start for s in cached.steps] == [3, 1]  # rows computed: the prompt's, then one
+    assert [len(s.tokens) - s.start for s in full.steps] == [3, 4]  # without the cache: every row again
+    flat = " ".join(render_text(P.every_position(cached.steps[0], m.tokenizer, View()), 100).split())
+    assert "the prompt pass runs every prompt row through every layer" in flat
+    assert "each later step with the cache computes only its one new row, and without the cache (--no-cache) every row again" in flat
+    assert "in training, where each position's loss counts" in flat and "speculative decoding" in flat
+    assert "computed anyway" not in flat
+
+
 def test_every_position_without_the_arrays_says_so(hand_model, render_text):
     m = hand_model()
     gen = m.generate("A B", max_new_tokens=1, names=["hook_embed"])
@@ -223,31 +239,28 @@ def test_logit_lens_view_names_the_first_layer_where_the_choice_is_top(word_mode
     assert f"the chosen token '{m.tokenizer.token_str(chosen)}' first becomes the top-1 {where}" in flat
     for r, t in enumerate(tops):  # rows in the 0-based names the layers have everywhere
         label = "embedding" if r == 0 else ("out of layer 2 (the last)" if r == 3 else f"out of layer {r - 1}")
-        last_cell = cells(row(text, label))[-1]
+        last_cell = cells(row(text, label))[-2]  # the last position's (the rank of the chosen token follows)
         assert last_cell.split()[0] == m.tokenizer.token_str(t)
         assert last_cell.endswith("✓") == (t == chosen)
 
 
-def test_logit_lens_names_each_rank_by_its_row(word_model, render_text, final_ln_unembed):
-    """The chosen token's rank, row by row, each number named by the row it belongs to (equal neighbours
-    as one range), computed here from the naive decoder's residual streams through the final norm and W_U."""
+def test_logit_lens_gives_each_rows_rank_in_its_own_column(word_model, render_text, final_ln_unembed):
+    """The chosen token's rank at the last position, one number per row in the table's last column (beside
+    the row's name), computed here from the naive decoder's residual streams through the final norm and W_U."""
     m = word_model(seed=7, n_layers=3)
     gen = m.generate([1, 2, 3, 4], max_new_tokens=1, temperature=0)
     ref = naive_forward(m.config, m.params, [1, 2, 3, 4])
     streams = [ref[f"blocks.{l}.hook_resid_pre"] for l in range(3)] + [ref["blocks.2.hook_resid_post"]]
     chosen = gen.generated_ids[0]
     ranks = [1 + int((lg > lg[chosen]).sum()) for lg in (final_ln_unembed(m, x[-1:])[0] for x in streams)]
-    flat = " ".join(render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 120).split())
-    said = flat.split("row by row (1: the top): ", 1)[1].split(".", 1)[0]
-    named = {}
-    for part in said.split(" · "):
-        where, n = part.rsplit(": ", 1)
-        rows = ([0] if where == "embedding" else
-                [int(x) + 1 for x in where.removeprefix("out of layers ").split("–")] if "layers" in where else
-                [int(where.removeprefix("out of layer ")) + 1])
-        for r in range(rows[0], rows[-1] + 1):
-            named[r] = int(n.replace(",", ""))
-    assert named == dict(enumerate(ranks))
+    assert len(set(ranks)) > 1  # the rows differ: a column of equal numbers would prove little
+    text = render_text(L.logit_lens_view(gen.steps[0], m.tokenizer, View()), 120)
+    header = cells(next(l for l in text.splitlines() if "read from" in l).replace("┃", "│"))
+    assert header[-1] == f"rank of {m.tokenizer.token_str(chosen)}"
+    said = [int(cells(row(text, label))[-1].replace(",", ""))
+            for label in ("embedding", "out of layer 0", "out of layer 1", "out of layer 2 (the last)")]
+    assert said == ranks
+    flat = " ".join(text.split())
     assert f"among the {m.config.d_vocab} tokens" in flat
 
 

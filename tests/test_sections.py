@@ -67,11 +67,12 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
     assert set(re.findall(r"^SLIDES\.(\w+) = function", SCRIPTS, re.M)) == {*ids, "checks"}
     # the demo: its screens in the list's order, each maker entered once
     screens = [name for name, _ in sections.demo_screens()]
-    assert screens == ["tokens", "embedding", "position", "qkv", "scores", "softmax", "weighted_sum", "multihead",
+    assert screens == ["tokens", "embedding", "position", "state", "qkv", "scores", "softmax", "weighted_sum", "multihead",
                        "experts", "layers", "copying", "unembed", "temperature", "chosen", "append", "cache"]
     makers = [sections.drawn("screen", name)[0] for name in screens]
     built = [s.remake for s in demo.build_steps(demo.Demo(gen, m.tokenizer))]
-    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 2  # copying: only a repeat;
+    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 3  # copying: only a repeat;
+    assert sections.drawn("screen", "state")[0] not in built  # state: only a model with a linear-attention layer;
     # experts: only a mixture of experts
 
 

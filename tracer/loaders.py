@@ -98,7 +98,9 @@ def _load_path(name: str, path: Path, seed: int, progress, budget: int | None = 
         scenarios = list(scenario.shipped())
     except OSError:
         scenarios = []
-    raise TracerError(f"model {name!r}: not found{near(name, known + scenarios)}; known names: {', '.join(known)}, "
+    from .readers.inventory import near_model
+
+    raise TracerError(f"model {name!r}: not found{near_model(name) or near(name, known + scenarios)}; known names: {', '.join(known)}, "
                       f"a scenario ({', '.join(scenarios) or 'a .toml file'}), ollama:NAME[:TAG], or a path "
                       f"(`tracer models` lists what this machine has)")
 

@@ -22,7 +22,7 @@ from .core.decoder import forward, hook_names
 from .errors import TracerError, ValueRefused
 from .core.fast import Weights, layout
 from .run.generate import generate
-from .core.params import Params
+from .core.params import Params, param_shapes
 from .core.record import Hooks, Recorder
 from .run.settings import GenerationSettings
 from .tokenizers.tokens import Prompt, Tokenizer, encode_prompt
@@ -88,6 +88,8 @@ class Model:
             sizes = {k: s.nbytes for k, s in self.storage.items() if getattr(s, "nbytes", 0)}
             if sizes:  # each parameter's tensor's bytes in the file: the header's storage line by role
                 meta["storage_bytes"] = sizes
+            shapes = param_shapes(self.config)  # how many numbers each holds: the header counts numbers, not tensors
+            meta["storage_numbers"] = {k: int(np.prod(shapes[k])) for k in self.storage if k in shapes}
             split = {k: s.tensor for k, s in self.storage.items() if getattr(s, "split", False)}
             if split:  # parameters the reader cut out of a fused tensor (Phi-3): the walkthrough says where
                 meta["split_from"] = split

@@ -42,8 +42,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("attention", "the layer token by token", joins=True,  # section 2 with embed: token by token, a layer at a time
             page={"qkv": ("rotation", "qkv"), "scores": ("scores", "softmax"), "sum": ("sum",), "heads": ("heads",),
                   "mlp": ("mlp",)},
-            demo={"qkv": ("qkv",), "scores": ("scores",), "softmax": ("softmax",), "weighted_sum": ("sum",),
-                  "multihead": ("heads", "mlp"), "experts": ()}),  # experts: a routed MLP's screen (its values: multihead's)
+            demo={"state": (), "qkv": ("qkv",), "scores": ("scores",), "softmax": ("softmax",), "weighted_sum": ("sum",),
+                  "multihead": ("heads", "mlp"), "experts": ()}),  # state: a linear layer's screen; experts: a routed MLP's
     Section("layers", page={"layers": ()}, demo={"layers": (), "copying": ()}),  # the demo's layers screen: every later layer's values
     Section("predict", page={"predict": ("unembed", "sample", "chosen")},
             demo={"unembed": ("unembed",), "temperature": ("sample",), "chosen": ("chosen",)}),

@@ -214,7 +214,7 @@ PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=12, help="D
 BriefOpt = Annotated[bool, typer.Option("--brief/--full", help="Brief: token-by-token view for one layer; full: every detail.")]
 SectionOpt = Annotated[Optional[list[Section]], typer.Option("--section", help=f"Show only this part (repeatable): {help_words()}.")]
 MaxLinesOpt = Annotated[int, typer.Option("--max-lines", min=0, help="Refuse a view longer than this many lines, with a hint to narrow it (0: no limit).")]
-PagerOpt = Annotated[bool, typer.Option("--pager/--no-pager", help="On a terminal, page output taller than the screen (less -R); never when piped.")]
+PagerOpt = Annotated[bool, typer.Option("--pager/--no-pager", help="On a terminal, page output taller than the screen (less -R -X: q quits and the output stays on the screen; $PAGER if set); never when piped.")]
 ExportOpt = Annotated[Optional[str], typer.Option("--export", help="Also write FILE.html, the interactive page for a browser, or exactly what was shown to FILE.svg, FILE.txt or FILE.terminal.html.")]
 
 

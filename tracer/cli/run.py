@@ -36,7 +36,7 @@ def trace(
     export: ExportOpt = None,
     truncate: Annotated[Optional[Side], typer.Option("--truncate", help="A prompt longer than the model's context: 'left' drops its start (keeps the end), 'right' drops its end. Default: an error.")] = None,
     chat: ChatOpt = False,
-    attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each input vector, embedding + position, of value × ∂logit/∂value), from tracer's own backward pass.")] = False,
+    attribute: Annotated[bool, typer.Option("--attribute", help="Show which prompt position mattered to the chosen next token: gradient × input (Σ over each position's input to layer 0, its embedding plus the position vector where the model adds one, of value × ∂logit/∂value), from tracer's own backward pass; an estimate that can disagree with knocking a part out (--ablate measures).")] = False,
     ablate: AblateOpt = None,
     memory: MemoryOpt = None,
 ) -> None:

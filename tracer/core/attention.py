@@ -98,6 +98,7 @@ class SoftmaxAttention(Sublayer):
     key = "softmax"
     scope = "attn"
     title = "softmax attention"
+    shown_as = "heads"
     hooks = {
         "hook_q": h("pos head d_head", "qkv"),
         "hook_k": h("pos kv d_head", "qkv"),

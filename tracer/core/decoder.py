@@ -134,11 +134,11 @@ class KVCache:
 
 def hook_names(cfg: Config) -> list[str]:
     """Every name `forward` records for `cfg`, in order (from a one-token run, so it is exact). RoPE's
-    scaling and its partial width change the angles, not the names: dropped or narrowed to the probe's
-    d_head of 2, since a GGUF's per-pair factors and a rotary_dim fit only the model's own d_head."""
+    scaling changes the angles, not the names: dropped, since a GGUF's per-pair factors fit only its d_head
+    (and partial rotary's width, which must fit the small d_head)."""
     small = Config(**{**cfg.to_dict(), **dict(d_vocab=2, n_ctx=1, d_model=cfg.n_heads, d_head=2, d_mlp=1, rope_scaling=None,
-                                              rotary_dim=2 if cfg.rotary_dim else None, layer_d_head=None,
-                                              layer_d_mlp=None, d_ple=1 if cfg.d_ple else None)})
+                                              rotary_dim=None if cfg.rotary_dim is None else 2,
+                                              layer_d_head=None, layer_d_mlp=None, d_ple=1 if cfg.d_ple else None)})
     rec = Recorder()
     forward(small, init_weights(small, 0), [0], rec)
     return list(rec.store)

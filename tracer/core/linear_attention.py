@@ -80,6 +80,7 @@ class LinearAttention(Sublayer):
     key = "linear_attention"
     scope = "attn"
     title = "linear attention (Gated DeltaNet: a state instead of a KV cache)"
+    shown_as = "state"
     example = {"layer_types": None, "linear_k_heads": 1, "linear_v_heads": 2, "linear_d_k": 2, "linear_d_v": 3,
                "linear_conv": 3}
     hooks = {
@@ -164,6 +165,14 @@ class LinearAttention(Sublayer):
 
     def new_cache(self, cfg, capacity: int, owner, layer: int = 0) -> LayerState:
         return LayerState(owner, cfg)
+
+    def n_heads(self, cfg) -> int:
+        return cfg.linear_v_heads  # one state per value head; W_O merges their gated read-outs
+
+    def cache_bytes(self, cfg, n: int, l: int = 0) -> int:  # the state and the convolution's last inputs: whatever n is
+        conv = 2 * cfg.linear_k_heads * cfg.linear_d_k + cfg.linear_v_heads * cfg.linear_d_v
+        numbers = cfg.linear_v_heads * cfg.linear_d_k * cfg.linear_d_v + (cfg.linear_conv - 1) * conv
+        return numbers * np.dtype(cfg.dtype).itemsize
 
     def macs(self, cfg, n_new: int, n_seen: int) -> int:
         d, kh, vh, dk, dv = cfg.d_model, cfg.linear_k_heads, cfg.linear_v_heads, cfg.linear_d_k, cfg.linear_d_v

@@ -62,6 +62,7 @@ class Sublayer:
     plain: str = ""  # the demo's words: what it does to each token
     steps: tuple = ()  # (hook within the block, its name, words with {shape}) for each step the walkthrough shows
     example: dict = {}  # the config fields a small model of this kind needs besides its key (tests, docs)
+    shown_as: str = ""  # which of the walkthrough's views shows it token by token (`tracer.render.layer`): "heads", "state"
     normed: bool = True  # the block's norms sit around it (ln1 / ln2 and their `_post`); False: it has its own, if any
 
     # -- parameters and layout
@@ -114,9 +115,18 @@ class Sublayer:
         """Numbers one recorded pass holds at most (every value whole), per layer."""
         raise NotImplementedError
 
+    def n_heads(self, cfg) -> int:
+        """The heads whose outputs W_O merges (what `--head` and `--ablate L:H` count in this layer)."""
+        return cfg.n_heads
+
     def cache_row(self, cfg, l: int = 0) -> int:
         """Numbers this layer's cache keeps per position (0: none, or a state whatever the length)."""
         return 0
+
+    def cache_bytes(self, cfg, n: int, l: int = 0) -> int:
+        """Bytes layer l's cache (`new_cache`, `cfg` the layer's view) holds for `n` positions: `cache_row` numbers
+        per position (a state whatever n is overrides it)."""
+        return n * self.cache_row(cfg, l) * np.dtype(cfg.dtype).itemsize
 
     def new_cache(self, cfg, capacity: int, owner, layer: int = 0):
         """Layer `layer`'s cache for a generation of up to `capacity` positions (`owner`: the

@@ -160,7 +160,8 @@ def stop_signals(ask=None):
 
     With `ask`, the first signal only calls `ask()` (a loop stops after its current step: `tracer
     train`) and a second one raises. Outside the main thread (where signals cannot be caught)
-    nothing changes. The handlers before are put back on leaving."""
+    nothing changes; a signal the process ignores (nohup's SIGHUP, a background job's SIGINT) stays ignored.
+    The handlers before are put back on leaving."""
     import signal
     import threading
 
@@ -179,7 +180,7 @@ def stop_signals(ask=None):
     saved = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None:
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, &): left ignored
             saved[sig] = signal.signal(sig, handler)
     try:
         yield

@@ -86,11 +86,12 @@ def models_here(builtin: dict, shipped_dir: Path) -> list[Found]:
     """Every model tracer can open here, shipped ones first (`builtin`: name → words, their folders
     in `shipped_dir`, as `tracer.loaders` keeps them)."""
     from ..scenario import shipped
-    from .places import lmstudio_files, ollama_blob, ollama_models
+    from .places import here_models, lmstudio_files, ollama_blob, ollama_models
 
     found = [_safely(name, "shipped", lambda n=name: _folder(shipped_dir / n)) if (shipped_dir / name).is_dir()
              else Found(name, "shipped", "gpt2", 0, "seeded") for name in builtin]
     found += [Found(name, "scenario", "scenario", 0, "toml") for name in shipped()]
+    found += [_safely(p.name, "this folder", lambda p=p: _gguf(p) if p.is_file() else _folder(p)) for p in here_models()]
     found += _hub_cache()
     found += [_safely(name, "Ollama", lambda n=name: _gguf(ollama_blob(n.removeprefix("ollama:")))) for name, _ in ollama_models()]
     found += [_safely(str(f), "LM Studio", lambda f=f: _gguf(f)) for f in lmstudio_files()]
@@ -114,3 +115,35 @@ def _hub_cache() -> list[Found]:
                 seen.add(name)
                 out.append(_safely(name, "Hugging Face cache", lambda s=snaps[0]: _folder(s)))
     return out
+
+
+def names_here() -> list[tuple[str, str]]:
+    """(what to pass to --model, where it is) for every model outside tracer that this machine has, by name
+    alone (no file opened): the current folder's, Ollama's, LM Studio's, the Hugging Face cache's."""
+    from .hub import cache_dirs
+    from .places import here_models, lmstudio_files, ollama_models
+
+    out = [(p.name, "this folder") for p in here_models()]
+    out += [(name, "Ollama") for name, _ in ollama_models()]
+    out += [(f.name, "LM Studio") for f in lmstudio_files()]
+    for cache in cache_dirs():
+        if cache.is_dir():
+            out += [(r.name.removeprefix("models--").replace("--", "/"), "Hugging Face cache")
+                    for r in sorted(cache.glob("models--*"))]
+    return out
+
+
+def near_model(name: str) -> str:
+    """' (did you mean 'SmolLM2-135M-Instruct.Q4_1.gguf' in this folder?)' for a model here whose name holds
+    `name` (any case) or is close to it, or ''."""
+    import difflib
+
+    found = names_here()
+    low = name.lower()
+    hits = [(n, w) for n, w in found if low in n.lower()]
+    if not hits:
+        close = set(difflib.get_close_matches(low, [n.lower() for n, _ in found], n=3, cutoff=0.6))
+        hits = [(n, w) for n, w in found if n.lower() in close]
+    if not hits:
+        return ""
+    return " (did you mean " + " or ".join(f"{n!r} in {w}" for n, w in hits[:3]) + "?)"

@@ -5,6 +5,8 @@
   list of layers; the one whose mediaType is `application/vnd.ollama.image.model` names the GGUF
   file by digest, `blobs/sha256-HEX`. The name, the digest and the blob are checked before anything is
   opened: a manifest cannot point outside the blob folder.
+- The current folder: its GGUF files and its Hugging Face folders (config.json beside the weights), as
+  `--model NAME` finds them there (`here_models`).
 - LM Studio keeps GGUF files as `~/.lmstudio/models/PUBLISHER/REPO/FILE.gguf` (older versions:
   `~/.cache/lm-studio/models`; `$LMSTUDIO_MODELS` first); a `--model FILE.gguf` that is not a path
   is looked for there by file name.
@@ -109,3 +111,19 @@ def lmstudio_file(name: str) -> Path | None:
     if "/" in name or "\\" in name or not name.lower().endswith(".gguf"):
         return None
     return next((f for f in lmstudio_files() if f.name == name), None)
+
+
+def here_models(folder: Path | None = None, limit: int = 1_000) -> list[Path]:
+    """The GGUF files and the model folders (a config.json inside) in `folder` (default: the current one), by
+    name, at most `limit`: what `--model NAME` opens from here."""
+    folder = Path.cwd() if folder is None else folder
+    found: list[Path] = []
+    try:
+        for p in sorted(folder.iterdir()):
+            if (p.suffix.lower() == ".gguf" and p.is_file()) or (p.is_dir() and (p / "config.json").is_file()):
+                found.append(p)
+                if len(found) >= limit:
+                    break
+    except OSError:  # a folder we may not read: nothing here
+        return []
+    return found

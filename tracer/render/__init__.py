@@ -37,10 +37,9 @@ def _show_generation(gen, tokenizer, view, export, console, before, pager) -> No
     body = Rendered(console, Group(*before, *walkthrough(gen, tokenizer, resolved, width=console.width)))
     resolved.check_lines(len(body.lines), about=False)  # counted: the estimate let it through
     if pager and console.is_terminal and len(body.lines) > console.height:
-        import os
+        from .text import LessPager
 
-        os.environ.setdefault("LESS", "-R")  # less shows the colours instead of their escape codes
-        with console.pager(styles=True):
+        with console.pager(LessPager(), styles=True):  # less -R: the colours, not their escape codes
             console.print(body)
     else:
         console.print(body)

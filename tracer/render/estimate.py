@@ -11,8 +11,9 @@ import math
 
 from .. import sections
 from ..sections import estimates
-from .header import block_words, head_roles_line, training_line, weights_warning
+from .header import block_words, head_roles_line, layer_kinds, training_line, weights_warning
 from .storage import example_words, expansion_words, split_words, storage_words
+from .text import BRIEF_CORNER, FULL_CORNER
 
 
 def estimated_lines(r) -> int:
@@ -65,7 +66,7 @@ def header_lines(r) -> int:
     """`walkthrough.header`: the model and its block, the settings, how it was trained, stored and
     expanded, where the weights came from (a framed warning)."""
     cfg, meta = r.config, r.meta
-    lines = wrapped(r, 95 + len(block_words(cfg)), 0) + 1
+    lines = wrapped(r, 95 + len(block_words(cfg)) + len(layer_kinds(cfg)), 0) + 1
     if isinstance(meta.get("training"), dict):
         lines += wrapped(r, len(training_line(meta["training"])), 0)
     stored = storage_words(meta)
@@ -99,20 +100,52 @@ def token_lines(r, t: int, layer: int, parts: frozenset) -> int:
         return lines
     before = cfg.layer_norm and cfg.norm_place_kind.before
     lines += eq_lines(r, len(cfg.norm_kind.before_attention("x_B")), len(cfg.norm_kind.short) + 5, d) if before else 0
-    hidden = len(range(t + 1, r.n_all if t >= r.n_prompt else r.n_prompt))
-    lines += wrapped(r, 62 + (55 if hidden else 40) + (60 if cfg.sliding_window else 0))  # what the mask hides
-    lines += wrapped(r, 300 + (40 if cfg.rope_scaling else 0)) if cfg.position_kind.rotary else 0
-    sinks = cfg.attention_of(layer).records(cfg, "hook_sink_share")
-    lines += sum(head_lines(r, t, h, sinks) for h in r.shown_heads)
-    lines += 1 if len(r.shown_heads) < cfg.n_heads else 0
+    lines += VIEW_LINES[cfg.attention_of(layer).shown_as](r, t, layer)  # the heads' scores, or a state
     return lines + after_lines(r, layer)
 
 
-def after_lines(r, layer: int) -> int:
+def heads_lines(r, t: int, layer: int) -> int:
+    """`layer.heads_steps`: what the mask hides, RoPE's turn, each shown head."""
+    cfg = r.config
+    hidden = len(range(t + 1, r.n_all if t >= r.n_prompt else r.n_prompt))
+    lines = wrapped(r, 62 + (55 if hidden else 40) + (60 if cfg.sliding_window else 0))  # what the mask hides
+    lines += wrapped(r, 300 + (40 if cfg.rope_scaling else 0)) if cfg.position_kind.rotary else 0
+    sinks = cfg.attention_of(layer).records(cfg, "hook_sink_share")
+    lines += sum(head_lines(r, t, h, sinks) for h in r.shown_heads if h < cfg.n_heads)
+    gated = cfg.attention_of(layer).records(cfg, "hook_z_gated")  # the output gate: two more vectors a head
+    lines += sum(eq_lines(r, 75, 12, cfg.d_head) + eq_lines(r, 40, 12, cfg.d_head) for h in r.shown_heads) if gated else 0
+    return lines + (1 if len(r.shown_heads) < cfg.n_heads else 0)
+
+
+def state_lines(r, t: int, layer: int) -> int:
+    """`linear.state_steps`: the projection, the convolution, each shown head's state update (brief: the
+    first in full, the others a line each), and once a layer what it keeps."""
+    cfg = r.config
+    (kh, _, dk), (vh, _, dv), (conv, K) = (cfg.attention_of(layer).shapes(cfg, layer)[n] for n in ("W_K", "W_V", "W_conv"))
+    inputs = min(t + 1, K) * eq_lines(r, 0, 14 if t >= r.n_prompt else 4, conv)  # this token's and the K − 1 before
+    lines = wrapped(r, 230) + eq_lines(r, 95, 4, conv) + wrapped(r, 165) + inputs + (1 if t < K - 1 else 0)
+    lines += eq_lines(r, 75, 7, conv) + wrapped(r, 175)
+    heads = [h for h in r.shown_heads if h < vh]
+    corner = BRIEF_CORNER if r.view.brief else FULL_CORNER
+    matrix = 2 + min(dk, corner) + (1 if max(dk, dv) > corner else 0)
+    whole = eq_lines(r, 0, 9, dk) * 2 + eq_lines(r, 0, 9, dv) + wrapped(r, 120) + wrapped(r, 75) + wrapped(r, 150)
+    whole += (1 if t == 0 else matrix) + matrix + sum(eq_lines(r, w, 9, dv) for w in (45, 50, 60, 30, 65))
+    whole += wrapped(r, 150)  # one number of the state worked by hand
+    shown_whole = len(heads) if not r.view.brief or r.head_chosen else min(len(heads), 1)
+    lines += shown_whole * whole + (len(heads) - shown_whole) * eq_lines(r, 90, 12, dv)
+    lines += 1 if 0 < len(heads) < vh else 0
+    return lines + (wrapped(r, 420) if r.tokens and t == r.tokens[0] else 0)
+
+
+VIEW_LINES = {"heads": heads_lines, "state": state_lines}  # `Sublayer.shown_as` → its view's lines (`render.layer.VIEWS`)
+
+
+def after_lines(r, layer: int = 0) -> int:
     """`layer.after_attention`: the heads concatenated, W_O, the residual, the MLP (or the routing of a
     mixture of experts), the layer's output."""
     cfg, d = r.config, r.config.d_model
-    lines = eq_lines(r, 55, 3, cfg.n_heads * cfg.d_head) if cfg.n_heads > 1 else 0
+    H, dh, _ = cfg.attention_of(layer).shapes(cfg, layer)["W_O"]  # the heads W_O merges, and their width
+    lines = eq_lines(r, 55, 3, H * dh) if H > 1 else 0
     post = 2 if cfg.norm_place_kind.after else 1  # OLMo 2: the output before its norm, then the norm
     lines += post * eq_lines(r, 40, 10, d)
     if cfg.mlp:
@@ -188,8 +221,16 @@ def layers_lines(r) -> int:
     cfg, brief = r.config, r.view.brief
     table = cfg.n_layers + 4
     full = 0 if brief else cfg.n_layers * (r.n_prompt + 5)
+    states = wrapped(r, 130, 0) if _state_layers(cfg) else 0  # what a linear layer's cells are
     routed = cfg.n_layers + 2 if cfg.n_experts and cfg.mlp else 0  # a mixture of experts: the token's experts, layer by layer
-    return wrapped(r, 220, 0) + table + 1 + full + routed
+    if routed and not brief:  # and (--full) each routed layer's table: its heading, the header, a row per token
+        routed += sum(r.n_prompt + 2 for l in range(cfg.n_layers) if cfg.mlp_of(l).records(cfg, "hook_router_logits"))
+    return wrapped(r, 220, 0) + table + 1 + full + states + routed
+
+
+def _state_layers(cfg) -> list[int]:
+    """The layers shown by their state (linear attention), not by attention weights."""
+    return [l for l in range(cfg.n_layers) if cfg.attention_of(l).shown_as == "state"]
 
 
 @estimates("predict")
@@ -210,22 +251,29 @@ def heatmap_lines(r) -> int:
     cell, side = max(2, label + 1), label + 1
     shown = min(n, max(1, (width - side) // cell))
     one = side + shown * cell  # a grid's width
-    per_row = max(1, min(len(r.shown_heads), (width + 3) // (one + 3)))
-    rows = -(-len(r.shown_heads) // per_row)
+    heads = [h for h in r.shown_heads if h < r.config.n_heads]
+    per_row = max(1, min(len(heads), (width + 3) // (one + 3)))
+    rows = -(-len(heads) // per_row)
     per_layer = rows * (shown + 2) + 1
     roles = head_roles_line(r.meta.get("training"))
     cfg = r.config
+    states = [l for l in r.heatmaps if l in _state_layers(cfg)]  # a note and a grid of the state's gates
+    state = wrapped(r, 200, 0) + wrapped(r, 110, 0) + 1 + r.n_prompt + wrapped(r, 190, 0)
     routed = [l for l in r.heatmaps if cfg.mlp and cfg.mlp_of(l).records(cfg, "hook_router_logits")]
     experts = len(routed) * (n + 2) + (wrapped(r, 130, 0) if routed else 0)  # tokens × experts, a grid per layer
     experts += 1 if any(cfg.attention_of(l).records(cfg, "hook_sink_share") for l in r.heatmaps) else 0  # rows sum to < 1
-    return (3 + len(r.heatmaps) * per_layer + (1 if len(r.shown_heads) < r.config.n_heads else 0)
-            + (wrapped(r, len(roles), 0) if roles else 0) + experts)
+    return (3 + (len(r.heatmaps) - len(states)) * per_layer + len(states) * state
+            + (1 if len(r.shown_heads) < cfg.n_heads else 0) + (wrapped(r, len(roles), 0) if roles else 0) + experts)
 
 
 @estimates("loop")
 def loop_lines(r) -> int:
     steps = max(r.n_all - r.n_prompt + 1, 1)
-    return steps * (5 + (0 if r.view.brief else r.config.n_layers + 2)) + steps + 16
+    lines = steps * (5 + (0 if r.view.brief else r.config.n_layers + 2)) + steps + 16
+    if not _state_layers(r.config):
+        return lines
+    kinds = len({r.config.attention_of(l) for l in range(r.config.n_layers)})  # a hybrid: its notes, a row per kind
+    return lines + wrapped(r, 300, 0) + wrapped(r, 110, 0) + 6 + (2 if r.width < 100 else 1) * kinds
 
 
 @estimates("lens")

@@ -81,6 +81,19 @@ def value(v, p: int = 3, dims: int = 8) -> str:
     return "[" + ", ".join(value(row, p, dims) for row in a) + "]"
 
 
+def layer_runs(layers: list[int]) -> str:
+    """[1, 2, …, 23] → 'layers 1–23'; [2] → 'layer 2'; [1, 2, 5] → 'layers 1–2 and 5'."""
+    runs, start = [], None
+    for i, l in enumerate(layers):
+        start = l if start is None else start
+        if i + 1 == len(layers) or layers[i + 1] != l + 1:
+            runs.append(str(l) if start == l else f"{start}–{l}")
+            start = None
+    if len(layers) == 1:
+        return f"layer {runs[0]}"
+    return "layers " + (runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + " and " + runs[-1])
+
+
 def letters(labels: list[str]) -> str:
     """'A', 'A and B', 'A, B and C'; long runs are shortened to 'A–F'."""
     if not labels:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..run import settings as declared
-from .fmt import count
+from .fmt import count, layer_runs
 from .words import say
 
 
@@ -40,8 +40,20 @@ def scaling_words(scaling: dict) -> str:
 
 def model_words(meta: dict, cfg) -> str:
     """The header's model line: "model abc: 4 layers, d_model 64, 4 heads (d_head 16), float32; learned positions, …"."""
-    return say("header.model", name=str(meta.get("model", "?")), layers=count(cfg.n_layers, "layer"), d_model=str(cfg.d_model),
+    return say("header.model", name=str(meta.get("model", "?")), layers=layer_kinds(cfg), d_model=str(cfg.d_model),
                heads=count(cfg.n_heads, "head"), d_head=str(cfg.d_head), dtype=cfg.dtype, block=block_words(cfg))
+
+
+def layer_kinds(cfg) -> str:
+    """"4 layers", or, when their attention differs (Qwen3.5), each kind's count and where: "4 layers: 2 linear
+    attention (…) on layers 0 and 2, 2 softmax attention with an output gate on layers 1 and 3"."""
+    kinds: dict = {}
+    for l in range(cfg.n_layers):
+        kinds.setdefault(cfg.attention_of(l), []).append(l)
+    if len(kinds) < 2:
+        return count(cfg.n_layers, "layer")
+    return say("kinds.layers", n=str(cfg.n_layers), kinds=", ".join(
+        say("kinds.one", n=str(len(ls)), title=kind.title, where=layer_runs(ls)) for kind, ls in kinds.items()))
 
 
 def settings_words(gen) -> str:

@@ -16,11 +16,13 @@ from rich.text import Text
 from ..sections import renders
 from .context import Ctx
 from .experts import recorded, routing
+from .linear import output_gate, state_steps
 from .fmt import bar, letters, num, prob, shape
 from .storage import example_words, split_words
 from .text import indent, line, section
 from .words import say
 from ..core.equations import largest_first
+from .sinks import sink_at, sink_logit, sink_share
 
 BRIEF_KV_ROWS = 8  # brief mode lists K and V vectors when a token sees at most this many
 BRIEF_KEYS = 8  # brief mode shows the strongest keys of a longer score table, and "… N more"
@@ -80,18 +82,30 @@ def token_steps(ctx: Ctx, t: int, layer: int, parts: frozenset):
         if ln is not None:
             yield ctx.eq(cfg.norm_kind.before_attention(f"x_{L}"), f"{norm_name(cfg)}(x_{L})", ctx.v(ln))
             yield from ctx.checks_at(b + "ln1.hook_normalized", t)
+    yield VIEWS[cfg.attention_of(layer).shown_as](ctx, t, layer)  # the heads' scores, or a linear layer's state
+    yield after_attention(ctx, t, layer)
+
+
+@group()
+def heads_steps(ctx: Ctx, t: int, layer: int):
+    """Softmax attention at token t: what the mask hides, RoPE's turn, every shown head's Q, K, V, scores,
+    weights and weighted sum."""
+    cfg = ctx.cfg
     heads = ctx.shown_heads()
     yield visibility(ctx, t, layer)
     if cfg.rotates(layer):
         yield rotation(ctx, t, layer)
         yield from ctx.checks_at("rope.hook_angle", t)
     for h in heads:
-        yield head_at_token(ctx, t, layer, h)
+        if h < cfg.n_heads:
+            yield head_at_token(ctx, t, layer, h)
     if len(heads) < cfg.n_heads:
         rest = [h for h in range(cfg.n_heads) if h not in heads]
         yield Text(f"heads {rest[0]}–{rest[-1]}: the same steps with their own W_Q, W_K, W_V "
                         f"(--head N shows one, --full shows all)", style="dim")
-    yield after_attention(ctx, t, layer)
+
+
+VIEWS = {"heads": heads_steps, "state": state_steps}  # `Sublayer.shown_as` → what shows the layer token by token
 
 
 def norm_name(cfg) -> str:
@@ -320,33 +334,7 @@ def head_at_token(ctx: Ctx, t: int, layer: int, h: int):
         whose = say("sum.new", L=L) + (say("sum.from_head", h=str(h)) if H > 1 else "")
         yield ctx.eq(f"{terms} = {whose}", "", ctx.v(z[h]))
         yield from ctx.checks_at(a + "hook_z", t, h)
-
-
-def sink_at(ctx: Ctx, a: str, t: int, h: int) -> float | None:
-    """gpt-oss's attention sinks: the share of head h's weight at position t that went to the sink (None
-    for attention without sinks)."""
-    st = ctx.gen.steps[ctx.step_of(t)]
-    arr = ctx.get(a + "hook_sink_share", st)  # [head, pos]
-    return None if arr is None else float(arr[h, t - st.start])
-
-
-def sink_share(ctx: Ctx, a: str, t: int, h: int):
-    """The sentence of what head h's sink took of position t's weight."""
-    share = sink_at(ctx, a, t, h)
-    if share is not None:
-        yield line(say("sink.share", h=str(h), share=prob(share, ctx.p), rest=prob(1.0 - share, ctx.p)))
-
-
-def sink_logit(scores, share: float) -> float | None:
-    """A head's sink (a learned logit the trace does not hold) worked back from one recorded row: its share
-    is e^s ÷ (e^s + Σ e^score over the visible keys), so s = log(share ÷ (1 − share)) + log Σ e^score.
-    None where the share is 0 or 1 (nothing left to work it back from) or no key is visible."""
-    seen = np.asarray(scores, dtype=np.float64)  # [key_pos]
-    seen = seen[np.isfinite(seen)]  # the keys the mask leaves visible
-    if not 0.0 < share < 1.0 or not seen.size:
-        return None
-    top = float(seen.max())
-    return float(np.log(share) - np.log1p(-share) + top + np.log(np.exp(seen - top).sum()))
+    yield from output_gate(ctx, t, a, h)
 
 
 def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words: str):
@@ -370,16 +358,19 @@ def output_norm(ctx: Ctx, t: int, prefix: str, what: str, name: str, out, words:
 def after_attention(ctx: Ctx, t: int, layer: int):
     """Concat of heads and W_O, residual, layer norm and MLP, (Gemma 4's per-layer input and scalar,) the layer's output."""
     cfg, L, b = ctx.cfg.layer(layer), ctx.labels[t], f"blocks.{layer}."
-    H, dh, dm = cfg.n_heads, cfg.d_head, cfg.d_model
-    z = ctx.at(b + "attn.hook_z", t)
+    dm = cfg.d_model
+    gated = ctx.records(b + "attn.hook_z_gated")  # an output gate (or a linear layer's gated norm) before W_O
+    z = ctx.at(b + ("attn.hook_z_gated" if gated else "attn.hook_z"), t)  # [head, d_head]: what W_O merges
+    H, dh = z.shape if z is not None else (cfg.n_heads, cfg.d_head)
     attn_out = ctx.at(b + "hook_attn_out", t)
     if H > 1 and z is not None:
-        yield ctx.eq(say("heads.concat", H=str(H), d_head=str(dh), n=str(H * dh)), f"z_{L}",
+        yield ctx.eq(say("heads.concat", H=str(H), d_head=str(dh), n=str(H * dh)), f"z_{L}" + (" gated" if gated else ""),
                      ctx.v(z.reshape(-1)))
     added = f"attn_out_{L}"  # what the residual adds: attention's output, or (OLMo 2) its norm
     if attn_out is not None:
+        biased = "b_O" in cfg.attention_of(layer).shapes(cfg, layer)
         yield from output_norm(ctx, t, b + "ln1_post.", "attention", added, attn_out,
-                               say("heads.wo", shape=shape(H * dh, dm), d_model=str(dm)))
+                               say("heads.wo" if biased else "heads.wo_no_bias", shape=shape(H * dh, dm), d_model=str(dm)))
         yield from ctx.checks_at(b + "hook_attn_out", t)
         added = f"ln1_post({added})" if cfg.norm_place_kind.after else added
     if cfg.mlp:

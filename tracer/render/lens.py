@@ -52,22 +52,6 @@ def final_norm_words(cfg) -> str:
     return say("lens.through", norm=cfg.norm_kind.title) if cfg.layer_norm else say("lens.through_none")
 
 
-def ranks_by_row(ranks) -> str:
-    """The target's 1-based rank in each row, each named by its row, equal neighbours in one range:
-    "embedding 3 · out of layer 0: 42,622 · out of layers 2–3: 1"."""
-    runs: list[list[int]] = []  # [first row, last row, rank]
-    for r, x in enumerate(int(x) + 1 for x in ranks):
-        if runs and runs[-1][2] == x and r > 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r, x])
-    words = []
-    for a, b, x in runs:
-        where = "embedding" if a == 0 else (f"out of layer {a - 1}" if a == b else f"out of layers {a - 1}–{b - 1}")
-        words.append(f"{where}: {x:,}")
-    return " · ".join(words)
-
-
 def logit_lens_view(step, tokenizer, view) -> Group:
     """Layer × position: the top token (and probability) if the model stopped after each layer."""
     gone = missing(step, ["lens.positions", "lens.top_token", "lens.top_prob", "lens.target", "lens.target_rank"])
@@ -75,7 +59,7 @@ def logit_lens_view(step, tokenizer, view) -> Group:
     if gone is not None:
         return Group(title, gone)
     positions = step["lens.positions"]
-    top, top_p, target = step["lens.top_token"], step["lens.top_prob"], step["lens.target"]
+    top, top_p, target, rank = (step[k] for k in ("lens.top_token", "lens.top_prob", "lens.target", "lens.target_rank"))
     n_layers = top.shape[0] - 1
     n_cols = len(positions) if not view.brief else min(len(positions), BRIEF_LENS_COLUMNS)
     norm = final_norm_words(step.config)
@@ -89,13 +73,15 @@ def logit_lens_view(step, tokenizer, view) -> Group:
             pos = int(positions[c])
             t.add_column(f"{label(pos)} {short(show_token(tokenizer.token_str(int(step.tokens[pos]))), 8)}",
                          no_wrap=True)
+        chosen = short(show_token(tokenizer.token_str(int(target[-1]))), 7)
+        t.add_column(say("lens.rank", token=chosen), justify="right", no_wrap=True)  # the last position's
         for r in range(n_layers + 1):
             cells = []
             for c in cols:
                 i = int(top[r, c])
                 mark = "✓" if i == int(target[c]) else " "
                 cells.append(f"{short(show_token(tokenizer.token_str(i)), 7)} {cprob(top_p[r, c])}{mark}")
-            t.add_row(lens_row_label(r, n_layers), *cells)
+            t.add_row(lens_row_label(r, n_layers), *cells, f"{int(rank[r, -1]) + 1:,}")
         if len(cols) < len(positions):
             t.caption = f"the last {len(cols)} of {len(positions)} positions" + (" (--full and a wider terminal show more)")
         return t
@@ -114,11 +100,12 @@ def lens_notes(step, tokenizer) -> list[str]:
     pos = int(positions[last])
     first, stays = first_top(top[:, last], chosen)
     notes = [f"Each cell: the most likely next token and its probability if the model stopped where the row "
-             f"says; ✓ marks the token that actually follows (at {label(pos)}: the chosen one)."]
+             f"says; ✓ marks the token that actually follows (at {label(pos)}: the chosen one). "
+             + say("lens.rank_note", token=tok(tokenizer, chosen), at=label(pos), n=f"{step.config.d_vocab:,}")]
     if first is None:
         notes.append(f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} is never the "
                      f"top-1; out of the last layer it ranks #{int(rank[-1, last]) + 1} (it was sampled, not the most "
-                     f"likely). " + _rank_words(tokenizer, chosen, rank[:, last], step.config.d_vocab, label(pos)))
+                     f"likely).")
     else:
         where = lens_where(first, n_layers)
         s = (f"At the last position ({label(pos)}) the chosen token {tok(tokenizer, chosen)} first becomes the top-1 "
@@ -130,12 +117,8 @@ def lens_notes(step, tokenizer) -> list[str]:
                   f"of {count(n_layers, 'layer')}{f' (0 to {n_layers - 1})' if n_layers > 1 else ''} it is there already {where}")
         else:
             s += ", as the article says of its 24th"
-        notes.append(s + ". " + _rank_words(tokenizer, chosen, rank[:, last], step.config.d_vocab, label(pos)))
+        notes.append(s + ".")
     if int(positions[0]) > step.start:
         notes.append(f"(the lens covers the last {len(positions)} positions of this pass, to keep it fast on large models)")
     return notes
 
-
-def _rank_words(tokenizer, chosen: int, ranks, d_vocab: int, where: str) -> str:
-    return (f"The rank of {tok(tokenizer, chosen)} at {where} among the {d_vocab:,} tokens, row by row "
-            f"(1: the top): {ranks_by_row(ranks)}.")

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..tokenizers.tokens import label, named
-from .fmt import count, cprob, integer, num, prob, sequence, size, span, stok, tok
+from .fmt import count, cprob, integer, layer_runs, num, prob, sequence, size, span, stok, tok
 from ..core.equations import largest_first
 from ..run.trace import DRAFT
 from .words import say
@@ -61,9 +61,11 @@ def kv_cache_view(gen, tokenizer, view) -> Group:
         t.add_row(str(r["step"]), *((pass_who(p),) if many else ()), split, f"{start} + {n - start}",
                   integer(r["macs"]), integer(r["full"]), f"{100 * saved / r['full']:.0f}%" if r["full"] else "0%")
     notes = kv_notes(gen, rows)
+    kinds = cache_by_layer(gen)  # a hybrid: what each layer keeps, in bytes
+    parts = [t, *(Text(x) for x in notes), *([kinds] if kinds is not None else [])]
     if "verify_cache" in gen.meta and isinstance(gen.meta["verify_cache"], dict):
-        return Group(t, *(Text(x) for x in notes), verify_cache_view(gen.meta["verify_cache"]))
-    return Group(t, *(Text(x) for x in notes))
+        parts.append(verify_cache_view(gen.meta["verify_cache"]))
+    return Group(*parts)
 
 
 def kept_words(cfg, kept: list[int]) -> str:
@@ -91,19 +93,24 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
     rows = cache_rows(gen) if rows is None else rows
     done = sum(r["macs"] for r in rows)
     full = sum(r["full"] for r in rows)
-    per_row = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head
+    grows, fixed = cache_layers(cfg)
+    per_row = 2 * len(grows) * cfg.kv_heads * cfg.d_head
     kv = count(cfg.n_heads, "head") if cfg.kv_heads == cfg.n_heads else count(cfg.kv_heads, "key/value head")
-    notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass.",
-             f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
-             f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept."]
+    notes = ["Left of |: positions whose keys and values came from the cache; right: positions computed in this pass."]
     kept = [cfg.attention_of(l).cache_row(cfg.layer(l), l) for l in range(cfg.n_layers)]  # per layer: what a row holds
-    if len(set(kept)) > 1:  # layers that keep different rows (Gemma 4's head sizes and shared layers, a hybrid's state)
+    if fixed:  # a hybrid: the linear-attention layers keep a state, no rows
+        notes.append(say("cache.rows", layers=count(len(grows), "layer"), kv=kv, d_head=str(cfg.d_head),
+                         numbers=integer(per_row), linear=layer_runs(fixed), s="s" if len(fixed) == 1 else ""))
+    elif len(set(kept)) > 1:  # layers that keep different rows (Gemma 4's head sizes and shared layers)
         per_row = sum(kept)
-        notes[1] = (f"Each reused row is that token's keys and values in the layers that keep them (key and value × "
-                    f"key/value heads × dims): {kept_words(cfg, kept)}; {integer(per_row)} numbers in all, computed once "
-                    f"and kept.")
-    elif cfg.kv_heads < cfg.n_heads:
-        full_row = 2 * cfg.n_layers * cfg.n_heads * cfg.d_head
+        notes.append(f"Each reused row is that token's keys and values in the layers that keep them (key and value × "
+                     f"key/value heads × dims): {kept_words(cfg, kept)}; {integer(per_row)} numbers in all, computed once "
+                     f"and kept.")
+    else:
+        notes.append(f"Each reused row is that token's keys and values in every layer: 2 × {count(cfg.n_layers, 'layer')} × "
+                     f"{kv} × {cfg.d_head} dims = {integer(per_row)} numbers, computed once and kept.")
+    if cfg.kv_heads < cfg.n_heads and len({k for k in kept if k}) == 1:  # the same rows in every layer that keeps any
+        full_row = 2 * len(grows) * cfg.n_heads * cfg.d_head
         notes.append(f"Grouped-query attention: {cfg.n_heads} query heads share {count(cfg.kv_heads, 'key/value head')}, so the "
                      f"cache keeps {integer(per_row)} numbers per token instead of {integer(full_row)} "
                      f"({cfg.n_heads // cfg.kv_heads}× less); at {cfg.n_ctx:,} tokens of context in bfloat16 that is "
@@ -125,11 +132,61 @@ def kv_notes(gen, rows: list[dict] | None = None) -> list[str]:
                  "earlier token's keys and values never change (the causal mask stops it from seeing later tokens), "
                  "so each new pass computes Q, K and V for the new token only and reuses the rest. "
                  "--verify-cache runs both ways and compares the logits.")
+    if fixed:
+        notes.append(say("cache.recurrence", layers=layer_runs(fixed)))
     expansion = gen.meta.get("expansion")
     if isinstance(expansion, dict) and expansion.get("mode") == "layer by layer" and len(rows) > 1:
         notes.append(f"The cache saves arithmetic, not reading: this model is {expansion.get('text', 'streamed')}, so "
                      f"each pass expands again every layer the budget could not keep, the one-token passes too.")
     return notes
+
+
+def cache_layers(cfg) -> tuple[list[int], list[int]]:
+    """The layers whose cache grows by a row a token (softmax attention's keys and values), and those that
+    keep a cache of one size whatever the length (linear attention's state): `Sublayer.cache_bytes`."""
+    grows, fixed = [], []
+    for l in range(cfg.n_layers):
+        kind = cfg.attention_of(l)
+        one, two = kind.cache_bytes(cfg.layer(l), 1, l), kind.cache_bytes(cfg.layer(l), 2, l)
+        (grows if two > one else fixed if one else []).append(l)
+    return grows, fixed
+
+
+def cache_kinds(cfg, n: int) -> dict | None:
+    """A hybrid model's cache, kind by kind: {"head": the columns' words, "rows": [layers, what they keep, bytes
+    per layer after n positions, at n_ctx], "all": the whole cache's row} (`Sublayer.cache_bytes`, what
+    `tracer.core.decoder.KVCache` allocates); None when every layer keeps a cache of the same kind. The
+    terminal's table and the page's read it alike."""
+    grows, fixed = cache_layers(cfg)
+    if not fixed:
+        return None
+    kinds: dict = {}
+    for l in grows + fixed:
+        kinds.setdefault(cfg.attention_of(l), []).append(l)
+    rows = []
+    for kind, layers in sorted(kinds.items(), key=lambda kv: kv[1][0]):
+        one = layers[0]
+        kept = [size(kind.cache_bytes(cfg.layer(one), m, one)) for m in (1, n, cfg.n_ctx)]
+        keeps = say("cache.grows", per_token=kept[0]) if one in grows else say("cache.state")
+        rows.append([layer_runs(sorted(layers)), keeps, kept[1], kept[2]])
+    total = [sum(cfg.attention_of(l).cache_bytes(cfg.layer(l), m, l) for l in range(cfg.n_layers)) for m in (n, cfg.n_ctx)]
+    return {"title": say("cache.kinds"),
+            "head": [say("cache.layer"), say("cache.keeps"), say("cache.now", n=str(n)), say("cache.ctx", n_ctx=f"{cfg.n_ctx:,}")],
+            "rows": rows, "all": [say("cache.all", n=count(cfg.n_layers, "layer")), "", size(total[0]), size(total[1])]}
+
+
+def cache_by_layer(gen) -> Table | None:
+    """`cache_kinds` as a table, after the last pass's positions."""
+    kinds = cache_kinds(gen.steps[0].config, len(gen.steps[-1].tokens))
+    if kinds is None:
+        return None
+    t = Table(title=kinds["title"], title_justify="left")
+    for c, j in zip(kinds["head"], ("left", "left", "right", "right")):
+        t.add_column(c, justify=j, no_wrap=j == "right")
+    for row in kinds["rows"]:
+        t.add_row(*row)
+    t.add_row(*kinds["all"], style="bold")
+    return t
 
 
 def verify_cache_view(result: dict) -> Group:
@@ -193,6 +250,10 @@ def pass_table(step, view) -> Table:
         if b + "attn.hook_pattern" in step:
             pat = step[b + "attn.hook_pattern"][:, -1, :]  # [head, key_pos]
             looks = " ".join(f"{label(int(np.argmax(r)))}{num(r.max(), 2)}" for r in pat[:8])
+        elif b + "attn.hook_beta" in step and b + "attn.hook_decay" in step:  # linear attention: a state, no weights
+            beta, g = step[b + "attn.hook_beta"][-1], step[b + "attn.hook_decay"][-1]  # [v_head] ×2
+            looks = " ".join(say("linear.cell", keep=cprob(np.exp(float(g[h]))), beta=cprob(float(beta[h])))
+                             for h in range(min(len(beta), 4)))
         t.add_row(str(l), nrm("hook_resid_pre"), nrm("hook_attn_out"), nrm("hook_mlp_out") if cfg.mlp else "–",
                   nrm("hook_resid_post"), looks)
     return t

@@ -14,7 +14,8 @@ from ..sections import renders
 from ..tokenizers.tokens import label, named
 from .context import Ctx
 from .experts import experts_of_layer, experts_overview
-from .fmt import count, integer, num, prob, shape, span, stok
+from .linear import overview_cells
+from .fmt import count, integer, layer_runs, num, prob, shape, span, stok
 from .sampling import sampling_stages
 from .text import compact_rows, indent, line, missing, section
 from .view import BRIEF_HEADS
@@ -31,6 +32,16 @@ def _head_cells(ctx: Ctx, rows) -> list[str]:
     if H <= BRIEF_HEADS:
         return [f"{ctx.labels[j]} {num(r[j], 2)}" for j, r in zip(best, rows)]
     return [" ".join(ctx.labels[j] for j in best)]
+
+
+def _layer_cells(ctx: Ctx, layer: int, t: int, rows) -> list[str]:
+    """The head cells of `layer` for token t: the key each head weighs most, or, on a layer with no
+    weights (linear attention), what each head's state keeps and how much t writes."""
+    cells = _head_cells(ctx, rows)
+    states = overview_cells(ctx, layer, t, ctx.cfg.n_heads) if rows is None else None
+    if states is None:
+        return cells
+    return states if len(cells) > 1 else [" ".join(states[:2]) + " …"]
 
 
 def _overview_table(ctx: Ctx, first_col: str) -> Table:
@@ -61,26 +72,13 @@ def unchanged_layers(get, n_layers: int) -> list[int]:
     return out
 
 
-def _runs(layers: list[int]) -> str:
-    """[1, 2, …, 23] → 'layers 1–23'; [2] → 'layer 2'; [1, 2, 5] → 'layers 1–2 and 5'."""
-    runs, start = [], None
-    for i, l in enumerate(layers):
-        start = l if start is None else start
-        if i + 1 == len(layers) or layers[i + 1] != l + 1:
-            runs.append(str(l) if start == l else f"{start}–{l}")
-            start = None
-    if len(layers) == 1:
-        return f"layer {runs[0]}"
-    return "layers " + (runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + " and " + runs[-1])
-
-
 def pass_through_words(layers: list[int], n_layers: int) -> str | None:
     """What a run's pass-through layers do, in one sentence (the terminal, the demo and the page)."""
     if not layers:
         return None
     rest = [l for l in range(n_layers) if l not in layers]
-    doing = f"only {_runs(rest)} changes them" if rest else "no layer changes them"
-    return (f"In this model {_runs(layers)} of the {n_layers} pass every vector on unchanged (output = input, "
+    doing = f"only {layer_runs(rest)} changes them" if rest else "no layer changes them"
+    return (f"In this model {layer_runs(layers)} of the {n_layers} pass every vector on unchanged (output = input, "
             f"no context mixed in); {doing}.")
 
 
@@ -103,8 +101,10 @@ def layers_section(ctx: Ctx, number: str):
         b = f"blocks.{layer}."
         rows = [ctx.att(b + "attn.hook_pattern", h, t) for h in range(cfg.n_heads)]
         tab.add_row(str(layer), _norm(ctx.at(b + "hook_resid_pre", t), ctx.p), _norm(ctx.at(b + "hook_resid_post", t), ctx.p),
-                    *_head_cells(ctx, None if rows[0] is None else rows))
+                    *_layer_cells(ctx, layer, t, None if rows[0] is None else rows))
     yield tab
+    if any(overview_cells(ctx, layer, t, 1) is not None for layer in range(cfg.n_layers)):
+        yield line(say("linear.overview", L=L))
     routed = experts_overview(ctx, t)  # a mixture of experts: which experts the token went to, layer by layer
     if routed is not None:
         yield line(say("experts.overview", L=L))
@@ -125,7 +125,7 @@ def layers_section(ctx: Ctx, number: str):
         for s in range(ctx.n):
             rows = None if pat is None else [pat[h, s, : s + 1] for h in range(cfg.n_heads)]
             tab.add_row(ctx.labels[s], _norm(None if xi is None else xi[s], ctx.p),
-                        _norm(None if xo is None else xo[s], ctx.p), *_head_cells(ctx, rows))
+                        _norm(None if xo is None else xo[s], ctx.p), *_layer_cells(ctx, layer, s, rows))
         yield tab
         yield experts_of_layer(ctx, layer)  # a mixture of experts: each token's experts in this layer
 
@@ -157,12 +157,20 @@ def sequence_line(ctx: Ctx, n_before: int, new_id: int | None) -> Text:
     return t
 
 
+def predicted(pos: int, text: str) -> str:
+    """The token predicted for position `pos`, as a sentence says it: its letter when the text is the letter
+    ("G"), else the text at its place ("↵ at H"), never "predicts H" for a newline."""
+    said = named(pos, text)
+    return label(pos) if said.startswith(f"{label(pos)} = ") else said
+
+
 @renders("predict")
 @group()
 def predict_section(ctx: Ctx, number: str):
     cfg = ctx.cfg
     last = ctx.n - 1
-    L, G = ctx.labels[last], ctx.labels[ctx.n]
+    chosen = ctx.step.arrays.get("sample.token")
+    L, G = ctx.labels[last], ctx.labels[ctx.n] if chosen is None else predicted(ctx.n, ctx.text(int(chosen)))
     yield section(f"{number} · Predicting the next token (how to predict {G})")
     yield line(say("predict.intro", layers=count(cfg.n_layers, "layer"), L=L, G=G))
     yield indent(prediction(ctx))
@@ -300,8 +308,7 @@ def every_position(step, tokenizer, view) -> Group:
         mean = float(np.mean(loss[:last]))
         notes.append(say("positions.mean", rows=span(start, start + last), mean=num(mean, p),
                          n=integer(step.config.d_vocab), uniform=num(np.log(step.config.d_vocab), p)))
-    notes.append(f"◀ Generation reads only the last row ({label(n - 1)}) to choose the next token; the other rows "
-                 "are computed anyway, because the same matrices process every position at once.")
+    notes.append(say("positions.last", L=label(n - 1)))
     if start > 0:
         notes.append(f"This pass computed only {span(start, n)}: the earlier rows came from the KV cache and have no "
                      "logits in this pass (the prompt pass, step 0, has every row).")

@@ -156,8 +156,8 @@ def layers_progress(layers, show: bool = True, stream=None):
         if len(pressed) > 1:
             raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        old = signal.signal(signal.SIGINT, on_sigint)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        old = signal.signal(signal.SIGINT, on_sigint)  # an ignored Ctrl-C (nohup …, a job run with &) stays ignored
     bar = None
     try:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -83,6 +83,14 @@ def storage_summary(meta: dict) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def numbers_by_type(storage: dict, numbers: dict) -> dict[str, int]:
+    """Storage type → how many numbers (weights) it holds, most first."""
+    out: dict[str, int] = {}
+    for param, dtype in storage.items():
+        out[str(dtype)] = out.get(str(dtype), 0) + int(numbers.get(param, 0))
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def storage_words(meta: dict) -> str | None:
     """One sentence for the header: what the file stores the weights as, or None when tracer made them."""
     counts = storage_summary(meta)
@@ -91,8 +99,10 @@ def storage_words(meta: dict) -> str | None:
     sizes = meta.get("storage_bytes")
     if isinstance(sizes, dict) and sizes and isinstance(meta.get("storage"), dict):
         parts = ", ".join(by_role(meta["storage"], sizes, meta.get("split_from") or {}))
-    else:
-        parts = ", ".join(f"{k} ({v} parameter{'s' if v != 1 else ''})" for k, v in counts.items())
+    elif isinstance(meta.get("storage_numbers"), dict) and meta["storage_numbers"]:
+        parts = ", ".join(f"{k} ({n:,} numbers)" for k, n in numbers_by_type(meta["storage"], meta["storage_numbers"]).items())
+    else:  # a trace saved before the numbers were counted: its tensors
+        parts = ", ".join(f"{k} ({v} weight tensor{'s' if v != 1 else ''})" for k, v in counts.items())
     quantized = any(k not in FLOAT_WORDS and not k.startswith("float") for k in counts)
     how = ("each block of numbers is de-quantized to float32 when the model is read, so every number below is "
            "the stored value exactly as the file encodes it" if quantized else "widened to float32 (exactly) when read")

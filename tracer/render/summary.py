@@ -24,8 +24,8 @@ def token_table(ids, tokenizer) -> Table:
 def models_table(found) -> Table:
     """What tracer can open on this machine (`tracer.readers.inventory.Found` rows)."""
     table = Table(title="Models tracer can open here (tracer trace PROMPT --model NAME)", title_justify="left")
-    for col in ("name", "where", "family", "size", "stored as"):
-        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+    for col in ("name", "where", "family", "size", "stored as"):  # a name whole, to copy into --model
+        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold", no_wrap=col == "name")
     for f in found:
         size = f"{f.size / 2**20:,.1f} MB" if f.size else ""
         table.add_row(f.name, f.where, f.family, size, f.storage)

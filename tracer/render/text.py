@@ -16,8 +16,11 @@ from rich.segment import Segment
 from rich.text import Text
 
 from ..tokenizers.tokens import show_invisible
+from .words import say
 
 BRIEF_ROWS = 16  # rows of a long table in brief mode (the first and last ones)
+BRIEF_CORNER = 4  # brief mode shows a linear-attention state's first rows and columns (`render.linear`)
+FULL_CORNER = 8  # --full shows a state up to this many rows and columns whole
 
 
 class SafeConsole(Console):
@@ -169,3 +172,28 @@ def trimmed(lines):
             segs.pop()
         yield from segs
         yield Segment.line()
+
+class LessPager:
+    """A Rich pager: `less` that leaves what was read on the screen after q (-X: no alternate screen, which
+    left an empty screen) and says in its prompt how to move and leave; the user's own PAGER when set."""
+
+    def show(self, content: str) -> None:
+        import os
+        import pydoc
+        import shutil
+        import subprocess
+        import sys
+
+        if os.environ.get("PAGER") or os.environ.get("MANPAGER") or shutil.which("less") is None:
+            pydoc.pager(content)
+            return
+        prompt = "".join("\\" + c if c in "\\?:.%" else c for c in say("pager.prompt"))  # less's prompt syntax
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        env = dict(os.environ)
+        if "utf" in encoding.lower():
+            env.setdefault("LESSCHARSET", "utf-8")
+        proc = subprocess.Popen(["less", "-R", "-X", "-K", "-P" + prompt], stdin=subprocess.PIPE, env=env)
+        try:
+            proc.communicate(content.encode(encoding, "replace"))
+        except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C or q before the end: less has the terminal
+            proc.wait()

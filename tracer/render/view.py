@@ -47,7 +47,8 @@ class View:
         if unknown:
             raise TracerError(f"--section {unknown[0]}: the sections are {', '.join(sections.names())}")
         layers = parse_index(self.layer, config.n_layers, "layer", "--layer") if config.n_layers else []
-        heads = parse_index(self.head, config.n_heads, "head", "--head")
+        most = max([config.attention_of(l).n_heads(config) for l in range(config.n_layers)] + [config.n_heads])
+        heads = parse_index(self.head, most, "head", "--head")  # a linear-attention layer may have more heads
         token = parse_token(self.token, n_prompt, n_all)
         chosen = str(self.head).strip().lower() != "all"
         resolved = Resolved(self, token, layers, heads, chosen, shown_tokens(token, n_prompt, self.brief),

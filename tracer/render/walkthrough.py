@@ -19,7 +19,7 @@ Follows the seed article (`shared/seeds/000_…txt`).
 from __future__ import annotations
 
 import numpy as np
-from rich.console import RenderableType, group
+from rich.console import Group, RenderableType, group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -34,6 +34,7 @@ from .header import ablation_words, head_roles_line, model_words, settings_words
 from .heatmap import heatmaps
 from .layer import layer_sections  # noqa: F401  section 2: it enters itself in tracer.sections, as sections 3–5 do
 from .lens import logit_lens_view
+from .linear import heatmap_note
 from .loop import generation_steps, kv_cache_view
 from .predict import every_position_section, layers_section, predict_section  # noqa: F401
 from .storage import expansion_words, storage_words
@@ -90,21 +91,22 @@ def tokens_section(ctx: Ctx, number: str):
         yield attribution_table(ctx, ctx.gen.meta["attribution"])
 
 
-def attribution_table(ctx: Ctx, att: dict) -> Table:
-    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars."""
+def attribution_table(ctx: Ctx, att: dict) -> Group:
+    """--attribute: gradient × input at each prompt position for the chosen token's logit, as signed bars,
+    and what such a score can and cannot say (a measurement is --ablate's)."""
     from .fmt import bar, num
 
     per = [float(v) for v in att.get("per_position", [])]
     top = max((abs(v) for v in per), default=0.0) or 1.0
     target = ctx.text(int(att["target_id"]))
-    t = Table(title=f"Which prompt token mattered to {target}: gradient × input (over each input vector, "
-                    f"embedding + position: Σ value × ∂logit/∂value)", title_justify="left", box=None)
+    t = Table(box=None)
     for col, how in (("token", "left"), ("text", "left"), ("grad × input", "right"), ("", "left")):
         t.add_column(col, justify=how, no_wrap=True)
     for p, v in enumerate(per):
         t.add_row(ctx.labels[p], ctx.text(int(ctx.gen.prompt_ids[p])), num(v, ctx.p),
                   ("+" if v >= 0 else "−") + bar(abs(v) / top))
-    return t
+    given = say("attribute.input" if ctx.cfg.has_positions else "attribute.input_none")
+    return Group(line(say("attribute.title", target=target, input=given)), t, line(say("attribute.caveat", target=target)))
 
 
 @renders("heatmap")
@@ -121,8 +123,12 @@ def heatmap_section(ctx: Ctx, number: str):
     for layer in layers:
         pat = ctx.get(f"blocks.{layer}.attn.hook_pattern")
         if pat is None:
+            if ctx.records(f"blocks.{layer}.attn.hook_state"):  # a linear-attention layer: a state, no weights
+                yield from heatmap_note(ctx, layer)
             continue
-        yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], heads, layer, ctx.width)
+        drawn = [h for h in heads if h < len(pat)]  # --head may name a head only another kind of layer has
+        if drawn:
+            yield heatmaps(np.asarray(pat), ctx.labels[: ctx.n], ctx.labels[: ctx.n], drawn, layer, ctx.width)
     if len(heads) < ctx.cfg.n_heads:
         yield Text(f"(heads {heads[-1] + 1}–{ctx.cfg.n_heads - 1}: --head N or --full)", style="dim")
     yield from expert_heatmaps(ctx, layers)  # a mixture of experts: tokens × experts, layer by layer

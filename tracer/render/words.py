@@ -17,9 +17,10 @@ The pages are sent `PAGE_WORDS`, every entry but the demo's (they show no demo s
 box's (`serve.*`, which `tracer serve` sends its own script as `SERVE_WORDS`) and the rows' (`rows.*`:
 whose each pass of a generation of several rows is, which the page is sent finished).
 
-The words of attention sinks and of a mixture of experts are in `words_experts.py` (one kind's
-words, beside each other), and a led lesson's (`lesson.*`: `tracer serve --lesson`) in `words_lesson.py`,
-both added here; the lesson's are sent to its own script only (`LESSON_PAGE_WORDS`).
+The words of attention sinks and of a mixture of experts are in `words_experts.py`, those of the kinds beyond
+softmax attention (linear attention's state, a hybrid's cache) in `words_kinds.py` (one kind's words, beside each
+other), and a led lesson's (`lesson.*`: `tracer serve --lesson`) in `words_lesson.py`, all added here; the
+lesson's are sent to its own script only (`LESSON_PAGE_WORDS`).
 
 `tests/test_words.py` checks that the page's scripts hold no prose of their own and none of these
 sentences, that the demo's modules hold no sentence of their own, that every key either reads is
@@ -29,6 +30,8 @@ here, and that every template here is said.
 from __future__ import annotations
 
 from .words_experts import EXPERT_WORDS
+from .words_reading import READING_WORDS
+from .words_kinds import KIND_WORDS
 from .words_lesson import LESSON_WORDS
 
 WORDS: dict[str, str] = {
@@ -339,7 +342,7 @@ WORDS: dict[str, str] = {
                  "dot product then depends only on how far apart the tokens are, which is what attention needs to "
                  "know.{normed}",
     "demo.rope.normed": " {how}; only then it turns.",
-    "demo.rope.heading": "{L} at position {t}, {head}, first layer",
+    "demo.rope.heading": "{L} at position {t}, {head}, {layer}",
     # Query, Key and Value (step_qkv)
     "demo.qkv": "Three weight matrices turn every token's vector into three new ones. The article borrows the roles "
                 "from database search: the Query is like a search term (what this token is looking for), the Key is "
@@ -474,6 +477,8 @@ WORDS: dict[str, str] = {
 }
 
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
+WORDS.update(READING_WORDS)  # how to read a result right: the lens's ranks, --attribute, … (render/words_reading.py)
+WORDS.update(KIND_WORDS)  # linear attention's and a hybrid cache's words (render/words_kinds.py)
 WORDS.update(LESSON_WORDS)  # a led lesson's bars and terminal lines (render/words_lesson.py)
 
 # what the page's script fills: every step's words but the demo's own (the page shows no demo screen)

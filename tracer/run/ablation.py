@@ -56,8 +56,9 @@ class Ablation:
             raise ValueRefused(f"{self} names layer {self.layer}; the model has layers 0–{cfg.n_layers - 1}", "ablate")
         if self.head == "mlp" and not cfg.mlp:
             raise ValueRefused(f"{self} names layer {self.layer}'s MLP; this model has no MLP", "ablate")
-        if isinstance(self.head, int) and self.head >= cfg.n_heads:
-            raise ValueRefused(f"{self} names head {self.head}; layer {self.layer} has heads 0–{cfg.n_heads - 1}", "ablate")
+        heads = cfg.attention_of(self.layer).n_heads(cfg)  # a linear-attention layer counts its value heads
+        if isinstance(self.head, int) and self.head >= heads:
+            raise ValueRefused(f"{self} names head {self.head}; layer {self.layer} has heads 0–{heads - 1}", "ablate")
         if self.head == "expert":
             kind = cfg.mlp_of(self.layer)
             if kind is None or not kind.records(cfg, "hook_router_logits"):
@@ -81,7 +82,8 @@ class Ablation:
         """The [layer, head] pairs it removes (none for an MLP)."""
         if self.head in ("mlp", "expert"):
             return []
-        return [[self.layer, h] for h in (range(cfg.n_heads) if self.head == "*" else [self.head])]
+        every = range(cfg.attention_of(self.layer).n_heads(cfg))
+        return [[self.layer, h] for h in (every if self.head == "*" else [self.head])]
 
     def hooks(self, cfg) -> dict:
         """Its hooks (`tracer.run.interventions`), checked against the model first."""
@@ -93,7 +95,7 @@ class Ablation:
         if self.head == "expert":
             return ablate_expert(self.layer, self.expert)
         if self.head == "*":
-            return ablate_attention(self.layer, cfg.n_heads, self.how)
+            return ablate_attention(self.layer, cfg.attention_of(self.layer).n_heads(cfg), self.how)
         return ablate_head(self.layer, self.head, self.how)
 
 

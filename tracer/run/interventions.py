@@ -170,7 +170,7 @@ HEAD_ABLATION_WORK = 2e9  # multiply-adds the page's precomputed head ablations 
 
 
 def head_ablation_cost(cfg, n_tokens: int) -> dict:
-    """What zero-ablating every head once costs: {"runs": layers × heads, "params": the model's size,
+    """What zero-ablating every head once costs: {"runs": every layer's heads, "params": the model's size,
     "per_token": the weights a token is multiplied by (the unembedding too, not the embedding rows it
     reads), "tokens", "work": runs × tokens × per_token multiply-adds}."""
     from ..core.params import param_shapes
@@ -179,7 +179,7 @@ def head_ablation_cost(cfg, n_tokens: int) -> dict:
     params = sum(int(np.prod(s)) for s in shapes.values())
     lookups = sum(int(np.prod(shapes[n])) for n in ("W_E", "W_pos") if n in shapes)  # rows read, not multiplied
     per_token = params - lookups + (0 if "W_U" in shapes else cfg.d_vocab * cfg.d_model)  # tied: W_E unembeds too
-    runs = cfg.n_layers * cfg.n_heads
+    runs = sum(cfg.attention_of(l).n_heads(cfg) for l in range(cfg.n_layers))  # a linear layer: its value heads
     return {"runs": runs, "params": params, "per_token": per_token, "tokens": int(n_tokens),
             "work": float(runs) * n_tokens * per_token}
 
@@ -214,7 +214,7 @@ def head_ablations(model, ids, top_k: int = 5, limit: float | None = None) -> di
     heads = []
     for layer in range(model.config.n_layers):
         row = []
-        for head in range(model.config.n_heads):
+        for head in range(model.config.attention_of(layer).n_heads(model.config)):
             try:
                 p = _probs(model.run(ids, names=["logits"], hooks=ablate_head(layer, head)))
             except TracerError:  # the head's other values were already NaN or ∞: the hook check refuses them

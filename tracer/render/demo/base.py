@@ -57,6 +57,21 @@ class Demo:
         self.last = self.n - 1  # the token that predicts the next one
         self.settings = self.gen.settings  # a GenerationSettings (a single pass: greedy, no new token)
         self.title = self.title or str(self.gen.meta.get("model") or "tracer")
+        self._follow_a_softmax_layer()
+
+    def _follow_a_softmax_layer(self) -> None:
+        """A hybrid whose shown layer scores no keys (linear attention, Qwen3.5's layer 0): the screens of
+        Q, K, V, the scores and the heads follow its first softmax layer, and `state_layer` is the first
+        layer that keeps a state (the state screen's); None where no layer does."""
+        cfg = self.cfg
+        scored = [l for l in range(cfg.n_layers) if cfg.attention_of(l).records(cfg, "hook_pattern")]
+        if scored and self.layer not in scored:
+            self.layer = scored[0]
+        self.state_layer = next((l for l in range(cfg.n_layers) if cfg.attention_of(l).records(cfg, "hook_state")), None)
+
+    def layer_name(self) -> str:
+        """'first layer', or 'layer 1' where the screens follow a later layer (a hybrid's first softmax layer)."""
+        return "first layer" if self.layer == 0 else f"layer {self.layer}"
 
     # names -----------------------------------------------------------------------------------
     def text(self, pos: int, step: int = -1) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ...tokenizers.tokens import label
 from .. import fmt
-from ..layer import sink_logit
+from ..sinks import sink_logit
 from ..storage import example_words
 from ..summary import overflow_note
 from ...sections import screen
@@ -39,6 +39,9 @@ def step_tokens(d: Demo) -> Step:
                                               vocab=str(tok.name)))
     spaces = any(ch in d.text(p) for p in range(len(d.gen.steps[-1].tokens)) for ch in "␣↵")
     parts = [t, Text(say("demo.tokens.spaces") if spaces else ""), about]  # said under the table that shows them
+    first = int(d.trace.tokens[0])
+    if d.n > 1 and first in set(tok.special_tokens.values()):  # <bos> (Gemma, Llama): the letters are shifted by one
+        parts.insert(1, Text(say("demo.tokens.bos", token=d.text(0), first=f"“{d.text(1)}”")))
     info = d.trace.meta.get("training")
     if isinstance(info, dict):
         parts.append(Text(say("demo.tokens.trained", steps=str(info.get("steps", "?")),
@@ -126,7 +129,7 @@ def _rotary_position(d: Demo) -> Step:
     t = table("", "token", "pos", f"angle of pair 0, 1, … (radians, {half} pairs)", right=("pos",))
     for pos in range(min(d.n, 6)):
         t.add_row(mark(pos == f), d.who(pos, 0), str(pos), d.vec(angle[pos], dims=5), style=row_style(pos == f))
-    heading = sentence((say("demo.rope.heading", L=label(f), t=str(f), head=d.ordinal_head(h)), "bold"))
+    heading = sentence((say("demo.rope.heading", L=label(f), t=str(f), head=d.ordinal_head(h), layer=d.layer_name()), "bold"))
     return Step("Position: rotated, not added", say("demo.rope", half=str(half), normed=normed),
                 Group(heading, Text(), eq, Text(), t))
 
@@ -140,7 +143,7 @@ def step_qkv(d: Demo) -> Step:
     shared = "" if cfg.kv_heads == cfg.n_heads else say(
         "demo.qkv.shared", g=str(d.kv_head), KV=str(cfg.kv_heads),
         others=fmt.count(cfg.n_heads // cfg.kv_heads - 1, "other query head"))
-    where = sentence(("first layer, ", "bold"), say("demo.qkv.where", head=d.ordinal_head(h), d_model=str(cfg.d_model),
+    where = sentence((f"{d.layer_name()}, ", "bold"), say("demo.qkv.where", head=d.ordinal_head(h), d_model=str(cfg.d_model),
                                                     d_head=str(cfg.d_head), shared=shared))
     qline = sentence((say("demo.query", L=label(f), r=""), "bold"), d.vec(q[f]))
     t = Table.grid(padding=(0, 2))
@@ -153,7 +156,7 @@ def step_qkv(d: Demo) -> Step:
     t.add_row("", Text("values", style="bold"), Text(say("demo.qkv.values"), style="italic"))
     for pos in range(f + 1):
         t.add_row(mark(pos == f), f"{label(pos)}_V", d.vec(v[pos]), style=row_style(pos == f))
-    stored = [Text(w, style="dim") for w in example_words(d.gen.meta, "blocks.0.attn.W_Q", "W_Q")]  # how the file keeps it
+    stored = [Text(w, style="dim") for w in example_words(d.gen.meta, f"blocks.{d.layer}.attn.W_Q", "W_Q")]  # how the file keeps it
     parts = [where, *stored, Text(), qline, Text(), t]
     if f + 1 < d.n:
         hidden = f"{label(f + 1)}–{label(d.n - 1)}" if f + 2 < d.n else label(f + 1)
@@ -247,7 +250,7 @@ def step_scores(d: Demo) -> Step:
 
 def sink(d: Demo) -> tuple[float, float | None] | None:
     """The shown head's attention sink (gpt-oss) for the followed token: its share of the weight and its
-    logit, worked back from the recorded row (`render.layer.sink_logit`); None without sinks."""
+    logit, worked back from the recorded row (`render.sinks.sink_logit`); None without sinks."""
     share = d.trace.arrays.get(f"blocks.{d.layer}.attn.hook_sink_share")  # [head, pos]
     if share is None:
         return None
@@ -329,6 +332,8 @@ def step_multihead(d: Demo) -> Step:
     H = cfg.n_heads
     pattern = d.block("attn.hook_pattern")[:, f]  # [head, key_pos]
     z = d.block("attn.hook_z")[f]  # [head, d_head]
+    gated = f"blocks.{l}.attn.hook_z_gated" in d.trace  # an output gate: W_O merges the gated sums
+    merged = d.block("attn.hook_z_gated")[f] if gated else z  # [head, d_head]
     t = table("head", "looks most at", "its output z", right=("head",))
     heads = list(range(H)) if H <= 8 else list(range(4)) + list(range(H - 2, H))
     for hh in heads:
@@ -336,18 +341,23 @@ def step_multihead(d: Demo) -> Step:
         t.add_row(str(hh), f"{label(j)} ({d.num(pattern[hh, j])})", d.vec(z[hh]))
         if H > 8 and hh == 3:
             t.add_row("⋮", "", "")
-    concat = z.reshape(-1)  # [head * d_head]
+    concat = merged.reshape(-1)  # [head * d_head]
     out = d.block("hook_attn_out")[f]  # [d_model]
     rows = [
-        (f"concat {H}×{cfg.d_head}", d.vector(concat)),
+        (f"{'gated, ' if gated else ''}concat {H}×{cfg.d_head}", d.vector(concat)),
         (f"× W_O [{H * cfg.d_head}×{cfg.d_model}]", d.vector(out)),
     ]
-    if cfg.residual:
-        rows.append(("+ x (residual)", d.vector(d.block("hook_resid_mid" if cfg.mlp else "hook_resid_post")[f])))
-    if cfg.mlp:
-        kind = cfg.mlp_kind.name
-        rows.append((f"+ {kind} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}", d.vector(d.block("hook_resid_post")[f])))
-    rows.append((f"out of layer {l}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    # each row a new vector: the running sum, what the MLP adds to it, and the layer's output once (bold)
+    done = f"= out of layer {l}"
+    if cfg.residual and cfg.mlp:
+        rows.append(("+ x (residual)", d.vector(d.block("hook_resid_mid")[f])))
+        rows.append((f"{cfg.mlp_kind.name} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model} adds", d.vector(d.block("hook_mlp_out")[f])))
+        rows.append((f"+ that {done}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    elif cfg.residual or cfg.mlp:  # the one step left gives the layer's output
+        step = "+ x (residual)" if cfg.residual else f"{cfg.mlp_kind.name} {cfg.d_model}→{cfg.d_mlp}→{cfg.d_model}"
+        rows.append((f"{step} {done}", d.vector(d.block("hook_resid_post")[f], "bold")))
+    else:
+        rows[-1] = (f"{rows[-1][0]} {done}", d.vector(out, "bold"))
     eq = pairs(rows)
     multi = (say("heads.one") if H == 1 else say("heads.many", H=str(H))) + " "
     rest = []
@@ -356,4 +366,4 @@ def step_multihead(d: Demo) -> Step:
     if cfg.mlp:
         rest.append(cfg.mlp_kind.plain)
     tail = say("demo.heads.then", rest=" and ".join(rest)) if rest else say("demo.heads.neither")
-    return Step("Multi-head: concat and W_O", multi + tail, Group(sentence((f"{label(f)}, first layer", "bold")), Text(), t, Text(), eq))
+    return Step("Multi-head: concat and W_O", multi + tail, Group(sentence((f"{label(f)}, {d.layer_name()}", "bold")), Text(), t, Text(), eq))

@@ -11,11 +11,23 @@ from rich.text import Text
 from ...core.equations import largest_first, tempered_softmax
 from ...tokenizers.tokens import label
 from .. import fmt
+from ..linear import overview_cells_of
+from ..loop import cache_kinds, cache_layers
 from ..predict import pass_through_words, unchanged_layers
 from ...sections import screen
 from ..words import say
 from ..text import folded
 from .base import FOCUS_STYLES, MARK, TOP, Demo, Step, mark, pairs, row_style, sentence, table
+
+
+def _looks(d: Demo, l: int, last: int, heads: list[int]) -> list[str]:
+    """Each head's most-weighted key; on a linear-attention layer (no weights) what its state keeps and β."""
+    name = f"blocks.{l}.attn.hook_pattern"
+    if name not in d.trace:
+        cells = overview_cells_of(d.trace, l, last, len(heads))
+        return cells if cells is not None else ["—"] * len(heads)
+    p = d.trace[name][:, last]  # [head, key_pos]
+    return [f"{label(int(np.argmax(p[h])))} {d.num(p[h].max())}" for h in heads]
 
 
 @screen("layers", layers=True)
@@ -31,15 +43,15 @@ def step_layers(d: Demo) -> Step:
             continue
         x_in = d.trace[f"blocks.{l}.hook_resid_pre"][last]  # [d_model]
         x_out = d.trace[f"blocks.{l}.hook_resid_post"][last]  # [d_model]
-        p = d.trace[f"blocks.{l}.attn.hook_pattern"][:, last]  # [head, key_pos]
-        looks = [f"{label(int(np.argmax(p[h])))} {d.num(p[h].max())}" for h in heads]
+        looks = _looks(d, l, last, heads)
         t.add_row(str(l), f"{np.linalg.norm(x_in):.2f}", f"{np.linalg.norm(x_out):.2f}", *looks)
     more = say("demo.layers.more", n=str(len(heads)), H=str(H)) if H > len(heads) else ""
     final = d.trace[f"blocks.{cfg.n_layers - 1}.hook_resid_post"][last] if cfg.n_layers else d.trace["hook_embed"][last]
     out = say("demo.layers.last", L=label(last), layer=str(cfg.n_layers - 1)) if cfg.n_layers else \
         say("demo.layers.embedded", L=label(last))
     body = Group(sentence((say("demo.layers.heading", L=label(last), more=more), "bold")),
-                 Text(say("demo.layers.columns")), Text(), t, Text(), pairs([(out, d.vector(final))]))
+                 Text(say("demo.layers.columns") + (" " + say("linear.overview", L=label(last)) if d.state_layer is not None
+                                                    else "")), Text(), t, Text(), pairs([(out, d.vector(final))]))
     same = pass_through_words(unchanged_layers(d.trace.get, cfg.n_layers), cfg.n_layers)
     why = [n["text"] for n in d.notes if n.get("section") == "layers"]
     doing = f"{same} {' '.join(why)}".rstrip() if same else say("demo.layers.mixes")
@@ -213,6 +225,13 @@ def step_cache(d: Demo) -> Step:
     elif len(g.steps) == 1:
         state = say("demo.cache.one_pass")
     else:
-        state = say("demo.cache.on", L=label(d.n), reused=d.letters(d.n), layers=str(cfg.n_layers))
+        grows, fixed = cache_layers(cfg)
+        state = say("demo.cache.on", L=label(d.n), reused=d.letters(d.n),  # a hybrid: only its softmax layers reuse rows
+                    layers=say("demo.cache.softmax", n=str(len(grows))) if fixed else str(cfg.n_layers))
+        held = len(g.steps[-1].tokens)  # the positions the cache holds after the last pass
+        kinds = cache_kinds(cfg, held)  # a hybrid: its linear-attention layers keep a state, not keys and values
+        if kinds is not None:
+            state += say("demo.cache.hybrid", layers=fmt.layer_runs(fixed), kept="; ".join(
+                say("demo.cache.kind", layers=row[0], keeps=row[1], now=row[2], n=str(held)) for row in kinds["rows"]))
     return Step("The KV cache", say("demo.cache"),
                 Group(Text(state), Text(), t, Text(say("demo.cache.counted"), style="italic")))

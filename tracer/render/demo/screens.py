@@ -20,6 +20,7 @@ from .copying import step_copying  # noqa: F401  each screen enters itself in tr
 from .experts import step_experts  # noqa: F401
 from .layer import step_tokens  # noqa: F401
 from .output import step_layers
+from .state import step_state  # noqa: F401  a linear-attention layer's screen (a hybrid model's)
 
 
 def screen_of(name: str):

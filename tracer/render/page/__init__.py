@@ -27,11 +27,12 @@ from ..sampling import draw_stages, sampling_notes
 from ..storage import example_words, storage_words
 from ..header import block_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
-from ..loop import generated_words, kv_notes
+from ..loop import cache_kinds, generated_words, kv_notes
 from ..words import PAGE_WORDS, say
 from .ablations import ablation_ids, head_ablations_data
-from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, switches_data
+from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, showing, switches_data
 from .routing import add_routing
+from .states import with_states
 from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
                      stop_words, texts_of, tokens_data)
 
@@ -81,6 +82,7 @@ def steps_data(checked: bool) -> list[list[str]]:
     return [[step, say(f"path.{step}"), say(f"title.{step}")] for step in ids]
 
 
+@showing
 def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), token: int | None = None, layer: int = 0,
               head: int = 0, precision: int = 3, top_k: int = 10, budget: int = BUDGET,
               logits_budget: int = LOGITS_BUDGET, heads: dict | None = None) -> dict:
@@ -120,7 +122,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         left_out.append(f"what this trace did not record (a names filter): {', '.join(gone)}")
     meta = gen.meta
     stated = [check_data(c, gen, precision, 8) for c in checks]
-    layers = layers_data(rows, cfg, carried, whole)
+    layers = with_states(layers_data(rows, cfg, carried, whole), rows, cfg, carried, whole, precision)  # a linear layer: its state
     add_routing(layers, rows, cfg, carried, whole, meta)  # a mixture of experts' routing, attention sinks' shares
     return {
         "format": FORMAT, "version": VERSION,
@@ -156,7 +158,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "loss_mean": loss_mean(gen.steps[0]),
         "texts": texts_of(referenced_ids(passes, positions) | ablation_ids(ablations), tokenizer),
         "checks": stated,
-        "kv_notes": kv_notes(gen), "generated": show_invisible(generated_words(gen)),
+        "kv_notes": kv_notes(gen), "cache_kinds": cache_kinds(cfg, rows.n_rows), "generated": show_invisible(generated_words(gen)),
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
         **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes

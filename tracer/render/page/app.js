@@ -19,13 +19,15 @@ function detailRows() {                   // [step, name, vector or words] for t
     const Y = D.layers[l];
     rows.push(["qkv", `x in ${l}`, vecOf(Y.x, t)]);
     if (CFG.layer_norm && has("norms_before")) rows.push(["qkv", `${SW.norm.short}(x)`, vecOf(Y.ln1, t)]);
-    for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(Y[m], t, h)]);
+    const U = Y.state && Y.state.update, hs = Y.state ? Math.min(h, Y.state.heads - 1) : h;  // a linear layer: its update's
+    for (const m of ["q", "k", "v"]) rows.push(["qkv", `${m.toUpperCase()} h${h}`, vecOf(U ? U[m] : Y[m], t, hs)]);
+    if (U && CI.has(t)) rows.push(["scores", "β · exp(g)", `${num(Y.state.beta[CI.get(t)][hs])} · ${num(Y.state.keep[CI.get(t)][hs])}`]);
     const row = attRow(l, h, t);
     if (row && row.w) {
       const order = row.keys.map((j, i) => [j, row.w[i]]).sort((a, c) => c[1] - a[1]).slice(0, 6);
       rows.push(["scores", "weights", order.map(([j, w]) => `${label(j)} ${num(w)}`).join(" · ") + (row.keys.length > 6 || row.rest ? " · …" : "")]);
     }
-    rows.push(["sum", `z h${h}`, vecOf(Y.z, t, h)]);
+    rows.push(["sum", `${U ? "o" : "z"} h${h}`, vecOf(U ? U.o : Y.z, t, hs)]);
     rows.push(["heads", "attn_out", vecOf(Y.attn_out, t)]);
     const without = ablationWords(l, h);  // the prediction after the prompt with the chosen head knocked out
     if (without) rows.push(["heads", `w/o ${l}:${h}`, without]);
@@ -60,6 +62,10 @@ function drawDetail() {
 
 function button(attrs, words, on) { return el("button", Object.assign({ type: "button", "aria-pressed": on ? "true" : "false" }, attrs), words); }
 
+function inRow(row, item) {
+  if (item && row.scrollWidth > row.clientWidth) row.scrollLeft = item.offsetLeft - row.offsetLeft - (row.clientWidth - item.offsetWidth) / 2;
+}
+
 function drawControls() {
   const path = document.getElementById("path");
   path.replaceChildren(...STEPS.map(([id, short], i) => el("li", null, el("button", { type: "button", "data-goto": id,
@@ -78,8 +84,11 @@ function drawControls() {
   toks.replaceChildren(...chips);
   const on = toks.querySelector('[aria-pressed="true"]');
   if (on && toks.scrollHeight > toks.clientHeight) toks.scrollTop = on.offsetTop - toks.offsetTop - 4;  // the followed chip in view
+  inRow(toks, on);  // a phone's rows scroll sideways: the followed token, the step, the layer in view
+  inRow(path, path.querySelector("[aria-current]"));
   document.getElementById("controls").classList.toggle("no-layers", !CFG.n_layers);
   document.getElementById("layers").replaceChildren(...D.layers.map((_, l) => button({ "data-layer": l, title: `layer ${l}` }, String(l), l === S.layer)));
+  inRow(document.getElementById("layers"), document.querySelector("#layers [aria-pressed=true]"));
   document.getElementById("heads").replaceChildren(...Array.from({ length: CFG.n_layers ? CFG.n_heads : 0 },
     (_, h) => button({ "data-head": h, title: `head ${h}`, "aria-label": `head ${h}` + (ablated(S.layer, h) ? say("heads.card", { layer: S.layer, h }) : "") },
       String(h), h === S.head)));
@@ -98,6 +107,7 @@ function drawSlide() {
   if (checks && checks.querySelector(".check.bad") && lead) lead.after(checks);  // the article's errors are the lesson: in view
   else if (checks) section.append(checks);
   slides.replaceChildren(section);
+  for (const box of section.querySelectorAll("[data-scroll-end]")) box.scrollLeft = box.scrollWidth;  // its last columns in view
 }
 
 function render(scrollTop) {
@@ -137,7 +147,12 @@ document.addEventListener("click", e => {
   if ((hit = at("data-layer")) || (hit = at("data-pick-layer"))) { S.layer = Number(hit.dataset.layer ?? hit.dataset.pickLayer); render(); return; }
   if ((hit = at("data-head")) || (hit = at("data-pick-head"))) { S.head = Number(hit.dataset.head ?? hit.dataset.pickHead); render(); return; }
   if ((hit = at("data-ablate"))) { [S.layer, S.head] = hit.dataset.ablate.split(":").map(Number); render(); return; }
-  if ((hit = at("data-pass")) || (hit = at("data-pick-pass"))) { S.pass = Number(hit.dataset.pass ?? hit.dataset.pickPass); render(); return; }
+  if ((hit = at("data-pass")) || (hit = at("data-pick-pass"))) {  // the card follows the token the chosen pass reads
+    S.pass = Number(hit.dataset.pass ?? hit.dataset.pickPass);
+    const q = D.passes[S.pass];
+    if (q && CI.has(q.reads)) S.token = q.reads;
+    render(); return;
+  }
   if (e.target.closest("#prev")) go(S.step - 1);
   else if (e.target.closest("#next")) go(S.step + 1);
 });

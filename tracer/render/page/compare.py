@@ -13,7 +13,7 @@ from ...formats.files import atomic_write
 from ...tokenizers.tokens import label, show_invisible, show_token
 from ..compare import answers_words, distance_words
 from ..words import PAGE_WORDS
-from .data import r6
+from .data import r6, showing
 
 FORMAT = "tracer-compare"
 VERSION = 1
@@ -28,6 +28,7 @@ def _value(x) -> float | str:  # a recovered fraction as --json prints it: the f
     return x if x == x else "nan"
 
 
+@showing
 def compare_data(result: dict, tok, a_ids, b_ids, *, prompts=("", ""), model: str = "?", precision: int = 3) -> dict:
     """Everything the compare page shows, as JSON-ready values. `recovered[layer][position]` is carried
     exactly as `--json`'s `patch.recovered` (the page shows 2 decimals and the whole number on hover)."""

@@ -4,8 +4,9 @@ Every position's row comes from the pass that computed it (the prompt pass for t
 pass that read a generated token for that token), as the terminal walkthrough reads them
 (`render.context.Ctx.at`); the keys and values a later pass took from the KV cache are those rows.
 
-Numbers are carried to 6 significant digits (the page shows `--precision` decimals, as the
-terminal does, and the 6 digits on hover). A vector of at most `whole` numbers is carried whole;
+Numbers are carried to 6 significant digits, or whole where those would show other digits at the
+page's `--precision` decimals than the terminal shows (`r6`); the page shows those decimals and the
+6 digits on hover. A vector of at most `whole` numbers is carried whole;
 a longer one as its first and last `ENDS` numbers, with its dimension count and its norm (as the
 terminal's `--dims`). When everything would not fit `budget` numbers, long vectors are cut
 sooner and then only some positions are carried (the followed token and the last ones); the page
@@ -14,10 +15,13 @@ says what it left out. Reads recorded arrays only.
 
 from __future__ import annotations
 
+import functools
 import math
+from contextvars import ContextVar
 
 import numpy as np
 
+from ..text import BRIEF_CORNER
 from ..experts import ROUTER_SHOWN
 from ..lens import final_norm_words
 from ...core.equations import largest_first
@@ -37,10 +41,31 @@ VECTORS = (("x", "hook_resid_pre", False), ("ln1", "ln1.hook_normalized", False)
 ATTENTION = (("d", "attn.hook_dots"), ("s", "attn.hook_attn_scores"), ("w", "attn.hook_pattern"))
 
 
+SHOWN: ContextVar[int] = ContextVar("shown", default=3)  # the decimals the page being made shows (--precision)
+
+
+def showing(make):
+    """`make(…, precision=p)` (a page's data) carrying its numbers for p decimals shown (what r6 keeps)."""
+    @functools.wraps(make)
+    def made(*args, precision: int = 3, **options):
+        mark = SHOWN.set(int(precision))
+        try:
+            return make(*args, precision=precision, **options)
+        finally:
+            SHOWN.reset(mark)
+    return made
+
+
 def r6(x) -> float | None:
-    """A number to 6 significant digits (None for ±∞ and NaN, which JSON cannot hold)."""
+    """A number to 6 significant digits, or whole where those would change what the page shows with the
+    --precision decimals or 2 (rounding twice: -10.90355 sent as -10.9035 shows -10.903 where the terminal
+    shows -10.904; 1592.9436 sent as 1592.94 shows 1592.940): the page rounds the number once, as the
+    terminal does. None for ±∞ and NaN, which JSON cannot hold."""
     x = float(x)
-    return float(f"{x:.6g}") if math.isfinite(x) else None
+    if not math.isfinite(x):
+        return None
+    y = float(f"{x:.6g}")
+    return y if all(f"{y:.{d}f}" == f"{x:.{d}f}" for d in (SHOWN.get(), 2)) else x
 
 
 def r6s(a) -> list:
@@ -96,6 +121,10 @@ def estimate(cfg, positions: int, whole: int, full: bool) -> int:
     if cfg.n_experts:  # a mixture of experts: each chosen expert's output, their sum, the shared expert's, the routing
         k = cfg.experts_per_token or 1
         per += (k + 2) * carried_size(dm, whole) + 4 * k + 2 * ROUTER_SHOWN + H
+    linear = [l for l in range(cfg.n_layers) if cfg.attention_of(l).shown_as == "state"]
+    if linear:  # a linear layer's state update per head: six vectors, two corners of the state, one sentence
+        per_state = cfg.linear_v_heads * (6 * carried_size(cfg.linear_d_v, whole) + 2 * BRIEF_CORNER ** 2 + 20)
+        per += len(linear) * per_state // cfg.n_layers
     return cfg.n_layers * per * positions + positions * 3 * carried_size(dm, whole)
 
 

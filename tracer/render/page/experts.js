@@ -1,7 +1,7 @@
 // tracer page, with steps.js's part 3: a mixture of experts (the MLP step's routing of the followed token and
 // the tokens × experts map of a layer, D.layers[l].moe) and attention sinks (the sink's row of the scores
 // step, D.layers[l].sink). The sentences are tracer/render/words_experts.py's, as the terminal says them
-// (tracer/render/experts.py, tracer/render/layer.py's sink_share): laid out here, never re-worded.
+// (tracer/render/experts.py, tracer/render/sinks.py's sink_share): laid out here, never re-worded.
 
 function chosenWords(pairs) { return pairs.map(([e, w]) => `E${e} ${prob(w)}`).join(", "); }
 

@@ -89,7 +89,8 @@ function sequenceEl(n, chosen, named) {  // named: the chosen token as the termi
 }
 
 SLIDES.predict = function slidePredict() {
-  const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), G = label(r + 1);
+  const k = S.pass, pass = D.passes[k], r = pass.reads, L = label(r), next = label(r + 1);
+  const G = pass.named && !pass.named.startsWith(`${next} = `) ? pass.named : next;  // "↵ at H", never "predicts H" for a newline
   const out = [p(`Pass ${k}. `, say("predict.intro", { layers: count(CFG.n_layers, "layer"), L, G }))];
   const unembed = say("predict.unembed", { shape: shape(CFG.d_model, CFG.d_vocab), tied: CFG.tied_unembed ? say("predict.tied") : "" });
   const lv = pass.logits_vec;
@@ -105,7 +106,7 @@ SLIDES.predict = function slidePredict() {
   }
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
-    out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === G ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
+    out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === next ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));
     out.push(end ? p(say("predict.end", { token: text(pass.chosen) }))
       : pass.appended ? sequenceEl(pass.n, pass.chosen, pass.named) : p(`${seq(0, pass.n)} `, say("loop.not_appended", { why: D.stopped })));
   }
@@ -151,6 +152,7 @@ SLIDES.loop = function slideLoop() {
     el("thead", null, el("tr", null, heads.map(h => el("th", null, h)))),
     el("tbody", null, rows)));
   out.push(...D.kv_notes.map(words => el("p", { class: "note" }, words)));  // the terminal's notes (render/loop.py)
+  if (D.cache_kinds) out.push(cacheKinds(D.cache_kinds));  // a hybrid: what each kind of layer keeps, in bytes
   if (D.verify_cache) out.push(p(say(D.verify_cache.ok ? "verify.ok" : "verify.bad"), " (--verify-cache)"));
   out.push(p(D.generated));
   return out;
@@ -170,6 +172,7 @@ SLIDES.positions = function slidePositions() {
     el("tbody", null, body)));
   if (D.loss_mean !== null) out.push(p(say("positions.mean", { rows: span(0, D.n_prompt - 1), mean: num(D.loss_mean), n: integer(CFG.d_vocab),
     uniform: num(Math.log(CFG.d_vocab)) })));
+  out.push(p(say("positions.last", { L: label(D.passes[0].reads) })));  // which rows a step computes, where every row's prediction is used
   return out;
 };
 
@@ -181,16 +184,18 @@ SLIDES.lens = function slideLens() {
   let cols = lens.positions.map((t, c) => c).slice(-7);
   const mine = lens.positions.indexOf(S.token);
   if (mine >= 0 && !cols.includes(mine)) cols = [mine].concat(cols.slice(1));
+  const last = lens.positions.length - 1;  // the rank column: the last position's next token, row by row
   const headRow = el("tr", null, el("th", null, lens.head), cols.map(c => el("th", { class: lens.positions[c] === S.token ? "on" : null },
-    `${label(lens.positions[c])} `, tokEl(lens.positions[c]))));
+    `${label(lens.positions[c])} `, tokEl(lens.positions[c]))), el("th", { class: "r" }, say("lens.rank", { token: short(text(lens.target[last]), 8) })));
   const body = lens.top.map((row, r) => el("tr", null, el("th", null, lens.rows[r]),
     cols.map(c => {
       const pr = lens.p[r][c], hit = row[c] === lens.target[c], a = Math.min(Math.max(pr, 0), 1);
       return el("td", { class: hit ? "hit" : null, title: `${text(row[c])}: ${exact(pr)}`,
         style: `background: rgba(30, 80, 200, ${(0.08 + 0.6 * a).toFixed(3)}); color: ${a > 0.6 ? "#fff" : "#000"}` },
         el("span", { class: "tt" }, short(text(row[c]), 8)), ` ${cprob(pr)}${hit ? " ✓" : ""}`);
-    })));
-  out.push(el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body)));
+    }), el("td", { class: "r n" }, integer(lens.rank[r][last] + 1))));
+  // in a box that scrolls sideways, opened at its right end: the predicting position and the rank in view, the rows' names kept
+  out.push(el("div", { class: "lenswrap", "data-scroll-end": "" }, el("table", { class: "grid lens" }, el("thead", null, headRow), el("tbody", null, body))));
   if (cols.length < lens.positions.length) out.push(el("p", { class: "note" }, say("lens.last", { n: cols.length, total: lens.positions.length })));
   out.push(...lens.notes.map(words => p(words)));  // the terminal's sentences (render/lens.py)
   return out;

@@ -2,7 +2,7 @@
 positions (`data.choose`): each position's router scores (the highest), the experts it chose and their
 weights, each chosen expert's output and their weighted sum, the shared expert's part, and what
 `--ablate L:expert:E` rerouted; each head's sink share per position and its logit, worked back from a
-recorded row (`render.layer.sink_logit`). The page's MLP step lays out the routing as the terminal's
+recorded row (`render.sinks.sink_logit`). The page's MLP step lays out the routing as the terminal's
 walkthrough does (`render.experts`), with a tokens × experts map per layer; its scores step, the sink's
 row. Reads recorded arrays only; the weighted sum is worked out on the recorded outputs (float64), as
 the terminal does."""
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..experts import ROUTER_SHOWN
-from ..layer import sink_logit
+from ..sinks import sink_logit
 from .data import Rows, cut, r6, r6s, vector_block
 
 

@@ -75,6 +75,7 @@ function inputEq(l, t) {
 
 SLIDES.qkv = function slideQKV() {
   if (!CFG.n_layers) return noLayers();
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "qkv");
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads;
   const out = [p(say("qkv.intro", { layer: l, h, H, L }))];
   out.push(inputEq(l, t));
@@ -173,6 +174,7 @@ function hoverText(td, l, h) {
 
 SLIDES.scores = function slideScores() {
   if (!CFG.n_layers) return noLayers();
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "scores");
   const l = S.layer, h = S.head, t = S.token, L = L_();
   const scaled = !CFG.scale_scores ? say("scores.unscaled")
     : say("scores.divided", { by: CFG.attn_scalar ? say("scores.by_scalar", { scalar: CFG.attn_scalar }) : say("scores.by_d_head", { d_head: CFG.d_head }) })
@@ -206,6 +208,7 @@ SLIDES.scores = function slideScores() {
 
 SLIDES.sum = function slideSum() {
   if (!CFG.n_layers) return noLayers();
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "sum");
   const l = S.layer, h = S.head, t = S.token, L = L_(), Y = D.layers[l], row = attRow(l, h, t);
   const out = [p(say("sum.intro", { new: say("sum.new", { L }) }))];
   if (!row || !row.w) return out.concat(p(say("sum.none")));
@@ -228,6 +231,7 @@ SLIDES.sum = function slideSum() {
 
 SLIDES.heads = function slideHeads() {
   if (!CFG.n_layers) return noLayers();
+  if (D.layers[S.layer].state) return stateSlide(S.layer, "heads");
   const l = S.layer, t = S.token, L = L_(), Y = D.layers[l], H = CFG.n_heads, dh = CFG.d_head, dm = CFG.d_model;
   const out = [p(H === 1 ? say("heads.one") : say("heads.many", { H }), say("heads.click"))];
   const grid = el("div", { class: "minis" });
@@ -239,10 +243,11 @@ SLIDES.heads = function slideHeads() {
   out.push(grid);
   if (H > 1) {
     const parts = []; let whole = true;
-    for (let h = 0; h < H; h++) { const z = vecOf(Y.z, t, h); if (!z || !z.whole) whole = false; else parts.push(...z.vals); }
+    const Z = Y.z_out || Y.z;  // what W_O merges: z, or (an output gate) z × sigmoid(gate)
+    for (let h = 0; h < H; h++) { const z = vecOf(Z, t, h); if (!z || !z.whole) whole = false; else parts.push(...z.vals); }
     const v = whole ? { vals: parts, dims: H * dh, whole: true, norm: null } : null;
     const words = say("heads.concat", { H, d_head: dh, n: H * dh });
-    out.push(whole ? eq(words, `z_${L}`, v) : p(words));
+    out.push(whole ? eq(words, `z_${L}${Y.z_out ? " gated" : ""}`, v) : p(words));
   }
   const wo = say("heads.wo", { shape: shape(H * dh, dm), d_model: dm });
   if (CFG.layer_norm && has("norms_after")) out.push(p(say("norm.after", { product: wo, norm: SW.norm_place.attn })));
@@ -290,7 +295,7 @@ SLIDES.layers = function slideLayers() {
   const body = D.layers.map((Y, l) => {
     const xi = vecOf(Y.x, t), xo = vecOf(Y.out, t);
     const most = Array.from({ length: H }, (_, h) => mostAttended(l, h, t));
-    const cells = H <= 4 ? most.map(m => el("td", null, m ? `${label(m[0])} ${num(m[1], 2)}` : "—"))
+    const cells = Y.state ? stateCells(Y.state, t, H) : H <= 4 ? most.map(m => el("td", null, m ? `${label(m[0])} ${num(m[1], 2)}` : "—"))
       : [el("td", null, most.map(m => (m ? label(m[0]) : "—")).join(" "))];
     const experts = !routed ? null : el("td", { class: "nowrap" }, Y.moe && i !== undefined
       ? Y.moe.chosen[i].map((e, j) => `E${e} ${num(Y.moe.weights[i][j], 2)}`).join(" ") : "—");
