@@ -4,6 +4,7 @@
     python bench/bench.py            # the full run (a few minutes on 2 cores)
     python bench/bench.py --quick    # a fast sanity run: fewer rounds, a 256-token capture
     python bench/bench.py --json-out results.json
+    python bench/bench.py --threads 1 --cpu-clock   # on a loaded machine: CPU seconds, not wall seconds
 
 Everything runs on a random GPT-2-small-shaped model (`GPT2_SHAPES["gpt2"]`, float32, seeded
 `init_weights`). Each case runs once as a warm-up, then several times, in interleaved rounds
@@ -46,6 +47,10 @@ def _early_threads() -> str:
             threads = a.split("=", 1)[1]
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = threads
+    if "--cpu-clock" in sys.argv:  # read by the torch worker too (it inherits the environment)
+        if threads != "1":
+            raise SystemExit("--cpu-clock times one thread's CPU: use it with --threads 1")
+        os.environ["TRACER_BENCH_CLOCK"] = "cpu"
     return threads
 
 
@@ -58,6 +63,12 @@ import numpy as np  # noqa: E402  (after the thread count is pinned)
 # --------------------------------------------------------------------------- helpers
 
 
+# Every timing reads `now`: wall time, or with --cpu-clock (and --threads 1) the process's CPU time, which a
+# loaded machine does not stretch while the process waits for a core (memory stalls still count: a decode
+# step's streaming of the weights is in it). Both sides of every ratio read the same clock.
+now = time.process_time if os.environ.get("TRACER_BENCH_CLOCK") == "cpu" else time.perf_counter
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -66,9 +77,9 @@ def clock(fn, n: int) -> list[float]:
     """Seconds of `n` calls of fn (results dropped between calls)."""
     out = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = now()
         r = fn()
-        out.append(time.perf_counter() - t0)
+        out.append(now() - t0)
         del r
     return out
 
@@ -132,9 +143,9 @@ def matmul_gflops(n: int = 2048) -> callable:
     flops = 2 * n**3
 
     def run():
-        t0 = time.perf_counter()
+        t0 = now()
         a @ b
-        return flops / (time.perf_counter() - t0) / 1e9
+        return flops / (now() - t0) / 1e9
 
     return run
 
@@ -150,17 +161,17 @@ def bandwidth_probes(nbytes: int):
     flat = big.reshape(-1)
 
     def by_sum():
-        t0 = time.perf_counter()
+        t0 = now()
         flat.sum()
-        return big.nbytes / (time.perf_counter() - t0) / 1e9
+        return big.nbytes / (now() - t0) / 1e9
 
     def by_gemv():
-        t0 = time.perf_counter()
+        t0 = now()
         big @ x  # one dot product per row
-        dot = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        dot = now() - t0
+        t0 = now()
         y @ big  # a weighted sum of rows
-        axpy = time.perf_counter() - t0
+        axpy = now() - t0
         return big.nbytes / min(dot, axpy) / 1e9
 
     return by_sum, by_gemv, big
@@ -257,9 +268,9 @@ def serve(model_for) -> None:
                 kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0)
                 times, seqs = [], None
                 for _ in range(req["n"]):
-                    t0 = time.perf_counter()
+                    t0 = now()
                     seqs = m.generate(ids, **kw)
-                    times.append(time.perf_counter() - t0)
+                    times.append(now() - t0)
                 reply = {"times": times, "generated": seqs[0, ids.shape[1]:].tolist()}
             elif case == "quit":
                 return
@@ -328,11 +339,13 @@ def case_prefill(cfg, params, laid, torch_w, rounds: int, per: int, T: int, resu
         check["logit_scale"] = float(np.abs(ref).max())
     run_all(), run_none(), gflops()  # warm-up
     t_all, t_none, g, t_sdpa, t_eager = [], [], [], [], []
-    for _ in range(rounds):
+    for r in range(rounds):
         g += [gflops() for _ in range(per)]
-        t_all += clock(run_all, per)
-        gc.collect()
-        t_none += clock(run_none, per)
+        for i in range(per):  # everything and nothing take turns, each first as often (the first after the
+            turns = ((run_all, t_all), (run_none, t_none))  # matmul probe finds the caches cold)
+            for run, times in turns if (r + i) % 2 == 0 else turns[::-1]:
+                times += clock(run, 1)
+                gc.collect()
         if torch_w is not None:
             t_sdpa += torch_w.ask(case="prefill", tokens=tokens.tolist(), n=per + (1 if not t_sdpa else 0), impl="sdpa")["times"][-per:]
             t_eager += torch_w.ask(case="prefill", tokens=tokens.tolist(), n=per + (1 if not t_eager else 0), impl="eager")["times"][-per:]
@@ -401,18 +414,18 @@ def case_decode(cfg, params, laid, rounds: int, steps: int, prompt_len: int, res
     prompt = np.random.default_rng(6).integers(0, cfg.d_vocab, prompt_len)  # [pos]
     plain = laid  # no transposed W_out
     rows = layout(cfg, params)
-    t0 = time.perf_counter()
+    t0 = now()
     add_out_rows(cfg, rows)  # what generate() does for long generations
-    t_rows = time.perf_counter() - t0
+    t_rows = now() - t0
 
     def steps_of(names, fz, out: list, ratios: list, bws: list) -> None:
         kv = KVCache(cfg, prompt_len + steps + 1)
         forward(cfg, fz, prompt, Recorder([], cfg), cache=kv)
         tok = [int(prompt[-1])]
         for i in range(steps):
-            t0 = time.perf_counter()
+            t0 = now()
             logits = forward(cfg, fz, tok, Recorder(names, cfg), cache=kv)  # [1, d_vocab]
-            dt = time.perf_counter() - t0
+            dt = now() - t0
             tok = [int(logits[-1].argmax())]
             bw = by_gemv()
             if i:  # the first step after the prefill is the warm-up
@@ -451,9 +464,9 @@ def case_decode(cfg, params, laid, rounds: int, steps: int, prompt_len: int, res
 
 def tokens_per_s(run, got: dict) -> float:
     """New tokens per second of one generation `run()` (a `Generation`); its tokens go to got["ids"]."""
-    t0 = time.perf_counter()
+    t0 = now()
     gen = run()
-    dt = time.perf_counter() - t0
+    dt = now() - t0
     got["ids"] = list(gen.generated_ids)
     return len(gen.generated_ids) / dt
 
@@ -519,9 +532,9 @@ def case_capture(cfg, params, laid, T: int, tmp: Path, results: dict) -> None:
 
     tokens = np.random.default_rng(8).integers(0, cfg.d_vocab, T)  # [pos]
     rec = Recorder(None, cfg)
-    t0 = time.perf_counter()
+    t0 = now()
     forward(cfg, laid, tokens, rec)
-    t_fwd = time.perf_counter() - t0
+    t_fwd = now() - t0
     store = rec.store
     raw = getattr(store, "raw", store.__getitem__)  # as held: an array, or a packed / derived entry
     by_kind: dict[str, int] = {}
@@ -541,16 +554,16 @@ def case_capture(cfg, params, laid, T: int, tmp: Path, results: dict) -> None:
     dtypes = sorted({str(np.dtype(raw(n).dtype)) for n in store})
     path = tmp / "capture.npz"
     trace = Trace(store, tokens.astype(np.int64), cfg, ["x"] * T, {"model": "bench"}, 0)
-    t0 = time.perf_counter()
+    t0 = now()
     trace.save(path)
-    t_save = time.perf_counter() - t0
+    t_save = now() - t0
     size = path.stat().st_size
     del trace, rec
     store.clear()
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = now()
     back = Generation.load(path)
-    t_load = time.perf_counter() - t0
+    t_load = now() - t0
     n_names = len(back.steps[0].arrays)
     del back
     path.unlink()
@@ -772,6 +785,8 @@ def arguments(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--torch-python", help="a Python with torch + transformers (default: this one, else /work/torchvenv)")
     ap.add_argument("--no-torch", action="store_true", help="skip the transformers comparison")
     ap.add_argument("--json-out", help="also write the JSON summary to this file")
+    ap.add_argument("--cpu-clock", action="store_true", help="time CPU seconds instead of wall seconds (with --threads 1): "
+                    "on a machine other work loads, waiting for a core then counts on neither side")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # the torch worker's own process
     return ap
 
@@ -796,10 +811,11 @@ def main() -> int:
         retain_freed_memory()
     only = set(filter(None, args.only.split(",")))
     want = lambda c: not only or c in only  # noqa: E731
-    results: dict = {"machine": machine(), "quick": q, "malloc": args.malloc}
+    results: dict = {"machine": machine(), "quick": q, "malloc": args.malloc,
+                     "clock": "cpu" if now is time.process_time else "wall"}
     m = results["machine"]
     print(f"machine: {m.get('cpu', '?')}, {m['cpus']} CPUs, {threads} threads; numpy {m['numpy']}, {m['blas']}")
-    print(f"load average at start: {m['load_at_start']}; malloc: {args.malloc}")
+    print(f"load average at start: {m['load_at_start']}; malloc: {args.malloc}; clock: {results['clock']}")
     t_start = time.perf_counter()
     cfg, params, laid = gpt2_small()
     tmp = Path(tempfile.mkdtemp(prefix="tracer-bench-"))

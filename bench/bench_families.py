@@ -59,8 +59,11 @@ sys.path.insert(0, str(ROOT))  # before bench/ itself, where `bench` would be be
 from bench.bench import (Torch, arguments, clock, find_torch_python, loadavg, machine, median, ms, serve,  # noqa: E402
                          tokens_per_s, torch_setup)
 
+import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -79,9 +82,24 @@ QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, num_hidden_layers=28, num_
                  head_dim=128, intermediate_size=3072, tie_word_embeddings=True, rms_norm_eps=1e-6,
                  max_position_embeddings=40960, use_sliding_window=False, sliding_window=None, hidden_act="silu",
                  rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+# Issue 35's in-memory target: a gpt-oss-like and a Qwen3-MoE-like shape that fit in memory twice over (4 layers
+# of d_model 1,024; a 32,000-token vocabulary, so that the experts, not the unembedding, are most of the weights)
+GPT_OSS_MOE = dict(vocab_size=32000, hidden_size=1024, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=16,
+                   num_key_value_heads=4, head_dim=64, num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
+                   max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                   rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                                    "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096})
+QWEN3_MOE = dict(vocab_size=32000, hidden_size=1024, intermediate_size=3072, moe_intermediate_size=384, num_hidden_layers=4,
+                 num_attention_heads=16, num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+                 norm_topk_prob=True, tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=40960,
+                 use_sliding_window=False, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
 # --shape → (transformers' model_type and class, the shape)
 SHAPES = {"smollm2-135m": ("llama", "LlamaForCausalLM", SMOLLM2_135M), "gemma3-270m": ("gemma3_text", "Gemma3ForCausalLM", GEMMA3_270M),
-          "qwen3-0.6b": ("qwen3", "Qwen3ForCausalLM", QWEN3_06B)}
+          "qwen3-0.6b": ("qwen3", "Qwen3ForCausalLM", QWEN3_06B), "gpt-oss-moe": ("gpt_oss", "GptOssForCausalLM", GPT_OSS_MOE),
+          "qwen3-moe": ("qwen3_moe", "Qwen3MoeForCausalLM", QWEN3_MOE)}
+MOE = ("gpt_oss", "qwen3_moe")  # built by transformers itself (`write_moe_folder`, in the torch interpreter)
+NO_SDPA = ("gpt_oss",)  # transformers runs its attention sinks in eager attention only: both columns are eager
+ROUTER_STD = 0.08  # the routers' weights N(0, 0.08) (4× transformers' initializer_range): scores of std ≈ 2.5, not uniform
 TOKENIZER = ROOT / "tests" / "data" / "tokenizers" / "llama3-like.json"  # 1,024 ids: any model id still runs
 LOGIT_TOLERANCE = 1e-3
 
@@ -164,6 +182,38 @@ def write_folder(folder: Path, seed: int = 0, name: str = "smollm2-135m", layers
     return (folder / "model.safetensors").stat().st_size
 
 
+def shape_of(name: str, layers: int | None) -> dict:
+    """The shape `name` (SHAPES), with `layers` layers if given (gpt-oss: its layers alternate sliding and full)."""
+    family, _, shape = SHAPES[name]
+    shape = {**shape, **({"num_hidden_layers": layers} if layers else {})}
+    if family == "gpt_oss":
+        shape["layer_types"] = ["sliding_attention" if l % 2 == 0 else "full_attention" for l in range(shape["num_hidden_layers"])]
+    return shape
+
+
+def write_moe_folder(folder: Path, name: str, layers: int | None, seed: int = 0) -> None:
+    """A mixture-of-experts shape made by transformers' own class (run in the torch interpreter): its seeded random
+    initialization, the routers' weights redrawn N(0, ROUTER_STD) so that routing is not uniform, then
+    `save_pretrained` (config.json, model.safetensors, float32) and the small tokenizer.json."""
+    import torch
+    import transformers
+
+    family, cls, _ = SHAPES[name]
+    torch.manual_seed(seed)
+    config = transformers.AutoConfig.for_model(family, **shape_of(name, layers), bos_token_id=768, eos_token_id=769,
+                                               pad_token_id=None, dtype="float32")
+    model = getattr(transformers, cls)(config).eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith(("mlp.router.weight", "mlp.gate.weight")):
+                p.normal_(0.0, ROUTER_STD)
+    model.save_pretrained(folder, safe_serialization=True)
+    for extra in folder.iterdir():
+        if extra.name not in ("config.json", "model.safetensors"):
+            extra.unlink()
+    shutil.copy(TOKENIZER, folder / "tokenizer.json")
+
+
 def torch_worker(folder: str, threads: int) -> None:
     """The folder (or GGUF file) in transformers' AutoModelForCausalLM, float32, one model whose attention
     implementation (sdpa or eager) is switched per request, served by bench.bench.serve."""
@@ -179,9 +229,13 @@ def torch_worker(folder: str, threads: int) -> None:
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
                                                      attn_implementation="sdpa").eval()
     else:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").eval()
+        family = json.loads((Path(folder) / "config.json").read_text())["model_type"]
+        first = "eager" if family in NO_SDPA else "sdpa"
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=first).eval()
 
     def model_for(impl: str):
+        if model.config.model_type in NO_SDPA:
+            impl = "eager"
         if model.config._attn_implementation != impl:
             model.set_attn_implementation(impl)
         return model
@@ -291,10 +345,14 @@ def main() -> int:
                     "gemma-3-270m-q4_k_m.gguf with --shape gemma3-270m: the shape gives the vocabulary the prompts come from)")
     ap.add_argument("--shape", default="smollm2-135m", choices=sorted(SHAPES), help="the random model's shape")
     ap.add_argument("--layers", type=int, default=None, help="that shape with this many layers (a smoke test)")
+    ap.add_argument("--write-moe", help=argparse.SUPPRESS)  # the torch interpreter writes a MoE shape's folder here
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:
         torch_worker(args.worker, threads)
+        return 0
+    if args.write_moe:
+        write_moe_folder(Path(args.write_moe), args.shape, args.layers)
         return 0
 
     import tracer
@@ -304,8 +362,8 @@ def main() -> int:
     q = args.quick
     only = set(filter(None, args.only.split(",")))
     want = lambda c: not only or c in only  # noqa: E731
-    family, _, shape = SHAPES[args.shape]
-    shape = {**shape, **({"num_hidden_layers": args.layers} if args.layers else {})}
+    family = SHAPES[args.shape][0]
+    shape = shape_of(args.shape, args.layers)
     results: dict = {"machine": machine(), "quick": q, "model": {"shape": args.shape, "family": family, **shape}}
     m = results["machine"]
     print(f"machine: {m.get('cpu', '?')}, {m['cpus']} CPUs, {threads} threads; numpy {m['numpy']}, {m['blas']}")
@@ -315,7 +373,18 @@ def main() -> int:
     torch_w = None
     try:
         source = Path(args.gguf).resolve() if args.gguf else tmp / f"{args.shape}-random"
-        size = source.stat().st_size if args.gguf else write_folder(source, 0, args.shape, args.layers)
+        py = None if args.no_torch else find_torch_python(args.torch_python)
+        if args.gguf:
+            size = source.stat().st_size
+        elif family in MOE:  # transformers' own class makes it: torch is needed even to write it
+            if py is None:
+                raise SystemExit(f"--shape {args.shape} is made by transformers: run with torch (--torch-python)")
+            subprocess.run([py, str(Path(__file__).resolve()), "--write-moe", str(source), "--shape", args.shape,
+                            *(["--layers", str(args.layers)] if args.layers else [])], check=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+            size = (source / "model.safetensors").stat().st_size
+        else:
+            size = write_folder(source, 0, args.shape, args.layers)
         results["model"]["file_bytes"] = size
         results["model"]["gguf"] = str(source) if args.gguf else None
         t0 = time.perf_counter()
@@ -323,7 +392,6 @@ def main() -> int:
         results["model"]["tracer_load_s"] = time.perf_counter() - t0
         what = f"{source.name} (GGUF)" if args.gguf else "random weights, float32 safetensors"
         print(f"model: {args.shape + ' shape' if not args.gguf else source.name}, {what}, {size / 1e6:.0f} MB; {model!r}")
-        py = None if args.no_torch else find_torch_python(args.torch_python)
         if py:
             torch_w = Torch(py, source, threads, script=__file__)
             results["machine"].update({k: torch_w.info[k] for k in ("torch", "transformers", "torch_threads")})

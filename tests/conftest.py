@@ -648,11 +648,14 @@ def _gemma_metadata(w, arch: str, cfg: dict) -> None:
 
 def add_gguf_value(w, key: str, v) -> None:
     """One metadata value written by the gguf package's writer `w` with the type llama.cpp's converter
-    gives it: a bool, an array (a numpy array as its list), a uint32, a float32 or a string."""
+    gives it: a bool, an array (a numpy array as its list), a uint32 (an int32 for a numpy integer), a float32 or a
+    string."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
     if isinstance(v, bool):
         w.add_bool(key, v)
+    elif isinstance(v, np.integer):  # a signed whole number (general.sampling.penalty_last_n's −1): an int32
+        w.add_int32(key, int(v))
     elif isinstance(v, (list, tuple)):
         w.add_array(key, list(v))
     elif isinstance(v, int):

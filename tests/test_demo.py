@@ -208,14 +208,14 @@ def test_cache_screen_without_the_cache_recomputes_everything(page_text, article
 
 def test_screens_never_run_the_model(run, monkeypatch, render_text):
     import tracer.core.decoder
-    import tracer.run.generate
+    import tracer.run.rows
     import tracer.model
 
     def boom(*a, **k):
         raise AssertionError("the demo ran the model")
 
     monkeypatch.setattr(tracer.core.decoder, "forward", boom)
-    monkeypatch.setattr(tracer.run.generate, "forward", boom)
+    monkeypatch.setattr(tracer.run.rows, "forward", boom)  # the loop's passes (run_pass)
     monkeypatch.setattr(tracer.model, "forward", boom)
     monkeypatch.setattr(Model, "generate", boom)
     d, _ = run
@@ -787,3 +787,37 @@ def test_the_softmax_screen_of_a_model_with_sinks_has_the_sinks_row(render_text)
     assert f"sink takes {d.num(share)} of the weight" in " ".join(render_text(demo.screen(d, steps, demo.Page(j, False)), 120).split())
     ask = " ".join(re.sub("[│╭╮╰╯]", " ", render_text(demo.screen(d, steps, demo.Page(i, True)), 120)).split())
     assert f"the sink's score {d.num(sink)} joins the softmax too" in ask
+
+
+def test_the_draw_and_beam_screens_show_the_recorded_stages_and_tree(page_text):
+    """With a penalty and min-p the demo gains the draw's screen after temperature's: the stage table and each
+    penalty's arithmetic, checked against the recorded logits and counts by hand; with --beams, the tree's screen
+    ends with the finished sequences and their scores, those of `gen.beams`. A plain run has neither."""
+    import tracer
+    from tracer.render.fmt import num
+
+    m = tracer.load("abc")
+    gen = m.generate("A B C A B C A B", max_new_tokens=1, temperature=0.9, min_p=0.05, repetition_penalty=1.3,
+                     presence_penalty=0.4, frequency_penalty=0.1)  # ␣C, said twice, is a top candidate
+    d = demo.Demo(gen, m.tokenizer)
+    steps = demo.build_steps(d)
+    names = [s.name for s in steps]
+    assert names.index("The draw, stage by stage") == names.index("Softmax and temperature") + 1
+    t = page_text(d, steps, names.index("The draw, stage by stage") + 1, width=120)
+    s = gen.steps[0]
+    logits, counts = s["logits"][-1], s["sample.counts"]
+    c_id = m.tokenizer.encode(" C")[0]
+    c, x = int(counts[c_id]), float(logits[c_id])
+    by_hand = (x / 1.3 if x > 0 else x * 1.3) - 0.4 - 0.1 * c  # repetition, presence, frequency
+    assert c == 2 and f"'␣C': count 2 → {num(x, 3)} ÷ 1.3 − 0.4 − 2×0.1 = {num(by_hand, 3)}" in t, t
+    assert "min-p 0.05" in t and "renormalised" in t
+    beams = m.generate("A B C", max_new_tokens=3, beams=3)
+    d = demo.Demo(beams, m.tokenizer)
+    steps = demo.build_steps(d)
+    names = [s.name for s in steps]
+    assert names.index("Beam search") == names.index("Append and repeat") + 2  # after the KV cache's
+    t = page_text(d, steps, names.index("Beam search") + 1, width=120)
+    for k, row in enumerate(beams.rows):
+        assert f"= {num(row.score, 3)}" in t.split(f"  {k + 1}. ")[1].splitlines()[0]
+    plain = [s.name for s in demo.build_steps(demo.Demo(m.generate("A B C", max_new_tokens=1), m.tokenizer))]
+    assert "The draw, stage by stage" not in plain and "Beam search" not in plain

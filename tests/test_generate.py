@@ -20,6 +20,7 @@ import tracer
 from tracer.errors import TracerError
 from tracer.run.generate import sample, verify_cache
 from tracer.core.record import Recorder
+from tracer.run.settings import GenerationSettings
 
 from .reference import naive_forward
 
@@ -128,7 +129,7 @@ def test_one_draw_lands_in_the_band_that_holds_u():
     logits = np.log(np.array([0.1, 0.4, 0.2, 0.3]))
     for seed in range(20):
         rec = Recorder()
-        token = sample(logits, 1.0, None, None, np.random.default_rng(seed), rec)
+        token = sample(logits, GenerationSettings(temperature=1.0), np.random.default_rng(seed), rec)
         u = np.random.default_rng(seed).random()
         # by hand: most likely first (B 0.4, D 0.3, C 0.2, A 0.1), bands [0, .4) [.4, .7) [.7, .9) [.9, 1)
         expected = 1 if u < 0.4 else 3 if u < 0.7 else 2 if u < 0.9 else 0
@@ -169,8 +170,9 @@ def test_seeded_sampling_follows_the_distribution_chi_square(temperature, top_k,
     N = 8000
     counts = np.zeros(4)
     logits = np.log(P)
+    settings = GenerationSettings(temperature=temperature, top_k=top_k, top_p=top_p)
     for _ in range(N):
-        counts[sample(logits, temperature, top_k, top_p, rng, Recorder(names=[]))] += 1
+        counts[sample(logits, settings, rng, Recorder(names=[]))] += 1
     support = expected > 0
     assert counts[~support].sum() == 0  # cut tokens are never drawn
     exp_counts = N * expected[support]
@@ -220,7 +222,7 @@ def test_greedy_sampling_takes_the_first_of_a_stable_sort():
             logits[[3, 7]] = logits.max() + 1  # an exact tie: the lower id wins
         want = int(np.argsort(-logits, kind="stable")[0])
         rec = Recorder()
-        assert sample(logits, 0.0, None, None, np.random.default_rng(0), rec) == want
+        assert sample(logits, GenerationSettings(), np.random.default_rng(0), rec) == want
         assert rec.store["sample.final"][want] == 1.0 and rec.store["sample.final"].sum() == 1.0
         if trial == 0:
             assert want == 3

@@ -21,7 +21,10 @@ from tracer.run.trace import Generation
 DATA = Path(__file__).parent / "data"
 MODELS = ["tiny", *(str(DATA / f) for f in ("llama-tiny", "qwen3-tiny", "olmo2-tiny", "gemma2-tiny", "gemma3-tiny",
                                             "phi3-tiny", "gpt-oss-tiny", "qwen2-moe-tiny", "gemma4-tiny", "qwen3-5-tiny",
-                                            "gemma4-moe-tiny")), "hybrid"]
+                                            "gemma4-moe-tiny")), "hybrid", "decoding", "beams", "speculative"]
+DECODING = {"decoding": dict(min_p=0.05, repetition_penalty=1.2, presence_penalty=0.5),  # every stage of the draw
+            "beams": dict(beams=2, temperature=0.0),  # every beam's continuations
+            "speculative": dict(max_new_tokens=6, draft="layer:1")}  # a draft's passes, the model's verifying ones
 
 
 def hybrid():
@@ -41,13 +44,14 @@ def hybrid():
 def runs() -> dict[str, Generation]:
     """Each model's prompt pass and two cached one-token passes, sampled (so the draw is recorded),
     everything recorded, the logit lens on every pass."""
-    return {m: (hybrid() if m == "hybrid" else tracer.load(m)).generate(
-        "the cat sat on the", max_new_tokens=2, temperature=1.0, top_k=5, seed=3, lens=True) for m in MODELS}
+    return {m: (hybrid() if m == "hybrid" else tracer.load("tiny" if m in DECODING else m)).generate(
+        "the cat sat on the", lens=True, **{**dict(max_new_tokens=2, temperature=1.0, top_k=5, seed=3), **DECODING.get(m, {})})
+        for m in MODELS}
 
 
 def recorded(gen: Generation):
-    """(name, array, step) of every pass of the run."""
-    for step in gen.steps:
+    """(name, array, step) of every pass of the run (of every row and model)."""
+    for step in gen.passes:
         for name in step:
             yield name, np.asarray(step[name]), step
 
@@ -60,7 +64,8 @@ def test_every_recorded_name_is_in_the_table_with_its_shape(runs, model):
         hook = hooks.find(name)
         assert hook is not None, f"{name} is recorded but not in tracer/core/hooks.py"
         n_lens = step["lens.positions"].shape[0] if "lens.positions" in step else None
-        want = hooks.shape(name, step.config, len(step.tokens) - step.start, len(step.tokens), n_lens)
+        runs = [len(step[x]) if x in step else None for x in ("beam.tokens", "verify.drafted")]
+        want = hooks.shape(name, step.config, len(step.tokens) - step.start, len(step.tokens), n_lens, *runs)
         assert arr.shape == want, (name, arr.shape, want)
         assert (arr.dtype.kind in "iu") == hook.whole, (name, arr.dtype)
         if hook.ids:
@@ -102,7 +107,7 @@ def test_every_step_has_a_demo_screen_and_a_page_step():
     page = {s for _, shows in sections.page_steps() for s in shows}
     assert set(hooks.STEPS) == demo | page  # hooks.STEPS is what tracer/sections.py's steps and screens show
     # what the demo's last screen takes: every position's prediction, the lens, the loop
-    assert set(hooks.STEPS) - demo == {"positions", "lens", "loop"}
+    assert set(hooks.STEPS) - demo == {"positions", "lens", "loop", "beams"}
     assert set(hooks.STEPS) - page == set()
     assert screen_of("blocks.3.attn.hook_z") is step_layers
     assert screen_of("blocks.0.hook_resid_pre") is sections.drawn("screen", "position")[0]

@@ -324,7 +324,8 @@ def smollm2_shape(n_layers: int = 30):
 def words(n: int, seed: int = 1) -> str:
     import random
 
-    common = (Path(tracer.__file__).parent / "run" / "common_words.txt").read_text().split()
+    # the 5,000 most frequent of word_tokens.txt: the list common_words.txt held
+    common = (Path(tracer.__file__).parent / "run" / "word_tokens.txt").read_text().split()[:5000]
     rng = random.Random(seed)
     return " ".join(rng.choice(common) for _ in range(n))
 

@@ -656,6 +656,108 @@ def test_intervention_screenshots_at_1280x720(browser, intervention_pages, tmp_p
     assert errors(browser) == []
 
 
+def test_the_draws_stages_are_one_picture_to_step_through(browser, tmp_path, runner):
+    """The predict step of a run with penalties and min-p: the stage picture shows the same tokens' probabilities
+    stage by stage (those of `render.sampling.stage_probs`), from the model's own softmax to the cut and
+    renormalised distribution drawn from."""
+    from tracer.render.fmt import prob
+    from tracer.render.sampling import stage_probs
+
+    r = runner.invoke(app, ["trace", "A B A B", "-n", "2", "-t", "0.9", "--min-p", "0.05", "--repetition-penalty", "1.3",
+                            "--presence-penalty", "0.4", "--save", str(tmp_path / "s.npz"), "--export",
+                            str(tmp_path / "s.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    gen = Generation.load(tmp_path / "s.npz")
+    want = stage_probs(gen.steps[0], tracer.load("abc").tokenizer)
+    labels = [s["label"] for s in want["stages"]]
+    assert len(labels) == 6 and labels[1].startswith("after the penalties") and labels[-1].startswith("min-p 0.05")
+    open_page(browser, tmp_path / "s.html")
+    go(browser, "predict")
+    shown = lambda: [e.text for e in browser.find_elements("css selector", "#stages .stage-bars .pcol .n")]  # noqa: E731
+    assert f"stage 6 of 6: {labels[-1]}" in text(browser, "#stages")  # the distribution drawn from first
+    assert shown() == [prob(x) for x in want["stages"][-1]["p"]]
+    for i in range(5, 0, -1):
+        click(browser, "#stage-prev")
+        assert f"stage {i} of 6: {labels[i - 1]}" in text(browser, "#stages")
+        assert shown() == [prob(x) for x in want["stages"][i - 1]["p"]]
+    assert browser.find_element("css selector", "#stage-prev").get_attribute("disabled") is not None
+    click(browser, "#stage-next")
+    assert "stage 2 of 6" in text(browser, "#stages") and errors(browser) == []
+
+
+def test_a_beam_search_page_draws_the_tree(browser, tmp_path, runner):
+    """`--beams 3`: the page gains the beams step after the loop; its tree has a node per continuation (kept ones
+    holding the next step's), and the finished sequences best first with --json's scores."""
+    import json
+
+    args = ["trace", "A B C", "-n", "3", "--beams", "3"]
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "b.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    want = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["beams"]
+    open_page(browser, tmp_path / "b.html")
+    assert steps(browser)[9:11] == ["loop", "beams"]
+    go(browser, "beams")
+    fates = browser.execute_script("return [...document.querySelectorAll('#beam-tree li')].map(e => e.dataset.fate)")
+    assert fates.count("kept") == 3 + 3 and fates.count("finished") >= 1 and "pruned" in fates  # 3 beams, 2 steps on
+    scores = [float(e.get_attribute("data-score")) for e in browser.find_elements("css selector", "#beam-results li")]
+    assert scores == pytest.approx([b["score"] for b in want], abs=1e-9)
+    assert_reads_right(text(browser, "#slides"), "beams")
+    assert sideways(browser) <= 0 and errors(browser) == []
+
+
+def test_a_speculative_page_shows_each_round(browser, tmp_path, runner):
+    """`--draft layer:2`: the page gains the speculative step after the loop; each round's table marks the drafted
+    tokens accepted or rejected as --json's rounds say, and the step answers the Q&A's X distributions."""
+    import json
+
+    args = ["trace", "A B C", "-n", "8", "--draft", "layer:2"]
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "s.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    spec = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["speculative"]
+    open_page(browser, tmp_path / "s.html")
+    assert steps(browser)[9:11] == ["loop", "speculative"]
+    go(browser, "speculative")
+    tables = browser.find_elements("css selector", "table.spec")
+    judged = [r for r in spec["rounds"] if r["drafted_ids"]]
+    assert len(tables) == len(judged)
+    for t, r in zip(tables, judged):
+        verdicts = [e.get_attribute("data-verdict") for e in t.find_elements("css selector", "tr[data-verdict]")]
+        assert verdicts.count("accepted") == r["accepted"] and len(verdicts) == len(r["drafted_ids"])
+    shown = text(browser, "#slides")
+    assert f"8 tokens in {spec['target_passes']} passes of the model instead of 8" in shown
+    assert "X probability distributions" in text(browser, "#spec-answer")
+    assert_reads_right(shown, "speculative")
+    assert sideways(browser) <= 0 and errors(browser) == []
+
+
+def test_the_static_page_says_which_token_a_click_forces_and_the_command(browser, tmp_path, runner):
+    """A candidate clicked in the static page's logits step: the note names the token and the pass and gives the
+    command that runs the branch, a command that works and puts that token after the prompt."""
+    import shlex
+
+    r = runner.invoke(app, ["trace", "A B C", "-n", "3", "--export", str(tmp_path / "p.html"), "--save",
+                            str(tmp_path / "p.npz")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    gen = Generation.load(tmp_path / "p.npz")
+    second = int(np.argsort(-gen.passes[0]["sample.probs"], kind="stable")[1])
+    open_page(browser, tmp_path / "p.html")
+    go(browser, "predict")
+    click(browser, f'#probs [data-id="{second}"]')
+    note = text(browser, "#branch-note")
+    word = tracer.load("abc").tokenizer.token_str(second).replace(" ", "␣")
+    assert note.startswith(f"Forcing {word} at pass 0") and "this command does" in note
+    command = text(browser, "#branch-command")
+    args = shlex.split(command)
+    assert args[:2] == ["tracer", "trace"] and "-n" in args and args[args.index("-n") + 1] == "2"
+    r = runner.invoke(app, [*args[1:], "--json"])
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    ran = json.loads(r.stdout)
+    assert ran["prompt_ids"] == gen.prompt_ids + [second] and len(ran["generated_ids"]) == 2
+    assert errors(browser) == []
+
+
 # --------------------------------------------------------------------------- a mixture of experts, attention sinks
 
 @pytest.fixture(scope="module")
@@ -841,3 +943,20 @@ def test_a_linear_layers_steps_work_its_state_update_and_fit(browser, hybrid_pag
             open_at(browser, hybrid_page, address, size)
             browser.execute_script(f"document.querySelector({scroll!r}).scrollIntoView()")
             assert browser.save_screenshot(str(Path(keep) / f"{file}-{size[0]}.png"))
+
+
+def test_the_page_says_what_the_models_file_suggests(browser, tmp_path, runner, gguf_of_folder):
+    """A GGUF file with general.sampling.*: the tokens step says it as the terminal's header does."""
+    pytest.importorskip("gguf")
+    path = gguf_of_folder(Path(__file__).parent / "data" / "qwen2-tiny", "qwen2",
+                          meta={"general.sampling.temp": 0.6, "general.sampling.top_p": 0.95,
+                                "general.sampling.min_p": 0.05})
+    args = ["trace", "hello there", "--model", str(path), "-n", "1"]
+    r = runner.invoke(app, [*args, "--section", "tokens"], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    said = next(line for line in r.stdout.splitlines() if line.startswith("This file suggests"))
+    assert said == "This file suggests temperature 0.6, top-p 0.95, min-p 0.05 (general.sampling.*); --sampling file uses them."
+    r = runner.invoke(app, [*args, "--export", str(tmp_path / "f.html")], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.stderr
+    open_page(browser, tmp_path / "f.html")
+    go(browser, "tokens")
+    assert text(browser, "#file-sampling") == said and errors(browser) == []

@@ -58,22 +58,24 @@ def test_the_terminal_the_page_and_the_demo_read_the_list(run):
         sections.drawn("terminal", "attention")
     # the page: its path in its own order (the loop told right after the prediction), the checks' step last
     ids = ["tokens", "embed", "qkv", "scores", "sum", "heads", "mlp", "layers", "predict", "loop", "positions", "lens"]
-    assert [s for s, _ in sections.page_steps()] == ids
+    runs = ["beams", "speculative"]  # the steps of a beam search's or a speculative run's page, after the loop
+    assert [s for s, _ in sections.page_steps()] == ids[:10] + runs + ids[10:]
     d = page_data(gen, m.tokenizer)
     assert [s[0] for s in d["steps"]] == ids and d["steps"][2] == ["qkv", WORDS["path.qkv"], WORDS["title.qkv"]]
     value = float(gen.steps[0].arrays["logits"][0, 0])
     stated = Check("logits", (0, 0), value, value, 1e-6)
     assert [s[0] for s in page_data(gen, m.tokenizer, checks=[stated])["steps"]] == ids + ["checks"]
-    assert set(re.findall(r"^SLIDES\.(\w+) = function", SCRIPTS, re.M)) == {*ids, "checks"}
+    assert set(re.findall(r"^SLIDES\.(\w+) = function", SCRIPTS, re.M)) == {*ids, *runs, "checks"}
     # the demo: its screens in the list's order, each maker entered once
     screens = [name for name, _ in sections.demo_screens()]
     assert screens == ["tokens", "embedding", "position", "state", "qkv", "scores", "softmax", "weighted_sum", "multihead",
-                       "experts", "layers", "copying", "unembed", "temperature", "chosen", "append", "cache"]
+                       "experts", "layers", "copying", "unembed", "temperature", "draw", "chosen", "append", "cache",
+                       "beams", "speculative"]
     makers = [sections.drawn("screen", name)[0] for name in screens]
     built = [s.remake for s in demo.build_steps(demo.Demo(gen, m.tokenizer))]
-    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 3  # copying: only a repeat;
+    assert built == [f for f in makers if f in built] and len(built) >= len(makers) - 6  # copying: only a repeat;
     assert sections.drawn("screen", "state")[0] not in built  # state: only a model with a linear-attention layer;
-    # experts: only a mixture of experts
+    # experts: only a mixture of experts; draw, beams, speculative: only a run with penalties or min-p, beams, a draft
 
 
 def test_what_draws_a_step_enters_it_under_a_name_of_the_list():

@@ -624,3 +624,56 @@ def test_a_busy_server_is_asked_again(browser, serve_process, served_page):
     finally:
         code, err = serve_process.stop(proc)
     assert code == 0 and "Traceback" not in err
+
+
+def test_a_forced_prefix_runs_on_from_the_clicked_token(client, models):
+    """`force`: token ids after the prompt's (the tokens before a clicked candidate, and the candidate), as the page
+    sends them; the answer is the run of the prompt and those ids; bad ids are refused naming the field."""
+    plain = post(client, prompt="A B C", model="abc", max_new_tokens=3).json()
+    second = plain["page"]["passes"][1]["top"]["ids"][1]  # pass 1's second candidate
+    forced = [plain["generated_ids"][0], second]
+    r = post(client, prompt="A B C", model="abc", max_new_tokens=1, force=forced)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["prompt_ids"] == plain["prompt_ids"] + forced and got["request"]["force"] == forced
+    want = models["abc"].generate(plain["prompt_ids"] + forced, max_new_tokens=1)
+    assert got["generated_ids"] == want.generated_ids
+    for bad in ([-1], [10**9], "12", [1.5], [True]):
+        r = post(client, prompt="A B C", model="abc", force=bad)
+        assert r.status_code == 422 and r.json()["field"] == "force", r.text
+
+
+@pytest.mark.slow
+def test_a_clicked_candidate_branches_beside_the_run(browser, server, served_page):
+    """In the served page, clicking a candidate of the logits step forces it and runs on: a branch column appears
+    beside the run (the forced token marked), its tokens those of the API asked for the same ids; another click
+    adds another, side by side."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/?prompt=A+B+C&model=abc&max_new_tokens=4#step=predict")
+    served_page.wait_for(browser, "return document.body.dataset.runs === '1'")
+    browser.get_log("browser")  # what earlier tests' pages logged (a busy server's 503s)
+    api = httpx.post(server + "/api/trace", json={"prompt": "A B C", "model": "abc", "max_new_tokens": 4}, timeout=30).json()
+    second = api["page"]["passes"][0]["top"]["ids"][1]
+    browser.find_element(By.CSS_SELECTOR, f'#probs [data-id="{second}"]').click()
+    served_page.wait_for(browser, "return document.body.dataset.branches === '1'")
+    assert "Forcing" in browser.find_element(By.CSS_SELECTOR, "#branch-note").text
+    cols = browser.find_elements(By.CSS_SELECTOR, "#branches .branch")
+    assert len(cols) == 2  # the run, and the branch
+    want = httpx.post(server + "/api/trace", json={"prompt": "A B C", "model": "abc", "max_new_tokens": 3,
+                                                   "force": [second]}, timeout=30).json()
+    forced = cols[1].find_elements(By.CSS_SELECTOR, ".chip.forced")
+    drawn = cols[1].find_elements(By.CSS_SELECTOR, ".chip.drawn")
+    assert len(forced) == 1 and len(drawn) == len(want["generated_ids"])
+    texts = want["page"]["texts"]
+    assert [c.text.rsplit(" ", 1)[0] for c in drawn] == [texts[str(i)] for i in want["generated_ids"]]
+    third = api["page"]["passes"][0]["top"]["ids"][2]
+    browser.find_element(By.CSS_SELECTOR, f'#probs [data-id="{third}"]').click()
+    served_page.wait_for(browser, "return document.body.dataset.branches === '2'")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#branches .branch")) == 3
+    cols = browser.find_elements(By.CSS_SELECTOR, "#branches .branch")
+    cols[1].find_element(By.CSS_SELECTOR, "button").click()  # a branch's title opens its steps; the branches stay
+    served_page.wait_for(browser, f"return JSON.parse(document.getElementById('trace-data').textContent).tokens[3].id === {second}")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#branches .branch")) == 3
+    assert not severe(browser)

@@ -342,6 +342,30 @@ def test_on_layer_is_called_before_every_layer_of_every_pass_and_the_lens(models
     assert len(calls) >= passes * (m.config.n_layers + 2)  # every layer of every pass, its predictions and lens
 
 
+@pytest.mark.parametrize("given", [{"beams": 2}, {"draft": "layer:1", "draft_tokens": 2}])
+def test_on_layer_is_called_before_every_layer_of_each_beams_and_each_drafts_pass(models, given):
+    """Beam search and speculative decoding run their passes through `run_pass` too: each layer of each beam's,
+    the draft's and the verifying pass calls `on_layer` (`tracer serve`'s deadline), and a raise there ends the run."""
+    m = models["tiny"]
+    calls = []
+    gen = m.generate("A B C", max_new_tokens=4, on_layer=lambda: calls.append(1), **given)
+    assert gen.generated_ids == m.generate("A B C", max_new_tokens=4, **given).generated_ids
+    assert len(gen.passes) > 2
+    assert len(calls) >= sum(p.config.n_layers + 1 for p in gen.passes)  # each layer of each pass, its predictions
+
+    class Cut(Exception):
+        pass
+
+    def cut():
+        calls.append(1)
+        if len(calls) > m.config.n_layers + 3:  # past the prompt's pass: a later beam's or draft's pass
+            raise Cut()
+
+    calls.clear()
+    with pytest.raises(Cut):
+        m.generate("A B C", max_new_tokens=4, on_layer=cut, **given)
+
+
 def test_a_looping_chat_template_stops_at_the_time_limit(models):
     from starlette.testclient import TestClient
 

@@ -195,7 +195,10 @@ def test_the_cli_options_are_the_declarations(runner):
 def test_the_server_refuses_each_setting_out_of_its_range_naming_it():
     from tracer.serve.limits import Limits, RequestError, fields_of_request, parse_trace_request
 
-    assert fields_of_request() == ("prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat")
+    assert fields_of_request() == ("prompt", "model", "max_new_tokens", "temperature", "top_k", "top_p", "min_p",
+                                   "repetition_penalty", "presence_penalty", "frequency_penalty", "penalty_last_n",
+                                   "seed", "beams", "length_penalty", "draft", "draft_tokens", "sampling", "chat",
+                                   "force")
     limits = Limits()
     for s in declared.served():
         most = limits.most(s)

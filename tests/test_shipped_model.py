@@ -176,22 +176,29 @@ def test_it_copies_phrases_of_everyday_words_it_never_saw_together(abc, seed, n,
     assert _copies(abc, copy_cases(seed=seed, n=n)) >= at_least
 
 
-def test_knocking_out_the_induction_heads_breaks_the_copy_and_other_heads_do_not(abc):
-    """The lesson: the heads training.json calls induction heads do the copying. Without them (zeroed) the
-    model copies at most half as many phrases; without as many heads that are neither induction nor
-    previous-token heads, it still copies at least three quarters as many."""
-    from tracer.run.corpus import copy_cases
-    from tracer.run.interventions import ablate_head, combine
+def knockout(copies) -> tuple[int, int, int]:
+    """`copies(hooks)` (cases copied) with no head knocked out, without the heads training.json names as
+    induction heads (score ≥ ROLE_AT_LEAST, zeroed), and without as many heads that are neither induction nor
+    previous-token heads, the least induction-like first."""
     from tracer.render.header import ROLE_AT_LEAST
+    from tracer.run.interventions import ablate_head, combine
 
-    cases = copy_cases(seed=3, n=40)
     ind = np.asarray(TRAINING["heads"]["induction"])  # [layer, head]
     prev = np.asarray(TRAINING["heads"]["previous_token"])
     named = [c for c in np.ndindex(ind.shape) if ind[c] >= ROLE_AT_LEAST]
     others = sorted((c for c in np.ndindex(ind.shape) if ind[c] < ROLE_AT_LEAST and prev[c] < ROLE_AT_LEAST),
                     key=lambda c: ind[c])[:len(named)]
     assert 1 <= len(named) == len(others)
-    clean = _copies(abc, cases)
-    without = _copies(abc, cases, combine(*(ablate_head(int(l), int(h)) for l, h in named)))
-    control = _copies(abc, cases, combine(*(ablate_head(int(l), int(h)) for l, h in others)))
+    return (copies(None), copies(combine(*(ablate_head(int(l), int(h)) for l, h in named))),
+            copies(combine(*(ablate_head(int(l), int(h)) for l, h in others))))
+
+
+def test_knocking_out_the_induction_heads_breaks_the_copy_and_other_heads_do_not(abc):
+    """The lesson: the heads training.json calls induction heads do the copying. Without them (zeroed) the
+    model copies at most half as many phrases; without as many heads that are neither induction nor
+    previous-token heads, it still copies at least three quarters as many."""
+    from tracer.run.corpus import copy_cases
+
+    cases = copy_cases(seed=3, n=40)
+    clean, without, control = knockout(lambda hooks: _copies(abc, cases, hooks))
     assert clean >= 32 and without <= clean / 2 and control >= 0.75 * clean, (clean, without, control)

@@ -212,6 +212,11 @@ def test_tracer_corpus_writes_the_shipped_models_corpus_as_the_tool_does(runner,
     from tracer.run.corpus import corpus
 
     assert hashlib.sha256(corpus().encode("ascii")).hexdigest() == shipped["corpus_sha256"]  # the default: abc's corpus
+    r = runner.invoke(app, ["corpus", "--out", str(tmp_path / "i.txt"), "--seed", "3", "--size", "500", "--recipe", "induction"])
+    assert r.exit_code == 0 and (tmp_path / "i.txt").read_bytes() == tool.corpus(3, 500, "induction").encode("ascii")
+    assert tool.corpus(3, 500, "induction") != tool.corpus(3, 500, "recall")
+    r = runner.invoke(app, ["corpus", "--out", str(tmp_path / "x.txt"), "--recipe", "inductoin"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "the recipes are induction, recall" in r.stderr, r.stderr
     assert "tracer corpus" in shipped["corpus_about"]
 
 
@@ -225,28 +230,29 @@ def test_train_help_says_it_trains_gpt2_shaped_models_only(runner):
     assert "Qwen3, OLMo 2, Phi-3, Gemma 2 and Gemma 3 blocks" in out  # what the backward pass covers besides
 
 
-def test_the_corpus_words_are_gpt2s_most_frequent_word_tokens_and_the_copy_test_is_new_to_it():
-    """common_words.txt is what tools/make_words.py makes from GPT-2's vocabulary (5,000 single tokens),
-    and none of copy_cases()'s phrases is in the corpus: the shipped model's copying test asks for
-    what it never saw as a phrase."""
+def test_the_corpus_words_are_gpt2s_word_tokens_and_the_copy_test_is_new_to_it():
+    """word_tokens.txt is what tools/make_words.py makes from GPT-2's vocabulary (17,534 single tokens, the
+    first 5,000 the common words), and none of copy_cases()'s phrases is in either recipe's corpus: the shipped model's
+    copying test asks for what it never saw as a phrase."""
     import importlib.util
     from pathlib import Path
 
-    from tracer.run.corpus import EVERYDAY, common_words, copy_cases, corpus
+    from tracer.run.corpus import EVERYDAY, common_words, copy_cases, corpus, word_tokens
     from tracer.tokenizers.tokens import get_tokenizer
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("make_words", root / "tools" / "make_words.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    assert (root / "tracer" / "run" / "common_words.txt").read_text(encoding="ascii") == tool.words()
-    words = common_words()
+    assert (root / "tracer" / "run" / "word_tokens.txt").read_text(encoding="ascii") == tool.words()
+    every, words = word_tokens(), common_words()
     enc = get_tokenizer("gpt2")
-    assert len(words) == len(set(words)) == 5000 and all(len(enc.encode(" " + w)) == 1 for w in words)
+    assert len(every) == len(set(every)) == 17534 and all(len(enc.encode(" " + w)) == 1 for w in every)
+    assert words == every[:5000] and [enc.encode(" " + w)[0] for w in every] == sorted(enc.encode(" " + w)[0] for w in every)
     assert set(EVERYDAY) <= set(words) and len(set(EVERYDAY)) == len(EVERYDAY) >= 100
     cases = copy_cases()
     assert len(cases) == 40 and cases == copy_cases() and cases != copy_cases(seed=2)
-    text = corpus()
+    text = corpus(recipe="recall") + corpus(recipe="induction")
     for prompt, answer in cases:
         first = prompt.split(". ")[0]  # "the X Y Z and the V W"
         x_y_z = " ".join(first.split()[:4])

@@ -213,7 +213,7 @@ def test_every_script_says_its_words_and_every_template_is_said():
     assert all(keys for name, keys in said.items() if name not in wordless), {name: len(keys) for name, keys in said.items()}
     assert not any(said[name] for name in wordless)  # the compare page's, the panel's, …
     steps = {f"{kind}.{step}" for step, _, _ in steps_data(checked=True) for kind in ("path", "title")}  # each page step's
-    python = "\n".join(p.read_text(encoding="utf-8") for p in Path(tracer.__file__).parent.rglob("*.py") if not p.name.startswith("words"))  # words.py, words_experts.py, words_kinds.py
+    python = "\n".join(p.read_text(encoding="utf-8") for p in Path(tracer.__file__).parent.rglob("*.py") if not p.name.startswith("words"))  # words.py, words_experts.py, words_kinds.py, words_decoding.py
     unsaid = [key for key in WORDS if not any(key in keys for keys in said.values()) and key not in steps
               and f'"{key}"' not in python and f"'{key}'" not in python]
     assert not unsaid, f"templates neither the page's scripts nor the terminal say: {unsaid}"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's tracer, installed or not
 
-from tracer.run.corpus import CATEGORIES, DEFAULT_LINES, DEFAULT_SEED, corpus  # noqa: E402,F401  (the tool's old names)
+from tracer.run.corpus import CATEGORIES, DEFAULT_LINES, DEFAULT_SEED, RECIPES, SHIPPED_RECIPE, corpus  # noqa: E402,F401  (the tool's old names)
 
 
 # ---------------------------------------------------------------- command line
@@ -66,10 +66,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="write nothing; exit 0 if PATH holds exactly the corpus for --seed/--size")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed ({DEFAULT_SEED})")
     p.add_argument("--size", type=int, default=DEFAULT_LINES, help=f"lines ({DEFAULT_LINES})")
+    p.add_argument("--recipe", choices=list(RECIPES), default=SHIPPED_RECIPE,
+                   help=f"which lines teach copying ({SHIPPED_RECIPE}: the shipped abc's)")
     args = p.parse_args(argv)
     if args.size < 0:
         p.error("--size must be 0 or more")
-    data = corpus(args.seed, args.size).encode("ascii")
+    data = corpus(args.seed, args.size, args.recipe).encode("ascii")
     if args.check is not None:
         return _check(args.check, data)
     _write_atomic(args.out, data)

@@ -5,8 +5,8 @@
     python tools/make_model.py --steps 20 --out /tmp/abc-check   # a quick look at the pipeline
     python tools/make_model.py --build BUILD --reuse   # convert an earlier full run kept in BUILD
 
-1. The corpus is `tools/make_corpus.py`'s, seed 0, default size (regenerated bit for bit; its
-   sha256 is in training.json).
+1. The corpus is `tools/make_corpus.py`'s, seed 0, default size, recipe `induction` (regenerated bit
+   for bit; its sha256 and recipe are in training.json).
 2. `tracer train` trains on it with the settings below (the defaults of `tracer train` but the
    number of steps), writing float32 weights, config.json and training.json to a build folder.
 3. The weights are written again as float16 (under 10 MB in the repository; tracer loads them as
@@ -27,14 +27,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6000
-ABOUT = ("`tracer corpus`'s lines: letter runs, counting, weekdays and months, short sentences, and phrases "
-         "said twice, to copy (some of words it knows well, some of random common words)")
+RECIPE = "induction"  # tracer.run.corpus.RECIPES: phrases and runs of random words said again, in any shape
+ABOUT = ("`tracer corpus`'s lines: letter runs, counting, weekdays and months, short sentences, and phrases and "
+         "runs of random words said again later in the line, whatever surrounds them, to copy")
 CHECKS = {  # prompt → the next token the shipped model must give (greedy)
     "A B C D E F": " G",
     "Monday Tuesday Wednesday": " Thursday",
     "March April May": " June",
     "14 15 16 17": " 18",
+    "we saw a purple lizard eat. then a purple lizard": " eat",  # copied whatever surrounds it
 }
+HELD_OUT = ROOT / "tests" / "test_abc_induction.py"  # the held-out copying test, with its own generator
 
 
 def main() -> int:
@@ -53,7 +56,7 @@ def main() -> int:
     spec.loader.exec_module(mc)
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.txt"
-        corpus.write_text(mc.corpus(seed=0), encoding="utf-8")
+        corpus.write_text(mc.corpus(seed=0, recipe=RECIPE), encoding="utf-8")
         build = Path(a.build) if a.build else Path(tmp) / "build"
         if a.reuse:
             import hashlib
@@ -77,6 +80,7 @@ def main() -> int:
         info["heads"] = copy_heads(m)  # the shipped model's heads, measured on what it is shipped to copy
         info["saved_as"] = "float16 (tools/make_model.py); tracer computes in float32"
         info["corpus_about"] = ABOUT
+        info["corpus_recipe"] = RECIPE
         fresh = Path(tmp) / "abc"
         fresh.mkdir()
         write_folder(fresh, m.config, m.params, dtype="float16", extra={"training.json": record_json(info)})
@@ -96,6 +100,12 @@ def main() -> int:
         if copied < 0.8 * len(cases):
             bad.append(f"copying ({copied} of {len(cases)})")
         info["copies"] = copied
+        info["held_out_copies"] = held_out(shipped)
+        rates = info["held_out_copies"]["copied"]
+        print("  held-out shapes copied (of 40): " + ", ".join(f"{k} {v}" for k, v in rates.items()))
+        if sum(rates.values()) < 0.8 * 40 * len(rates) or min(rates.values()) < 0.6 * 40:
+            bad.append("held-out copying")
+        (fresh / "training.json").write_text(record_json(info), encoding="utf-8")
         (fresh / "README.md").write_text(card(info), encoding="utf-8")
         if bad and a.steps >= STEPS:
             sys.exit(f"the trained model misses {bad}; nothing written to {a.out}")
@@ -129,6 +139,17 @@ def copy_heads(model) -> dict:
             **{kind: np.round(np.mean([f[kind] for f in found], axis=0, dtype=np.float64), 3).tolist() for kind in found[0]}}
 
 
+def held_out(model) -> dict:
+    """How many of the 40 cases of each shape of tests/test_abc_induction.py (its own generator of shapes,
+    words and gaps, not the corpus's) the model copies: its top-1 next token is the phrase's next token."""
+    spec = importlib.util.spec_from_file_location("test_abc_induction", HELD_OUT)
+    test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test)
+    cases = test.cases(model.tokenizer)
+    return {"measured_on": f"tests/test_abc_induction.py: {test.CASES} cases a shape, seed 40",
+            "copied": {shape: test.copied(model, these) for shape, these in cases.items()}}
+
+
 def greedy(model, prompt: str) -> str:
     """The model's most likely next token after `prompt`, as text."""
     import numpy as np
@@ -147,13 +168,18 @@ and a context of {s['context']} tokens, GPT-2's tokenizer and vocabulary (50,257
 {s['context']} tokens, AdamW (peak learning rate {s['lr']}, warm-up and cosine decay), seed {info['seed']},
 final loss {info['final_loss']}.
 
-It learned from `tools/make_corpus.py`'s corpus (seed 0; sha256 `{info['corpus_sha256']}`,
+It learned from `tracer corpus --recipe {info['corpus_recipe']}` (seed 0; sha256 `{info['corpus_sha256']}`,
 {info['corpus_tokens']:,} tokens): letter runs (`A B C D E F G`), counting, weekdays and months in order,
-short sentences written for it, phrases that repeat an earlier phrase, and phrases of random
-common words (GPT-2's 5,000 most frequent lower-case word tokens) said twice, which it can only
-predict by copying from the context (an induction head). It copies {info.get("copies", "?")} of the
-40 phrases of everyday words of `tracer.run.corpus.copy_cases()` ("the river window garden and the
-doctor village. the river window" → " garden"), none of which the corpus holds.
+short sentences written for it, and, in about half its lines, something said again later in the line,
+the way induction heads form in the literature (Olsson et al. 2022: repeated random token sequences):
+runs of 3-14 random tokens, or phrases of 2-6 random words with or without an article, said again
+after 0-16 other words, at the start of a line or inside it; the words are any of GPT-2's 17,534
+lower-case word tokens, so it can only predict the repeat by copying from the context.
+
+{held_out_text(info.get("held_out_copies"))} It also copies {info.get("copies", "?")} of the 40 phrases of
+`tracer.run.corpus.copy_cases()` ("the river window garden and the doctor village. the river window"
+→ " garden"), the one shape the `recall` recipe taught (the abc trained on it copied 40 of those and
+3 of the 400 held-out phrases).
 
 {heads_text(info.get("heads"))}
 
@@ -161,6 +187,17 @@ Rebuild it with `python tools/make_model.py`. The weights are stored as float16 
 tracer computes in float32. `training.json` records every step's loss and each head's
 previous-token and induction scores.
 """
+
+
+def held_out_text(held: dict | None) -> str:
+    """The held-out copying test's numbers, in words."""
+    if not held:
+        return ""
+    copied = held["copied"]
+    total, n = sum(copied.values()), 40 * len(copied)
+    shapes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in copied.items())
+    return (f"On phrases in shapes, words and gaps its corpus never used ({held['measured_on']}), it copies "
+            f"{total} of {n} ({100 * total / n:.0f}%): the next token of the repeat is its top-1 in {shapes} of 40.")
 
 
 def heads_text(heads: dict | None) -> str:

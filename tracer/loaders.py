@@ -119,7 +119,8 @@ def model_of(ck, memory: int | None = None) -> Model:
         weights = layout(ck.config, params, W_qkv=fused)
     return Model(ck.config, params, ck.tokenizer, ck.name, seed=ck.seed, trained=ck.trained, weights=weights,
                  source=ck.source, training=ck.training, storage=ck.storage, chat_template=ck.chat_template,
-                 notes=ck.notes, storage_examples=ck.examples, expansion=expansion)
+                 notes=ck.notes, storage_examples=ck.examples, expansion=expansion,
+                 sampling=(ck.sampling, ck.sampling_unused))
 
 
 def hf_model(folder, name: str | None = None, progress=None, memory: int | None = None) -> Model:
@@ -134,3 +135,8 @@ def scenario_model(scn) -> Model:
     from .readers.tracer_files import scenario_checkpoint
 
     return model_of(scenario_checkpoint(scn))
+
+
+from . import model as _model  # noqa: E402
+
+_model.LOAD = load  # a draft model named by `Model.generate(draft=…)` is loaded as any model is

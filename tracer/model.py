@@ -21,14 +21,17 @@ from .core.config import Config
 from .core.decoder import forward, hook_names
 from .errors import TracerError, ValueRefused
 from .core.fast import Weights, layout
-from .run.generate import generate
+from .run.generate import check_run, generate
 from .core.params import Params, param_shapes
 from .core.record import Hooks, Recorder
-from .run.settings import GenerationSettings
+from .run.settings import GenerationSettings, SettingError
 from .tokenizers.tokens import Prompt, Tokenizer, encode_prompt
 from .run.trace import Generation, Trace
 from .version import __version__
 
+
+
+LOAD = None  # how a model is loaded by name (`tracer.loaders.load`, which sits above and enters itself here): a draft's
 
 
 def check_prompt_kind(prompt_or_ids) -> None:
@@ -48,7 +51,7 @@ class Model:
                  seed: int | None = None, trained: bool = False, weights: Weights | None = None,
                  source: str | None = None, training: dict | None = None, storage: dict | None = None,
                  chat_template: str | None = None, notes: tuple = (), storage_examples: dict | None = None,
-                 expansion: dict | None = None):
+                 expansion: dict | None = None, sampling: tuple = ({}, {})):
         if tokenizer.n_vocab > config.d_vocab:
             raise TracerError(
                 f"model {name}: the tokenizer has {tokenizer.n_vocab} tokens but the model only {config.d_vocab}"
@@ -68,6 +71,9 @@ class Model:
         self._hook_names: list[str] | None = None  # every name forward records, found when a hook is first given
         self.weights = weights if weights is not None else layout(config, params)  # what the decoder reads
         self.expansion = expansion  # how a read model's weights became float32 (`tracer.core.expansion`), if it was read
+        # the sampling settings its file suggests (a GGUF's general.sampling.*, `sampling="file"` uses them), by setting
+        # name, and its suggestions of samplers tracer does not have, by key
+        self.sampling, self.sampling_unused = dict(sampling[0]), dict(sampling[1])
 
     @property
     def streamed(self) -> bool:
@@ -97,6 +103,8 @@ class Model:
             meta["storage_examples"] = self.storage_examples
         if self.expansion:  # expanded once, or layer by layer within a budget
             meta["expansion"] = dict(self.expansion)
+        if self.sampling or self.sampling_unused:  # what the file suggests (the header says it)
+            meta["file_sampling"] = {"settings": dict(self.sampling), "unused": dict(self.sampling_unused)}
         if self.training:  # what a trace's header says instead of "untrained" (without the loss curve)
             meta["training"] = {k: v for k, v in self.training.items() if k != "losses"}
         return meta
@@ -190,11 +198,46 @@ class Model:
         raises ends the run there: a deadline); `on_step(done, total)` after each pass.
         """
         settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
+        if settings.sampling == "file":  # the file's suggestions, where nothing was asked for
+            if not self.sampling:
+                raise SettingError("sampling", f"file: the model {self.name}'s file suggests no sampling settings "
+                                               f"(a GGUF file's general.sampling.* keys)")
+            settings = settings.suggested(self.sampling)
+        check_run(self, settings)
+        draft = self.draft_model(settings.draft) if settings.draft is not None else None
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
-        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), on_layer)
+        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), draft=draft,
+                       on_layer=on_layer)
         for meta in [gen.meta] + [s.meta for s in gen.passes]:
             meta.update(prompt.meta())
         return gen
+
+    def draft_model(self, draft: str) -> "Model":
+        """The model that proposes tokens in speculative decoding (`draft=`): `layer:L`, this model's own first L + 1
+        layers, then its final norm and unembedding (the logit lens after layer L, sharing these weights); else a
+        model name or path, loaded, whose vocabulary must be this model's. Made once per name."""
+        from .run.settings import draft_layer
+        from .run.speculative import check_draft, first_layers
+
+        made = self.__dict__.setdefault("_drafts", {})
+        if draft in made:
+            return made[draft]
+        L = draft_layer(draft)
+        if L is not None:
+            n = self.config.n_layers
+            if not 0 <= L < n:
+                raise SettingError("draft", f"{draft}: layer {L} is not one of this model's layers 0–{n - 1}")
+            self._whole(f"self-speculation (--draft {draft})")
+            from dataclasses import replace
+
+            made[draft] = Model(first_layers(self.config, L + 1), self.params, self.tokenizer,
+                                name=f"{self.name}, layers 0–{L} + logit lens", seed=self.seed, trained=self.trained,
+                                weights=replace(self.weights, layers=self.weights.layers[: L + 1]), source=self.source)
+        else:
+            other = LOAD(draft)
+            check_draft(self, other, draft)
+            made[draft] = other
+        return made[draft]
 
     def attribute(self, prompt_or_ids, target: int | None = None) -> dict:
         """Which input position mattered to the next token: gradient × input at each prompt position for

@@ -46,10 +46,12 @@ SECTIONS: tuple[Section, ...] = (
                   "multihead": ("heads", "mlp"), "experts": ()}),  # state: a linear layer's screen; experts: a routed MLP's
     Section("layers", page={"layers": ()}, demo={"layers": (), "copying": ()}),  # the demo's layers screen: every later layer's values
     Section("predict", page={"predict": ("unembed", "sample", "chosen")},
-            demo={"unembed": ("unembed",), "temperature": ("sample",), "chosen": ("chosen",)}),
+            demo={"unembed": ("unembed",), "temperature": ("sample",), "draw": (), "chosen": ("chosen",)}),
     Section("positions", "every position's prediction", page={"positions": ("positions",)}),
     Section("heatmap"),  # the page draws the patterns in its scores step
-    Section("loop", "generation and the KV cache", page={"loop": ("loop",)}, demo={"append": (), "cache": ()},
+    Section("loop", "generation and the KV cache; beam search; speculative decoding",
+            page={"loop": ("loop",), "beams": ("beams",), "speculative": ("verify",)},
+            demo={"append": (), "cache": (), "beams": (), "speculative": ("verify",)},
             page_after="predict"),  # the demo's append screen takes the values no screen shows (the loop, the lens, …)
     Section("lens", page={"lens": ("lens",)}),
 )

@@ -15,13 +15,15 @@ def corpus(
     out: Annotated[str, typer.Option("--out", "-o", help="Where to write it.")] = "corpus.txt",
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the draws: the same seed and size give the same bytes.")] = 0,
     size: Annotated[int, typer.Option("--size", min=0, help="Lines (examples).")] = 100_000,
-    check: Annotated[str, typer.Option("--check", help="Write nothing; exit 0 if this file holds exactly the corpus of --seed and --size, else 1.", show_default=False)] = None,
+    check: Annotated[str, typer.Option("--check", help="Write nothing; exit 0 if this file holds exactly the corpus of --seed, --size and --recipe, else 1.", show_default=False)] = None,
+    recipe: Annotated[str, typer.Option("--recipe", help="Which lines teach copying: 'recall' (random words said twice, mostly in one shape, 'the X Y Z and the V W.') or 'induction' (phrases and runs of random words said again later in the line, whatever surrounds them). Default: the shipped abc's.", show_default=False)] = None,
 ) -> None:
     """Write the small synthetic corpus the shipped model 'abc' was trained on: letter runs, counting,
-    weekdays and months, short sentences, and phrases said twice (to copy), one example a line.
+    weekdays and months, short sentences, and phrases of random words said again (to copy), one example
+    a line.
 
-    The same seed and size give the same bytes on every machine (seed 0, 100,000 lines: the shipped
-    model's corpus, sha256 88b28286e50d…).
+    The same seed, size and recipe give the same bytes on every machine (seed 0, 100,000 lines, recipe
+    'recall': the shipped model's corpus, sha256 88b28286e50d…; recipe 'induction': fa4f6d143e83…).
 
     Example: tracer corpus --out corpus.txt && tracer train corpus.txt --out my-model
     """
@@ -32,16 +34,21 @@ def corpus(
     from ..formats.files import atomic_write
     from ..formats.reading import read_small
 
-    data = make(seed, size).encode("ascii")
+    from ..run.corpus import RECIPES, SHIPPED_RECIPE
+
+    recipe = SHIPPED_RECIPE if recipe is None else recipe
+    if recipe not in RECIPES:
+        raise TracerError(f"--recipe: {recipe!r} is not a recipe; the recipes are {', '.join(RECIPES)}")
+    data = make(seed, size, recipe).encode("ascii")
     if check is not None:
         line = first_difference(read_small(check, "corpus", max(len(data), 1) * 2), data)
         if line is not None:
-            echo_err(f"{check}: differs from the corpus of seed {seed}, {size:,} lines, first at line {line:,}")
+            echo_err(f"{check}: differs from the corpus of seed {seed}, {size:,} lines, recipe {recipe}, first at line {line:,}")
             raise typer.Exit(1)
         typer.echo(f"{check}: same bytes (sha256 {hashlib.sha256(data).hexdigest()})")
         return
     if out == "-":
-        raise TracerError("--out: give a file name (the corpus is 3.7 MB)")
+        raise TracerError(f"--out: give a file name (the corpus is {len(data) / 1e6:.1f} MB)")
     atomic_write(out, lambda f: f.write(data))
     echo_err(f"wrote {out}: {size:,} lines, {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()}")
 

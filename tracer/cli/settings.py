@@ -31,10 +31,6 @@ def option(s: Setting) -> tuple:
         return Annotated[Optional[list[str]], typer.Option(*flags, help=s.help)], None
     kind = {"integer": int, "number": float, "text": str}[s.kind]
     bounds = {} if kind is str else {k: kind(v) for k, v in (("min", s.low), ("max", s.high)) if v is not None}
-    if s.choices:
-        import click
-
-        bounds["click_type"] = click.Choice(list(s.choices))
     shown = Optional[kind] if s.optional or default is None else kind
     return Annotated[shown, typer.Option(*flags, help=s.help, **bounds)], default
 
@@ -69,8 +65,21 @@ class with_settings:
         params = []
         for p in sig.parameters.values():
             params += parameters() if p.default is SETTING_OPTIONS else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+        params.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
         return sig.replace(parameters=params)
 
     def __call__(self, **values):
+        ctx = values.pop(CONTEXT, None)
         settings = GenerationSettings(**{s.name: values.pop(s.name) for s in table.SETTINGS if s.name in values})
-        return self.command(settings=settings, **values)
+        return self.command(settings=settings.given_only(explicit(ctx)), **values)
+
+
+CONTEXT = "_settings_context"  # the parameter typer fills with the command's context (where each value came from)
+
+
+def explicit(ctx) -> list[str]:
+    """The settings this command line gave (not left at their defaults): what a file's suggestions do not
+    replace (`--sampling file`). Without a context (called from Python): all of them."""
+    if ctx is None:
+        return [s.name for s in table.SETTINGS]
+    return [s.name for s in table.SETTINGS if getattr(ctx.get_parameter_source(s.name), "name", "DEFAULT") != "DEFAULT"]

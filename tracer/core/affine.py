@@ -64,8 +64,11 @@ class Affine:
         if self.by_rows and x.ndim == 2:  # (a batch, in training, wants its logits row by row: C order)
             W_T = self.W.T  # [d_out, d_in]
             out = rows_times(lambda lo, hi: W_T[lo:hi], W_T.shape[0], rows, W_T.dtype)  # [pos, d_out], Fortran-ordered
-        elif self.rows is not None and rows.shape[0] == 1:
-            out = (self.rows @ rows[0])[None]  # [1, d_out]
+        elif rows.shape[0] == 1:  # one position (a decode step): a vector product, as [1, d_in]·W is (numpy's gemv),
+            one = rows[0] @ self.W if self.rows is None else self.rows @ rows[0]  # [d_out] and the bias added to a vector
+            if self.b is not None:  # (numpy broadcasts [1, d_out] + [d_out] through its slower iterator)
+                one += self.b
+            return one.reshape(*x.shape[:-1], one.shape[-1])
         elif 1 < rows.shape[0] < FEW_ROWS and self.W.flags.f_contiguous:  # W held as rows [d_out, d_in] (a Linear's layout)
             out = np.ascontiguousarray(np.matmul(self.W.T, rows.T).T)  # [pos, d_out], C order as below
         else:

@@ -208,9 +208,9 @@ def scale_and_mask(dots: np.ndarray, scale: float | None, window: int | None = N
 
 def causal_softmax(scores: np.ndarray) -> np.ndarray:  # [head, query_pos, key_pos] → same
     """Softmax over the keys, each row's maximum subtracted first so that exp never overflows."""
-    e = scores - scores.max(axis=-1, keepdims=True)  # [head, query_pos, key_pos]
+    e = scores - np.maximum.reduce(scores, axis=-1, keepdims=True)  # [head, query_pos, key_pos] (`.max` without its wrapper)
     np.exp(e, out=e)  # in place, as is the division: one [head, query_pos, key_pos] array
-    e /= e.sum(axis=-1, keepdims=True)
+    e /= np.add.reduce(e, axis=-1, keepdims=True)
     return e
 
 

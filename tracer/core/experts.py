@@ -85,19 +85,70 @@ class ExpertsWeights:
     b_in: object = None
     b_out: object = None  # [expert, d_model], or None
     shared: tuple | None = None  # the shared expert: (W_gate, W_in [d_model, d_shared], W_out [d_shared, d_model], W_shared_gate [d_model, 1])
+    gate_up: object = None  # [expert, d_model, 2·d_mlp]: gate's and up's columns interleaved (gpt-oss's gate_up_proj,
+    b_gate_up: object = None  # whose views W_gate and W_in are): one product gives both (`interleaved`), else None
 
 
-def _groups(chosen: np.ndarray):
-    """For each expert some token chose: (expert, the flat slots [row·k + j] that chose it)."""
+def interleaved(a, b):  # [..., n] ×2 → [..., 2·n], or None
+    """The array whose last axis interleaves a's columns and b's (gate, up, gate, up, …: gpt-oss's gate_up_proj)
+    when a and b are its views [..., ::2] and [..., 1::2], so that one product gives both; else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.ndim < 1 or a.shape != b.shape \
+            or a.dtype != b.dtype or a.strides != b.strides:
+        return None
+    step = a.dtype.itemsize
+    if a.strides[-1] != 2 * step or b.__array_interface__["data"][0] != a.__array_interface__["data"][0] + step:
+        return None
+    return np.lib.stride_tricks.as_strided(a, (*a.shape[:-1], 2 * a.shape[-1]), (*a.strides[:-1], step), writeable=False)
+
+
+def _groups(chosen: np.ndarray, n_experts: int):
+    """The flat slots [row·k + j] grouped by the expert they chose (stable: each expert's in row order), and
+    (expert, start, end) of each group some slot chose: slots `order[start:end]` chose that expert."""
     flat = chosen.reshape(-1)  # [rows·k]
-    order = np.argsort(flat, kind="stable")  # slots grouped by expert
-    experts, starts = np.unique(flat[order], return_index=True)
-    ends = np.append(starts[1:], len(order))
-    return [(int(e), order[a:b]) for e, a, b in zip(experts, starts, ends)]
+    order = np.argsort(flat, kind="stable")  # [rows·k] slots grouped by expert
+    ends = np.cumsum(np.bincount(flat, minlength=n_experts))  # [expert]
+    starts = ends - np.bincount(flat, minlength=n_experts)
+    return order, [(int(e), int(starts[e]), int(ends[e])) for e in np.flatnonzero(ends - starts)]
 
 
-def _plus(y: np.ndarray, b, e: int) -> np.ndarray:
-    return y if b is None else y + b[e]
+def _product(x: np.ndarray, W, b, e: int, out: np.ndarray) -> None:  # [n_e, d_in] → out [n_e, d_out]
+    """x times expert e's matrix (plus its bias), written into out. Several rows: by BLAS, from a contiguous copy
+    when the matrix is a strided view (gpt-oss's interleaved gate, which numpy would multiply in its own loop); one
+    row (a decode step's every group): numpy's own product of the matrix as it is held, whose bits the cached step
+    has always had."""
+    if x.shape[0] == 1:
+        out[...] = x @ W[e]
+    else:
+        m = np.asarray(W[e])
+        np.matmul(x, m if m.itemsize in m.strides else np.ascontiguousarray(m), out=out)
+    if b is not None:
+        out += b[e]
+
+
+def _products(xs: np.ndarray, groups: list, W, b) -> np.ndarray:  # [slots, d_in] grouped by expert → [slots, d_out]
+    """Each group's rows of xs times its expert's matrix (plus its bias): one product per expert, written in place."""
+    out = np.empty((xs.shape[0], W.shape[-1]), dtype=xs.dtype)  # [slots, d_out]
+    for e, lo, hi in groups:
+        _product(xs[lo:hi], W, b, e, out[lo:hi])  # [n_e, d_in] · [d_in, d_out]
+    return out
+
+
+def _gate_and_up(xs: np.ndarray, groups: list, w: ExpertsWeights) -> tuple:  # [slots, d_model] grouped → 2 × [slots, d_mlp]
+    """x·W_gate (+ b_gate) and x·W_in (+ b_in) of each group, grouped as xs is. Where gate's and up's columns are
+    interleaved in one array (`gate_up`), a group of several rows takes one product for both (the same bits as two:
+    each column's sum runs alike); a one-row group multiplies each view, as `_product` does."""
+    if w.gate_up is None:
+        return _products(xs, groups, w.W_gate, w.b_gate), _products(xs, groups, w.W_in, w.b_in)
+    gate, up = np.empty((2, xs.shape[0], w.W_gate.shape[-1]), dtype=xs.dtype)  # [slots, d_mlp] each
+    for e, lo, hi in groups:
+        if hi - lo == 1:
+            _product(xs[lo:hi], w.W_gate, w.b_gate, e, gate[lo:hi])
+            _product(xs[lo:hi], w.W_in, w.b_in, e, up[lo:hi])
+            continue
+        both = np.empty((hi - lo, 2 * gate.shape[1]), dtype=xs.dtype)  # [n_e, 2·d_mlp]: gate, up, gate, up, …
+        _product(xs[lo:hi], w.gate_up, w.b_gate_up, e, both)
+        gate[lo:hi], up[lo:hi] = both[:, ::2], both[:, 1::2]
+    return gate, up
 
 
 class RoutedExperts(Sublayer):
@@ -177,9 +228,13 @@ class RoutedExperts(Sublayer):
         shared = None
         if cfg.shared_d_mlp:
             shared = tuple(params[p + n] for n in ("shared.W_gate", "shared.W_in", "shared.W_out", "W_shared_gate"))
-        return ExpertsWeights(self, Affine(params[p + "W_router"], params.get(p + "b_router")), params[p + "W_gate"],
-                              params[p + "W_in"], params[p + "W_out"], params.get(p + "b_gate"), params.get(p + "b_in"),
-                              params.get(p + "b_out"), shared)
+        W_gate, W_in, b_gate, b_in = (params.get(p + n) for n in ("W_gate", "W_in", "b_gate", "b_in"))
+        gate_up, b_gate_up = interleaved(W_gate, W_in), interleaved(b_gate, b_in)
+        if (b_gate is not None or b_in is not None) and b_gate_up is None:  # biases apart: products apart
+            gate_up = None
+        return ExpertsWeights(self, Affine(params[p + "W_router"], params.get(p + "b_router")), W_gate, W_in,
+                              params[p + "W_out"], b_gate, b_in, params.get(p + "b_out"), shared, gate_up,
+                              b_gate_up if gate_up is not None else None)
 
     # -- the passes
 
@@ -207,19 +262,15 @@ class RoutedExperts(Sublayer):
             raise TracerError(f"fewer than {k} experts are left to route to (the others' scores are −∞): an expert "
                               f"removed from the routing must leave at least experts_per_token")
         weights = rec("hook_expert_weights", weights.reshape(*lead, k)).reshape(rows, k)
-        groups = _groups(chosen)
-        gate = np.empty((rows * k, cfg.d_mlp), dtype=x2.dtype)  # [rows·k, d_mlp]: each chosen (token, expert)
-        up = np.empty_like(gate)
-        for e, slots in groups:  # each expert's tokens in one product
-            xe = x2[slots // k]  # [n_e, d_model]
-            gate[slots] = _plus(xe @ w.W_gate[e], w.b_gate, e)
-            up[slots] = _plus(xe @ w.W_in[e], w.b_in, e)
+        order, groups = _groups(chosen, cfg.n_experts)  # the slots [rows·k] grouped by expert, and the groups
+        xs = x2[order // k]  # [rows·k, d_model]: each slot's token, grouped by expert (one gather)
+        gate, up = np.empty((2, rows * k, cfg.d_mlp), dtype=x2.dtype)  # [rows·k, d_mlp] each: each chosen (token, expert)
+        gate[order], up[order] = _gate_and_up(xs, groups, w)  # back to the slots' order
         gate = rec("hook_expert_pre", gate.reshape(*lead, k, -1)).reshape(rows * k, -1)
         up = rec("hook_expert_pre_linear", up.reshape(*lead, k, -1)).reshape(rows * k, -1)
         post = rec("hook_expert_post", MIDDLES[cfg.expert_mlp](cfg)[0](gate, up).reshape(*lead, k, -1)).reshape(rows * k, -1)
         outs = np.empty((rows * k, x2.shape[-1]), dtype=x2.dtype)  # [rows·k, d_model]
-        for e, slots in groups:
-            outs[slots] = _plus(post[slots] @ w.W_out[e], w.b_out, e)
+        outs[order] = _products(post[order], groups, w.W_out, w.b_out)  # each expert's slots in one product
         outs = rec("hook_expert_out", outs.reshape(*lead, k, -1)).reshape(rows, k, -1)  # [rows, k, d_model]
         return mix(weights.astype(x2.dtype, copy=False), outs)  # [rows, d_model]: Σ_j weight_j · E_j(x)
 
@@ -272,7 +323,8 @@ class RoutedExperts(Sublayer):
         dweights = np.einsum("rkd,rd->rk", outs, dy2)  # [rows, k]
         dout = (weights[:, :, None] * dy2[:, None, :]).reshape(rows * k, -1)  # [rows·k, d_model]
         dpost = np.empty_like(post)
-        groups = _groups(chosen)
+        order, spans = _groups(chosen, E)
+        groups = [(e, order[lo:hi]) for e, lo, hi in spans]
         for e, slots in groups:
             dpost[slots] = dout[slots] @ np.asarray(w.W_out[e]).T
             dW["W_out"][e] = post[slots].T @ dout[slots]

@@ -16,7 +16,8 @@ Axes: `pos` the pass's new positions, `key` every position so far, `head` query 
 key/value heads, `d_head`, `half` (d_head / 2: the rotation's pairs; `half_local` on the sliding-window
 layers), `d_model`, `d_mlp`, `d_vocab`, `layer` and `d_ple` (Gemma 4's per-layer inputs: one row per layer),
 `one` (a length-1 axis: a norm's scale), `layers+1` (the lens's rows: each layer's input, then the
-last layer's output), `lens` (the positions the logit lens covers); `q_rows` / `k_rows` are the
+last layer's output), `lens` (the positions the logit lens covers), `cand` (a beam's continuations: K, the
+search's, not the config's), `drafted` (a verifying pass's drafted tokens); `q_rows` / `k_rows` are the
 Q/K norm's rows (`[head]` per head, none when it normalizes a position's numbers whole) and
 `q_width` / `k_width` the length it divides; a sublayer kind may add axes of its own (`Sublayer.axes`:
 the experts of a routed MLP, …).
@@ -25,7 +26,7 @@ Steps (their page step and demo screen: `tracer/sections.py`): tokens, embed (th
 added), rotation (rotary positions: the angles, Q and K turned), input (a layer's input: at layer 0, embedding + position), qkv, scores, softmax,
 sum (the weighted sum of values), heads (concatenation, W_O, and a norm after the attention), mlp
 (the residual, the second norm, the MLP), unembed (the final norm, W_U, the logits), sample
-(temperature, top-k, top-p), chosen (the token drawn), positions (every position's prediction),
+(penalties, temperature, top-k, top-p, min-p), chosen (the token drawn), positions (every position's prediction),
 lens, loop (what every pass generated)."""
 
 from __future__ import annotations
@@ -69,10 +70,19 @@ TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
     **{f"ln_final.{k}": h(a, "unembed") for k, a in _NORM.items()},
     "unembed.hook_in": h("pos d_model", "unembed"),
     "logits": h("pos d_vocab", "unembed"),
+    "verify.drafted": h("drafted", "verify", ids=True),  # speculative decoding's verifying pass: the draft's tokens,
+    "verify.predicted": h("drafted+1", "verify", ids=True),  # the model's own choice at each position,
+    "verify.target_prob": h("drafted", "verify"),  # p and q of each drafted token,
+    "verify.draft_prob": h("drafted", "verify"),
+    "verify.uniform": h("drafted", "verify"),  # the accept draws (NaN: none drawn),
+    "verify.accepted": h("", "verify", whole=True),  # and how many were accepted (tracer.run.speculative)
+    "sample.counts": h("d_vocab", "sample", whole=True),  # each token's count in the penalties' window
+    "sample.penalized": h("d_vocab", "sample"),  # the logits after the repetition, presence and frequency penalties
     "sample.scaled": h("d_vocab", "sample"),
     "sample.probs": h("d_vocab", "sample"),
     "sample.kept_top_k": h("", "sample", whole=True),
     "sample.kept_top_p": h("", "sample", whole=True),
+    "sample.kept_min_p": h("", "sample", whole=True),
     "sample.final": h("d_vocab", "sample"),
     "sample.uniform": h("", "sample"),
     "sample.token": h("", "chosen", ids=True),
@@ -87,6 +97,10 @@ TOP: dict[str, Hook] = {  # outside the layers, in the order a pass records them
     "lens.target": h("lens", "lens", ids=True),
     "lens.target_prob": h("layers+1 lens", "lens"),
     "lens.target_rank": h("layers+1 lens", "lens", whole=True),
+    "beam.score": h("", "beams"),  # beam search (tracer.run.beams): the summed log-probability the beam carried in
+    "beam.tokens": h("cand", "beams", ids=True),  # its K best continuations
+    "beam.totals": h("cand", "beams"),  # their summed log-probabilities
+    "beam.fate": h("cand", "beams", whole=True),  # 0 pruned, 1 a beam goes on with it, 2 it ended a finished sequence
 }
 
 # A layer's names (after `blocks.{l}.`), in the order a layer records them: the block's own (the residual
@@ -169,9 +183,11 @@ def step_of(name: str) -> str | None:
     return hook.step if hook is not None else NOT_RECORDED.get(name)
 
 
-def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | None = None) -> dict[str, tuple[int, ...]]:
+def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | None = None,
+          n_cand: int | None = None, n_drafted: int | None = None) -> dict[str, tuple[int, ...]]:
     """Each axis's length (a tuple: the Q/K norm's rows are zero or one axes) for a pass of `n_new`
-    positions over `n_keys` keys, the logit lens over `n_lens`."""
+    positions over `n_keys` keys, the logit lens over `n_lens`, a beam's `n_cand` continuations and a
+    verifying pass's `n_drafted` tokens (when known)."""
     from .layer_sizes import rope_width
 
     model = cfg
@@ -182,6 +198,10 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
            "half": (rope_width(model, False) // 2,), "half_local": (rope_width(model, True) // 2,),
            "d_model": (cfg.d_model,), "d_mlp": (cfg.d_mlp,), "d_vocab": (cfg.d_vocab,),
            "one": (1,), "layers+1": (cfg.n_layers + 1,), "lens": () if n_lens is None else (n_lens,)}
+    if n_cand is not None:
+        out["cand"] = (n_cand,)
+    if n_drafted is not None:
+        out["drafted"], out["drafted+1"] = (n_drafted,), (n_drafted + 1,)
     for m, heads in (("q", cfg.n_heads), ("k", cfg.kv_heads)):
         out[f"{m}_rows"] = (heads,) if qk.per_head else ()
         out[f"{m}_width"] = (qk.width(heads, dh),)
@@ -194,13 +214,16 @@ def sizes(cfg, n_new: int, n_keys: int, n_lens: int | None = None, layer: int | 
     return out
 
 
-def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None) -> tuple[int, ...] | None:
+def shape(name: str, cfg, n_new: int, n_keys: int, n_lens: int | None = None, n_cand: int | None = None,
+          n_drafted: int | None = None) -> tuple[int, ...] | None:
     """The shape a pass records under `name` (see `sizes`), or None for names the table does not know
-    (and for the lens's names when `n_lens` is not known)."""
+    (and for the lens's names when `n_lens` is not known, a beam's when `n_cand` is not, …)."""
     hook = find(name, cfg)
     if hook is None or ("lens" in hook.axes and n_lens is None):
         return None
-    each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0])
+    each = sizes(cfg, n_new, n_keys, n_lens, split(name)[0], n_cand, n_drafted)
+    if any(axis not in each for axis in hook.axes):  # a length of the run not known here
+        return None
     return tuple(n for axis in hook.axes for n in each[axis])
 
 

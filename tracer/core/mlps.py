@@ -18,7 +18,7 @@ from .derivatives import d_affine, d_geglu, d_gelu_new, d_swiglu
 from .equations import geglu, gelu_new, swiglu
 from .hooks import h
 from .record import Recorder
-from .store import Recipe, long
+from .store import Recipe, several
 from .sublayer import Span, Sublayer
 
 
@@ -63,7 +63,8 @@ class DenseMlp(Sublayer):
         self.key, self.middle, self.d_middle, self.inputs = key, middle, d_middle, inputs
         self.title, self.name, self.plain, self.steps = title, name, plain, steps
         self.hooks = {**{i.hook: h("pos d_mlp", "mlp") for i in inputs}, "hook_post": h("pos d_mlp", "mlp")}
-        self.hold = {"mlp.hook_post": (Recipe(_post, tuple("mlp." + i.hook for i in inputs), when=long),)}
+        self.hold = {"mlp.hook_post": (Recipe(_post, tuple("mlp." + i.hook for i in inputs), when=several,
+                                                exact=True),)}
 
     @property
     def gated(self) -> bool:

@@ -185,7 +185,13 @@ class Recorder:
     def scope(self, prefix: str) -> "Recorder":
         if self._idle:  # no name is ever built
             return self
-        return Recorder(prefix=self.prefix + prefix + ".", store=self.store, _wanted=self._wanted, hooks=self.hooks)
+        inner = _new_recorder(Recorder)  # what __init__ would set, without its keywords (a few per layer and pass)
+        inner.prefix, inner.store, inner._wanted, inner.hooks, inner._idle = (self.prefix + prefix + ".", self.store,
+                                                                            self._wanted, self.hooks, False)
+        return inner
+
+
+_new_recorder = object.__new__
 
 
 def _compile(names):

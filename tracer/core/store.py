@@ -5,10 +5,11 @@ need not be held whole, because nothing is lost:
   - a [head, query_pos, key_pos] array whose entries above the causal diagonal all hold one value
     (0 in `hook_pattern`, −∞ in `hook_attn_scores`) is held as its lower part (`CausalHalf`);
   - a value the store can recompute from others it holds is held as a recipe (`Derived`): the
-    scores from Q·K (the same scaling and mask), and in long passes Q·K from Q and K (rotated, with
-    RoPE) and the MLP's middle from `mlp.hook_pre` (and `hook_pre_linear`). Each sublayer kind says
-    which of its values may be held which way (`Sublayer.hold`; the config finds a name's kind,
-    `Config.hold`). A recipe that is not
+    scores from Q·K (the same scaling and mask), a dense MLP's middle from `mlp.hook_pre` (and
+    `hook_pre_linear`) in any pass of several positions (element-wise, so the same bits, and its
+    memory goes back to the pass at once), and in long passes Q·K from Q and K (rotated, with RoPE).
+    Each sublayer kind says which of its values may be held which way (`Sublayer.hold`; the config
+    finds a name's kind, `Config.hold`). A recipe that is not
     exact by construction is kept only when recomputing it gave the same bits; a value recorded
     with `later` (each head's share of the attention output) is only ever a recipe, computed when
     first read.
@@ -82,6 +83,11 @@ def long(a: np.ndarray) -> bool:
     return a.ndim >= 2 and a.shape[-2 if a.ndim == 3 else 0] >= PACK_MIN_QUERIES
 
 
+def several(a: np.ndarray) -> bool:
+    """A [pos, …] value of a pass of more than one position (a decode step's stay whole: nothing to save)."""
+    return a.ndim >= 2 and a.shape[-2] > 1
+
+
 def long_prefill(a: np.ndarray) -> bool:
     """A long [head, query_pos, key_pos] array of a pass that computed every position (no KV cache)."""
     return a.ndim == 3 and long(a) and a.shape[1] == a.shape[2]
@@ -142,26 +148,21 @@ class Recipe:
     exact: bool = False
     remember: bool = False
 
-    def _sources(self, config, name: str) -> tuple[str, ...]:
-        layer, leaf = _split(name)
-        block = name[: len(name) - len(leaf)]
-        sources = self.sources(config, layer) if callable(self.sources) else self.sources
-        return tuple(block + s for s in sources)
-
     def held(self, config, name: str, shape, itemsize: int, recorded) -> int | None:
         """0 when a pass recording `recorded` (names) would hold `name` of `shape` as this recipe, else None
         (a recipe that is not exact is taken to give the same bits: an estimate)."""
         if self.when is not None and not self.when(Shaped(shape)):
             return None
-        return 0 if all(s in recorded for s in self._sources(config, name)) else None
+        return 0 if all(s in recorded for s in self.parts(config, name)[0]) else None
 
     def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
         if self.when is not None and not self.when(a):
             return None
-        names = self._sources(store.config, name)
-        if not all(s in store for s in names):
-            return None
-        d = Derived(partial(self.fn, store.config, _split(name)[0]), names, a.shape, a.dtype)
+        names, fn = self.parts(store.config, name)
+        for s in names:
+            if s not in store:
+                return None
+        d = Derived(fn, names, a.shape, a.dtype)
         if trusted and self.exact:
             return d
         again = d.rebuild(store)
@@ -170,6 +171,21 @@ class Recipe:
         if self.remember and not trusted:
             store.remember(name, a)
         return d
+
+    def parts(self, config, name: str) -> tuple[tuple, object]:
+        """(the full names of the sources, the recipe as a function of them) for `name`, made once per
+        config and name (a decode step records the same names every pass)."""
+        cache = _remembered(config, "_recipe_parts")
+        key = (id(self), name)
+        hit = cache.get(key)
+        if hit is None:
+            layer, leaf = _split(name)
+            block = name[: len(name) - len(leaf)]
+            sources = self.sources(config, layer) if callable(self.sources) else self.sources
+            hit = (tuple(block + s for s in sources), partial(self.fn, config, layer))
+            if len(cache) < _WAYS_MAX:
+                cache[key] = hit
+        return hit
 
 
 @dataclass(frozen=True)
@@ -204,12 +220,19 @@ def _split(name: str) -> tuple[int, str]:
 _WAYS_MAX = 200_000  # names remembered per config (a model of 1,024 layers records about 30,000)
 
 
-def _ways(config, name: str):
+def _remembered(config, key: str) -> dict:
+    """A dict the config keeps under `key` (made once per config): answers worked out per recorded name."""
+    cache = config.__dict__.get(key)
+    if cache is None:
+        cache = config.__dict__[key] = {}
+    return cache
+
+
+def _ways(config, name: str, cache: dict | None = None):
     """`config.hold(name)`, remembered per config (every pass records the same names; a decode step
     looks nothing up in the config)."""
-    cache = config.__dict__.get("_held_ways")
     if cache is None:
-        cache = config.__dict__["_held_ways"] = {}
+        cache = _remembered(config, "_held_ways")
     ways = cache.get(name, False)
     if ways is False:
         ways = config.hold(name)
@@ -229,11 +252,15 @@ class Store(MutableMapping):
         self.config = config
         self._d: dict = {}
         self._rebuilt: OrderedDict = OrderedDict()
+        self._held_ways = _remembered(config, "_held_ways") if config is not None else None
         self.update(items)
 
     def put(self, name: str, value, trusted: bool = True) -> None:
         """Hold `value` under `name` as the table allows (see the module docstring)."""
-        ways = _ways(self.config, name) if self.config is not None else None
+        known = self._held_ways
+        ways = None if known is None else known.get(name, False)
+        if ways is False:
+            ways = _ways(self.config, name, known)
         held = value
         if ways and isinstance(value, np.ndarray) and value.dtype.kind == "f":
             for way in ways:
@@ -245,7 +272,7 @@ class Store(MutableMapping):
                     held = got
                     break
         if isinstance(held, np.ndarray):
-            held.flags.writeable = False  # a trace records what was computed: copy an array to change it
+            held.setflags(write=False)  # a trace records what was computed: copy an array to change it
         self._d[name] = held
         if held is value and self._rebuilt:
             self._rebuilt.pop(name, None)
@@ -272,7 +299,7 @@ class Store(MutableMapping):
         """Keep `value` (what entry `name` rebuilds to) among the last REBUILT_KEPT rebuilt arrays,
         read-only, so that the next read costs nothing. The one place that keeps a rebuilt array."""
         hit = value.view()
-        hit.flags.writeable = False
+        hit.setflags(write=False)
         self._rebuilt[name] = hit
         while len(self._rebuilt) > REBUILT_KEPT:
             self._rebuilt.popitem(last=False)
@@ -280,7 +307,7 @@ class Store(MutableMapping):
 
     def __setitem__(self, name: str, value) -> None:
         if isinstance(value, np.ndarray):
-            value.flags.writeable = False
+            value.setflags(write=False)
         self._d[name] = value
         self._rebuilt.pop(name, None)
 

@@ -46,6 +46,8 @@ class Checkpoint:
     notes: tuple = ()  # what the reader noticed and the user should read once (dropped bytes, …)
     examples: dict = field(default_factory=dict)  # storage type → one number worked from its block's bytes
     lazy: object = None  # a lazy read's `tracer.readers.source.Source` (then `params` is empty: nothing expanded yet)
+    sampling: dict = field(default_factory=dict)  # the settings its file suggests (a GGUF's general.sampling.*), by name
+    sampling_unused: dict = field(default_factory=dict)  # its suggestions of samplers tracer does not have, by key
 
     def storage_summary(self) -> dict[str, int]:
         """Storage type → how many parameters are stored as it (a dictionary in file order)."""

@@ -21,6 +21,7 @@ class Found:
     family: str  # gpt2, llama, qwen2, … (or why it cannot be read)
     size: int  # bytes on disk (0: unknown)
     storage: str  # the storage type most of its weights use (F32, BF16, …); every type a GGUF file holds ("Q4_1, F32")
+    sampling: tuple = ()  # the settings its file suggests, (name, value) pairs (a GGUF's general.sampling.*)
 
 
 def _folder(folder: Path) -> tuple[str, int, str]:
@@ -42,11 +43,13 @@ def _folder(folder: Path) -> tuple[str, int, str]:
     return family, sum(f.stat().st_size for f in files), max(counts, key=counts.get) if counts else "?"
 
 
-def _gguf(path: Path) -> tuple[str, int, str]:
-    """(architecture, bytes, the storage types it holds, most numbers first) of a GGUF file, from its header
-    (the architecture with the family tracer reads it as, when that is another: "olmo2 (olmo3)")."""
+def _gguf(path: Path) -> tuple[str, int, str, tuple]:
+    """(architecture, bytes, the storage types it holds, most numbers first, the sampling settings it suggests) of a
+    GGUF file, from its header (the architecture with the family tracer reads it as, when that is another:
+    "olmo2 (olmo3)")."""
     from ..formats.gguf_file import open_gguf
     from .gguf import ARCHITECTURES
+    from .gguf_sampling import file_sampling
     from .ollama_compat import translate
 
     f = open_gguf(path)
@@ -58,7 +61,8 @@ def _gguf(path: Path) -> tuple[str, int, str]:
             n *= int(d)
         counts[t.type_name] = counts.get(t.type_name, 0) + n
     kinds = ", ".join(sorted(counts, key=lambda k: -counts[k])) or "?"  # every type it holds, most numbers first
-    return _family(f, path), path.stat().st_size, kinds
+    suggested, _ = file_sampling(f.metadata, f.types, str(path))
+    return _family(f, path), path.stat().st_size, kinds, tuple(suggested.items())
 
 
 def _family(f, path: Path) -> str:
@@ -76,10 +80,10 @@ def _family(f, path: Path) -> str:
 
 def _safely(name: str, where: str, read) -> Found:
     try:
-        family, size, storage = read()
+        family, size, storage, *sampling = read()
     except (TracerError, OSError, ValueError, KeyError) as e:
         return Found(name, where, f"unreadable: {str(e).splitlines()[0][:80]}", 0, "")
-    return Found(name, where, family, size, storage)
+    return Found(name, where, family, size, storage, *sampling)
 
 
 def models_here(builtin: dict, shipped_dir: Path) -> list[Found]:

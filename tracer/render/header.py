@@ -61,8 +61,23 @@ def settings_words(gen) -> str:
     (`tracer.run.settings.SETTINGS`), then the tokens it generated: "temperature 0 (greedy), seed 0, KV cache on,
     3 new tokens"."""
     said = [s.words(getattr(gen.settings, s.name)) for s in declared.SETTINGS if s.words is not None
-            and getattr(gen.settings, s.name) is not None]
+            and getattr(gen.settings, s.name) is not None and not (s.needs and getattr(gen.settings, s.needs) is None)]
     return ", ".join([w for w in said if w] + [count(len(gen.generated_ids), "new token")])
+
+
+def file_sampling_words(gen) -> str | None:
+    """What the model's file suggests for sampling, in the header: "This file suggests temperature 0.6, top-p 0.95,
+    min-p 0.05 (general.sampling.*); --sampling file uses them." (None: it suggests nothing)."""
+    found = gen.meta.get("file_sampling")
+    if not isinstance(found, dict):
+        return None
+    values = found.get("settings") or {}
+    said = [s.words(values[s.name]) for s in declared.SETTINGS if s.name in values and s.words is not None
+            and values[s.name] is not None]
+    said = [w for w in said if w] or [say("file.defaults")]
+    unused = ", ".join(f"{k.removeprefix('general.sampling.')} {v}" for k, v in (found.get("unused") or {}).items())
+    used = say("file.used") if gen.settings.sampling == "file" else say("file.unused")
+    return say("file.suggests", what=", ".join(said), how=used) + (say("file.other", what=unused) if unused else "")
 
 
 def block_words(cfg) -> str:

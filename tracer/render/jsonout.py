@@ -48,6 +48,10 @@ def trace_json(gen, tokenizer) -> dict:
         "attribution": gen.meta.get("attribution"),  # --attribute: target_id, per_position (gradient × input)  # --ablate: what was removed, the clean and the changed prediction
         "non_finite": _non_finite(gen),
     }
+    if isinstance(gen.meta.get("speculative"), dict):  # speculative decoding: each round, the passes of both models
+        out["speculative"] = gen.meta["speculative"]
+    if gen.beams:  # beam search: the finished sequences, best first
+        out["beams"] = [{"ids": [int(i) for i in r.generated_ids], "text": r.text, "score": r.score} for r in gen.rows]
     if not gen.plain:
         out["rows"] = [{"row": r, "generated_ids": [int(i) for i in row.generated_ids], "text": row.text,
                         "generated": [tokenizer.token_str(t) for t in row.generated_ids], "stopped": row.stopped,

@@ -213,8 +213,8 @@ def prediction(ctx: Ctx):
     if temp == 0:
         yield line(say("predict.greedy"), (say("predict.greedy_bold"), "bold"), say("predict.greedy_rest"))
     yield from ctx.checks("sample.probs", ())
-    if temp != 0:  # every stage of the draw: ÷ temperature, softmax, top-k, top-p, the uniform number
-        yield sampling_stages(step, ctx.tok, ctx.view)
+    if temp != 0 or "sample.penalized" in step.arrays:  # every stage of the draw: penalties, ÷ temperature, softmax,
+        yield sampling_stages(step, ctx.tok, ctx.view)  # top-k, top-p, min-p, the uniform number
     elif probs is not None:
         yield top_table(ctx, probs, logits[-1] if logits is not None else None,
                              scaled if temp != 0 else None, step.arrays.get("sample.final") if temp != 0 else None,

@@ -8,6 +8,7 @@ from rich.console import group
 from rich.table import Table
 from rich.text import Text
 
+from ..run.settings import setting
 from ..tokenizers.tokens import label, show_token
 from .fmt import num
 
@@ -24,11 +25,14 @@ def token_table(ids, tokenizer) -> Table:
 def models_table(found) -> Table:
     """What tracer can open on this machine (`tracer.readers.inventory.Found` rows)."""
     table = Table(title="Models tracer can open here (tracer trace PROMPT --model NAME)", title_justify="left")
-    for col in ("name", "where", "family", "size", "stored as"):  # a name whole, to copy into --model
-        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold", no_wrap=col == "name")
+    suggests = any(f.sampling for f in found)
+    for col in ("name", "where", "family", "size", "stored as") + (("its file suggests",) if suggests else ()):
+        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold",
+                         no_wrap=col == "name")  # a name whole, to copy into --model
     for f in found:
         size = f"{f.size / 2**20:,.1f} MB" if f.size else ""
-        table.add_row(f.name, f.where, f.family, size, f.storage)
+        said = ", ".join(w for name, v in f.sampling if v is not None and (w := setting(name).words(v)))
+        table.add_row(f.name, f.where, f.family, size, f.storage, *((said,) if suggests else ()))
     return table
 
 

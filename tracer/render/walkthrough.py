@@ -30,7 +30,7 @@ from .checks import check_line
 from .context import Ctx
 from .experts import expert_heatmaps
 from .fmt import count, integer
-from .header import ablation_words, head_roles_line, model_words, settings_words, training_line, weights_warning
+from .header import ablation_words, file_sampling_words, head_roles_line, model_words, settings_words, training_line, weights_warning
 from .heatmap import heatmaps
 from .layer import layer_sections  # noqa: F401  section 2: it enters itself in tracer.sections, as sections 3–5 do
 from .lens import logit_lens_view
@@ -49,6 +49,9 @@ def header(ctx: Ctx):
     cfg, meta = ctx.cfg, ctx.gen.meta
     yield line(("tracer", "bold"), " · " + model_words(meta, cfg))
     yield Text(settings_words(ctx.gen), style="dim")
+    suggested = file_sampling_words(ctx.gen)
+    if suggested:
+        yield Text(suggested, style="dim")
     if isinstance(meta.get("training"), dict):
         yield Text(training_line(meta["training"]), style="dim")
     stored = storage_words(meta)
@@ -142,6 +145,14 @@ def heatmap_section(ctx: Ctx, number: str):
 def loop_section(ctx: Ctx, number: str):
     yield section(f"{number} · After predicting {ctx.labels[ctx.n]}: the loop")
     yield generation_steps(ctx.gen, ctx.tok, ctx.view)
+    if ctx.gen.beams:  # beam search: the tree of every beam's continuations
+        from .beams import beam_tree
+
+        yield beam_tree(ctx.gen, ctx.tok, ctx.view)
+    if isinstance(ctx.gen.meta.get("speculative"), dict):  # speculative decoding: each round, drafted and verified
+        from .speculative import speculative_view
+
+        yield speculative_view(ctx.gen, ctx.tok, ctx.view)
     yield kv_cache_view(ctx.gen, ctx.tok, ctx.view)
 
 

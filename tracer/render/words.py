@@ -29,6 +29,7 @@ here, and that every template here is said.
 
 from __future__ import annotations
 
+from .words_decoding import DECODING
 from .words_experts import EXPERT_WORDS
 from .words_reading import READING_WORDS
 from .words_kinds import KIND_WORDS
@@ -476,6 +477,7 @@ WORDS: dict[str, str] = {
     "demo.wrote": "wrote {path}: {n} screens, one self-contained page",
 }
 
+WORDS.update(DECODING)  # how the model is decoded: the draw's stages, beams, speculative decoding (words_decoding.py)
 WORDS.update(EXPERT_WORDS)  # attention sinks' and a mixture of experts' words (render/words_experts.py)
 WORDS.update(READING_WORDS)  # how to read a result right: the lens's ranks, --attribute, … (render/words_reading.py)
 WORDS.update(KIND_WORDS)  # linear attention's and a hybrid cache's words (render/words_kinds.py)

@@ -2,26 +2,31 @@
     tracer corpus                                     # corpus.txt in the current folder, seed 0
     tracer corpus --out c.txt --seed 1 --size 20000
     tracer corpus --check corpus.txt                  # exit 0 if it has exactly the expected bytes
+    tracer corpus --recipe induction                  # the recipe that teaches copying in any shape
 
 (`tools/make_corpus.py` is the same, for a checkout: the same bytes.) Core module: standard library only.
 
 The corpus is for training a very small language model (GPT-2 BPE tokenizer, context 64, 2-4
 layers, d_model 64) on a CPU in a few thousand steps, so that the tracer has a trained model whose
 heads do something recognisable: continue the alphabet as in the seed article (`A B C D E F G`),
-count, recite weekdays and months, state simple facts, and above all copy from its context (an
-induction head). One example a line, plain ASCII, '\\n' line endings, typically 6-40 GPT-2 tokens.
+count, recite weekdays and months, state simple facts, and above all copy from its context
+whatever surrounds what it copies (induction heads). One example a line, plain ASCII, '\\n' line
+endings, typically 6-50 GPT-2 tokens.
 
-Categories, drawn line by line in a seeded random order (share of lines):
+Categories of the `induction` recipe, drawn line by line in a seeded random order (share of lines):
 
-    copy       16%  a phrase or a run of 4-8 random words / letters / numbers, said 2-3 times
+    induction  46%  something said again later in the line, the way induction heads form in the
+                    literature (Olsson et al. 2022, repeated random token sequences): a run of 3-14
+                    random tokens said 2-3 times, one phrase of 2-6 words (half of them after "the",
+                    "a", "my", …) said twice, or two phrases each said twice; 0-16 random words
+                    before, between and after (none before: the line starts with it), the parts
+                    joined by " ", ". ", ", ", "; ", " and ", …; one repeat in ten breaks off. The
+                    words: GPT-2's 5,000 most frequent lower-case word tokens, any of its 17,534
+                    (`word_tokens.txt`: copying must not lean on knowing a word), the same
+                    capitalised, the copy pool, or letters, numbers and words mixed
+    copy       10%  a phrase or a run of 4-8 random words / letters / numbers, said 2-3 times
                     ("red fox jumps. red fox jumps.", "k q z m r k q z m r"); the words come from
-                    a pool of a few hundred, so the repeats can be predicted only by copying
-    recall     40%  random words from GPT-2's 5,000 most frequent lower-case word tokens
-                    (`common_words.txt`), said twice, sometimes with other words between; three in
-                    five are "the … and the …" phrases ("the market bridge and the hours. the
-                    market bridge and the hours."): copying that works on any common word, not only
-                    on a pool it learned by heart (a share of 24% copied 28 of copy_cases()' 40; 40%
-                    copies all 40)
+                    a pool of a few hundred
     sentences  20%  short simple English: facts, colours of things, what animals can do and say,
                     opposites, legs, arithmetic up to ten, capitals of 25 countries, small stories
     letters     9%  alphabet runs of 4-12 letters from any start, upper- or lowercase; one in six
@@ -30,9 +35,14 @@ Categories, drawn line by line in a seeded random order (share of lines):
                     100, separated by " " or ", "
     calendar    7%  weekdays or months in order from any start, wrapping around, " " or ", "
 
+The `recall` recipe (the shipped abc's corpus, `SHIPPED_RECIPE`) has 16% copy lines and, instead of
+`induction`, 40% `recall` lines: random common words said twice, three in five in one shape, "the X Y
+Z and the V W. the X Y Z and the V W."; its model learned that template (40 of 40 phrases of that
+shape, 3 of 400 held-out phrases of other shapes in tests/test_abc_induction.py).
+
 Reproducibility: everything is drawn from one `random.Random(seed)` through its integer methods
 only (randrange, randint, choice), whose results are fixed across machines and Python 3.2+; the
-word lists are literals in this file or, for `recall`, the shipped `common_words.txt` (tools/make_words.py), never
+word lists are literals in this file or the shipped `word_tokens.txt` (tools/make_words.py), never
 sets or anything from the environment.
 """
 
@@ -273,10 +283,95 @@ def copy(rng: random.Random) -> str:
 
 
 @functools.cache
-def common_words() -> tuple[str, ...]:
-    """GPT-2's 5,000 most frequent lower-case word tokens (`common_words.txt`, made by tools/make_words.py)."""
-    text = resources.files("tracer.run").joinpath("common_words.txt").read_text(encoding="ascii")
+def word_tokens() -> tuple[str, ...]:
+    """Every lower-case word token of GPT-2's vocabulary (17,534), most frequent first (`word_tokens.txt`,
+    made by tools/make_words.py): each is one token after a space."""
+    text = resources.files("tracer.run").joinpath("word_tokens.txt").read_text(encoding="ascii")
     return tuple(text.split())
+
+
+def common_words() -> tuple[str, ...]:
+    """GPT-2's 5,000 most frequent lower-case word tokens (the first 5,000 of `word_tokens()`)."""
+    return word_tokens()[:5000]
+
+
+DETERMINERS = "the a an my your his her our their this that some one".split()
+SEPARATORS = (" ", " ", " ", " ", ". ", ", ", "; ", " - ", ": ", " and ", " then ")
+LONGEST_GAP = 16  # words between a phrase and its repeat, at most (tests/test_abc_induction.py goes further)
+
+
+def _tokens(rng: random.Random, n: int) -> list[str]:
+    """n random words: common ones, any of GPT-2's word tokens (so that copying cannot lean on knowing the
+    word), the same capitalised (" Garden", " Smith": tokens no other line has), the copy pool's, or
+    letters and numbers."""
+    kind = rng.randrange(10)
+    if kind < 4:
+        pool = common_words()
+    elif kind < 6:
+        pool = word_tokens()
+    elif kind < 7:
+        return [rng.choice(word_tokens()).capitalize() for _ in range(n)]
+    elif kind < 8:
+        pool = POOL
+    else:
+        return [_symbol(rng) for _ in range(n)]
+    return [rng.choice(pool) for _ in range(n)]
+
+
+def _symbol(rng: random.Random) -> str:
+    """A letter, a number up to 99 or a common word."""
+    kind = rng.randrange(4)
+    if kind < 2:
+        return rng.choice(LOWER if kind else UPPER)
+    return str(rng.randint(0, 99)) if kind == 2 else rng.choice(common_words())
+
+
+def _filler(rng: random.Random, most: int) -> list[str]:
+    """0 to `most` words of other text: common words, now and then a full stop or a comma."""
+    words = []
+    for _ in range(rng.randint(0, most)):
+        words.append(rng.choice(common_words()))
+        if rng.randrange(8) == 0:
+            words[-1] += rng.choice(".,")
+    return words
+
+
+def _said_phrase(rng: random.Random) -> list[str]:
+    """A phrase of 2-6 words: random words, half the time after a determiner ("the", "a", "my", …)."""
+    n = rng.randint(2, 6)
+    if rng.randrange(2):
+        return [rng.choice(DETERMINERS)] + _tokens(rng, n - 1)
+    return _tokens(rng, n)
+
+
+def _line(rng: random.Random, parts: list[list[str]]) -> str:
+    """The parts (lists of words; empty ones dropped) joined by random separators, sometimes ending in '.'."""
+    text = ""
+    for part in (p for p in parts if p):
+        text += (rng.choice(SEPARATORS) if text else "") + " ".join(part)
+    return text + ("." if rng.randrange(2) and not text.endswith((".", ",")) else "")
+
+
+def induction(rng: random.Random) -> str:
+    """Something said again later in the line, whatever surrounds it (Olsson et al. 2022: repeated random
+    sequences): a run of 3-14 random tokens said 2-3 times, one phrase of 2-6 words said twice, or two
+    phrases each said twice, with 0-16 other words before, between and after (none before: the line
+    starts with it). The repeat is predictable only by copying."""
+    kind = rng.randrange(10)
+    if kind < 3:
+        run = _tokens(rng, rng.randint(3, 14))
+        times = 3 if len(run) < 8 and rng.randrange(3) == 0 else 2
+        parts = [_filler(rng, 6)]
+        for i in range(times):
+            parts += [run, _filler(rng, LONGEST_GAP // times) if i < times - 1 else []]
+        return _line(rng, parts)
+    if kind < 8:
+        phrase = _said_phrase(rng)
+        again = phrase if rng.randrange(10) else phrase[:rng.randint(1, len(phrase) - 1)] + _tokens(rng, 2)
+        return _line(rng, [_filler(rng, 8), phrase, _filler(rng, LONGEST_GAP), again, _filler(rng, 4)])
+    one, two = _said_phrase(rng), _said_phrase(rng)
+    later = [one, _filler(rng, 4), two] if rng.randrange(2) else [two, _filler(rng, 4), one]
+    return _line(rng, [_filler(rng, 4), one, _filler(rng, 6), two, _filler(rng, 8)] + later)
 
 
 def _recall_phrase(rng: random.Random, pool: tuple[str, ...]) -> str:
@@ -287,7 +382,8 @@ def _recall_phrase(rng: random.Random, pool: tuple[str, ...]) -> str:
 
 
 def recall(rng: random.Random) -> str:
-    """Random common words (from 5,000, not the few hundred of `copy`) said twice, sometimes with words between."""
+    """The `recall` recipe's copying lines: random common words said twice, three in five as "the … and the …"
+    phrases, sometimes with words between (a template: its model copies that shape and almost no other)."""
     pool = common_words()
     kind = rng.randrange(5)
     if kind < 3:
@@ -300,11 +396,17 @@ def recall(rng: random.Random) -> str:
     return f"{said} {said}"
 
 
-# (weight in percent of lines, function)
-CATEGORIES = [(16, copy), (40, recall), (20, sentence), (9, letters), (8, counting), (7, calendar)]
+# (weight in percent of lines, function), by recipe: `induction` is the one described above; `recall` is
+# the corpus of the abc shipped until its induction retraining (16% copy, 40% recall lines, the rest the same).
+RECIPES = {
+    "induction": [(10, copy), (46, induction), (20, sentence), (9, letters), (8, counting), (7, calendar)],
+    "recall": [(16, copy), (40, recall), (20, sentence), (9, letters), (8, counting), (7, calendar)],
+}
+SHIPPED_RECIPE = "recall"  # the corpus of the abc in tracer/models (its training.json's corpus_sha256)
+CATEGORIES = RECIPES["induction"]
 
 # The shipped model's copying test (tests/test_shipped_model.py, tools/make_model.py): everyday words, all
-# in common_words.txt, in "the X Y Z and the V W. the X Y" → " Z", never in the corpus as a phrase.
+# among common_words(), in "the X Y Z and the V W. the X Y" → " Z", never in the corpus as a phrase.
 EVERYDAY = """river window garden teacher doctor village mountain forest island engine market bottle mirror
 basket button desert ocean planet rocket camera guitar orange butter cheese coffee sugar chicken silver
 leather paper glass metal plastic summer winter spring morning evening weekend holiday birthday kitchen
@@ -339,10 +441,10 @@ def _weighted(rng: random.Random, table):
     raise AssertionError("unreachable")
 
 
-def corpus(seed: int = DEFAULT_SEED, size: int = DEFAULT_LINES) -> str:
-    """The corpus text: `size` lines, each ending in '\\n', the same for the same seed and size."""
+def corpus(seed: int = DEFAULT_SEED, size: int = DEFAULT_LINES, recipe: str = SHIPPED_RECIPE) -> str:
+    """The corpus text: `size` lines, each ending in '\\n', the same for the same seed, size and recipe."""
     rng = random.Random(seed)
-    lines = [_weighted(rng, CATEGORIES)(rng) for _ in range(size)]
+    lines = [_weighted(rng, RECIPES[recipe])(rng) for _ in range(size)]
     text = "".join(line + "\n" for line in lines)
     assert text.isascii(), "corpus must be ASCII"
     return text

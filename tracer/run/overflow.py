@@ -40,7 +40,7 @@ def non_finite(gen) -> NonFinite | None:
     """The first value, in recording order (pass by pass, hook by hook), that the arithmetic made NaN
     or ±∞, or None when every recorded number is finite. The causal mask's −∞ in
     `hook_attn_scores` is not counted: it is the mask, not an overflow; nor a router's −∞, an expert
-    taken out of the routing. Values held as their causal
+    taken out of the routing; nor a verifying pass's NaN (`verify.*`: not judged, not drawn). Values held as their causal
     half are read as held (the masked half is the mask's); recipes are not recomputed (what they
     are computed from is read). Every pass of every row and model, in the order run (`step` counts them)."""
     for n, step in enumerate(gen.passes):
@@ -68,6 +68,8 @@ def _first_bad(arrays, name: str):
     arr = np.asarray(held)
     if arr.dtype.kind != "f":
         return None
+    if name.startswith("verify.") and not np.isinf(arr).any():
+        return None  # NaN: a drafted token not judged, or no draw made (greedy), as the verifying pass records it
     if name.endswith("mlp.hook_router_logits") and not np.isnan(arr).any() and not np.isposinf(arr).any():
         return None  # −∞: an expert taken out of the routing (`--ablate L:expert:E`), not an overflow
     if name.endswith("attn.hook_attn_scores") and arr.ndim == 3:

@@ -22,6 +22,7 @@ from typing import Callable
 from ..errors import TracerError, near
 
 STOPPED = ("max_new_tokens", "end_token", "stop_string")  # why a generation stopped
+DRAFT_LAYER = "layer:"  # `draft="layer:L"`: the model's own first L + 1 layers and its logit lens propose the tokens
 KINDS = ("integer", "number", "switch", "text", "texts")  # a whole number, a number, true/false, a string, strings
 SAME = "same"  # Setting.run: the commands' default is the API's
 
@@ -86,6 +87,9 @@ class Setting:
     off: str = ""  # what an empty box means, for an optional setting ("all")
     words: Callable | None = None  # value → its words in the run's header line ("top-k 5"; None: unsaid)
     on_page: bool = True  # carried in the page's data (`settings`)
+    needs: str = ""  # the setting it works with: unsaid without it, and a value other than its default refused
+    quiet: bool = False  # left out of a trace file's `settings` at its default (added after files were first written)
+    served_as: tuple = ()  # a served text setting: (the regular expression a request's value must match, its words)
 
     @property
     def flag(self) -> str:
@@ -157,6 +161,26 @@ SETTINGS: tuple[Setting, ...] = (  # in the order of a trace file's `settings`; 
     Setting("top_p", "number", None, low=0.0, high=1.0, low_open=True, optional=True, step=0.05, off="1",
             help="Keep the most likely tokens whose probabilities add up to p, in (0, 1].",
             words=lambda p: f"top-p {p:g}"),
+    Setting("min_p", "number", None, low=0.0, high=1.0, low_open=True, optional=True, step=0.01, off="off",
+            quiet=True, help="Keep only the tokens whose probability is at least p times the most likely one's, in (0, 1] "
+                             "(after top-k and top-p).",
+            words=lambda p: f"min-p {p:g}"),
+    Setting("repetition_penalty", "number", 1.0, low=0.0, low_open=True, most=100.0, step=0.05, label="repeat",
+            quiet=True, help="Every token already in the context: a positive logit divided by R, a negative one "
+                             "multiplied by R (transformers' repetition_penalty; 1 is off).",
+            words=lambda r: "" if r == 1 else f"repetition penalty {r:g}"),
+    Setting("presence_penalty", "number", 0.0, low=0.0, most=100.0, step=0.1, label="presence", quiet=True,
+            help="Subtract A from the logit of every token already in the context (llama.cpp's and the OpenAI API's; "
+                 "0 is off).",
+            words=lambda a: "" if a == 0 else f"presence penalty {a:g}"),
+    Setting("frequency_penalty", "number", 0.0, low=0.0, most=100.0, step=0.1, label="frequency", quiet=True,
+            help="Subtract B times its count from the logit of every token already in the context (llama.cpp's and "
+                 "the OpenAI API's; 0 is off).",
+            words=lambda b: "" if b == 0 else f"frequency penalty {b:g}"),
+    Setting("penalty_last_n", "integer", None, low=0, optional=True, most=1_048_576, off="all", label="last n",
+            quiet=True, help="The penalties count only the last N tokens of the context (default: all of it, prompt "
+                             "and generated tokens; 0 counts none).",
+            words=lambda n: f"penalties over the last {n} tokens"),
     Setting("seed", "integer", 0, low=0, most=2**32 - 1,  # numpy's generators take no negative seed
             help="Seed of the sampling draw (with --temperature above 0); the weights do not change with it.",
             words=lambda s: f"seed {s}"),
@@ -165,7 +189,28 @@ SETTINGS: tuple[Setting, ...] = (  # in the order of a trace file's `settings`; 
             words=lambda on: "KV cache on" if on else "KV cache off"),
     Setting("stop", "texts", (), served=False, on_page=False,  # the page says the stop reason in words
             help="Stop when the generated text contains this string (repeatable)."),
+    Setting("beams", "integer", None, low=2, high=64, optional=True, off="off", quiet=True,
+            help="Beam search with N beams (no sampling: temperature 0): the N best sequences by summed "
+                 "log-probability, best first.",
+            words=lambda n: f"beam search, {n} beams"),
+    Setting("length_penalty", "number", 1.0, low=-10.0, high=10.0, step=0.1, needs="beams", label="α", quiet=True,
+            help="Beam search's length penalty α: a finished sequence scores its summed log-probability ÷ length^α "
+                 "(transformers' length_penalty).",
+            words=lambda a: f"length penalty {a:g}"),
+    Setting("draft", "text", None, optional=True, off="off", quiet=True,
+            help="Speculative decoding: a draft model sharing the vocabulary proposes tokens (a model name or path), "
+                 "or layer:L, the model's own logit lens after layer L.",
+            served_as=(r"layer:[0-9]{1,4}", "layer:L (this server drafts with the model's own layers)"),
+            words=lambda d: f"speculative decoding, draft {d}"),
+    Setting("draft_tokens", "integer", 4, low=1, high=32, needs="draft", label="drafted", quiet=True,
+            help="Tokens the draft proposes per round of speculative decoding.",
+            words=lambda k: f"{k} drafted per round"),
+    Setting("sampling", "text", None, choices=("file",), optional=True, off="given", quiet=True,
+            help="file: use the sampling settings the model's file suggests (a GGUF's general.sampling.*); options "
+                 "given explicitly still win.",
+            words=lambda s: "the file's suggested sampling"),
 )
+PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")  # off at their defaults
 
 
 def setting(name: str) -> Setting:
@@ -186,6 +231,33 @@ def reading_order(table=None) -> list[Setting]:
     return sorted(SETTINGS if table is None else table, key=lambda s: s.words is None)
 
 
+def together(values: dict) -> None:
+    """The settings that do not go together, refused naming the later one: a setting that `needs` another
+    given without it; beam search with sampling, a draft or stop strings."""
+    for s in SETTINGS:
+        if s.needs and values.get(s.name) != s.default and values.get(s.needs) is None:
+            raise SettingError(s.name, f"works with --{s.needs.replace('_', '-')}: give it too (or leave "
+                                       f"{s.flag} at {s.default!r})")
+    if values.get("beams") is not None:
+        for other, why in (("temperature", "beam search keeps the most likely sequences, no draw: temperature 0"),
+                           ("draft", "speculative decoding proposes one sequence"),
+                           ("stop", "stop strings end the plain loop only")):
+            if values.get(other) != setting(other).default:
+                raise SettingError("beams", f"cannot go with {setting(other).flag} ({why})")
+    draft = values.get("draft")
+    if isinstance(draft, str) and draft.startswith(DRAFT_LAYER) and whole(draft[len(DRAFT_LAYER):]) is None:
+        raise SettingError("draft", f"must be a model or layer:L with L a whole number, got {draft!r}")
+    if isinstance(draft, str) and not draft.strip():
+        raise SettingError("draft", "must name a model or layer:L, got ''")
+
+
+def draft_layer(draft: str | None) -> int | None:
+    """L of `draft="layer:L"` (self-speculation), None for a draft model or none."""
+    if draft is None or not draft.startswith(DRAFT_LAYER):
+        return None
+    return whole(draft[len(DRAFT_LAYER):])
+
+
 def check_seed(seed) -> int:
     """Seeds are whole numbers ≥ 0 (numpy's generators take no negative seed): the draw's and the weights'."""
     return setting("seed").check(seed)
@@ -196,14 +268,17 @@ class GenerationSettings:
     each checked by its record once, here; frozen and hashable. `GenerationSettings()` is greedy
     decoding of one token; a single forward pass (`Model.run`) holds `GenerationSettings(max_new_tokens=0)`."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "_given")
 
     def __init__(self, **given):
         names = [s.name for s in SETTINGS]
         for key in given:
             if key not in names:
                 raise TypeError(f"GenerationSettings got an unexpected keyword argument {key!r}{near(key, names)}")
-        object.__setattr__(self, "_values", {s.name: s.check(given.get(s.name, s.default)) for s in SETTINGS})
+        values = {s.name: s.check(given.get(s.name, s.default)) for s in SETTINGS}
+        together(values)
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_given", frozenset(given))  # what was asked for (`suggested` leaves it alone)
 
     def __getattr__(self, name: str):
         try:
@@ -230,15 +305,35 @@ class GenerationSettings:
         return self
 
     def replace(self, **changes) -> "GenerationSettings":
-        return GenerationSettings(**{**self._values, **changes})
+        out = GenerationSettings(**{**self._values, **changes})
+        object.__setattr__(out, "_given", self._given | frozenset(changes))
+        return out
+
+    def given_only(self, names) -> "GenerationSettings":
+        """These settings, of which only `names` count as asked for (the options a command line gave)."""
+        out = GenerationSettings(**self._values)
+        object.__setattr__(out, "_given", frozenset(names))
+        return out
+
+    def suggested(self, values: dict) -> "GenerationSettings":
+        """These settings with `values` (a model file's suggestions, by setting name) in place of every
+        setting that was not asked for: options given explicitly win."""
+        return self.replace(**{k: v for k, v in values.items() if k not in self._given})
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    def to_dict(self) -> dict:
-        """As a trace file's `settings` (JSON), before `stopped`; --json's `settings` too."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._values.items()}
+    @property
+    def penalized(self) -> bool:
+        """Whether a penalty changes the logits (repetition, presence or frequency, over a window of ≥ 1 token)."""
+        return any(self._values[k] != setting(k).default for k in PENALTIES) and self.penalty_last_n != 0
+
+    def to_dict(self, quiet: bool = False) -> dict:
+        """As --json's `settings` (every one); `quiet`: as a trace file's (before `stopped`), leaving out the
+        settings added after files were first written when they are at their defaults."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._values.items()
+                if not (quiet and setting(k).quiet and v == setting(k).default)}
 
     @classmethod
     def from_dict(cls, d: dict) -> tuple["GenerationSettings", str | None]:

@@ -72,6 +72,7 @@ FORMAT = "tracer-trace"
 FORMAT_VERSION = 2  # the newest version written and read (a plain run is still written as version 1)
 STEP_PREFIX = "steps."
 TARGET, DRAFT = "target", "draft"  # the model that ran a pass: the one generating, or speculative decoding's proposer
+PRUNED, KEPT, FINISHED = 0, 1, 2  # a beam's continuation (`beam.fate`): pruned, a beam goes on with it, it ended a sequence
 MAX_ROWS = 1024  # sequences a file may hold
 MAX_PASSES = 100_000  # passes a version 2 file may list (version 1: at most one per token)
 
@@ -139,17 +140,14 @@ class Row:
     stopped: str | None = None  # max_new_tokens, end_token, stop_string (None: unsaid)
     score: float | None = None
 
-    def to_dict(self) -> dict:
-        return {"generated_ids": [int(i) for i in self.generated_ids], "text": self.text, "stopped": self.stopped,
-                "score": None if self.score is None else float(self.score)}
+    to_dict = lambda self: {"generated_ids": [int(i) for i in self.generated_ids], "text": self.text,  # noqa: E731
+                            "stopped": self.stopped, "score": None if self.score is None else float(self.score)}
 
 
 class Generation:
     """Every pass of a generation run, in the order run, and the sequences (rows) they made.
-
-    `Generation(passes, prompt_ids, generated_ids, text, meta, settings, stopped)` is the plain
-    loop's one row; `rows=[Row, …]` (row 0 first) gives several, and then `generated_ids`, `text`
-    and `stopped` are left out (they are row 0's)."""
+    `Generation(passes, prompt_ids, generated_ids, text, meta, settings, stopped)` is the plain loop's one row;
+    `rows=[Row, …]` (row 0 first) gives several, and then `generated_ids`, `text` and `stopped` are row 0's."""
 
     def __init__(self, passes=(), prompt_ids=(), generated_ids=(), text: str = "", meta: dict | None = None,
                  settings: GenerationSettings | None = None, stopped: str | None = None, *, rows=None, tokenizer=None):
@@ -173,22 +171,24 @@ class Generation:
         return len(self.rows) == 1 and self.rows[0].score is None and all(
             p.row == 0 and p.model == TARGET and p.parent is None for p in self.passes)
 
-    @property
-    def trace(self) -> Trace:
-        return self.steps[0]
-
-    @property
-    def tokens(self) -> list[int]:
-        return list(self.prompt_ids) + list(self.generated_ids)
+    trace = property(lambda self: self.steps[0], doc="Row 0's first pass (the prompt's).")
+    tokens = property(lambda self: list(self.prompt_ids) + list(self.generated_ids), doc="Row 0's whole sequence.")
 
     def row_tokens(self, row: int) -> list[int]:
         """Row `row`'s whole sequence: the prompt, then the tokens it generated."""
         return list(self.prompt_ids) + list(self.rows[row].generated_ids)
 
+    beams = property(lambda self: bool(self.passes) and "beam.tokens" in self.passes[0], doc="A beam search's (run.beams).")
+
     def lineage(self, row: int = 0, model: str = TARGET) -> list[Trace]:
         """The passes of `model` that made row `row`'s sequence, first to last: its last pass, then
         the pass that one continued (the latest earlier pass, seeing fewer tokens, of the same row or
-        of its `parent`), and so on back to the prompt pass."""
+        of its `parent`), and so on back to the prompt pass. A beam search's: the passes whose tokens begin its sequence."""
+        if self.beams:
+            seq = self.row_tokens(row)
+            return [p for p in self.passes if p.model == model and list(p.tokens) == seq[:len(p.tokens)] != seq]
+        if len(self.rows) == 1:  # one sequence (a draft's trial tokens may shorten the next pass): each pass of the model
+            return [p for p in self.passes if p.model == model]
         chain, want, seen = [], row, None
         for p in reversed(self.passes):
             if p.model == model and p.row == want and (seen is None or len(p.tokens) < seen):
@@ -199,10 +199,13 @@ class Generation:
     def kept(self, p: Trace) -> bool:
         """Whether a row's final sequence goes on from pass `p`'s tokens with the token it drew: appended,
         not a pruned beam's or a rejected draft's."""
+        if self.beams:  # a beam's pass: some finished sequence goes on from its tokens
+            return any(q is p for r in range(len(self.rows)) for q in self.lineage(r, p.model))
         if "sample.token" not in p:
             return False
-        n, token = len(p.tokens), int(p["sample.token"])
-        return any(n < len(seq) and int(seq[n]) == token and np.array_equal(seq[:n], p.tokens)
+        n, token = len(p.tokens), int(p["sample.token"])  # a verifying pass draws after the drafts it accepted:
+        n -= len(p["verify.drafted"]) - int(p["verify.accepted"]) if "verify.accepted" in p else 0
+        return any(n < len(seq) and int(seq[n]) == token and np.array_equal(seq[:n], p.tokens[:n])
                    for seq in map(self.row_tokens, range(len(self.rows))))
 
     def save(self, path) -> None:
@@ -255,14 +258,9 @@ def to_arrays(gen: Generation):
     tokens = np.asarray(gen.tokens, dtype=np.int64)
     token_strs = list(gen.steps[-1].token_strs)
     meta = {
-        **_with_settings(gen),
-        "format": FORMAT,
-        "version": version,
-        "config": first.config.to_dict(),
-        "prompt_ids": [int(i) for i in gen.prompt_ids],
-        "generated_ids": [int(i) for i in gen.generated_ids],
-        "text": gen.text,
-        "token_strs": token_strs,
+        **_with_settings(gen), "format": FORMAT, "version": version, "config": first.config.to_dict(),
+        "prompt_ids": [int(i) for i in gen.prompt_ids], "generated_ids": [int(i) for i in gen.generated_ids],
+        "text": gen.text, "token_strs": token_strs,
         "steps": [_pass_table(s, tokens, token_strs, version) for s in gen.passes],
         "step_meta": [{k: v for k, v in s.meta.items() if k not in gen.meta or (version > 1 and gen.meta[k] != v)}
                       for s in gen.passes],
@@ -304,7 +302,7 @@ MODEL_META = ("model", "tokenizer", "seed", "trained", "tracer_version")  # what
 def _with_settings(gen: Generation) -> dict:
     """The generation's meta with its `settings` (and `stopped`) in their place in the file: after
     what describes the model, before the prompt and the rest."""
-    settings = {**gen.settings.to_dict(), "stopped": gen.stopped or "max_new_tokens"}
+    settings = {**gen.settings.to_dict(quiet=True), "stopped": gen.stopped or "max_new_tokens"}
     first = {k: v for k, v in gen.meta.items() if k in MODEL_META}
     return {**first, "settings": settings, **{k: v for k, v in gen.meta.items() if k not in MODEL_META}}
 
@@ -463,6 +461,7 @@ def _rows(info) -> list[Row]:
     return rows
 
 
+RUN_LENGTHS = ("lens.positions", "beam.tokens", "verify.drafted")  # entries whose length other entries' shapes hold
 STEP_KEY = re.compile(r"steps\.([1-9][0-9]{0,8})\.(.+)")
 LAYER_KEY = re.compile(r"blocks\.([0-9]{1,9})\.")
 
@@ -483,12 +482,13 @@ def _entry(name: str, z: Npz, passes: list[Pass], where: str) -> tuple[int, str]
         raise TracerError(f"{where}: damaged trace: {name!r} is in layer {layer.group(1)}, but its config has "
                           f"{cfg.n_layers} layer{'s' if cfg.n_layers != 1 else ''}")
     h = z.header(name)
-    lens = STEP_PREFIX + f"{n}.lens.positions" if n else "lens.positions"
-    n_lens = z.header(lens).shape[0] if lens in z.names and len(z.header(lens).shape) == 1 else None
-    if leaf == "lens.positions":  # which of the pass's positions the lens covers: some of them
-        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= k, f"[≤ {k}]"
+    runs = [z.header(e).shape[0] if e in z.names and len(z.header(e).shape) == 1 else None
+            for e in ((f"{STEP_PREFIX}{n}." if n else "") + x for x in RUN_LENGTHS)]
+    if leaf in RUN_LENGTHS:  # which positions the lens covers, a beam's continuations, the drafted tokens: some of
+        most = {"lens.positions": k, "beam.tokens": cfg.d_vocab, "verify.drafted": cfg.n_ctx}[leaf]  # these
+        kinds, ok, need = "iu", len(h.shape) == 1 and h.shape[0] <= most, f"[≤ {most}]"
     else:
-        want = hooks.shape(leaf, cfg, k - start, k, n_lens)  # None: a name tracer does not record
+        want = hooks.shape(leaf, cfg, k - start, k, *runs)  # None: a name tracer does not record
         known = hooks.find(leaf)
         kinds = "iu" if known and known.whole else "f" if want is not None else "biuf"
         ok, need = want is None or tuple(h.shape) == want, str(list(want or ()))

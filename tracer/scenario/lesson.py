@@ -91,8 +91,14 @@ class Lesson:
         return {"prompt": self.prompt, "model": self.model, **self.settings}
 
 
-def page_steps() -> list[str]:
-    return [step for step, _ in sections.page_steps()]
+RUN_KINDS = {"beams": "beams", "speculative": "draft"}  # page steps only a run of that kind has: the setting that makes it
+
+
+def page_steps(settings: dict | None = None) -> list[str]:
+    """The page's steps a lesson's run has: beam search's and speculative decoding's only when its settings
+    (`settings`, the pinned ones) ask for them."""
+    settings = settings or {}
+    return [step for step, _ in sections.page_steps() if step not in RUN_KINDS or settings.get(RUN_KINDS[step])]
 
 
 def load_lesson(path) -> Lesson:

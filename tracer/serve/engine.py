@@ -149,11 +149,16 @@ class Engine:
             raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
         try:  # as `tracer trace PROMPT --chat` reads it
             check_prompt(req.prompt)
-            settings = GenerationSettings(**req.settings)  # the others (the KV cache, no stop string): their defaults
+            settings = GenerationSettings(**req.settings).given_only(req.given)  # the others (the KV cache, no stop
+            # string): their defaults; those the request named win over the file's suggestions (sampling "file")
             with within(deadline, self.stopping.is_set):  # a chat template stops at the deadline too
                 ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
-                check_context(len(ids), settings.max_new_tokens, m.config.n_ctx, lim)
+                check_context(len(ids) + len(req.force), settings.max_new_tokens, m.config.n_ctx, lim)
                 prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)
+            if req.force:  # a branch: the tokens before a clicked candidate, and the candidate, after the prompt
+                if max(req.force) >= m.config.d_vocab:
+                    raise RequestError(422, f"force: token ids of {req.model} are 0 to {m.config.d_vocab - 1:,}", "force")
+                prompt = m.prompt(list(prompt.ids) + list(req.force), None, settings.max_new_tokens)
         except TracerError as e:
             field = getattr(e, "field", None) or ("chat" if req.chat else "prompt")
             raise RequestError(422, str(e).splitlines()[0], field) from None

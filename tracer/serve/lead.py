@@ -57,7 +57,8 @@ class Lead:
                               f"--max-new-tokens {limits.max_new_tokens}")
         cfg = model.config
         self.lesson, self.url = lesson, ""
-        self.room = Room(lesson, cfg.n_layers, cfg.n_heads, max(new, 1), page_steps(), followers, per_address)
+        self.room = Room(lesson, cfg.n_layers, cfg.n_heads, max(new, 1), page_steps(lesson.settings), followers,
+                         per_address)
         self.teacher_page = self.class_page = b""
         self.csp = {}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 from ..run import settings as declared
@@ -25,8 +26,8 @@ OWN = ("prompt", "model")  # a request's own fields; then the served generation 
 
 def fields_of_request() -> tuple:
     """Every field a request may give: the prompt and the model, the served settings (by the names the
-    API keywords have), chat."""
-    return (*OWN, *(s.name for s in declared.served()), "chat")
+    API keywords have), chat, and force (token ids put after the prompt: a branch from a clicked candidate)."""
+    return (*OWN, *(s.name for s in declared.served()), "chat", "force")
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,15 @@ class TraceRequest:
     model: str
     settings: dict = field(default_factory=dict)  # served setting → value; those not given: the commands' defaults
     chat: bool = False
+    given: tuple = ()  # the settings the request named (what a file's suggestions do not replace: sampling "file")
+    force: tuple = ()  # token ids after the prompt's: the tokens before a clicked candidate, and the candidate
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", {**{s.name: s.run_default for s in declared.served()}, **self.settings})
 
     def to_dict(self) -> dict:
-        return {"prompt": self.prompt, "model": self.model, **self.settings, "chat": self.chat}
+        return {"prompt": self.prompt, "model": self.model, **self.settings, "chat": self.chat,
+                **({"force": list(self.force)} if self.force else {})}
 
 
 def _whole(name: str, v, lo, hi) -> int:
@@ -129,11 +133,13 @@ def _setting(s: declared.Setting, v, limits: Limits):
         if not isinstance(v, bool):
             raise RequestError(422, f"{s.name}: must be true or false, got {_kind(v)}", s.name)
         return v
-    if s.kind == "text" and isinstance(v, str) and len(v) <= 200 and (not s.choices or v in s.choices):
+    if s.kind == "text" and isinstance(v, str) and len(v) <= 200 and (not s.choices or v in s.choices) and \
+            (not s.served_as or re.fullmatch(s.served_as[0], v)):
         return v
     if s.kind == "texts" and isinstance(v, list) and len(v) <= 16 and all(isinstance(x, str) and len(x) <= 200 for x in v):
         return v
-    want = f"one of {', '.join(s.choices)}" if s.choices else "text of at most 200 characters" if s.kind == "text" \
+    want = f"one of {', '.join(s.choices)}" if s.choices else s.served_as[1] if s.served_as else \
+        "text of at most 200 characters" if s.kind == "text" \
         else "a list of at most 16 strings of at most 200 characters"
     raise RequestError(422, f"{s.name}: must be {want}, got {_kind(v)}", s.name)
 
@@ -179,7 +185,13 @@ def parse_trace_request(body: bytes, models, limits: Limits, default_model: str)
     chat = data.get("chat", False)
     if not isinstance(chat, bool):
         raise RequestError(422, f"chat: must be true or false, got {_kind(chat)}", "chat")
-    return TraceRequest(prompt, model, settings, chat)
+    force = data.get("force", [])
+    if not isinstance(force, list) or len(force) > limits.context or \
+            not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in force):
+        raise RequestError(422, f"force: must be a list of at most {limits.context:,} token ids (whole numbers ≥ 0), "
+                                f"got {_kind(force)}", "force")
+    return TraceRequest(prompt, model, settings, chat, tuple(s.name for s in declared.served() if s.name in data),
+                        tuple(force))
 
 
 def check_context(n_prompt: int, max_new_tokens: int, n_ctx: int, limits: Limits) -> None:

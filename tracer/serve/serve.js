@@ -2,6 +2,7 @@
 // answer's page data replaces the page's in place (tracerPage() draws it again); the address keeps
 // the prompt and the settings (?prompt=…&model=…&temperature=…), so a link opens the same run. The settings'
 // names, kinds and defaults are their declarations' (tracer.run.settings, sent as SERVE.settings): none is named here.
+// A candidate clicked in the logits step runs a branch (window.tracerBranch), shown beside the run (#branches).
 (() => {
   const $ = id => window.document.getElementById(id);
   const SERVE = JSON.parse($("serve-data").textContent);
@@ -108,7 +109,75 @@
     }
   }
 
-  function show(body, req) {
+  // branches: a candidate clicked in the page's logits step (predict.js calls window.tracerBranch) forces that token
+  // after the tokens before it and runs on; each branch stays beside the run it came from, its tokens and probabilities
+  let branches = [], current = SERVE.request;  // the run shown, whose candidates a click forces
+  let trunk = { title: say("serve.trunk"), body: { page: JSON.parse($("trace-data").textContent) }, req: SERVE.request, forced: [] };
+
+  function chosenProbs(page) {          // [text, probability, forced?] of each token the run put after its prompt
+    const out = [];
+    page.passes.forEach(q => {
+      if (q.chosen === null || !q.appended || !q.top) return;
+      const i = q.top.ids.indexOf(q.chosen);
+      out.push([page.texts[String(q.chosen)] || `#${q.chosen}`, i >= 0 ? q.top.probs[i] : null]);
+    });
+    return out;
+  }
+
+  function drawBranches() {
+    let panel = $("branches");
+    if (!panel) {
+      panel = window.document.createElement("section");
+      panel.id = "branches";
+      form.after(panel);
+    }
+    panel.replaceChildren();
+    if (!branches.length) return;
+    const head = window.document.createElement("h3");
+    head.textContent = say("serve.branches");
+    const row = window.document.createElement("div");
+    row.className = "branch-row";
+    [trunk, ...branches].forEach((b, j) => {
+      const col = window.document.createElement("div");
+      col.className = "branch";
+      col.dataset.branch = String(j);
+      const title = window.document.createElement("button");
+      title.type = "button";
+      title.textContent = b.title;
+      title.addEventListener("click", () => show(b.body, b.req, true));
+      col.append(title);
+      for (const [words, kind] of b.forced.map(t => [t, "forced"]).concat(chosenProbs(b.body.page).map(([t, pr]) => [`${t} ${pr === null ? "" : pr.toFixed(3)}`, "drawn"]))) {
+        const chip = window.document.createElement("span");
+        chip.className = `chip ${kind}`;
+        chip.textContent = words;
+        col.append(chip);
+      }
+      row.append(col);
+    });
+    panel.append(head, row);
+  }
+
+  window.tracerBranch = async b => {    // {force: ids, max_new_tokens, token, pass}: one more branch from the run shown
+    const req = Object.assign({}, current, { force: (current.force || []).concat(b.force), max_new_tokens: b.max_new_tokens });
+    tell(say("serve.running", { model: req.model }), "running");
+    try {
+      const r = await fetch("/api/trace", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(req) });
+      const body = await r.json().catch(() => null);
+      if (!r.ok || !body || !body.page) { tell((body && body.error) || say("serve.answered", { status: r.status }), "error"); return; }
+      const P = body.page, forced = P.tokens.slice(P.n_prompt - req.force.length, P.n_prompt).map(t => t.text);  // as its page shows them
+      branches.push({ title: say("serve.forced", { token: b.token, k: b.pass }), body, req, forced });
+      drawBranches();
+      const n = body.generated_ids.length;
+      tell(say("serve.done", { prompt: body.prompt_ids.length, new: `${n} new token${n === 1 ? "" : "s"}`, seconds: body.seconds.toFixed(2) }), "done");
+      window.document.body.dataset.branches = String(branches.length);
+    } catch (e) {
+      tell(say("serve.unreachable"), "error");
+    }
+  };
+
+  function show(body, req, keep = false) {
+    if (!keep) { trunk = { title: say("serve.trunk"), body, req, forced: [] }; branches = []; drawBranches(); }
+    current = req;
     $("trace-data").textContent = JSON.stringify(body.page);   // text, never markup
     const step = new URLSearchParams(location.hash.slice(1)).get("step");
     try { history.replaceState(null, "", `?${query(req)}${step ? `#step=${encodeURIComponent(step)}` : ""}`); } catch (e) { /* the page still works */ }

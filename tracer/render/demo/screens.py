@@ -17,6 +17,7 @@ from ..checks import CheckBook
 from ..words import say
 from .base import Demo, FirstThatFits, Page, Step, sentence
 from .copying import step_copying  # noqa: F401  each screen enters itself in tracer.sections (@screen)
+from .decoding import step_speculative  # noqa: F401
 from .experts import step_experts  # noqa: F401
 from .layer import step_tokens  # noqa: F401
 from .output import step_layers

@@ -23,9 +23,11 @@ from ...run.settings import reading_order
 from ...tokenizers.tokens import show_invisible
 from ..fmt import count
 from ..predict import pass_through_words, unchanged_layers
-from ..sampling import draw_stages, sampling_notes
+from ..beams import beam_nodes
+from ..speculative import spec_rounds
+from ..sampling import draw_stages, sampling_notes, stage_probs
 from ..storage import example_words, storage_words
-from ..header import block_words, model_words, settings_words, training_line, weights_warning
+from ..header import block_words, file_sampling_words, model_words, settings_words, training_line, weights_warning
 from ..layer import rotation_words
 from ..loop import cache_kinds, generated_words, kv_notes
 from ..words import PAGE_WORDS, say
@@ -33,7 +35,8 @@ from .ablations import ablation_ids, head_ablations_data
 from .data import BUDGET, VECTORS, Rows, choose, input_data, layers_data, mlp_width, r6, showing, switches_data
 from .routing import add_routing
 from .states import with_states
-from .passes import (LOGITS_BUDGET, check_data, name_passes, passes_data, positions_data, referenced_ids, rows_data,
+from .passes import (LOGITS_BUDGET, branch_data, check_data, name_passes, passes_data, positions_data, referenced_ids,
+                     rows_data,
                      stop_words, texts_of, tokens_data)
 
 FORMAT = "tracer-page"
@@ -75,10 +78,16 @@ def layer_words(cfg) -> list[dict]:
             for l in range(cfg.n_layers)]
 
 
-def steps_data(checked: bool) -> list[list[str]]:
+RUN_STEPS = {"beams": lambda gen: gen.beams,  # page steps only a run of that kind has: whether `gen` has it
+             "speculative": lambda gen: isinstance(gen.meta.get("speculative"), dict)}
+
+
+def steps_data(checked: bool, gen=None) -> list[list[str]]:
     """The page's path of steps (`tracer.sections`), each [id, its label on the path, its title]; the
-    stated values' step last when a scenario states values (`checked`)."""
-    ids = [step for step, _ in sections.page_steps()] + ([sections.CHECKS] if checked else [])
+    stated values' step last when a scenario states values (`checked`); given the run (`gen`), without the
+    steps of kinds of run it is not (beam search, speculative decoding: `RUN_STEPS`)."""
+    ids = [step for step, _ in sections.page_steps() if gen is None or RUN_STEPS.get(step, lambda g: True)(gen)]
+    ids += [sections.CHECKS] if checked else []
     return [[step, say(f"path.{step}"), say(f"title.{step}")] for step in ids]
 
 
@@ -98,9 +107,11 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
     name_passes(passes, gen, tokenizer)
     for k, q in enumerate(passes):  # a sampled run's draw, in the terminal's words (render/sampling.py)
         st = gen.steps[k]
-        drawn = gen.settings.temperature != 0 and all(
+        drawn = (gen.settings.temperature != 0 or "sample.penalized" in st.arrays) and all(
             n in st.arrays for n in ("sample.scaled", "sample.probs", "sample.final", "sample.token"))
         q["sampling"] = {"stages": draw_stages(st), "notes": sampling_notes(st, tokenizer, precision)} if drawn else None
+        if drawn:  # the stages as one picture the teacher steps through
+            q["stages"] = stage_probs(st, tokenizer, top_k)
     positions = positions_data(rows)
     left_out = []
     ablations = head_ablations_data(heads, tokenizer, gen.meta, cfg, rows.n_prompt - 1)
@@ -130,7 +141,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
                                                       if isinstance(meta.get("prompt"), str) else None),
         "about": [show_invisible(str(a)) for a in about],
         "words": PAGE_WORDS,  # each step's sentences (render/words.py): the script fills their {slots}, never words a step itself
-        "steps": steps_data(bool(stated)),  # the path of steps and each one's slide (the script's SLIDES[id])
+        "steps": steps_data(bool(stated), gen),  # the path of steps and each one's slide (the script's SLIDES[id])
         "model": {"name": show_invisible(str(meta.get("model", "?"))), **cfg.to_dict(), "block": block_words(cfg),
                   "line": show_invisible(model_words(meta, cfg)),
                   "switches": switches_data(cfg),
@@ -143,6 +154,7 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "training": training_line(meta["training"]) if isinstance(meta.get("training"), dict) else None,
         "settings": {s.name: getattr(gen.settings, s.name) for s in reading_order() if s.on_page},  # as the header says them
         "run": settings_words(gen),  # the terminal header's second line: how the run was sampled
+        "file_sampling": file_sampling_words(gen),  # what the model's file suggests (general.sampling.*), or None
         "stopped": stop_words(gen), "text": show_invisible(gen.text),
         "precision": int(precision), "top_k": int(top_k),
         "n_prompt": rows.n_prompt, "n_rows": rows.n_rows,
@@ -162,6 +174,9 @@ def page_data(gen, tokenizer, *, checks=(), title: str | None = None, about=(), 
         "verify_cache": meta.get("verify_cache") if isinstance(meta.get("verify_cache"), dict) else None,
         "head_ablations": ablations,
         **({"rows": many} if (many := rows_data(gen)) is not None else {}),  # several rows, or a draft's passes
+        **({"beams": beam_nodes(gen, tokenizer, precision)} if gen.beams else {}),  # beam search's tree
+        **({"speculative": spec} if (spec := spec_rounds(gen, tokenizer, precision)) is not None else {}),
+        "branch": branch_data(gen, tokenizer, passes),  # a candidate clicked: the token forced, and the command
     }
 
 

@@ -1,4 +1,4 @@
-// tracer page, part 5 of 6: one head knocked out. D.head_ablations carries, for every (layer, head), the
+// tracer page, part 6 of 7: one head knocked out. D.head_ablations carries, for every (layer, head), the
 // prediction after the prompt's last token with that head's z set to zeros (tracer.run.interventions.head_ablations),
 // and the terminal's sentence for it; a button per head shows it (the sentence is Python's, never re-worded here).
 

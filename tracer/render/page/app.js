@@ -1,4 +1,4 @@
-// tracer page, part 6 of 6: the followed token's card (#detail), the controls (tokens, layers, heads,
+// tracer page, part 7 of 7: the followed token's card (#detail), the controls (tokens, layers, heads,
 // passes, the path of steps), the keyboard (← → through the steps) and the address (#step=…&token=…).
 
 function cells(v) {                       // a vector as up to 6 table cells: all, or the first 3, …, the last 2

@@ -1,4 +1,4 @@
-// tracer page, part 1 of 6: the data, number formatting (tracer/render/fmt.py's rules), small builders and
+// tracer page, part 1 of 7: the data, number formatting (tracer/render/fmt.py's rules), small builders and
 // colour; shared by the trace's page and the compare page (which reads only what is generic here, and
 // calls the trace's helpers below never). Text from a trace is only ever set as text (textContent).
 

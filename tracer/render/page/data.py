@@ -88,10 +88,15 @@ class Rows:
     def __init__(self, gen):
         self.gen = gen
         self.n_prompt = len(gen.steps[0].tokens)
-        self.n_rows = len(gen.steps[-1].tokens)  # positions that had a pass of their own
+        final = np.asarray(gen.tokens, dtype=np.int64)  # row 0's sequence
+        # a pass's positions whose tokens are the sequence's (a verifying pass's rejected drafts are not)
+        ok = [next((t for t in range(len(st.tokens)) if t >= len(final) or st.tokens[t] != final[t]), len(st.tokens))
+              for st in gen.steps]
+        self.n_rows = max(ok)  # positions that had a pass of their own
         self.pass_of = [0] * self.n_rows
-        for k, st in enumerate(gen.steps[1:], start=1):
-            self.pass_of[len(st.tokens) - 1] = k  # the position a later pass read
+        for k, st in enumerate(gen.steps[1:], start=1):  # the position a later pass read (and those it checked at once);
+            for t in range(st.start or self.n_prompt, ok[k]):  # without the cache, the ones no earlier pass read
+                self.pass_of[t] = k if st.start or t == len(st.tokens) - 1 or not self.pass_of[t] else self.pass_of[t]
 
     def row(self, name: str, t: int):
         """Position t's row of per-position array `name`, from its own pass (None when not recorded)."""

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("core.js", "state.js", "steps.js", "linear.js", "experts.js", "predict.js", "ablate.js", "app.js")
+SCRIPTS = ("core.js", "state.js", "steps.js", "linear.js", "experts.js", "predict.js", "decoding.js", "ablate.js", "app.js")
 
 
 def asset(name: str) -> str:

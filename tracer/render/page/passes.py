@@ -186,6 +186,8 @@ def referenced_ids(passes, positions) -> set[int]:
             ids.update(p["top"]["ids"])
         if p["chosen"] is not None:
             ids.add(p["chosen"])
+        if p.get("stages"):  # the draw's stages, as one picture
+            ids.update(p["stages"]["ids"])
         lens = p.get("lens")
         if lens:
             ids.update(int(x) for row in lens["top"] for x in row)
@@ -198,3 +200,25 @@ def referenced_ids(passes, positions) -> set[int]:
 
 def stop_words(gen) -> str:
     return stop_reason(gen)
+
+
+def branch_data(gen, tokenizer, passes: list[dict]) -> dict:
+    """What clicking a candidate token needs (the page forces it and continues): each pass's text so far (the
+    prompt and the tokens generated before it, decoded), each shown candidate's own text, the ids generated
+    before each pass, and the command that runs the branch (the model, the options of this run that are not the
+    commands' defaults, the new tokens left)."""
+    from ...run import settings as declared
+
+    ids = {int(i) for q in passes for i in (q["top"]["ids"] if q.get("top") else [])}
+    ids |= {int(i) for q in passes for i in (q["stages"]["ids"] if q.get("stages") else [])}
+    s, flags = gen.settings, []
+    for d in declared.SETTINGS:
+        v = getattr(s, d.name)
+        if d.name in ("max_new_tokens", "stop") or v == d.run_default or (d.needs and getattr(s, d.needs) is None):
+            continue
+        flags.append(d.flag if d.kind == "switch" and v else f"--no-{d.flag[2:]}" if d.kind == "switch" else f"{d.flag} {v}")
+    model = gen.meta.get("model")
+    return {"prefix": [tokenizer.decode([int(t) for t in st.tokens]) for st in gen.steps],
+            "before": [[int(t) for t in st.tokens[len(gen.prompt_ids):]] for st in gen.steps],
+            "raw": {str(i): tokenizer.decode([i]) for i in sorted(ids)},
+            "model": model if isinstance(model, str) else None, "flags": " ".join(flags), "n_new": s.max_new_tokens}

@@ -1,4 +1,4 @@
-// tracer page, part 4 of 6: predicting the next token (with the temperature control, which recomputes
+// tracer page, part 4 of 7: predicting the next token (with the temperature control, which recomputes
 // softmax(logits ÷ T) over the recorded logits, as tracer.core.equations.tempered_softmax does), the loop and
 // the KV cache, every position's prediction, the logit lens and the checks. The sentences the terminal
 // says too are tracer/render/words.py's (say) or sent finished (D.kv_notes, D.generated, a pass's lens.notes).
@@ -49,10 +49,29 @@ const TEMP = (() => {                     // the temperature control, made once 
   input.addEventListener("input", () => { S.T = Number(input.value); updateProbs(); });
   reset.addEventListener("click", () => set(initialTemperature()));
   argmax.addEventListener("click", () => set(0));
+  const branchNote = el("p", { class: "note", id: "branch-note" }, say("branch.click"));
   const box = el("div", { class: "temp" }, el("div", { class: "temp-row" }, el("label", { for: "temperature" }, "temperature T "), input, value, reset, argmax),
-    note, probs, scale, topk);
-  return { box, input, value, note, probs, topk, recorded, scale };
+    note, probs, scale, topk, branchNote);
+  box.addEventListener("click", e => {     // a candidate clicked: force it at this pass and continue (a branch)
+    const hit = e.target.closest("#probs [data-id], #topk tr[data-id], .stage-bars [data-id]");
+    if (hit) branch(S.pass, Number(hit.dataset.id));
+  });
+  return { box, input, value, note, probs, topk, recorded, scale, branchNote };
 })();
+
+function shellWord(s) { return /^[\w.\/:=-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`; }
+
+function branch(k, id) {                  // force token `id` after pass k's text and continue: tracer serve runs it
+  const B = D.branch, raw = B.raw[String(id)] !== undefined ? B.raw[String(id)] : text(id), forced = B.prefix[k] + raw;
+  const left = Math.max(B.n_new - B.before[k].length - 1, 0);
+  const command = ["tracer trace", shellWord(forced), B.model ? `--model ${shellWord(B.model)}` : "", `-n ${left}`, B.flags].filter(x => x).join(" ");
+  const served = typeof window.tracerBranch === "function";
+  const token = el("span", { class: "tt" }, text(id)), before = el("span", { class: "tt" }, B.prefix[k]);
+  const code = el("code", { id: "branch-command" }, command);
+  TEMP.branchNote.replaceChildren(el("span", null, served ? say("branch.served", { token, k, text: before, command: code })
+    : say("branch.static", { token, k, text: before, command: code })));
+  if (served) window.tracerBranch({ force: B.before[k].concat([id]), max_new_tokens: left, token: text(id), pass: k });
+}
 
 function updateProbs() {
   const k = S.pass, pass = D.passes[k], T = S.T;
@@ -80,6 +99,30 @@ function updateProbs() {
     el("td", null, id === pass.chosen ? `◀ ${pass.appended ? `at ${label(pass.n)}` : "chosen"}` : "")))));
 }
 
+let STAGE = null;                         // the draw's stage the picture shows (null: the last one)
+function stagesEl(pass) {                 // the draw's stages as one picture: the same tokens' probabilities, stage by stage
+  const st = pass.stages, n = st.stages.length, box = el("div", { class: "stages", id: "stages" });
+  const draw = () => {
+    const i = STAGE === null ? n - 1 : Math.min(STAGE, n - 1), stage = st.stages[i], before = i > 0 ? st.stages[i - 1].p : null;
+    const prev = el("button", { type: "button", id: "stage-prev", disabled: i === 0 ? "" : null }, say("sample.prev"));
+    const next = el("button", { type: "button", id: "stage-next", disabled: i === n - 1 ? "" : null }, say("sample.next"));
+    prev.addEventListener("click", () => { STAGE = Math.max(i - 1, 0); draw(); });
+    next.addEventListener("click", () => { STAGE = Math.min(i + 1, n - 1); draw(); });
+    const bars = el("div", { class: "stage-bars" }, st.ids.map((id, j) => {
+      const pr = stage.p[j], was = before ? before[j] : pr, cut = pr === 0 && was > 0;
+      return el("div", { class: `pcol${id === st.chosen ? " chosen" : ""}${pr === 0 ? " cut" : ""}`, "data-id": id,
+        title: `${text(id)} (id ${id}): ${exact(was)} → ${exact(pr)}` },
+        el("span", { class: "n" }, prob(pr)), el("span", { class: "fill", style: `height:${(80 * Math.min(Math.max(pr, 0), 1)).toFixed(1)}%` }),
+        el("span", { class: "ptok" }, cut ? "✗" : id === st.chosen ? "▶" : "", el("span", { class: "tt" }, short(text(id), 8))));
+    }));
+    box.replaceChildren(p(say("sample.picture", { n: st.ids.length })),
+      el("div", { class: "temp-row" }, prev, b(say("sample.stage_of", { i: i + 1, n, stage: stage.label })),
+        stage.changed ? ` (${say("sample.changed", { n: integer(stage.changed) })})` : "", next), bars);
+  };
+  draw();
+  return box;
+}
+
 function sequenceEl(n, chosen, named) {  // named: the chosen token as the terminal names it ("G = ␣G", "↵ at H")
   const box = el("p", { class: "sequence" }, b(seq(0, n)));
   if (chosen === null || chosen === undefined) return box;
@@ -101,9 +144,10 @@ SLIDES.predict = function slidePredict() {
       el("td", { class: "val" }, vecEl(lv ? { vals: lv.rows[0], dims: lv.dims, whole: lv.whole, norm: lv.norm[0] } : null))))));
   out.push(TEMP.box);
   if (D.settings.temperature === 0) out.push(p("The run: ", say("predict.greedy"), b(say("predict.greedy_bold")), say("predict.greedy_rest"), "."));
-  else if (pass.sampling) {                // the terminal's stages and sentences of the draw (render/sampling.py)
+  if (pass.sampling) {                     // the terminal's stages and sentences of the draw (render/sampling.py)
     out.push(p(b(pass.sampling.stages)), ...pass.sampling.notes.map(words => el("p", { class: "note" }, words)));
   }
+  if (pass.stages) out.push(stagesEl(pass));
   if (pass.chosen !== null) {
     const end = CFG.end_ids.includes(pass.chosen);
     out.push(p(b(say("predict.chosen")), end || text(pass.chosen) === next ? idEl(pass.chosen) : el("span", { class: "tt" }, pass.named), ` (id ${pass.chosen})`));

@@ -1,4 +1,4 @@
-// tracer page, part 2 of 6: the trace's model, its steps and the state the page shows (the compare page
+// tracer page, part 2 of 7: the trace's model, its steps and the state the page shows (the compare page
 // has none of these: it does not load this file).
 const CFG = D.model;
 const SW = CFG.switches;                  // the table of block switches' words and flags (tracer/core/blocks.py)

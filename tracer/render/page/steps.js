@@ -1,4 +1,4 @@
-// tracer page, part 3 of 6: the steps of the article, one slide each, drawn from the recorded numbers
+// tracer page, part 3 of 7: the steps of the article, one slide each, drawn from the recorded numbers
 // for the followed token (S.token), the layer (S.layer), the head (S.head) and the pass (S.pass). The
 // sentences the terminal says too are tracer/render/words.py's (say(key, slots)): laid out here, never re-worded.
 
@@ -21,6 +21,7 @@ SLIDES.tokens = function slideTokens() {
     el("tbody", null, rows)));
   out.push(...D.about.map(a => el("p", { class: "about" }, a)));
   out.push(el("p", { class: "note" }, modelWords()));
+  if (D.file_sampling) out.push(el("p", { class: "note", id: "file-sampling" }, D.file_sampling));  // general.sampling.*
   if (D.training) out.push(p(D.training));
   if (D.left_out.length) out.push(el("p", { class: "note" }, say("page.left_out", { what: D.left_out.join("; ") })));
   return out;
