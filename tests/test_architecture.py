@@ -38,7 +38,7 @@ LAYERS = {
 TOP_LEVEL_MAX = 10  # modules directly in tracer/ (besides __init__ and __main__)
 # No upward import: a trace shows itself (Generation.show, _repr_html_ in a notebook) through
 # `tracer.showing`, where `tracer/__init__.py` enters the renderers (test below).
-RENDER_MAY_IMPORT = {"errors", "version", "core.config", "run.settings", "core.equations", "tokenizers.tokens", "run.checks",
+RENDER_MAY_IMPORT = {"errors", "version", "core.config", "run.settings", "core.equations", "tokenizers.tokens", "tokenizers.table", "run.checks",
                      "formats.files", "run.trace", "run.heads", "sections", "core.hooks", "run.overflow"}
 THIRD_PARTY = {  # which modules may import which third-party packages (the standard library is always fine)
     "numpy": "everything but the CLI's own startup path",

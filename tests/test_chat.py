@@ -135,3 +135,130 @@ def test_smollm2_template_equals_transformers(smollm2_gguf):
     path = Path(SMOLLM2)
     _compare(tok, _transformers(path.parent, path.name), tok.chat_template, tok.bos_token, tok.eos_token,
              unk_token="<|endoftext|>", pad_token="<|im_end|>")
+
+
+# --------------------------------------------------------------------------- bounds (issue 39, finding 7)
+
+HOSTILE = {  # a template that hung, ran out of memory or ended in "internal error" → the words of its one line
+    "range of a million": ("{% for i in range(10**6) %}{% endfor %}", "a range of 1,000,000"),
+    "nested loops": ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "ran for more than"),
+    "lipsum": ("{{ lipsum(10**8) }}", "lorem ipsum"),
+    "repeat": ("{{ 'x' * 10**10 }}", "10,000,000,000"),
+    "list repeat": ("{{ ([1, 2] * 10**9) | length }}", "2,000,000,000"),
+    "center filter": ("{{ 'x' | center(2e9) }}", "2,000,000,000"),
+    "center method": ("{{ 'x'.center(2000000000) }}", "2,000,000,000"),
+    "tojson indent": ("{{ messages | tojson(indent=10**9) }}", "tojson with indent 1,000,000,000"),
+    "format width": ("{{ '{:>2000000000}'.format('x') }}", "2,000,000,000"),
+    "format nested width": ("{{ '{:>{w}}'.format('x', w=3 * 10**9) }}", "3,000,000,000"),
+    "format_map": ("{{ '{x:>2000000000}'.format_map({'x': 1}) }}", "2,000,000,000"),
+    "percent": ("{{ '%2000000000s' % 'x' }}", "2,000,000,000"),
+    "percent star": ("{{ '%*s' % (10**9, 'x') }}", "'*' width"),
+    "format filter": ("{{ '%2000000000s' | format('x') }}", "2,000,000,000"),
+    "recursive macro": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "more than 64 deep (the macro f)"),
+    "recursive loop": ("{% for m in [messages] recursive %}{{ loop([m]) }}{% endfor %}", "deeper than Python's limit"),
+    "doubling": ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "1,048,576"),
+    "doubling list": ("{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "1,048,576"),
+    "shared rows shown": ("{% set a = ['x' * 1000] * 1000 %}{{ [a] * 1000 }}", "shown as text"),
+    "join": ("{{ ('y' * 100000).join(['x'] * 100000) }}", "str.join"),
+    "replace": ("{{ ('x' * 100000).replace('', 'y' * 1000) }}", "str.replace"),
+    "indent": ("{{ ('a\n' * 1000) | indent(10**7) }}", "the filter indent"),
+    "batch": ("{% for b in [1] | batch(10**9, 'x') %}{{ b }}{% endfor %}", "the filter batch"),
+    "slice": ("{% for b in [1] | slice(10**9) %}{% endfor %}", "the filter slice"),
+    "power": ("{{ 2 ** 10000000 }}", "a power of about 20,000,000 bits"),
+    "strftime width": ("{{ strftime_now('%100000Y') }}", "strftime_now"),
+    "output": ("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "the rendered text"),
+    "made in all": ("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
+                    "in all"),
+    "float overflow": ("{{ 10.0 ** 400 }}", "OverflowError"),
+    "deep parentheses": ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "chat template"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_a_template_is_bounded_in_time_memory_and_depth(case):
+    import time
+    import tracemalloc
+
+    template, says = HOSTILE[case]
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TracerError, match="^chat template: ") as e:
+            render_chat(template, CHATS[0])
+        took, peak = time.monotonic() - started, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert says in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert took < 8, f"{took:.1f} s"  # 2 s of template time, tracemalloc's slowness on top
+    assert peak < 400 * 2**20, f"{peak / 2**20:.0f} MB"  # the bound is 1,000,000 characters a value, 32,000,000 in all
+
+
+def test_a_template_of_megabytes_is_refused_before_it_is_compiled():
+    with pytest.raises(TracerError, match=r"^chat template: 2,000,016 characters; tracer renders templates of at most 1,000,000$"):
+        render_chat("{{ 'x' }}" + " " * 2_000_000 + "{{ 1 }}", CHATS[0])
+
+
+def test_the_bounds_grow_with_the_messages_and_real_templates_fit():
+    long = [{"role": "user", "content": "word " * 400_000}]  # 2,000,000 characters: the text bound follows
+    text = render_chat("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}", long)
+    assert len(text) == len("<|user|>") + 2_000_000 - 1 + 1
+    assert render_chat("{{ range(100000) | list | length }}{{ ('x' * 1000000) | length }}", CHATS[0]) == "1000001000000"
+
+
+def test_the_template_source_is_named(tmp_path):
+    from tracer.tokenizers.chat import ChatTemplate
+
+    (tmp_path / "chat_template.jinja").write_text("{% for i in range(10**7) %}{% endfor %}")
+    template = load_chat_template(tmp_path)
+    with pytest.raises(TracerError, match=r"^chat template \(.*chat_template\.jinja\): a range of 10,000,000"):
+        render_chat(template, CHATS[0])
+    (tmp_path / "chat_template.jinja").unlink()
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ 'x' * 10**10 }}"}))
+    with pytest.raises(TracerError, match=r"^chat template \(.*tokenizer_config\.json's chat_template\): "):
+        render_chat(load_chat_template(tmp_path), CHATS[0])
+    with pytest.raises(TracerError, match=r"^chat template \(model.gguf's tokenizer.chat_template\): "):
+        render_chat(ChatTemplate("{{ 'x' * 10**10 }}", "model.gguf's tokenizer.chat_template"), CHATS[0])
+
+
+def test_a_running_template_stops_when_told(tmp_path):
+    """A server stopping ends a template's render at once, whatever it is doing (`bounds.stop_all`)."""
+    import threading
+    import time
+
+    from tracer.tokenizers import bounds
+
+    box = {}
+
+    def render():
+        try:
+            render_chat("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", CHATS[0],
+                        seconds=60)
+        except TracerError as e:
+            box["error"] = str(e)
+
+    t = threading.Thread(target=render)
+    t.start()
+    until = time.monotonic() + 10
+    while not bounds._RUNNING and time.monotonic() < until:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    started = time.monotonic()
+    assert bounds.stop_all() == 1
+    t.join(timeout=5)
+    assert not t.is_alive() and time.monotonic() - started < 2
+    assert box["error"] == "chat template: stopped: the program is stopping"
+    assert not bounds._RUNNING
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("template", ["{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                                      "{{ 'x' * 10**10 }}", "{{ lipsum(10**8) }}", "{{ messages | tojson(indent=10**9) }}",
+                                      "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{{ '%2000000000s' | format('x') }}"])
+def test_a_hostile_template_is_one_line_and_exit_2_on_the_cli(tmp_path, limited, template):
+    folder = tmp_path / "m"
+    shutil.copytree(Path(__file__).parent / "data" / "qwen2-tiny", folder, ignore=shutil.ignore_patterns("reference.npz"))
+    (folder / "chat_template.jinja").write_text(template)
+    r = limited("trace", "hi", "--model", folder, "--chat", "-n", "1", memory=1 << 30, seconds=30)
+    assert r.signal is None and r.returncode == 2, (r.returncode, r.signal, r.stderr[-1000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracer: chat template (") and "chat_template.jinja" in lines[0], lines

@@ -533,3 +533,128 @@ def test_gguf_blocks_of_the_lookup_types(tmp_path_factory, tmp_path, limited, ch
     assert r.returncode == 2 or "tracer · model" in r.stdout, what
     if r.returncode == 2:
         assert "tensor '" in r.stderr or "tokenizer" in r.stderr, (what, r.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# Chat templates: a model's program, bounded in time, memory and depth (issue 39)
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+BIG = ["10**9", "2**31", "2e9", "1e18", "100000", "999999", "10**6 + 1", "(2**31) | int", "1e9 | int", "-1"]
+
+
+def hostile_template(rng: random.Random) -> str:
+    """A ChatML template with one hostile piece put before its output: a loop, a repeat, a width, an
+    indent, a format, a recursion, a doubling, a join or a lorem ipsum of a size drawn from BIG."""
+    n, m = rng.choice(BIG), rng.choice(BIG)
+    piece = rng.choice([
+        f"{{% for i in range({n}) %}}{{% for j in range({m}) %}}{{% endfor %}}{{% endfor %}}",
+        f"{{{{ 'x' * {n} }}}}", f"{{{{ ['x'] * {n} }}}}", f"{{{{ 'ab' | center({n}) }}}}", f"{{{{ 'ab'.ljust({n}) }}}}",
+        f"{{{{ messages | tojson(indent={n}) }}}}", f"{{{{ '{{:>{{w}}}}'.format('x', w={n}) }}}}",
+        f"{{{{ '{{:>{n if n.isdigit() else 2000000000}}}'.format('x') }}}}",
+        f"{{{{ '%{n if n.isdigit() else 2000000000}s' % 'x' }}}}", f"{{{{ '%s' | format('x' * {n}) }}}}",
+        f"{{{{ lipsum({n}) }}}}", f"{{{{ ('a\\n' * 1000) | indent({n}) }}}}", f"{{{{ 10 ** {n} }}}}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "{% for m in [messages] recursive %}{{ loop([m]) }}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+        f"{{% set a = ['x' * 1000] * 1000 %}}{{{{ ([a] * {n}) | join(',') }}}}",
+        f"{{{{ ('y' * 1000).join(['x'] * {n}) }}}}", f"{{{{ ('x' * 1000).replace('', 'y' * {n}) }}}}",
+        f"{{% for b in [1] | batch({n}, 'x') %}}{{{{ b }}}}{{% endfor %}}", f"{{{{ strftime_now('%{n}Y') }}}}",
+        f"{{% for i in range({n}) %}}{{{{ messages }}}}{{% endfor %}}", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
+    ])
+    return piece + CHATML if rng.random() < 0.5 else CHATML.replace("{{ m.content }}", "{{ m.content }}" + piece)
+
+
+@pytest.mark.parametrize("i", cases("template"))
+def test_chat_templates(tmp_path, limited, check_outcome, i):
+    """A Qwen2 folder whose chat_template.jinja is hostile: bounded in time, memory and depth, refused in one
+    line naming the template's file (exit 2), or rendered (exit 0); never exit 1, never past the limits."""
+    rng = rng_for("template", i)
+    folder = tmp_path / "m"
+    shutil.copytree(FAMILIES / "qwen2-tiny", folder, ignore=shutil.ignore_patterns("reference.npz"))
+    template = hostile_template(rng)
+    (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    r = limited("trace", "hi", "--model", folder, "--chat", "-n", "1", seconds=30)
+    check_outcome(r)
+    assert r.returncode == 2 or "tracer · model" in r.stdout, template[:300]
+    if r.returncode == 2:  # the template's bound, or what it rendered was longer than the model's context
+        assert "chat_template.jinja" in r.stderr or "context of 128 tokens" in r.stderr, (template[:300], r.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# tracer serve's connections: what a hostile client sends, one seeded case per connection (issue 39)
+
+GARBAGE = [b"", b"\x00\xff\xfe", b"GET", b"GET / HT", b"GET / HTTP/1.1\r\n", b"POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+           b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\nX: " + b"b" * 70_000 + b"\r\n\r\n",
+           b"BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"\r\n\r\n\r\n",
+           b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+           b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"]
+
+
+def hostile_connection(rng: random.Random) -> tuple[bytes, str]:
+    """What one connection sends and how it ends ("close", "idle", "half": shuts its writing side)."""
+    how = rng.randrange(5)
+    if how == 0:
+        data = rng.choice(GARBAGE)
+    elif how == 1:
+        data = bytes(rng.randrange(256) for _ in range(rng.choice([1, 10, 1000])))
+    elif how == 2:  # a body that lies about its length, or a header that lies about its type
+        body = json.dumps({"prompt": rng.choice(["A B", ESCAPES, "x" * 3000])}).encode()
+        length = rng.choice([len(body), len(body) + 1000, 0, 10**12, -1])
+        kind = rng.choice(["application/json", "text/plain", "", "application/json; charset=utf-7"])
+        data = (f"POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n"
+                f"X-Forwarded-For: {rng.choice(['1.2.3.4', ESCAPES, '::1'])}\r\n\r\n").encode("utf-8", "replace") + body
+    elif how == 3:  # many requests on one connection, the last cut short
+        one = b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        data = one * rng.randint(1, 20) + one[: rng.randrange(len(one))]
+    else:
+        data = mutate_bytes(b"POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 16\r\n\r\n{\"prompt\": \"A\"}", rng)
+    return data, rng.choice(["close", "idle", "half"])
+
+
+@pytest.fixture(scope="module")
+def fuzzed_server():
+    from .conftest import ServeProcess
+
+    proc, url = ServeProcess.start("--model", "abc", "--workers", "1", "--queue", "2", "--per-client", "0")
+    held: list = []
+    yield url, held
+    for s in held:
+        s.close()
+    code, err = ServeProcess.stop(proc)
+    assert code == 0 and "Traceback" not in err and "Exception" not in err, err
+
+
+@pytest.mark.parametrize("i", cases("connection"))
+def test_server_connections(fuzzed_server, i):
+    """Whatever one connection sends, the server answers the next client at once: an HTTP answer or a
+    closed connection to the hostile one, and JSON for every route of its own."""
+    import socket
+
+    import httpx
+
+    url, held = fuzzed_server
+    rng = rng_for("connection", i)
+    data, ending = hostile_connection(rng)
+    host, port = url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)), timeout=5)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # the server may have refused it already
+    if ending == "half":
+        try:
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+    if ending == "close":
+        s.close()
+    else:
+        held.append(s)  # left open, as a hostile client leaves it: the server's deadlines close it
+    started = __import__("time").monotonic()
+    r = httpx.get(url + "/api/health", timeout=10)
+    assert r.status_code == 200 and r.json()["status"] == "ok" and __import__("time").monotonic() - started < 5
+    r = httpx.post(url + "/api/trace", content=b"{", headers={"Content-Type": "application/json"}, timeout=10)
+    assert r.status_code == 400 and r.headers["content-type"] == "application/json"

@@ -154,12 +154,17 @@ def test_a_hook_that_edits_its_argument_in_place_changes_neither_the_weights_nor
     a = model.generate(IDS, max_new_tokens=3, hooks={"blocks.*.hook_resid_pre": shrink, "hook_embed": halve})
     b = model.generate(IDS, max_new_tokens=3, hooks={"blocks.*.hook_resid_pre": lambda x: x * 0.9,
                                                      "hook_embed": lambda x: x * 0.5})
+    assert_same_generation(a, b)
+    np.testing.assert_array_equal(model.run(IDS)["logits"], clean)
+
+
+def assert_same_generation(a, b) -> None:
+    """The same tokens, and every pass the same names with the same values."""
     assert a.generated_ids == b.generated_ids
-    for sa, sb in zip(a.steps, b.steps):
+    for sa, sb in zip(a.steps, b.steps, strict=True):
         assert list(sa.keys()) == list(sb.keys())
         for name in sb.keys():
             np.testing.assert_array_equal(sa[name], sb[name], err_msg=name)
-    np.testing.assert_array_equal(model.run(IDS)["logits"], clean)
 
 
 def test_only_the_attention_scores_carry_minus_infinity_as_the_hook_table_says(model, small_config):
@@ -230,6 +235,37 @@ def test_hooks_ablations_and_compare_work_on_a_gguf_with_llama3s_rope_freqs(gguf
     assert json.loads(r.stdout)["ablation"]["ablated"] == ["head 0:1"]
     c = runner.invoke(app, ["compare", "hello world", "hello word", "--model", str(path), "--json"])
     assert c.exit_code == 0, c.output
+
+
+KINDS = ["gpt-oss-tiny", "qwen2-moe-tiny", "qwen3-5-tiny", "gemma4-tiny", "gemma4-moe-tiny", "smollm3-tiny", "olmo3-tiny"]
+
+
+@pytest.mark.parametrize("folder", KINDS)
+def test_in_place_hooks_at_every_point_of_every_kind_act_as_pure_ones_and_leave_the_model(folder):
+    """Sinks, routed experts (Gemma 4's beside its MLP too), linear attention, Gemma 4's shared keys and
+    per-layer inputs, partial rotary, NoPE layers: `v *= 0.5` at every hook point of a generation (hooks
+    accepted at all: a partial rotary's width fit only the model's d_head) gives the pure `v * 0.5`'s every
+    recorded value, and the model's next run, unhooked, is its own."""
+    from pathlib import Path
+
+    import tracer
+
+    m = tracer.load(str(Path(__file__).parent / "data" / folder))
+    ids = [1, 2, 3, 4, 5, 6, 7]
+    before = {k: np.array(v) for k, v in m.params.items()}
+    clean = m.run(ids)["logits"]
+
+    def halve(v):
+        if v.dtype.kind == "f":
+            v *= 0.5
+        return v
+
+    a = m.generate(ids, max_new_tokens=3, hooks={"*": halve})
+    b = m.generate(ids, max_new_tokens=3, hooks={"*": lambda v: v * 0.5 if v.dtype.kind == "f" else v})
+    assert_same_generation(a, b)
+    np.testing.assert_array_equal(m.run(ids)["logits"], clean)
+    for k, v in before.items():
+        np.testing.assert_array_equal(m.params[k], v, err_msg=k)
 
 
 @pytest.mark.parametrize("hooks, says", [

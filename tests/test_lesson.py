@@ -529,7 +529,9 @@ def test_a_full_class_costs_what_the_help_says_and_leaving_frees_it(lesson_file,
         follow(100)
         time.sleep(0.5)
         again = rss_kb(proc.pid) - full
-        assert again <= (full - before) / 3, again  # mostly what the first ones held, reused
+        # mostly what the first ones held, reused: a third of what they took, or of the stated cost when they
+        # took less (the guarded connections cost about 3 kB a page, as little as the reused ones)
+        assert again <= max(full - before, PER_PAGE_KB * 90) / 3, again
     finally:
         for s in pages:
             s.close()

@@ -148,7 +148,8 @@ class Model:
             messages = [{"role": "user", "content": messages}]
         tok = self.tokenizer
         return render_chat(self.chat_template, messages, bos_token=getattr(tok, "bos_token", None) or "",
-                           eos_token=getattr(tok, "eos_token", None) or "", add_generation_prompt=add_generation_prompt)
+                           eos_token=getattr(tok, "eos_token", None) or "", add_generation_prompt=add_generation_prompt,
+                           source=getattr(self.chat_template, "source", None) or f"of the model {self.name}")
 
     def chat_ids(self, messages, add_generation_prompt: bool = True) -> list[int]:
         """The ids of `chat_prompt(messages)`: what `apply_chat_template(messages, add_generation_prompt=True)` gives."""
@@ -178,11 +179,11 @@ class Model:
             forward(self.config, self.weights, prompt.ids, rec)
         meta = {**self.meta(), **prompt.meta(), **({"hooked": list(hooked.changed)} if hooked is not None else {})}
         return Trace(rec.store, np.asarray(prompt.ids, dtype=np.int64), self.config,
-                     [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0)
+                     [self.tokenizer.token_str(t) for t in prompt.ids], meta, 0, tokenizer=self.tokenizer)
 
     def generate(self, prompt_or_ids, names=None, on_step=None, truncate: str | None = None, lens: bool | None = None,
                  settings: GenerationSettings | None = None, chat: bool = False, hooks: dict | None = None,
-                 **given) -> Generation:
+                 on_layer=None, **given) -> Generation:
         """Generate up to `max_new_tokens` tokens; every pass and sampling draw is recorded.
 
         The generation settings are keywords named as `tracer.run.settings.SETTINGS` names them
@@ -193,6 +194,8 @@ class Model:
         as in `run`, applied in every pass (the KV cache holds the keys and values they gave). With
         `truncate`, a prompt too long for the context keeps its last (`"left"`) or first
         (`"right"`) tokens, leaving room for the new ones; `gen.meta["truncated"]` says how many.
+        `on_layer()`: called before every layer of every pass and before the logit lens's chunks (what it
+        raises ends the run there: a deadline); `on_step(done, total)` after each pass.
         """
         settings = GenerationSettings(**given) if settings is None else settings.replace(**given)
         if settings.sampling == "file":  # the file's suggestions, where nothing was asked for
@@ -203,7 +206,8 @@ class Model:
         check_run(self, settings)
         draft = self.draft_model(settings.draft) if settings.draft is not None else None
         prompt = self.prompt(prompt_or_ids, truncate, settings.max_new_tokens, chat=chat)
-        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), draft)
+        gen = generate(self, list(prompt.ids), settings, names, on_step, lens, self.hooks(hooks), draft=draft,
+                       on_layer=on_layer)
         for meta in [gen.meta] + [s.meta for s in gen.passes]:
             meta.update(prompt.meta())
         return gen

@@ -73,8 +73,9 @@ class _Group(TyperGroup):
         except MemoryError:
             if STATE["debug"]:
                 raise
-            echo_err("out of memory: the model or trace is too large for this machine")
-            raise typer.Exit(1) from None
+            echo_err("out of memory: the model or trace is too large for this machine (a shorter prompt, fewer new "
+                     "tokens or --json records less)")
+            raise typer.Exit(2) from None
         except Exception as e:
             if STATE["debug"]:
                 raise

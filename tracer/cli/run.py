@@ -45,9 +45,10 @@ def trace(
     Example: tracer trace "A B C D E F"   (the default model, trained by tracer, predicts G)
     """
     from ..formats.files import check_output_path
+    from ..run.footprint import check_room, cut
     from ..run.generate import recording_plan
     from ..loaders import load
-    from ..render.progress import generation_progress, layers_progress, reading_progress
+    from ..render.progress import generation_progress, layers_progress, pass_progress, reading_progress
     from ..tokenizers.tokens import check_prompt
 
     view = view_of(token, layer, head, dims, precision, brief, section, 0 if json_out else max_lines)
@@ -64,9 +65,17 @@ def trace(
     n = len(text.ids)
     resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())  # once, before anything runs
     plan = recording_plan(json=json_out, save=bool(save), lens_shown=resolved.shows("lens"))  # what is read from the run
+    keep = check_room(m, n, settings.max_new_tokens, plan["names"], side, cache=settings.cache)  # it fits, or
+    if keep < n:  # --truncate: the prompt cut to what fits
+        text = cut(text, keep, side)
+        echo_err(f"note: the prompt has {n:,} tokens and about {keep:,} fit in the memory available; kept its "
+                 f"{'end' if side == 'left' else 'start'}, {keep:,} tokens (--truncate {side}), dropped {n - keep:,}")
+        n = keep
+        resolved = view.resolve(m.config, n, passes(n, settings.max_new_tokens), out.width, m.meta())
     with layers_progress(streamed_layers(m), not json_out), \
-            generation_progress(m.config.n_params(), settings.max_new_tokens) as on_step:  # bars on stderr
-        gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, **plan)
+            generation_progress(m.config.n_params(), settings.max_new_tokens) as on_step, \
+            pass_progress(m.config.n_layers, m.config.pass_macs(n, n), n) as on_layer:  # bars on stderr
+        gen = m.generate(text, settings=settings, on_step=on_step, hooks=hooks, on_layer=on_layer, **plan)
     change = None
     if hooks:
         change = ablation_record(m, text.ids, ablate, hooks)
@@ -74,7 +83,7 @@ def trace(
     if attribute:  # the chosen next token (the first generated, or the most likely when none was)
         gen.meta["attribution"] = m.attribute(text, target=gen.generated_ids[0] if gen.generated_ids else None)
     resolved = resolved.for_run(gen)  # a generation that stopped early: its --token may not exist
-    if text.truncated:
+    if text.truncated and "memory" not in text.truncated:
         note, kept = text.truncated, "end" if side == "left" else "start"
         echo_err(f"note: the prompt has {note['prompt_tokens']:,} tokens and the model's context is {m.config.n_ctx:,}; "
                   f"kept its {kept}, {note['kept']:,} tokens (--truncate {side}), dropped {note['dropped']:,}")
@@ -119,8 +128,10 @@ def show(
     Example: tracer trace "Hello" --save hello.npz && tracer show hello.npz --layer 3
     """
     from ..errors import TracerError
+    from pathlib import Path
+
     from ..render import resolved_for
-    from ..tokenizers.tokens import get_tokenizer
+    from ..tokenizers.table import trace_tokenizer
     from ..run.damage import damage as trace_damage
     from ..run.trace import Generation
 
@@ -128,7 +139,7 @@ def show(
     check_export(export)
     gen = Generation.load(path)
     try:
-        tokenizer = get_tokenizer(gen.meta.get("tokenizer"))
+        tokenizer = trace_tokenizer(gen.meta.get("tokenizer"), Path(path).parent)
     except TracerError as e:
         raise TracerError(f"{path}: {e}") from None
     out = make_console(bool(export))

@@ -92,7 +92,9 @@ def _demo_run(scenario: str, prompt: str | None, model: str, chat: bool = False,
         settings = settings.replace(max_new_tokens=max(0, min(settings.max_new_tokens, m.config.n_ctx - len(text.ids))))
     hooks = ablation_hooks(m, ablate)
     from ..render.progress import layers_progress
+    from ..run.footprint import check_room
 
+    check_room(m, len(text.ids), settings.max_new_tokens, cache=settings.cache)  # a recording that cannot fit: refused first
     with layers_progress(streamed_layers(m)):  # a streamed model: the layers' bar on stderr, Ctrl-C between layers
         gen = m.generate(text, settings=settings, hooks=hooks)
     if hooks:

@@ -22,6 +22,7 @@ def serve(
     lesson: Annotated[Optional[str], typer.Option("--lesson", help="Lead a class through a lesson file (tracer lesson new writes one): its model and settings pinned, every page opening on its starter prompt; prints the join address, its QR code and the teacher's address with a secret (once). Each student's page follows the teacher's step and choices on their own prompt.")] = None,
     followers: Annotated[int, typer.Option("--followers", min=1, max=2000, help="With --lesson: student pages that may follow at once (beyond: 503 with Retry-After), at most 8 from one address (none with --per-client 0). Each is sent at most 5 events a second, the latest state only: nothing queues for a slow page or one that left. About 25 kB of memory per page.")] = 100,
     memory: MemoryOpt = None,
+    trusted_proxy: Annotated[Optional[str], typer.Option("--trusted-proxy", help="The reverse proxy this server sits behind (an address or a network, comma-separated): only its X-Forwarded-For names the client for --per-client. Default: none; every client is its connection's own address.")] = None,
 ) -> None:
     """Serve the classroom page: type a prompt in a browser and see every step (many students at once).
 
@@ -44,4 +45,4 @@ def serve(
     limits = dataclasses.replace(Limits(), max_new_tokens=max_new_tokens, seconds=seconds, per_client=per_client,
                                  context=max(Limits().context, Limits().prompt_tokens + max_new_tokens))
     run(model or ["abc"], host, port, workers, queue, limits, load=functools.partial(load, memory=memory),  # each model its own budget
-        say=lambda line: typer.echo(line), lesson=led, followers=followers)
+        say=lambda line: typer.echo(line), lesson=led, followers=followers, trusted_proxy=trusted_proxy)

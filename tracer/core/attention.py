@@ -28,7 +28,7 @@ from .equations import (attend, attention_scores, causal_softmax, head_results, 
 from .hooks import Hook, h
 from .qkv import fuse_qkv, fuse_qkv_weights, split_qkv, split_qkv_weights
 from .record import NOTHING, Recorder
-from .store import Causal, Recipe, long_prefill
+from .store import Causal, Later, Recipe, long_prefill
 from .sublayer import Span, Sublayer, d_norm, norm
 
 # --------------------------------------------------------------------------- the store's recipes
@@ -117,6 +117,7 @@ class SoftmaxAttention(Sublayer):
         "attn.hook_pattern": (Causal(0.0),),
         "attn.hook_attn_scores": (Recipe(scores_of, ("attn.hook_dots",), exact=True), Causal(-np.inf)),
         "attn.hook_dots": (Recipe(dots_of, lambda cfg, l: tuple(meeting(cfg, l)), when=long_prefill, remember=True),),
+        "attn.hook_result": (Later(),),
     }
 
     # -- parameters and layout

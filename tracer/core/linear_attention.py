@@ -37,6 +37,7 @@ from .equations import merge_heads, sigmoid
 from .hooks import h
 from .linear_backward import backward as linear_backward
 from .record import Recorder
+from .store import Later
 from .sublayer import Span, Sublayer
 
 # --------------------------------------------------------------------------- the layout and the state
@@ -95,6 +96,7 @@ class LinearAttention(Sublayer):
         "hook_gate_z": h("pos v_head d_v", "heads"),
         "hook_z_gated": h("pos v_head d_v", "heads"),
     }
+    hold = {"attn.hook_state": (Later(),)}  # a recipe of the same recurrence, computed when read
 
     def check(self, cfg) -> None:
         for name in ("linear_k_heads", "linear_v_heads", "linear_d_k", "linear_d_v"):

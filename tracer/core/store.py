@@ -93,14 +93,35 @@ def long_prefill(a: np.ndarray) -> bool:
     return a.ndim == 3 and long(a) and a.shape[1] == a.shape[2]
 
 
+class Shaped:
+    """An array's shape without its numbers: what a way's `when` reads (`long`, `long_prefill`) when a
+    run's holdings are estimated before it runs (`held_bytes`)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+
+
+def _packs(shape) -> bool:
+    """A [head, query, key] array long enough to be held as its causal half (a pass's queries among its keys)."""
+    return len(shape) == 3 and PACK_MIN_QUERIES <= shape[1] <= shape[2]
+
+
 @dataclass(frozen=True)
 class Causal:
     """Hold the lower part when every entry above the diagonal is `fill`."""
 
     fill: float
 
+    def held(self, config, name: str, shape, itemsize: int, recorded) -> int | None:
+        """Bytes the lower part of an array of `shape` takes (None: it would be held whole)."""
+        if not _packs(shape):
+            return None
+        n_q, n_k = shape[1], shape[2]
+        return shape[0] * (n_q * (n_k - n_q) + n_q * (n_q + 1) // 2) * itemsize
+
     def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
-        if a.ndim != 3 or a.shape[1] < PACK_MIN_QUERIES or a.shape[1] > a.shape[2]:
+        if not _packs(a.shape):
             return None
         first = a.shape[2] - a.shape[1]  # key index of the first query
         if not trusted and not all((a[:, i, first + i + 1 :] == self.fill).all() for i in range(a.shape[1])):
@@ -126,6 +147,13 @@ class Recipe:
     when: object = None
     exact: bool = False
     remember: bool = False
+
+    def held(self, config, name: str, shape, itemsize: int, recorded) -> int | None:
+        """0 when a pass recording `recorded` (names) would hold `name` of `shape` as this recipe, else None
+        (a recipe that is not exact is taken to give the same bits: an estimate)."""
+        if self.when is not None and not self.when(Shaped(shape)):
+            return None
+        return 0 if all(s in recorded for s in self.parts(config, name)[0]) else None
 
     def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
         if self.when is not None and not self.when(a):
@@ -158,6 +186,29 @@ class Recipe:
             if len(cache) < _WAYS_MAX:
                 cache[key] = hit
         return hit
+
+
+@dataclass(frozen=True)
+class Later:
+    """A value a run records only as a recipe (`Recorder.later`: each head's share of the attention output,
+    a recurrent state per position), computed when first read; read from a file, it is held whole."""
+
+    def held(self, config, name: str, shape, itemsize: int, recorded) -> int | None:
+        return 0
+
+    def hold(self, store: "Store", name: str, a: np.ndarray, trusted: bool):
+        return None
+
+
+def held_bytes(config, name: str, shape, itemsize: int, recorded) -> int:
+    """Bytes a pass that records the names `recorded` holds of `name`, an array of `shape` and `itemsize`:
+    by the first of its ways that would take it (`Config.hold`), else whole. What `tracer.run.footprint`
+    estimates a run by, before it runs."""
+    for way in config.hold(name) or ():
+        got = way.held(config, name, shape, itemsize, recorded)
+        if got is not None:
+            return got
+    return int(np.prod(shape, dtype=np.int64)) * itemsize
 
 
 def _split(name: str) -> tuple[int, str]:

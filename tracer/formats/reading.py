@@ -42,6 +42,25 @@ DEFLATE_MAX_RATIO = 1_032  # the most deflate can expand: a larger declared size
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def what_is(path) -> str | None:
+    """What `path` is when it is not a regular file: "a folder", "a named pipe (FIFO)", "a character
+    device", "a block device", "a socket", "a link to nothing", "unreadable (…)"; None for a regular file
+    (through links) and for nothing there at all (the caller's "no such …")."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else None
+    except OSError as e:
+        return f"unreadable ({reason(e)})"
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in KINDS if test(mode)), "not a regular file")
+
+
 def reason(e: OSError) -> str:
     """What went wrong, in the system's words: 'Permission denied', 'File name too long'."""
     return e.strerror or type(e).__name__
@@ -64,7 +83,8 @@ def open_regular(path, kind: str = "file"):
         if stat.S_ISDIR(mode):
             raise TracerError(f"{path}: is a folder, not a {kind}")
         if not stat.S_ISREG(mode):
-            raise TracerError(f"{path}: not a regular file (a device, a pipe or a socket); tracer reads only files")
+            what = next((name for test, name in KINDS if test(mode)), "a device, a pipe or a socket")
+            raise TracerError(f"{path}: not a regular file ({what}); tracer reads only files")
         f = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

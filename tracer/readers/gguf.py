@@ -312,14 +312,16 @@ def _checkpoint(cfg, f, fam, gguf_of: dict, params: dict, fused, path: Path, nam
     storage = split_marked(fam, cfg, {tl: Stored(f.tensors[gguf_of[hf]].type_name, gguf_of[hf], "gguf",
                                                  nbytes=f.tensors[gguf_of[hf]].nbytes)
                                       for tl, hf in fam.file_names(cfg).items() if hf in gguf_of and gguf_of[hf] in f.tensors})
+    from ..tokenizers.chat import ChatTemplate
     from ..tokenizers.gguf_tokenizer import tokenizer_from_gguf
     from .gguf_sampling import file_sampling
 
     tokenizer = tokenizer_from_gguf(f.metadata, path=str(path))
     template = f.metadata.get("tokenizer.chat_template")
+    template = ChatTemplate(template, f"{path.name}'s tokenizer.chat_template") if isinstance(template, str) else None
     sampling, unused = file_sampling(f.metadata, f.types, str(path))  # general.sampling.*, checked
     return Checkpoint(cfg, params, tokenizer, name or path.name, str(path), "gguf", str(f.metadata["general.architecture"]),
-                      storage, fused_qkv=fused, chat_template=template if isinstance(template, str) else None,
+                      storage, fused_qkv=fused, chat_template=template,
                       examples=storage_examples(f, storage), lazy=source, notes=tuple(notes), sampling=sampling,
                       sampling_unused=unused)
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import TracerError
-from ..formats.reading import parse_json, read_small
+from ..formats.reading import parse_json, read_small, what_is
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 OLLAMA_NAME = re.compile(r"^(?:([a-z0-9][a-z0-9._-]{0,79})/)?([a-z0-9][a-z0-9._-]{0,79})(?::([A-Za-z0-9][A-Za-z0-9._-]{0,79}))?$")
@@ -41,6 +41,9 @@ def ollama_blob(name: str) -> Path:
     user, model, tag = m.group(1) or "library", m.group(2), m.group(3) or "latest"
     home = ollama_home()
     manifest = home / "manifests" / "registry.ollama.ai" / user / model / tag
+    kind = what_is(manifest)
+    if kind is not None:  # there, but not a file: say what it is, not "no manifest"
+        raise TracerError(f"ollama:{name}: its manifest is {kind}, not a file ({manifest}); tracer reads only files")
     if not manifest.is_file():
         raise TracerError(f"ollama:{name}: no manifest at {manifest} (pull it with: ollama pull {model}:{tag}; "
                           f"tracer looks in $OLLAMA_MODELS, else ~/.ollama/models)")
@@ -62,6 +65,9 @@ def ollama_blob(name: str) -> Path:
         inside = False
     if not inside:
         raise TracerError(f"{manifest}: its model blob leads outside {blobs} (a link elsewhere); refused")
+    kind = what_is(blob)
+    if kind is not None:
+        raise TracerError(f"ollama:{name}: its model blob is {kind}, not a file ({blob}); tracer reads only files")
     if not blob.is_file():
         raise TracerError(f"ollama:{name}: the manifest names blob sha256-{d.group(1)[:12]}…, which is not in {blobs} "
                           f"(ollama pull {model}:{tag} again)")
@@ -69,13 +75,14 @@ def ollama_blob(name: str) -> Path:
 
 
 def ollama_models() -> list[tuple[str, Path]]:
-    """(ollama:NAME:TAG, manifest) for every manifest in Ollama's store."""
+    """(ollama:NAME:TAG, manifest) for every manifest in Ollama's store (one that is not a file too: a
+    folder, a FIFO, a device, so that `tracer models` says what it is)."""
     root = ollama_home() / "manifests" / "registry.ollama.ai"
     found = []
     if not root.is_dir():
         return found
     for manifest in sorted(root.glob("*/*/*")):
-        if manifest.is_file():
+        if manifest.is_file() or what_is(manifest) is not None:
             user, model, tag = manifest.parts[-3:]
             found.append((f"ollama:{'' if user == 'library' else user + '/'}{model}:{tag}", manifest))
     return found

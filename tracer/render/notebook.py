@@ -12,9 +12,10 @@ SUMMARY = ("tokens", "predict", "loop")  # what a cell shows of a generation
 
 
 def _tokenizer(gen):
-    from ..tokenizers.tokens import get_tokenizer
+    """The run's own tokenizer, or the one its trace names (a token table; never a file a trace names)."""
+    from ..tokenizers.table import trace_tokenizer
 
-    return get_tokenizer(gen.meta.get("tokenizer"))
+    return gen.tokenizer if gen.tokenizer is not None else trace_tokenizer(gen.meta.get("tokenizer"))
 
 
 def show(gen, tokenizer=None, console=None, **options) -> None:

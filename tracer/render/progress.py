@@ -41,6 +41,35 @@ def generation_progress(n_params: int, max_new_tokens: int, description: str = "
         yield on_step
 
 
+LONG_PASS_MACS = 20_000_000_000  # a pass of more multiply-adds than this gets a bar of its layers (seconds of work)
+
+
+@contextmanager
+def pass_progress(n_layers: int, macs: int, n_prompt: int, stream=None):
+    """Yields an `on_layer()` callback drawing the prompt's pass (`n_prompt` tokens, `macs` multiply-adds,
+    `Config.pass_macs`) layer by layer on stderr, for a pass long enough to need it, on a terminal; else
+    None. (`Model.generate(on_layer=…)` calls it before each layer.)"""
+    stream = stream if stream is not None else sys.stderr
+    if not (macs > LONG_PASS_MACS and getattr(stream, "isatty", lambda: False)()):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=safe_console(file=stream), transient=True) as bar:
+        task = bar.add_task(f"the prompt's pass ({n_prompt:,} tokens): layers", total=n_layers)
+        seen = [0]
+
+        def on_layer() -> None:
+            seen[0] += 1
+            if seen[0] <= n_layers:
+                bar.update(task, completed=seen[0] - 1)
+            elif seen[0] == n_layers + 1:
+                bar.update(task, completed=n_layers, description="predictions and the logit lens")
+
+        yield on_layer
+
+
 @contextmanager
 def reading_progress(total_bytes: int, label: str, stream=None):
     """Yields an `advance(n_bytes)` callback drawing a bar for big files on a terminal (else a no-op)."""

@@ -3,7 +3,7 @@ hanging indent, tables that fit the width they are given, and the console tracer
 
 `safe_console` makes the one console every command prints through: text from a prompt or a file
 reaches the terminal only through it, so an escape sequence in it is shown (␛[31m), never obeyed,
-and a string is never read as Rich markup.
+and a string is never read as Rich markup or emoji codes.
 `Trimmed` drops the spaces Rich pads lines with, so nothing trails a line in a pipe or an export.
 """
 
@@ -43,11 +43,12 @@ MIN_WIDTH = 40  # narrower than this, tables and equations cannot be laid out: C
 
 
 def safe_console(record: bool = False, **options) -> SafeConsole:
-    """The console tracer prints through. Strings are text, never Rich markup (a token or a title
-    '[/x]' is shown as written; tracer styles with `Text`). A width the environment gives that is
+    """The console tracer prints through. Strings are text, never Rich markup or emoji codes (a token,
+    a title or a file name '[/x]', ':cat:' or 'ollama:m:ab' is shown as written; tracer styles with `Text`). A width the environment gives that is
     too narrow to lay anything out (COLUMNS=0, COLUMNS=3) is taken as unknown: 80 columns, as
     Rich's default."""
     options.setdefault("markup", False)
+    options.setdefault("emoji", False)
     console = SafeConsole(record=record, **options)
     if "width" not in options and console.width < MIN_WIDTH:
         console = SafeConsole(record=record, width=80, **options)

@@ -46,8 +46,9 @@ def candidates_kept(n_beams: int, n_ends: int) -> int:
 
 
 def beam_search(model, ids: list[int], settings, rng, names=None, on_step=None, lens_of=None,
-                hooks=None) -> Generation:
-    """The beam search of the module docstring; `lens_of(n)`: whether the n-th pass records the logit lens."""
+                hooks=None, on_layer=None) -> Generation:
+    """The beam search of the module docstring; `lens_of(n)`: whether the n-th pass records the logit lens;
+    `on_layer()`: called before each layer of every beam's pass (`run_pass`)."""
     s, tok = settings, model.tokenizer
     N, alpha, V = s.beams, s.length_penalty, model.config.d_vocab
     ends = sorted(set(tok.eos_ids))
@@ -61,7 +62,7 @@ def beam_search(model, ids: list[int], settings, rng, names=None, on_step=None, 
         cands = []  # (sum, flat index b·V + t, beam, token, pass, slot in the pass's own K)
         ran = []
         for b, row in enumerate(beams):
-            p, logits, _ = run_pass(model, row, s, rng, names, hooks, lens_of(len(passes)))
+            p, logits, _ = run_pass(model, row, s, rng, names, hooks, lens_of(len(passes)), on_layer=on_layer)
             passes.append(p)
             ran.append(p)
             logp = log_softmax(logits[-1])  # [d_vocab]

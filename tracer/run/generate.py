@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.fast import add_out_rows
 from .overflow import REACHED_NAMES
-from .rows import RowState, finish, run_pass, why_stop  # noqa: F401  (the loop's pieces, imported from here too)
+from .rows import RowState, Ticking, finish, record_predictions, run_pass, ticking, why_stop  # noqa: F401  (the loop's pieces, imported from here too)
 from .sampler import sample  # noqa: F401
 from .settings import GenerationSettings, SettingError
 from .trace import Generation
@@ -47,7 +47,7 @@ def recording_plan(json: bool = False, save: bool = False, lens_shown: bool = Tr
 
 
 def generate(model, ids: list[int], settings: GenerationSettings, names=None, on_step=None,
-             lens: bool | None = None, hooks=None, draft=None) -> Generation:
+             lens: bool | None = None, hooks=None, draft=None, on_layer=None) -> Generation:
     """Run the prompt `ids`, then generate up to `settings.max_new_tokens` tokens, one recorded pass each.
 
     `ids` fit the context with room for the new tokens (`Model.tokenize` checks that). With
@@ -57,9 +57,11 @@ def generate(model, ids: list[int], settings: GenerationSettings, names=None, on
     pass; None (the default) records it for the prompt pass, and for every later pass only on
     models under LENS_EVERY_PASS_MAX parameters (on GPT-2 sizes the lens costs more than the
     decode step itself). `draft`: the model that proposes tokens when `settings.draft` is set (`Model.draft_model`).
+    `on_layer()` is called before each layer of every pass (the draft's, each beam's too) and before the logit
+    lens's chunks of layers: what it raises ends the run there (`tracer serve`'s time limit).
     """
     with np.errstate(all="ignore"):  # a run that overflows records ∞ and NaN where they arise: no warnings
-        return _generate(model, ids, settings, names, on_step, lens, hooks, draft)
+        return _generate(model, ids, settings, names, on_step, lens, hooks, draft, on_layer)
 
 
 def check_run(model, settings: GenerationSettings) -> None:
@@ -79,7 +81,7 @@ def check_run(model, settings: GenerationSettings) -> None:
 
 
 def _generate(model, ids: list[int], settings: GenerationSettings, names, on_step, lens, hooks=None,
-              draft=None) -> Generation:
+              draft=None, on_layer=None) -> Generation:
     cfg, s = model.config, settings
     lens_every_pass = lens is True or (lens is None and cfg.n_params() < LENS_EVERY_PASS_MAX)
     if s.cache and s.max_new_tokens >= OUT_ROWS_MIN_NEW:
@@ -89,19 +91,20 @@ def _generate(model, ids: list[int], settings: GenerationSettings, names, on_ste
         from .beams import beam_search
 
         return beam_search(model, ids, s, rng, names, on_step, lambda n: lens_every_pass or (lens is not False and n == 0),
-                           hooks)
+                           hooks, on_layer)
     if s.draft is not None:
         from .speculative import speculative
 
         if draft is None:
             raise SettingError("draft", "names a draft, but no draft model was given (Model.generate loads it)")
         return speculative(model, draft, ids, s, rng, names, on_step,
-                           lambda n: lens_every_pass or (lens is not False and n == 0), hooks)
+                           lambda n: lens_every_pass or (lens is not False and n == 0), hooks, on_layer)
     row = RowState(model, ids, s.cache, len(ids) + max(s.max_new_tokens, 1))
     passes: list = []
     ends = set(model.tokenizer.eos_ids)
     while True:
-        step, _, token = run_pass(model, row, s, rng, names, hooks, lens_every_pass or (lens is not False and not passes))
+        step, _, token = run_pass(model, row, s, rng, names, hooks, lens_every_pass or (lens is not False and not passes),
+                                  on_layer=on_layer)
         passes.append(step)
         if on_step is not None:
             on_step(len(passes), max(s.max_new_tokens, 1))

@@ -32,6 +32,7 @@ from ..core.fast import norm_weights, times_columns
 from ..core.params import unembedding
 
 LENS_BUDGET = 3_000_000_000  # multiply-adds per pass the lens may spend: GPT-2 small gets its last 6 positions (what the brief view shows)
+PREDICT_CHUNK = 2_000_000  # logits turned into probabilities at once for every position's prediction (8 MB in float32)
 LENS_CHUNK = 8_000_000  # logits held at once (rows × d_vocab): 32 MB in float32, one chunk for a GPT-2 small lens
 
 
@@ -60,10 +61,17 @@ def next_tokens(tokens, start: int, chosen: int) -> np.ndarray:
     return np.append(tokens[start + 1 :], np.int64(chosen))  # [pos - start]
 
 
-def position_predictions(logits: np.ndarray, tokens, start: int, chosen: int) -> dict[str, np.ndarray]:
-    """Each computed position's top next token and the loss of the token that actually follows."""
+def position_predictions(logits: np.ndarray, tokens, start: int, chosen: int, on_chunk=None) -> dict[str, np.ndarray]:
+    """Each computed position's top next token and the loss of the token that actually follows, in chunks
+    of rows (each row alone: the same numbers; `on_chunk()` is called before each, a deadline raises there)."""
     nxt = next_tokens(tokens, start, chosen)  # [pos]
-    top, top_logp, next_logp, _ = top_and_target(logits, nxt)  # [pos] each
+    rows = max(1, PREDICT_CHUNK // max(logits.shape[-1], 1))
+    parts = []
+    for i in range(0, logits.shape[0], rows):
+        if on_chunk is not None:
+            on_chunk()
+        parts.append(top_and_target(logits[i : i + rows], nxt[i : i + rows]))
+    top, top_logp, next_logp = (np.concatenate([p[k] for p in parts]) for k in range(3))  # [pos] each
     return {
         "predict.top_token": top.astype(np.int64),  # [pos]
         "predict.top_prob": np.exp(top_logp),  # [pos]
@@ -117,11 +125,12 @@ def summarize(logits: np.ndarray, target: np.ndarray):
 
 
 def logit_lens(cfg, params, arrays, tokens, start: int, chosen: int, positions: int | None = None,
-               W_U: np.ndarray | None = None) -> dict[str, np.ndarray] | None:
+               W_U: np.ndarray | None = None, on_chunk=None) -> dict[str, np.ndarray] | None:
     """The lens arrays for one pass (None when its residual streams were not recorded).
 
     Every layer's rows go through W_U together, in chunks (one read of W_U per chunk, not per layer);
-    the last row is the recorded logits themselves when they were recorded.
+    the last row is the recorded logits themselves when they were recorded. `on_chunk()` is called
+    before each chunk (a deadline raises there).
     """
     streams = residual_streams(cfg, arrays)
     if streams is None:
@@ -139,6 +148,8 @@ def logit_lens(cfg, params, arrays, tokens, start: int, chosen: int, positions: 
         targets = np.tile(target, len(todo))  # [layer * lens_pos]
         chunk = max(width, (LENS_CHUNK // cfg.d_vocab) // width * width)  # whole layers per chunk
         for i in range(0, stacked.shape[0], chunk):
+            if on_chunk is not None:
+                on_chunk()
             logits = lens_logits(cfg, params, W_U, stacked[i : i + chunk])  # [rows, d_vocab]
             parts.append(summarize(logits, targets[i : i + chunk]))
     if exact:

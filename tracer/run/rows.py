@@ -10,6 +10,7 @@ are made of these. Core module: imports numpy only.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 
@@ -22,14 +23,46 @@ from .trace import TARGET, Generation, Row, Trace
 
 
 def record_predictions(model, rec: Recorder, logits: np.ndarray, seq: list[int], start: int, token: int,
-                       lens: bool) -> None:
-    """Every computed position's prediction and loss, and the logit lens, into the pass's recording."""
+                       lens: bool, on_layer=None) -> None:
+    """Every computed position's prediction and loss, and the logit lens, into the pass's recording.
+    `on_layer()` is called before each and between the lens's chunks of layers (a deadline raises there)."""
+    tick = on_layer or (lambda: None)
     if rec.wants("loss.per_position"):
-        rec.store.update(position_predictions(logits, seq, start, token))
+        tick()
+        rec.store.update(position_predictions(logits, seq, start, token, on_layer))
     if lens and rec.wants("lens.top_token"):
-        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W)
+        tick()
+        found = logit_lens(model.config, model.params, rec.store, seq, start, token, W_U=model.weights.unembed.W,
+                           on_chunk=on_layer)
         if found is not None:
             rec.store.update(found)
+
+
+class Ticking:
+    """A model's layers, `tick()` called as the decoder takes each (`forward` reads `weights.layers[l]`, or
+    iterates them): a check between two layers (a deadline, a stop) without a hook in the decoder."""
+
+    def __init__(self, layers, tick):
+        self._layers, self._tick = layers, tick
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def __getitem__(self, l):
+        self._tick()
+        return self._layers[l]
+
+    def __iter__(self):
+        for l in range(len(self._layers)):
+            yield self[l]
+
+    def __getattr__(self, name):
+        return getattr(self._layers, name)
+
+
+def ticking(weights, on_layer):
+    """`weights` whose layers call `on_layer()` as the decoder takes each (`weights` itself without one)."""
+    return weights if on_layer is None else replace(weights, layers=Ticking(weights.layers, on_layer))
 
 
 class RowState:
@@ -70,24 +103,26 @@ class RowState:
 
 
 def run_pass(model, row: RowState, settings: GenerationSettings, rng: np.random.Generator, names=None,
-             hooks=None, lens: bool = True, which: str = TARGET, draw=None) -> tuple[Trace, np.ndarray, int]:
+             hooks=None, lens: bool = True, which: str = TARGET, draw=None,
+             on_layer=None) -> tuple[Trace, np.ndarray, int]:
     """One recorded pass of `model` for `row`: the positions from `row.start` on, through the row's
     cache (all of them without one), the draw from the last position's logits, every position's
     prediction, and the logit lens when `lens`. Returns the pass (labelled with the row, `which`
     model, and the row it continued), the logits of the positions it computed [pos, d_vocab], and
-    the token drawn. The row's cache and `start` move past the positions computed; nothing is appended."""
+    the token drawn. The row's cache and `start` move past the positions computed; nothing is appended.
+    `on_layer()` is called before each layer and between the predictions' and the lens's chunks (`Ticking`)."""
     cfg = model.config
     rec = Recorder(names, cfg, hooks=hooks)  # hooks (`tracer.core.record.Hooks`) apply in every pass
     new = row.seq[row.start:] if row.kv is not None else row.seq
-    logits = forward(cfg, model.weights, new, rec, cache=row.kv)  # [pos, d_vocab]
+    logits = forward(cfg, ticking(model.weights, on_layer), new, rec, cache=row.kv)  # [pos, d_vocab]
     start = row.start if row.kv is not None else 0
     if draw is None:
         token = sample(logits[-1], settings, rng, Recorder(store=rec.store), row.seq)
     else:  # another rule of drawing from these logits (speculative decoding's verifying pass)
         token = draw(logits, start, Recorder(store=rec.store))
-    record_predictions(model, rec, logits, row.seq, start, token, lens)
+    record_predictions(model, rec, logits, row.seq, start, token, lens, on_layer)
     step = Trace(rec.store, np.asarray(row.seq, dtype=np.int64), cfg, list(row.strs), {}, start, settings,
-                 row.index, which, row.parent)
+                 row.index, which, row.parent, tokenizer=model.tokenizer)
     row.start, row.parent = len(row.seq), None  # its next pass continues its own sequence from there
     return step, logits, token
 
@@ -119,4 +154,4 @@ def finish(model, ids: list[int], passes: list[Trace], rows: list[RowState], set
     for r in rows:
         done.append(Row(r.generated, model.tokenizer.decode(r.generated) if r.generated else "",
                         r.stopped or "max_new_tokens", getattr(r, "score", None)))
-    return Generation(passes, list(ids), meta=meta, settings=settings, rows=done)
+    return Generation(passes, list(ids), meta=meta, settings=settings, rows=done, tokenizer=model.tokenizer)

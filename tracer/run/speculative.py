@@ -111,14 +111,15 @@ def verifier(settings, drafted: list[int], q_finals: list, row: RowState, rng):
 
 
 def speculative(model, draft, ids: list[int], settings, rng, names=None, on_step=None, lens_of=None,
-                hooks=None) -> Generation:
+                hooks=None, on_layer=None) -> Generation:
     """Generate as the module docstring says; `draft`: the proposing model; `lens_of(n)`: whether the model's
-    n-th pass records the logit lens (the draft's never do)."""
+    n-th pass records the logit lens (the draft's never do); `on_layer()`: called before each layer of every
+    pass, the draft's and the model's (`run_pass`)."""
     s, tok = settings, model.tokenizer
     cap = len(ids) + s.max_new_tokens + s.draft_tokens + 1
     target, proposer = RowState(model, ids, s.cache, cap), RowState(draft, ids, s.cache, cap)
     ends = set(tok.eos_ids)
-    first, _, token = run_pass(model, target, s, rng, names, hooks, lens_of(0))
+    first, _, token = run_pass(model, target, s, rng, names, hooks, lens_of(0), on_layer=on_layer)
     passes, rounds, n_target = [first], [], 1
     draft_meta = draft.meta()
     while True:
@@ -133,7 +134,7 @@ def speculative(model, draft, ids: list[int], settings, rng, names=None, on_step
             proposer.append(t, tok)
         drafted, q_finals = [], []
         for _ in range(k):
-            q, _, d = run_pass(draft, proposer, s, rng, names, None, False, which=DRAFT)
+            q, _, d = run_pass(draft, proposer, s, rng, names, None, False, which=DRAFT, on_layer=on_layer)
             q.meta = dict(draft_meta)
             passes.append(q)
             drafted.append(d)
@@ -143,7 +144,7 @@ def speculative(model, draft, ids: list[int], settings, rng, names=None, on_step
         for d in drafted:  # on trial: the model's pass computes them all
             target.append(d, tok)
         verify, _, token = run_pass(model, target, s, rng, names, hooks, lens_of(n_target),
-                                    draw=verifier(s, drafted, q_finals, target, rng))
+                                    draw=verifier(s, drafted, q_finals, target, rng), on_layer=on_layer)
         passes.append(verify)
         n_target += 1
         a = int(verify["verify.accepted"])

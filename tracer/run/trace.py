@@ -65,6 +65,7 @@ from ..formats.files import save_npz
 from ..formats.reading import MAX_TEXT_BYTES, Npz, parse_json, read_npz
 from .settings import GenerationSettings
 from ..showing import shown_by
+from ..tokenizers.table import saved_spec
 from ..core.store import Store
 
 FORMAT = "tracer-trace"
@@ -91,6 +92,7 @@ class Trace(Mapping):
     row: int = 0  # the sequence of its generation this pass extends
     model: str = TARGET  # which model ran it: TARGET, or DRAFT
     parent: int | None = None  # the row whose sequence (and KV cache) it continued, when not its own row's
+    tokenizer: object = field(default=None, repr=False, compare=False)  # the run's tokenizer (not in a file: its token table is)
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -114,7 +116,7 @@ class Trace(Mapping):
 
     def as_generation(self) -> "Generation":
         """This one pass as a generation of one pass (what a file or a walkthrough holds)."""
-        return Generation([self], meta=dict(self.meta), settings=self.settings)
+        return Generation([self], meta=dict(self.meta), settings=self.settings, tokenizer=self.tokenizer)
 
     def show(self, **options) -> None:
         """Print this pass's walkthrough (a notebook or a terminal): `show(token="B", section="attention")`."""
@@ -148,7 +150,7 @@ class Generation:
     `rows=[Row, …]` (row 0 first) gives several, and then `generated_ids`, `text` and `stopped` are row 0's."""
 
     def __init__(self, passes=(), prompt_ids=(), generated_ids=(), text: str = "", meta: dict | None = None,
-                 settings: GenerationSettings | None = None, stopped: str | None = None, *, rows=None):
+                 settings: GenerationSettings | None = None, stopped: str | None = None, *, rows=None, tokenizer=None):
         self.passes: list[Trace] = list(passes)  # every pass, of every row and model, in the order run
         self.prompt_ids = list(prompt_ids) or ([int(t) for t in self.passes[0].tokens] if self.passes else [])
         self.meta = {} if meta is None else meta  # where it came from: model, tokenizer, prompt, … (JSON)
@@ -157,6 +159,7 @@ class Generation:
             self.passes[0].settings if self.passes else GenerationSettings(max_new_tokens=0))
         self.rows: list[Row] = list(rows) if rows is not None else [Row(list(generated_ids), text, stopped)]
         self.steps: list[Trace] = list(self.passes) if self.plain else self.lineage(0)  # row 0's target passes
+        self.tokenizer = tokenizer  # the run's tokenizer (not in a file: its token table is)
 
     generated_ids = property(lambda self: self.rows[0].generated_ids, doc="Row 0's generated tokens.")
     text = property(lambda self: self.rows[0].text, doc="Row 0's generated text.")
@@ -255,14 +258,9 @@ def to_arrays(gen: Generation):
     tokens = np.asarray(gen.tokens, dtype=np.int64)
     token_strs = list(gen.steps[-1].token_strs)
     meta = {
-        **_with_settings(gen),
-        "format": FORMAT,
-        "version": version,
-        "config": first.config.to_dict(),
-        "prompt_ids": [int(i) for i in gen.prompt_ids],
-        "generated_ids": [int(i) for i in gen.generated_ids],
-        "text": gen.text,
-        "token_strs": token_strs,
+        **_with_settings(gen), "format": FORMAT, "version": version, "config": first.config.to_dict(),
+        "prompt_ids": [int(i) for i in gen.prompt_ids], "generated_ids": [int(i) for i in gen.generated_ids],
+        "text": gen.text, "token_strs": token_strs,
         "steps": [_pass_table(s, tokens, token_strs, version) for s in gen.passes],
         "step_meta": [{k: v for k, v in s.meta.items() if k not in gen.meta or (version > 1 and gen.meta[k] != v)}
                       for s in gen.passes],
@@ -274,6 +272,9 @@ def to_arrays(gen: Generation):
             raise TracerError("trace: the draft passes of one generation are of one draft model")
         if drafts:
             meta["draft"] = {"config": json.loads(drafts.pop())}
+    for m in [meta, *meta["step_meta"]]:  # a tokenizer read from a file: its tokens' texts (a draft's: its name), no path
+        if "tokenizer" in m:
+            m["tokenizer"] = saved_spec(m["tokenizer"], gen.tokenizer if m is meta else None)
     yield "tokens", tokens
     yield "meta", np.array(json.dumps(meta))
     for n, step in enumerate(gen.passes):

@@ -12,6 +12,13 @@ Every refusal is JSON `{"error": "one line", "field": …, "limit": …}`: 400 m
 route, 405 wrong method, 413 too large, 415 not JSON, 422 a field out of range, 429 too many from one
 address at once and 503 busy (both with Retry-After). A bug of ours is a 500 with one line and no traceback. Nothing here reads or writes a
 file a request names: a request chooses among the models loaded at start, by exact name.
+A body that is refused unread (too large, not JSON, a wrong address) is read and dropped first, up to
+DRAIN_BYTES and while it keeps coming (a pause of DRAIN_IDLE s: answered then), so that a client still
+sending (one that asked to close the connection after the answer, as Python's urllib does) reads the
+refusal rather than a reset connection, and one that declared a body it does not send is answered; a larger one is refused from
+its Content-Length, and what it still sends is dropped until its body deadline (`guard.BODY_SECONDS`). At most `in_flight` requests
+are handled at once (`guard.InFlight`: JSON 503 with Retry-After beyond it; sockets that have sent no
+complete headers never count).
 """
 
 from __future__ import annotations
@@ -22,15 +29,18 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ..render.page.html import json_for_script
 from .engine import EXAMPLE, Busy, Engine, TooMany
+from .guard import InFlight
 from .limits import RequestError, parse_trace_request, served_settings
 from .page import served_page
 
+DRAIN_BYTES = 4 * 2**20  # a refused body read and dropped up to this, so that its sender reads the refusal
+DRAIN_IDLE = 1.0  # seconds without a byte of a refused body after which it is answered without the rest
 SECURITY = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
             "Cache-Control": "no-store"}
 
@@ -45,7 +55,7 @@ def refusal(status: int, message: str, headers: dict | None = None, **more) -> R
     return json_response({"error": message, **more}, status, headers)
 
 
-def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Starlette:
+def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None, in_flight: int = 256) -> Starlette:
     """The ASGI app serving `engine`'s models; the example page is traced once, at start. `hosts`: the
     Host headers answered (None: any); a server on 127.0.0.1 answers only its own names, so that a web
     page whose name is made to point at 127.0.0.1 (DNS rebinding) gets 400, not the page. `lesson`: a led
@@ -72,6 +82,7 @@ def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Sta
             # application/json only: a page elsewhere cannot post it here without the CORS check this server never passes
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
+                await drain(request)
                 raise RequestError(415, "request: send JSON (Content-Type: application/json)")
             body = await read_body(request, engine.limits.body_bytes)
             req = parse_trace_request(body, list(engine.models), engine.limits, engine.default)
@@ -80,6 +91,8 @@ def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Sta
             answer = await engine.trace(req, request.client.host if request.client else None)
         except asyncio.CancelledError:  # the server stopped waiting (its graceful shutdown ran out): a short answer
             return refusal(503, "stopping: the server is shutting down", {"Retry-After": "5"}, retry_after=5)
+        except ClientDisconnect:  # the client left (or was let go for sending its body too slowly): no one to answer
+            return Response(status_code=400, headers={"Connection": "close"})
         except RequestError as e:
             return json_response(e.to_dict(), e.status)
         except Busy as e:
@@ -96,6 +109,7 @@ def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Sta
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
         words = {404: "no such page here: try / or /api/limits", 405: "method not allowed here"}
+        await drain(request)
         return refusal(exc.status_code, words.get(exc.status_code, exc.detail or "refused"))
 
     async def bug(request: Request, exc: Exception) -> Response:
@@ -104,22 +118,42 @@ def make_app(engine: Engine, hosts: list[str] | None = None, lesson=None) -> Sta
     routes = [Route("/", index, methods=["GET", "HEAD"]), Route("/api/trace", api_trace, methods=["POST"]),
               Route("/api/limits", api_limits, methods=["GET"]), Route("/api/health", health, methods=["GET"]),
               Route("/favicon.ico", favicon, methods=["GET"])] + (lesson.routes() if lesson is not None else [])
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
+    middleware = [Middleware(InFlight, most=in_flight)]  # a lesson's streams count: `in_flight` makes room for them
+    middleware += [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found, Exception: bug})
 
 
 async def read_body(request: Request, most: int) -> bytes:
-    """The body, read only while it is at most `most` bytes (a longer one is refused before the rest is read)."""
+    """The body, read only while it is at most `most` bytes; a longer one is refused (413) once it has
+    been read and dropped (up to DRAIN_BYTES: a client still sending then reads the refusal), or at once
+    from its Content-Length when it declares more than that."""
     length = request.headers.get("content-length")
     if length is not None:
         if not (length.isascii() and length.isdigit()):
             raise RequestError(400, "request: a Content-Length that is not a number")
         if int(length) > most:
+            if int(length) <= DRAIN_BYTES:
+                await drain(request)
             raise RequestError(413, f"request: {int(length):,} bytes; this server takes at most {most:,}", "body", most)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    stream = request.stream().__aiter__()
+    async for chunk in stream:
         size += len(chunk)
         if size > most:
+            await drain(request, DRAIN_BYTES - size, stream)
             raise RequestError(413, f"request: more than {most:,} bytes; this server takes at most {most:,}", "body", most)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def drain(request: Request, most: int = DRAIN_BYTES, stream=None) -> None:
+    """Read and drop what is left of the body (of `stream`, the body's iterator already begun), up to `most`
+    bytes and while it keeps coming: a client that sends nothing for DRAIN_IDLE seconds (headers that
+    declare a body it does not send) is answered then. A longer one is left: the connection closes."""
+    stream = request.stream().__aiter__() if stream is None else stream
+    size = 0
+    try:
+        while size <= most:
+            size += len(await asyncio.wait_for(stream.__anext__(), DRAIN_IDLE))
+    except (StopAsyncIteration, asyncio.TimeoutError, ClientDisconnect, RuntimeError):  # its end, a pause, gone, read
+        return

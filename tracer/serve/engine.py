@@ -5,8 +5,10 @@ numpy releases the GIL inside its products and the models' weights are only read
 one copy of every model. At most `workers` traces run at once and `queue` more wait; a request
 beyond that is refused at once (`Busy`, answered 503 with Retry-After), so the waiting line never
 grows; one client (an address) may have `Limits.per_client` requests running or waiting (`TooMany`,
-answered 429 with Retry-After), so that one student pressing Enter again and again cannot fill the queue. A running trace is cut between two passes when it outlives `Limits.seconds` or the server
-is stopping (`TimeLimit`, `Stopping`).
+answered 429 with Retry-After), so that one student pressing Enter again and again cannot fill the queue. A running trace is cut between two
+layers (of a pass, or of its logit lens) when it outlives `Limits.seconds` or the server is stopping
+(`TimeLimit`, `Stopping`); a chat template's render stops at the same deadline. The example the page opens
+on is traced without the limit (`example_seconds` says how long it took).
 
 One trace answers what `tracer trace --json` prints (`render.jsonout.trace_json`: prompt_ids,
 generated_ids, text, settings, …) and, under "page", the classroom page's data
@@ -25,6 +27,7 @@ from ..render.jsonout import json_safe, trace_json
 from ..render.page import page_data
 from ..render.page.html import json_for_script
 from ..run.settings import GenerationSettings
+from ..tokenizers.bounds import within
 from ..tokenizers.tokens import check_prompt
 from .limits import Limits, RequestError, TraceRequest, check_context
 
@@ -73,6 +76,7 @@ class Engine:
         self.mean = 0.5  # seconds a trace takes, a moving average (for Retry-After)
         self.stopping = threading.Event()
         self.answered = self.refused = 0
+        self.example_seconds = 0.0  # how long the example run took (traced at start, without the time limit)
 
     def describe(self) -> list[dict]:
         """The served models, for the page's model choice."""
@@ -123,20 +127,34 @@ class Engine:
         """The answer to `req` as JSON text, escaped as the page's data block is (no '<', '>', '&', ASCII only)."""
         return json_for_script(json_safe(self.answer(req))).encode("ascii")
 
-    def answer(self, req: TraceRequest) -> dict:
-        """One trace, in a worker thread: check the prompt against the limits, generate, and gather the answer."""
+    def threads(self) -> list:
+        """The worker threads (to wait a moment for, when the server stops)."""
+        return list(getattr(self.pool, "_threads", ()))
+
+    def answer(self, req: TraceRequest, limited: bool = True) -> dict:
+        """One trace, in a worker thread: check the prompt against the limits, generate, and gather the answer.
+        `limited=False`: no time limit (the example the page opens on)."""
         started = time.monotonic()
         m = self.models[req.model]
         lim = self.limits
+        deadline = started + lim.seconds if limited else float("inf")
+
+        def check(*_) -> None:  # between two layers, two passes, before the lens: the deadline and the stop
+            if self.stopping.is_set():
+                raise Stopping()
+            if time.monotonic() > deadline:
+                raise TimeLimit()
+
         if req.chat and m.chat_template is None:
             raise RequestError(422, f"chat: the model {req.model} has no chat template", "chat")
         try:  # as `tracer trace PROMPT --chat` reads it
             check_prompt(req.prompt)
             settings = GenerationSettings(**req.settings).given_only(req.given)  # the others (the KV cache, no stop
             # string): their defaults; those the request named win over the file's suggestions (sampling "file")
-            ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
-            check_context(len(ids) + len(req.force), settings.max_new_tokens, m.config.n_ctx, lim)
-            prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)
+            with within(deadline, self.stopping.is_set):  # a chat template stops at the deadline too
+                ids = m.chat_ids(req.prompt) if req.chat else m.tokenizer.encode(req.prompt)
+                check_context(len(ids) + len(req.force), settings.max_new_tokens, m.config.n_ctx, lim)
+                prompt = m.prompt(req.prompt, None, settings.max_new_tokens, chat=req.chat)
             if req.force:  # a branch: the tokens before a clicked candidate, and the candidate, after the prompt
                 if max(req.force) >= m.config.d_vocab:
                     raise RequestError(422, f"force: token ids of {req.model} are 0 to {m.config.d_vocab - 1:,}", "force")
@@ -144,16 +162,10 @@ class Engine:
         except TracerError as e:
             field = getattr(e, "field", None) or ("chat" if req.chat else "prompt")
             raise RequestError(422, str(e).splitlines()[0], field) from None
-        deadline = started + lim.seconds
-
-        def on_step(done: int, total: int) -> None:
-            if self.stopping.is_set():
-                raise Stopping()
-            if time.monotonic() > deadline:
-                raise TimeLimit()
 
         try:
-            gen = m.generate(prompt, settings=settings, on_step=on_step)
+            check()
+            gen = m.generate(prompt, settings=settings, on_step=check, on_layer=check)
         except TimeLimit:
             raise RequestError(422, f"time: the trace ran longer than this server's {lim.seconds:g} s; ask for fewer "
                                     f"new tokens or a shorter prompt", "time", lim.seconds) from None
@@ -172,10 +184,13 @@ class Engine:
     def example(self) -> dict:
         """The answer for the example prompt on the default model (what GET / opens on); for a model
         whose context cannot hold it, its first token alone."""
+        started = time.monotonic()
         try:
-            return self.answer(TraceRequest(EXAMPLE, self.default))
+            return self.answer(TraceRequest(EXAMPLE, self.default), limited=False)
         except RequestError:
-            return self.answer(TraceRequest(EXAMPLE[0], self.default, {"max_new_tokens": 0}))
+            return self.answer(TraceRequest(EXAMPLE[0], self.default, {"max_new_tokens": 0}), limited=False)
+        finally:
+            self.example_seconds = time.monotonic() - started
 
     def close(self) -> None:
         """Cut running traces at their next pass, refuse new ones, and let the threads go."""

@@ -27,6 +27,7 @@ import dataclasses
 import hmac
 import html
 import json
+import time
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -38,7 +39,7 @@ from ..render.words import LESSON_PAGE_WORDS, say
 from ..run import settings as declared
 from ..scenario.lesson import check_with_model, page_steps
 from ..tokenizers.tokens import show_invisible
-from .app import SECURITY, json_response, read_body, refusal
+from .app import SECURITY, drain, json_response, read_body, refusal
 from .limits import RequestError, TraceRequest
 from .page import asset, served_page
 from .room import BODY_BYTES, EVENTS_PER_SECOND, TEACHER_STREAMS, Refused, Room
@@ -64,8 +65,14 @@ class Lead:
     # ------------------------------------------------------------------ what the server asks of it
 
     def example(self, engine) -> dict:
-        """The starter run every page opens on: the lesson's prompt with its pinned settings."""
-        return engine.answer(TraceRequest(self.lesson.prompt, self.lesson.model, dict(self.lesson.settings)))
+        """The starter run every page opens on: the lesson's prompt with its pinned settings, traced without
+        the time limit (`engine.example_seconds` says how long it took, as `Engine.example` does)."""
+        started = time.monotonic()
+        try:
+            return engine.answer(TraceRequest(self.lesson.prompt, self.lesson.model, dict(self.lesson.settings)),
+                                 limited=False)
+        finally:
+            engine.example_seconds = time.monotonic() - started
 
     def pin(self, req: TraceRequest, body: bytes) -> TraceRequest:
         """A student's request (`body`: its JSON, already checked) with the pinned settings: those it leaves out
@@ -136,6 +143,7 @@ class Lead:
         async def body_of(request: Request) -> dict:
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
+                await drain(request)  # read and dropped first: a client still sending reads the 415
                 raise Refused(415, "request: send JSON (Content-Type: application/json)")
             try:
                 raw = await read_body(request, BODY_BYTES)

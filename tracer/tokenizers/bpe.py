@@ -23,6 +23,8 @@ END_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
+LONG_ADDED = 256  # characters: an added token longer than this is found with str.find, not compiled into a regex
+MAX_LONG_ADDED = 256  # such tokens a vocabulary may have (each costs one scan of a text it encodes); none has any
 MAX_ID = 2**31 - 1  # tokenizers' ids are u32, tiktoken's ranks fit an i32; a model's d_vocab is far below
 
 
@@ -241,21 +243,49 @@ class BPEBase:
         return listed
 
     def _matcher(self, normalized: bool):
+        """The added tokens of one kind (matched on the raw text, or after the normalizer): those of at most
+        LONG_ADDED characters as one regex alternation, longest first (compiling costs about 8 µs and 100
+        bytes per character, so a token of megabytes is not compiled), the longer ones found with str.find."""
         tokens = {}
         for i, t in self.added.items():
             if bool(t.get("normalized", True)) == normalized and t["content"]:
                 text = self._normalize(t["content"]) if normalized else t["content"]
                 tokens[text] = i  # two tokens with the same text: the last id, as a trie built in order would keep
-        alternation = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))  # leftmost-longest
-        return (re.compile(alternation), tokens) if tokens else None
+        if not tokens:
+            return None
+        longs = sorted((t for t in tokens if len(t) > LONG_ADDED), key=len, reverse=True)
+        if len(longs) > MAX_LONG_ADDED:
+            raise TracerError(f"tokenizer {self.name}: {len(longs):,} added tokens longer than {LONG_ADDED:,} characters "
+                              f"(the longest {len(longs[0]):,}); tracer takes at most {MAX_LONG_ADDED:,} such tokens")
+        short = sorted((t for t in tokens if len(t) <= LONG_ADDED), key=len, reverse=True)  # leftmost-longest
+        return (re.compile("|".join(map(re.escape, short))) if short else None), tokens, longs
+
+    def _matches(self, text: str, matcher):
+        """(start, stop, token) of every added token in `text`, leftmost first and the longest there, none
+        overlapping (tokenizers' AddedVocabulary). A long token's next place is looked for again only once
+        the scan has passed it: each costs one pass over the text."""
+        pattern, _, longs = matcher
+        pos, ahead = 0, {t: text.find(t) for t in longs}
+        while True:
+            m = pattern.search(text, pos) if pattern is not None else None
+            best = (m.start(), -len(m.group()), m.group()) if m else None
+            for t in longs:
+                if 0 <= ahead[t] < pos:
+                    ahead[t] = text.find(t, pos)
+                if ahead[t] >= 0 and (best is None or (ahead[t], -len(t)) < best[:2]):
+                    best = (ahead[t], -len(t), t)
+            if best is None:
+                return
+            start, minus, found = best
+            yield start, start - minus, found
+            pos = start - minus
 
     def _cut(self, text: str, matcher) -> list[tuple[str, int | None, int]]:
         """AddedVocabulary.find_matches: the added tokens in the text and the pieces between them, with
         each piece's start in the text."""
-        pattern, ids = matcher or (re.compile("(?!)"), {})
         out, offset, runs = [], 0, None
-        for m in pattern.finditer(text):
-            start, stop, i = m.start(), m.end(), ids[m.group()]
+        for start, stop, found in (self._matches(text, matcher) if matcher else ()):
+            i = matcher[1][found]
             t = self.added[i]
             if t.get("lstrip") or t.get("rstrip"):
                 runs = runs or _Runs(text)  # the whitespace runs, found once: each strip is then a look-up
