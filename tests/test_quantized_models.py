@@ -150,7 +150,7 @@ def test_tracer_models_lists_every_type_a_file_holds(gguf_of_folder, wide, tmp_p
     from tracer.readers.inventory import _gguf
 
     path = gguf_of_folder(wide, "llama-bpe", "MXFP4")
-    family, size, stored = _gguf(path)
+    family, size, stored, _ = _gguf(path)  # and the sampling it suggests
     assert (family, size) == ("llama", path.stat().st_size) and stored == "MXFP4, F32"
 
 

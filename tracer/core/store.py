@@ -72,7 +72,8 @@ class Derived:
         self.fn, self.sources, self.shape, self.dtype = fn, sources, tuple(shape), np.dtype(dtype)
 
     def rebuild(self, store) -> np.ndarray:
-        return self.fn(*[store[s] if isinstance(s, str) else s for s in self.sources])
+        with np.errstate(all="ignore"):  # as the pass that recorded its sources: ∞ and NaN where they arise, no warning
+            return self.fn(*[store[s] if isinstance(s, str) else s for s in self.sources])
 
 
 # --------------------------------------------------------------------------- the table

@@ -14,6 +14,7 @@ from ..sections import estimates
 from .header import block_words, head_roles_line, layer_kinds, training_line, weights_warning
 from .storage import example_words, expansion_words, split_words, storage_words
 from .text import BRIEF_CORNER, FULL_CORNER
+from .words import say
 
 
 def estimated_lines(r) -> int:
@@ -241,7 +242,7 @@ def predict_lines(r) -> int:
 @estimates("positions")
 def positions_lines(r) -> int:
     rows = r.n_prompt if not r.view.brief or r.n_prompt <= 16 else 17
-    return rows + 14
+    return rows + 13 + wrapped(r, len(say("positions.last", L="A")), 0)  # the last note: which rows a step computes
 
 
 @estimates("heatmap")
