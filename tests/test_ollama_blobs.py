@@ -82,7 +82,7 @@ def test_gemma3_4b_blobs_get_the_scaling_and_template_they_dropped(tmp_path):
     text = render_chat(m.tokenizer.chat_template, [{"role": "user", "content": " hi "}], bos_token="<bos>")
     assert text == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
     with pytest.raises(TracerError, match="System role not supported"):
-        render_chat(m.tokenizer.chat_template, [{"role": "system", "content": "x"}])
+        render_chat(m.tokenizer.chat_template, [{"role": "system", "content": "x"}], bos_token="<bos>")
 
 
 @pytest.mark.parametrize("name, variant, says", [
