@@ -177,6 +177,11 @@ def loss_slope(cfg, params: dict, tokens, name: str, i: int, eps: float = 1e-6) 
     return (up - down) / (2 * eps)
 
 
+def ids(ref, k: int) -> list[int]:
+    """Prompt k's token ids in a fixture's reference.npz (`input_ids_{k}`), as Python ints."""
+    return [int(i) for i in ref[f"input_ids_{k}"]]
+
+
 def grads_match_central_differences(cfg, params: dict, tokens, names, seed: int, embeddings=("W_E",)) -> None:
     """`tracer.core.backward.loss_and_grads` against central differences: the loss equals `next_token_loss`, every
     parameter has a gradient, and three entries of each named parameter (of an embedding: in the tokens' rows) agree."""

@@ -20,7 +20,7 @@ from tracer.core.config import Config
 from tracer.errors import TracerError
 from tracer.formats.files import load_npz
 
-from .reference import grads_match_central_differences, new_family_folder, new_family_forward
+from .reference import grads_match_central_differences, ids, new_family_folder, new_family_forward
 
 DATA = Path(__file__).parent / "data"
 FOLDER = DATA / "gemma4-tiny"
@@ -36,10 +36,6 @@ def model():
 @pytest.fixture(scope="module")
 def ref():
     return load_npz(FOLDER / "reference.npz")
-
-
-def ids(ref, k: int) -> list[int]:
-    return [int(i) for i in ref[f"input_ids_{k}"]]
 
 
 @pytest.mark.parametrize("k", [0, 1])

@@ -18,8 +18,8 @@ from tracer.core.config import Config
 from tracer.errors import TracerError
 from tracer.formats.files import load_npz
 
-from .reference import grads_match_central_differences
-from .test_family_gemma4 import float64_model, ids
+from .reference import grads_match_central_differences, ids
+from .test_family_gemma4 import float64_model
 
 FOLDER = Path(__file__).parent / "data" / "gemma4-moe-tiny"
 ATOL = 1e-4  # float32 through three layers (measured: logits 6.3e-6, residuals 5.7e-6)

@@ -17,7 +17,7 @@ import tracer
 from tracer.core.config import Config
 from tracer.formats.files import load_npz
 
-from .reference import grads_match_central_differences
+from .reference import grads_match_central_differences, ids
 
 
 DATA = Path(__file__).parent / "data"
@@ -35,10 +35,6 @@ def fixture(request):
 @pytest.fixture(scope="module")
 def qwen35():
     return tracer.load(str(DATA / "qwen3-5-tiny")), load_npz(DATA / "qwen3-5-tiny" / "reference.npz")
-
-
-def ids(ref, k: int) -> list[int]:
-    return [int(i) for i in ref[f"input_ids_{k}"]]
 
 
 @pytest.mark.parametrize("k", [0, 1])

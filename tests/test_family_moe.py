@@ -17,7 +17,7 @@ import pytest
 import tracer
 from tracer.formats.files import load_npz
 
-from .reference import grads_match_central_differences
+from .reference import grads_match_central_differences, ids
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["gpt-oss-tiny", "qwen3-moe-tiny", "olmoe-tiny", "mixtral-tiny", "qwen2-moe-tiny"]
@@ -29,10 +29,6 @@ ROUTER_ATOL = 1e-4  # the router's logits, from the same residual stream
 def fixture(request):
     name = request.param
     return name, tracer.load(str(DATA / name)), load_npz(DATA / name / "reference.npz")
-
-
-def ids(ref, k: int) -> list[int]:
-    return [int(i) for i in ref[f"input_ids_{k}"]]
 
 
 @pytest.mark.parametrize("k", [0, 1])

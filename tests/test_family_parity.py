@@ -19,7 +19,7 @@ from tracer.core.equations import rope_frequencies, rotate
 from tracer.errors import TracerError
 from tracer.formats.files import load_npz
 
-from .reference import grads_match_central_differences
+from .reference import grads_match_central_differences, ids
 
 DATA = Path(__file__).parent / "data"
 FOLDERS = ["llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "mistral-tiny", "qwen3-tiny", "olmo2-tiny", "phi3-tiny", "gemma3-tiny", "gemma2-tiny"]
@@ -30,10 +30,6 @@ ATOL = 1e-4  # float32 through a few layers; logits are of size ~5
 def fixture(request):
     name = request.param
     return name, tracer.load(str(DATA / name)), load_npz(DATA / name / "reference.npz")
-
-
-def ids(ref, k: int) -> list[int]:
-    return [int(i) for i in ref[f"input_ids_{k}"]]
 
 
 @pytest.mark.parametrize("k", [0, 1])

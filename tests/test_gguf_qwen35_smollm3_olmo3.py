@@ -20,6 +20,8 @@ import tracer
 from tracer.errors import TracerError
 from tracer.formats.files import load_npz
 
+from .reference import ids
+
 pytest.importorskip("gguf")
 
 DATA = Path(__file__).parent / "data"
@@ -28,15 +30,12 @@ ATOL = 1e-4  # float32 through four layers; logits of size ~5 (the folder reader
 PATTERN_ATOL = 5e-5  # OLMo 3: YaRN's attention factor (1.21) sharpens the float32 scores
 
 
+
 @pytest.fixture(scope="module", params=list(PRE))
 def read(request, gguf_of_folder):
     name = request.param
     return (name, tracer.load(str(gguf_of_folder(DATA / name, PRE[name]))), load_npz(DATA / name / "reference.npz"),
             tracer.load(str(DATA / name)))
-
-
-def ids(ref, k: int) -> list[int]:
-    return [int(i) for i in ref[f"input_ids_{k}"]]
 
 
 @pytest.mark.parametrize("k", [0, 1])
