@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import tracer
+from tracer.formats import stored
 from tracer.formats.files import load_npz
+from tracer.readers.source import Source
 
 pytest.importorskip("gguf")
 DATA = Path(__file__).parent / "data"
@@ -56,15 +58,30 @@ def test_greedy_tokens_with_and_without_the_cache(read):
         assert model.generate(prompt(name, k), max_new_tokens=8, cache=False).generated_ids == want, (name, k)
 
 
-def test_read_layer_by_layer_is_the_same(read):
+def test_read_layer_by_layer_is_the_same(read, monkeypatch):
     """The file streamed (each layer's weights read when the pass reaches it, only the routed experts
-    expanded) gives the whole read's logits."""
+    expanded) gives the whole read's logits; the file is read ahead (madvise WILLNEED) for exactly the experts
+    each layer routes to, and for each next layer (the unembedding after the last) while a layer is expanded."""
     name, path, model, _ = read
     per = model.expansion["expanded_bytes"] // model.config.n_layers  # a budget of one layer
+    asked, layers_ahead = [], []
+    real_experts, real_layer = stored.ExpertStack.prefetch, Source.prefetch
+    monkeypatch.setattr(stored.ExpertStack, "prefetch",
+                        lambda self, es: asked.append((self.stored.name, sorted(es))) or real_experts(self, es))
+    monkeypatch.setattr(Source, "prefetch", lambda self, l: layers_ahead.append((l, real_layer(self, l))) or 0)
     streamed = tracer.load(str(path), memory=max(per, 1))
     assert streamed.expansion["mode"] == "layer by layer" != model.expansion["mode"], streamed.expansion
     ids = prompt(name, 1)
-    np.testing.assert_allclose(streamed.run(ids)["logits"], model.run(ids)["logits"], atol=1e-6, rtol=0)
+    t = streamed.run(ids)
+    np.testing.assert_allclose(t["logits"], model.run(ids)["logits"], atol=1e-6, rtol=0)
+    L = model.config.n_layers
+    assert [l for l, _ in layers_ahead] == list(range(1, L + 1)) and all(n > 0 for _, n in layers_ahead), layers_ahead
+    routed = {l: sorted(set(t[f"blocks.{l}.mlp.hook_expert_indices"].reshape(-1).tolist())) for l in range(L)
+              if f"blocks.{l}.mlp.hook_expert_indices" in t.arrays}
+    assert routed
+    for l, experts in routed.items():
+        mine = [es for n, es in asked if f".{l}." in f".{n}"]
+        assert mine and all(es == experts for es in mine), (name, l, mine, experts)
 
 
 def test_the_files_tokenizer_gives_the_folders_ids(read):

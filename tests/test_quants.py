@@ -86,6 +86,30 @@ def test_a_tensor_of_many_chunks_is_the_same_as_block_by_block(type_name, monkey
     np.testing.assert_array_equal(ours(blocks[7:8], type_name), whole[7:8])
 
 
+@pytest.mark.parametrize("type_name", sorted(quants.TYPES))
+def test_a_tensor_cut_among_threads_is_gguf_bit_for_bit(type_name, monkeypatch):
+    """A tensor past PARALLEL_NUMBERS is cut into parts run by several threads: the parts' edges, some inside
+    a chunk, must give the numbers gguf-py gives, and the same with one thread."""
+    kind = quants.TYPES[type_name]
+    blocks = random_blocks(type_name, 701, 9)
+    monkeypatch.setattr(quants, "PARALLEL_NUMBERS", kind.block)  # any tensor is cut
+    monkeypatch.setattr(quants, "CHUNK_NUMBERS", 5 * kind.block)  # chunks of 5 blocks: parts of 233–234 blocks
+    monkeypatch.setattr(quants, "workers", lambda: 3)
+    assert_same_bits(blocks, type_name)
+    monkeypatch.setattr(quants, "workers", lambda: 1)
+    assert_same_bits(blocks, type_name)
+
+
+def test_threads_follow_blas_setting(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert quants.workers() == 1
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "64")
+    assert quants.workers() == quants.MAX_WORKERS
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert quants.workers() == min(2, quants.MAX_WORKERS)
+
+
 def covering(type_name: str, seed: int = 3) -> np.ndarray:
     """Blocks whose grid rows, sign fields, scale fields and table indices take every value: random
     blocks with the index fields set, block after block, to every row of the grid (high bits included)."""

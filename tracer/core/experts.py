@@ -255,6 +255,8 @@ class RoutedExperts(Sublayer):
                               f"removed from the routing must leave at least experts_per_token")
         weights = rec("hook_expert_weights", weights.reshape(*lead, k)).reshape(rows, k)
         order, groups = _groups(chosen, cfg.n_experts)  # the slots [rows·k] grouped by expert, and the groups
+        for W in {id(getattr(W, "stored", W)): W for W in (w.gate_up, w.W_gate, w.W_in, w.W_out) if hasattr(W, "prefetch")}.values():
+            W.prefetch([e for e, _, _ in groups])  # a streamed stack: the chosen experts read ahead from the file
         xs = x2[order // k]  # [rows·k, d_model]: each slot's token, grouped by expert (one gather)
         gate, up = np.empty((2, rows * k, cfg.d_mlp), dtype=x2.dtype)  # [rows·k, d_mlp] each: each chosen (token, expert)
         gate[order], up[order] = _gate_and_up(xs, groups, w)  # back to the slots' order

@@ -66,13 +66,15 @@ class Layers:
     """The layers of a streamed model, by index: `build(l)` → (Layer, layer l's parameters by
     TransformerLens name), called when layer l is not held; what is held stays within `budget`
     bytes. `on_expand(l, expanding)` (if set) is called each time layer l is asked for, `expanding`
-    saying whether it must be expanded (a progress bar; a Ctrl-C kept until the next layer)."""
+    saying whether it must be expanded (a progress bar; a Ctrl-C kept until the next layer);
+    `prefetch(l + 1)` (if given) each time layer l is expanded, so that reading the file overlaps the work."""
 
-    def __init__(self, n_layers: int, build, budget: int, layer_bytes: int, param=None):
+    def __init__(self, n_layers: int, build, budget: int, layer_bytes: int, param=None, prefetch=None):
         import threading
 
         self.n, self.build, self.budget, self.layer_bytes = n_layers, build, budget, layer_bytes
         self.param = param  # (l, name) → layer l's parameter `name` expanded again alone (None: the whole layer)
+        self.prefetch = prefetch  # l → layer l's stored bytes asked to be read ahead (l = n_layers: the unembedding)
         self.lock = threading.Lock()  # `tracer serve`'s workers share a model: one expansion at a time
         self.held: OrderedDict = OrderedDict()  # l → (Layer, params, bytes), least recently used first
         self.expansions = 0  # layers expanded so far (a layer expanded again after its eviction counts again)
@@ -112,6 +114,8 @@ class Layers:
             return layer, params
         while self.held and self.held_bytes + self.layer_bytes > self.budget:
             self.held.popitem(last=False)  # the least recently used layer
+        if self.prefetch is not None:  # the file's next layer read while this one is expanded and computed
+            self.prefetch(l + 1)
         layer, params = self.build(l)
         self.expansions += 1
         for sub in (layer.attn, layer.mlp):  # the weights a recorded recipe keeps (softmax attention's W_O for each head's result)

@@ -22,6 +22,7 @@ nothing is ever float64. bench/bench_gguf.py measures it against gguf-py. Core m
 
 from __future__ import annotations
 
+import os
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -42,6 +43,8 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18),
 }
 CHUNK_NUMBERS = 1 << 16  # numbers de-quantized per step: 256 KB of float32 and its uint8 temporaries
+PARALLEL_NUMBERS = 1 << 20  # a tensor of this many numbers or more is de-quantized by several threads
+MAX_WORKERS = 4
 
 
 def _f16(blocks: np.ndarray, at: int) -> np.ndarray:
@@ -326,11 +329,36 @@ def cannot(type_name: str, tensor: str) -> TracerError:
                        f"(it reads {', '.join(TYPES)})")
 
 
+def workers() -> int:
+    """Threads a large tensor is de-quantized by: as many as BLAS is given (OPENBLAS_NUM_THREADS or
+    OMP_NUM_THREADS, when set), else the CPUs this process may use; at most MAX_WORKERS."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        v = os.environ.get(var, "").strip()
+        if v.isdigit() and int(v) > 0:
+            return min(int(v), MAX_WORKERS)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, MAX_WORKERS))
+
+
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="tracer-dequantize")
+    return _POOL
+
+
 def dequantize(raw: np.ndarray, type_name: str, count: int, tensor: str = "?") -> np.ndarray:
     """(count,) float32: the numbers of `raw`, a tensor's bytes (1-d uint8) stored as `type_name`.
 
     Runs the type's block function over CHUNK_NUMBERS numbers at a time into one output array, so
-    no temporary grows with the tensor. A type outside TYPES is refused, naming `tensor`."""
+    no temporary grows with the tensor; a tensor of PARALLEL_NUMBERS numbers or more is cut into
+    `workers()` parts run by as many threads (the same numbers: each block is computed alone). A type
+    outside TYPES is refused, naming `tensor`."""
     kind = TYPES.get(type_name)
     if kind is None:
         raise cannot(type_name, tensor)
@@ -344,7 +372,17 @@ def dequantize(raw: np.ndarray, type_name: str, count: int, tensor: str = "?") -
                           f"(no number); llama.cpp refuses it too")
     out = np.empty((n_blocks, kind.block), np.float32)
     step = max(CHUNK_NUMBERS // kind.block, 1) if kind.block > 1 else n_blocks  # plain floats: no temporaries
-    with np.errstate(invalid="ignore", over="ignore"):  # a scale that is inf or NaN gives inf or NaN, as in ggml
-        for start in range(0, n_blocks, step):
-            kind.function(blocks[start:start + step], out[start:start + step])
+
+    def part(lo: int, hi: int) -> None:  # blocks lo..hi, a chunk at a time
+        with np.errstate(invalid="ignore", over="ignore"):  # a scale that is inf or NaN gives inf or NaN, as in ggml
+            for start in range(lo, hi, step):
+                kind.function(blocks[start:min(start + step, hi)], out[start:min(start + step, hi)])
+
+    parts = workers() if count >= PARALLEL_NUMBERS else 1
+    if parts == 1:
+        part(0, n_blocks)
+    else:  # numpy lets go of the GIL in its gathers and products: the parts run side by side
+        edges = [n_blocks * i // parts for i in range(parts + 1)]
+        for done in [_pool().submit(part, lo, hi) for lo, hi in zip(edges, edges[1:])]:
+            done.result()
     return out.reshape(count)

@@ -112,6 +112,10 @@ class Stored:
         """The stored bytes of rows lo..hi (a view of the mapped file), or None."""
         return None
 
+    def prefetch(self, lo: int = 0, hi: int | None = None) -> int:
+        """Rows lo..hi (all: the whole tensor) asked to be read from the file ahead of use (`will_need`)."""
+        return will_need(self._stored(lo, self.shape[0] if hi is None else hi))
+
 
 class Mapped(Stored):
     """A safetensors tensor: `arr` is its mapped view (uint16 bits for BF16)."""
@@ -173,37 +177,60 @@ class Quantized(Stored):
         return self.f.raw(self.name)[lo * row_bytes:hi * row_bytes]
 
 
-def give_back(arr) -> int:
-    """The pages of a mapped file under `arr` (a view of a read-only map) handed back to the kernel
-    (madvise MADV_DONTNEED): they stop counting in this process's resident memory, stay in the page
-    cache, and are read again from it if touched again. Bytes given back (0: not a mapped view, or
-    no madvise here)."""
+def _mapped_pages(arr):
+    """(the read-only map under `arr`, first byte, end byte) of the whole pages `arr` (a contiguous view of a
+    read-only mapped file) lies on, or None (not such a view, or no madvise here)."""
     import mmap
 
     if arr is None or not isinstance(arr, np.ndarray) or arr.size == 0 or not hasattr(mmap, "MADV_DONTNEED"):
-        return 0
+        return None
     root = arr
     while isinstance(root.base, np.ndarray):
         root = root.base
     m = root.base.obj if isinstance(root.base, memoryview) else root.base  # np.frombuffer(map), or np.memmap
     if not isinstance(m, mmap.mmap):
-        return 0
+        return None
     with memoryview(m) as view:
         if not view.readonly:  # a copy-on-write map's own changes would be lost: only read-only maps
-            return 0
+            return None
     start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
     end = start + arr.nbytes  # a contiguous view: the rows of a tensor
     lo = start // mmap.PAGESIZE * mmap.PAGESIZE
     hi = min(-(-end // mmap.PAGESIZE) * mmap.PAGESIZE, len(m))
-    if not 0 <= lo < hi:
+    return (m, lo, hi) if 0 <= lo < hi else None
+
+
+def _advise(arr, advice: str) -> int:
+    """madvise(`advice`) on the pages under `arr` (see `_mapped_pages`): the bytes advised, 0 if none."""
+    import mmap
+
+    pages = _mapped_pages(arr)
+    if pages is None or not hasattr(mmap, advice):
         return 0
+    m, lo, hi = pages
     try:
-        m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        m.madvise(getattr(mmap, advice), lo, hi - lo)
     except (OSError, ValueError):
         return 0
-    global GIVEN_BACK
-    GIVEN_BACK += hi - lo
     return hi - lo
+
+
+def give_back(arr) -> int:
+    """The pages of a mapped file under `arr` (a view of a read-only map) handed back to the kernel
+    (madvise MADV_DONTNEED): they stop counting in this process's resident memory, stay in the page
+    cache, and are read again from it if touched again. Bytes given back (0: not a mapped view, or
+    no madvise here)."""
+    global GIVEN_BACK
+    n = _advise(arr, "MADV_DONTNEED")
+    GIVEN_BACK += n
+    return n
+
+
+def will_need(arr) -> int:
+    """The pages of a mapped file under `arr` asked to be read ahead (madvise MADV_WILLNEED): the kernel
+    starts reading them in large requests and returns, so that a file not yet in the page cache is read
+    while the pass computes, not a page fault at a time when the numbers are expanded. Bytes asked for."""
+    return _advise(arr, "MADV_WILLNEED")
 
 
 class ExpertStack:
@@ -242,6 +269,10 @@ class ExpertStack:
         if isinstance(key, tuple) and len(key) == 2 and key[0] is Ellipsis and isinstance(key[1], slice):
             return ExpertStack(self.stored, (*self.steps, (slice(None), key[1])))  # every expert's columns
         raise TypeError(f"{self.stored.name}: an expert stack is read one expert at a time (stack[e])")
+
+    def prefetch(self, experts) -> int:
+        """The stored bytes of `experts` asked to be read ahead (`Stored.prefetch`), before any is expanded."""
+        return sum(self.stored.prefetch(int(e), int(e) + 1) for e in experts)
 
     def swapaxes(self, a: int, b: int) -> "ExpertStack":
         if {a, b} != {1, 2}:

@@ -159,6 +159,15 @@ class Source:
         self._note_views(mine, expanded)
         return mine, (fused[0] if fused else None)
 
+    def prefetch(self, l: int) -> int:
+        """Layer l's stored bytes (its experts excepted when they expand as routed; l = n_layers: the
+        unembedding's) asked to be read ahead from the file (`Stored.prefetch`). Bytes asked for."""
+        if l >= self.cfg.n_layers:
+            name = self.unembed_name or self.embed_name
+            return self.stored[name].prefetch() if name in self.stored and l == self.cfg.n_layers else 0
+        lazy = self.stacks if self.lazy_experts else set()
+        return sum(self.stored[n].prefetch() for n in self.layer_names[l] if n not in lazy)
+
     def param(self, l: int, name: str) -> np.ndarray:
         """One parameter of layer l (`blocks.{l}.attn.W_O`), for a recorded recipe that reads a weight
         of a layer no longer held: when translate made it as a view of one tensor, that tensor alone

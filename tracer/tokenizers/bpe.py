@@ -217,7 +217,8 @@ class BPEBase:
                 refuse(where, f"added token {t['content']!r} has single_word")
             self.added[token_id(t["id"], where, f"the added token {str(t.get('content'))[:40]!r}")] = t
         self.special = {i for i, t in self.added.items() if t.get("special")}
-        self._matchers = [self._matcher(normalized) for normalized in (False, True)]
+        self._added_texts = [self._added(normalized) for normalized in (False, True)]  # checked now, compiled when first used
+        self._compiled = None
         self.before, self.after = post(data.get("post_processor"), where)
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.id_to_token.update({i: t["content"] for i, t in self.added.items()})
@@ -242,10 +243,10 @@ class BPEBase:
             listed.append((pair, new))
         return listed
 
-    def _matcher(self, normalized: bool):
-        """The added tokens of one kind (matched on the raw text, or after the normalizer): those of at most
-        LONG_ADDED characters as one regex alternation, longest first (compiling costs about 8 µs and 100
-        bytes per character, so a token of megabytes is not compiled), the longer ones found with str.find."""
+    def _added(self, normalized: bool):
+        """The added tokens of one kind (matched on the raw text, or after the normalizer): (those of at most
+        LONG_ADDED characters, longest first; text → id; the longer ones, longest first), or None; too many
+        long ones are refused here, when the tokenizer is read."""
         tokens = {}
         for i, t in self.added.items():
             if bool(t.get("normalized", True)) == normalized and t["content"]:
@@ -258,7 +259,18 @@ class BPEBase:
             raise TracerError(f"tokenizer {self.name}: {len(longs):,} added tokens longer than {LONG_ADDED:,} characters "
                               f"(the longest {len(longs[0]):,}); tracer takes at most {MAX_LONG_ADDED:,} such tokens")
         short = sorted((t for t in tokens if len(t) <= LONG_ADDED), key=len, reverse=True)  # leftmost-longest
-        return (re.compile("|".join(map(re.escape, short))) if short else None), tokens, longs
+        return short, tokens, longs
+
+    @property
+    def _matchers(self) -> list:
+        """The two kinds' matchers, compiled the first time a text is encoded: the short added tokens as one
+        regex alternation (compiling costs about 8 µs and 100 bytes per character, seconds for a vocabulary
+        of 200,000 control tokens, which a run of ids alone never needs), the long ones found with str.find."""
+        if self._compiled is None:
+            self._compiled = [None if a is None else
+                              ((re.compile("|".join(map(re.escape, a[0]))) if a[0] else None), a[1], a[2])
+                              for a in self._added_texts]
+        return self._compiled
 
     def _matches(self, text: str, matcher):
         """(start, stop, token) of every added token in `text`, leftmost first and the longest there, none
