@@ -93,11 +93,34 @@ QWEN3_MOE = dict(vocab_size=32000, hidden_size=1024, intermediate_size=3072, moe
                  num_attention_heads=16, num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
                  norm_topk_prob=True, tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=40960,
                  use_sliding_window=False, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+# Issue 37's targets: a Qwen3.5-0.8B shape (24 layers, three Gated DeltaNet layers to each gated softmax one: 16 key and
+# value heads of 128 with a state each, a causal convolution of 4; full layers of 8 heads of 256 sharing 2, rotary on a
+# quarter of each head) and a Gemma 4 E2B shape (35 layers, 4 sliding to each global one, head size 256 and 512 on global
+# layers, 1 key/value head, per-layer inputs of 256, the last 20 layers reusing earlier keys and values with double-wide
+# MLPs). Both with a 32,000-token vocabulary (the real 248,320 and 262,144 would be most of the weights, Gemma's per-layer
+# table alone 9.4 GB in float32, for two models side by side in 23 GB): the layers are what is measured.
+QWEN35_08B = dict(vocab_size=32000, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
+                  num_key_value_heads=2, head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128,
+                  linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=16, full_attention_interval=4,
+                  max_position_embeddings=262144, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu",
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                                   "mrope_section": [11, 11, 10], "mrope_interleaved": True})
+GEMMA4_E2B = dict(vocab_size=32000, hidden_size=1536, intermediate_size=6144, num_hidden_layers=35, num_attention_heads=8,
+                  num_key_value_heads=1, head_dim=256, global_head_dim=512, num_kv_shared_layers=20,
+                  hidden_size_per_layer_input=256, vocab_size_per_layer_input=32000, use_double_wide_mlp=True,
+                  attention_k_eq_v=False, sliding_window=512, final_logit_softcapping=30.0, max_position_embeddings=131072,
+                  rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+                  rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                   "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                                                      "partial_rotary_factor": 0.25}})
 # --shape → (transformers' model_type and class, the shape)
 SHAPES = {"smollm2-135m": ("llama", "LlamaForCausalLM", SMOLLM2_135M), "gemma3-270m": ("gemma3_text", "Gemma3ForCausalLM", GEMMA3_270M),
           "qwen3-0.6b": ("qwen3", "Qwen3ForCausalLM", QWEN3_06B), "gpt-oss-moe": ("gpt_oss", "GptOssForCausalLM", GPT_OSS_MOE),
-          "qwen3-moe": ("qwen3_moe", "Qwen3MoeForCausalLM", QWEN3_MOE)}
-MOE = ("gpt_oss", "qwen3_moe")  # built by transformers itself (`write_moe_folder`, in the torch interpreter)
+          "qwen3-moe": ("qwen3_moe", "Qwen3MoeForCausalLM", QWEN3_MOE),
+          "qwen3.5-0.8b": ("qwen3_5_text", "Qwen3_5ForCausalLM", QWEN35_08B),
+          "gemma4-e2b": ("gemma4_text", "Gemma4ForCausalLM", GEMMA4_E2B)}
+BY_TRANSFORMERS = ("gpt_oss", "qwen3_moe", "qwen3_5_text", "gemma4_text")  # made by transformers' own class
+# (`write_transformers_folder`, in the torch interpreter): their initialization of the new pieces
 NO_SDPA = ("gpt_oss",)  # transformers runs its attention sinks in eager attention only: both columns are eager
 ROUTER_STD = 0.08  # the routers' weights N(0, 0.08) (4× transformers' initializer_range): scores of std ≈ 2.5, not uniform
 TOKENIZER = ROOT / "tests" / "data" / "tokenizers" / "llama3-like.json"  # 1,024 ids: any model id still runs
@@ -183,18 +206,25 @@ def write_folder(folder: Path, seed: int = 0, name: str = "smollm2-135m", layers
 
 
 def shape_of(name: str, layers: int | None) -> dict:
-    """The shape `name` (SHAPES), with `layers` layers if given (gpt-oss: its layers alternate sliding and full)."""
+    """The shape `name` (SHAPES), with `layers` layers if given, and its layer types: gpt-oss's alternate sliding and
+    full, Qwen3.5's are linear but every 4th full, Gemma 4's sliding but every 5th full (as its checkpoints')."""
     family, _, shape = SHAPES[name]
     shape = {**shape, **({"num_hidden_layers": layers} if layers else {})}
+    n = shape["num_hidden_layers"]
     if family == "gpt_oss":
-        shape["layer_types"] = ["sliding_attention" if l % 2 == 0 else "full_attention" for l in range(shape["num_hidden_layers"])]
+        shape["layer_types"] = ["sliding_attention" if l % 2 == 0 else "full_attention" for l in range(n)]
+    elif family == "qwen3_5_text":
+        shape["layer_types"] = ["full_attention" if (l + 1) % 4 == 0 else "linear_attention" for l in range(n)]
+    elif family == "gemma4_text":
+        shape["layer_types"] = ["full_attention" if (l + 1) % 5 == 0 else "sliding_attention" for l in range(n)]
+        shape["num_kv_shared_layers"] = min(shape["num_kv_shared_layers"], max(n - 5, 0))  # a shorter smoke test
     return shape
 
 
-def write_moe_folder(folder: Path, name: str, layers: int | None, seed: int = 0) -> None:
-    """A mixture-of-experts shape made by transformers' own class (run in the torch interpreter): its seeded random
-    initialization, the routers' weights redrawn N(0, ROUTER_STD) so that routing is not uniform, then
-    `save_pretrained` (config.json, model.safetensors, float32) and the small tokenizer.json."""
+def write_transformers_folder(folder: Path, name: str, layers: int | None, seed: int = 0) -> None:
+    """A shape made by transformers' own class (run in the torch interpreter): its seeded random initialization (the
+    experts', the linear-attention gates', the per-layer inputs'), a mixture's routers redrawn N(0, ROUTER_STD) so that
+    routing is not uniform, then `save_pretrained` (config.json, model.safetensors, float32) and the small tokenizer.json."""
     import torch
     import transformers
 
@@ -302,8 +332,22 @@ def case_prefill(model, torch_w, tokens: np.ndarray, rounds: int, per: int, resu
     results["prefill"] = r
 
 
+class NoEnd:
+    """A tokenizer with no end token to stop at (`eos_ids` empty), the rest its own: tracer then runs all `new`
+    steps, as transformers does with `min_new_tokens=new` (a random model's greedy run may hit the end token)."""
+
+    eos_ids = ()
+
+    def __init__(self, tokenizer):
+        self.__dict__["_tokenizer"] = tokenizer
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+
 def case_generate(model, torch_w, prompt: list[int], new: int, rounds: int, results: dict) -> None:
     got = {}
+    model.tokenizer = NoEnd(model.tokenizer)
 
     def run(names):  # greedy, KV cache
         return tokens_per_s(lambda: model.generate(prompt, max_new_tokens=new, names=names), got)
@@ -345,14 +389,14 @@ def main() -> int:
                     "gemma-3-270m-q4_k_m.gguf with --shape gemma3-270m: the shape gives the vocabulary the prompts come from)")
     ap.add_argument("--shape", default="smollm2-135m", choices=sorted(SHAPES), help="the random model's shape")
     ap.add_argument("--layers", type=int, default=None, help="that shape with this many layers (a smoke test)")
-    ap.add_argument("--write-moe", help=argparse.SUPPRESS)  # the torch interpreter writes a MoE shape's folder here
+    ap.add_argument("--write-folder", help=argparse.SUPPRESS)  # the torch interpreter writes a shape's folder here
     args = ap.parse_args()
     threads = int(args.threads)
     if args.worker:
         torch_worker(args.worker, threads)
         return 0
-    if args.write_moe:
-        write_moe_folder(Path(args.write_moe), args.shape, args.layers)
+    if args.write_folder:
+        write_transformers_folder(Path(args.write_folder), args.shape, args.layers)
         return 0
 
     import tracer
@@ -376,10 +420,10 @@ def main() -> int:
         py = None if args.no_torch else find_torch_python(args.torch_python)
         if args.gguf:
             size = source.stat().st_size
-        elif family in MOE:  # transformers' own class makes it: torch is needed even to write it
+        elif family in BY_TRANSFORMERS:  # transformers' own class makes it: torch is needed even to write it
             if py is None:
                 raise SystemExit(f"--shape {args.shape} is made by transformers: run with torch (--torch-python)")
-            subprocess.run([py, str(Path(__file__).resolve()), "--write-moe", str(source), "--shape", args.shape,
+            subprocess.run([py, str(Path(__file__).resolve()), "--write-folder", str(source), "--shape", args.shape,
                             *(["--layers", str(args.layers)] if args.layers else [])], check=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
             size = (source / "model.safetensors").stat().st_size

@@ -39,19 +39,23 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:  # [..., d] → same, and 1/‖x�
     return x * inv, inv
 
 
-def delta_rule(q, k, v, beta, g, S0):  # [pos, head, d_k] ×2, [pos, head, d_v], [pos, head] ×2, [head, d_k, d_v]
-    """The gated delta rule token by token (every head at once): each position's read-out [pos, head, d_v]
-    and the state after it [pos, head, d_k, d_v]."""
-    S = S0.copy()
-    outs, states = np.empty_like(v), np.empty((len(q), *S0.shape), dtype=S0.dtype)
+def delta_rule(q, k, v, beta, g, S0, every: bool = True):  # [pos, head, d_k] ×2, [pos, head, d_v], [pos, head] ×2, [head, d_k, d_v]
+    """The gated delta rule token by token (every head at once): each position's read-out [pos, head, d_v] and the
+    state after each position [pos, head, d_k, d_v] (`every`), or only the last one [head, d_k, d_v] (a pass's own
+    arithmetic, the same: the recorded states are this recurrence again, read when asked for)."""
+    S = S0.copy()  # [head, d_k, d_v]
+    outs = np.empty_like(v)  # [pos, head, d_v]
+    states = np.empty((len(q), *S0.shape), dtype=S0.dtype) if every else None  # [pos, head, d_k, d_v]
     scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
+    decay = np.exp(g)  # [pos, head]
     for t in range(len(q)):
-        S *= np.exp(g[t])[:, None, None]  # decay
-        recalled = np.einsum("hkv,hk->hv", S, k[t])  # what S gives for this key
+        S *= decay[t][:, None, None]  # decay
+        recalled = np.matmul(k[t][:, None, :], S)[:, 0, :]  # [head, d_v]: what S gives for this key
         S += k[t][:, :, None] * (beta[t][:, None] * (v[t] - recalled))[:, None, :]  # write
-        outs[t] = np.einsum("hkv,hk->hv", S, q[t]) * scale  # read
-        states[t] = S
-    return outs, states
+        outs[t] = np.matmul(q[t][:, None, :], S)[:, 0, :] * scale  # read
+        if every:
+            states[t] = S
+    return outs, (states if every else S)
 
 
 def states_of(q, k, v, beta, g, S0):  # the store's recipe for `hook_state`: the same recurrence again

@@ -147,16 +147,16 @@ class LinearAttention(Sublayer):
         beta = rec("hook_beta", sigmoid(x @ w.beta))  # [pos, v_head]
         g = rec("hook_decay", -np.exp(w.A_log) * softplus(x @ w.decay + w.dt_bias))  # [pos, v_head] ≤ 0
         S0 = state.S if state is not None else np.zeros((vh, cfg.linear_d_k, cfg.linear_d_v), dtype=x.dtype)
-        o, states = delta_rule(grouped(q, vh), grouped(k, vh), v, beta, g, S0)
+        o, S_last = delta_rule(grouped(q, vh), grouped(k, vh), v, beta, g, S0, every=False)  # [pos, v_head, d_v], [v_head, d_k, d_v]
         rec.later("hook_state", lambda q_, k_, v_, b_, g_, S0_: states_of(grouped(q_, vh), grouped(k_, vh), v_, b_, g_, S0_),
-                  q, k, v, beta, g, S0.copy(), shape=states.shape)
+                  q, k, v, beta, g, S0.copy(), shape=(len(q), *S0.shape))
         o = rec("hook_z", o)  # [pos, v_head, d_v]: the read-out
         z = rec("hook_gate_z", w.z(x).reshape(o.shape))  # [pos, v_head, d_v]
         gated = rec("hook_z_gated", self.gated_norm(cfg, o, z, w.norm_w))
         if state is not None:  # carried to the next pass: the convolution's last inputs and the state
             both = np.concatenate([tail, pre], axis=0)
             state.tail = both[len(both) - len(tail):].copy()
-            state.S = states[-1].copy()
+            state.S = S_last  # a new array of this pass's
         return w.out(merge_heads(gated))  # [pos, d_model]
 
     @staticmethod
