@@ -224,7 +224,11 @@ def shape_of(name: str, layers: int | None) -> dict:
 def write_transformers_folder(folder: Path, name: str, layers: int | None, seed: int = 0) -> None:
     """A shape made by transformers' own class (run in the torch interpreter): its seeded random initialization (the
     experts', the linear-attention gates', the per-layer inputs'), a mixture's routers redrawn N(0, ROUTER_STD) so that
-    routing is not uniform, then `save_pretrained` (config.json, model.safetensors, float32) and the small tokenizer.json."""
+    routing is not uniform, Gemma 4's Q/K norm gains set to d_head^-1/4 (its scores are q·k of two normed vectors, not
+    divided by √d_head: with gains of 1 they have a standard deviation of √d_head = 16, so peaked that float32's rounding
+    decides which key wins: on 15 layers of this shape transformers' float32 logits were 2.8e-3 from its float64 ones and
+    tracer's 1.1e-2, and the 35-layer model's two sides 8.7e-2 apart; with these gains, 15 layers' last residuals are
+    3.5e-5 (transformers) and 6.0e-5 (tracer) from float64), then `save_pretrained` (config.json, model.safetensors, float32) and the small tokenizer.json."""
     import torch
     import transformers
 
@@ -237,6 +241,8 @@ def write_transformers_folder(folder: Path, name: str, layers: int | None, seed:
         for pname, p in model.named_parameters():
             if pname.endswith(("mlp.router.weight", "mlp.gate.weight")):
                 p.normal_(0.0, ROUTER_STD)
+            elif family == "gemma4_text" and pname.endswith(("q_norm.weight", "k_norm.weight")):
+                p.fill_(p.shape[0] ** -0.25)  # Gemma 4 scores q·k unscaled: gains of d_head^-1/4 give scores of std ~1
     model.save_pretrained(folder, safe_serialization=True)
     for extra in folder.iterdir():
         if extra.name not in ("config.json", "model.safetensors"):
