@@ -49,8 +49,13 @@ def streamed_weights(source, cfg, budget: int, per: int):
     whole = {"W_U"} if unembed_fits and not tied else ({"W_E"} if unembed_fits else set())  # expanded once
     top = source.top(whole)
     room = budget - (source.unembed_bytes() if unembed_fits else 0)
+    ahead = getattr(source, "prefetch", None)
+
+    def prefetch(l: int) -> int:  # layer l's file bytes read ahead; after the last layer, the unembedding's only
+        return ahead(l) if l < cfg.n_layers or not unembed_fits else 0  # when a pass reads it (in row blocks)
+
     layers = Layers(cfg.n_layers, lambda l: _build(source, cfg, l), room, per, source.param,
-                    getattr(source, "prefetch", None))
+                    prefetch if ahead is not None else None)
     embed_stored = source.stored[source.embed_name]
     W_E = top["W_E"] if "W_E" in top else RowLookup(embed_stored)
     if unembed_fits:

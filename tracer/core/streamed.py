@@ -114,7 +114,7 @@ class Layers:
             return layer, params
         while self.held and self.held_bytes + self.layer_bytes > self.budget:
             self.held.popitem(last=False)  # the least recently used layer
-        if self.prefetch is not None:  # the file's next layer read while this one is expanded and computed
+        if self.prefetch is not None and l + 1 not in self.held:  # the file's next layer read while this one is expanded
             self.prefetch(l + 1)
         layer, params = self.build(l)
         self.expansions += 1

@@ -179,10 +179,10 @@ class Quantized(Stored):
 
 def _mapped_pages(arr):
     """(the read-only map under `arr`, first byte, end byte) of the whole pages `arr` (a contiguous view of a
-    read-only mapped file) lies on, or None (not such a view, or no madvise here)."""
+    read-only mapped file) lies on, or None (not such a view)."""
     import mmap
 
-    if arr is None or not isinstance(arr, np.ndarray) or arr.size == 0 or not hasattr(mmap, "MADV_DONTNEED"):
+    if arr is None or not isinstance(arr, np.ndarray) or arr.size == 0:
         return None
     root = arr
     while isinstance(root.base, np.ndarray):
